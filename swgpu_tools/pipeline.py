@@ -1,0 +1,285 @@
+"""The workflow's steps, one function each; the Snakemake rules and the
+``swgpu`` command call these.
+
+    shard_database  (swgpu_tools.shard)  database FASTA -> shard files + database.json
+    score_shard     queries x one shard -> top-k hits of that shard (TSV)
+    merge_hits      all shards' hits -> results/hits.tsv (top-k per query, E-values
+                    over the whole database)
+    traceback_hits  results/hits.tsv -> results/alignments.tsv (CPU alignments)
+    search          all of the above in one process, without shard files
+
+In-memory forms (:func:`score`, :func:`merge`, :func:`traceback`) make up the
+Python API; the ``*_hits``/``*_shard`` functions read and write files.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+
+from .backend import acquire_gpu, choose_backend
+from .errors import InputError
+from .fasta import read_fasta
+from .scoring import ScoringScheme
+from .sequences import SequenceSet
+from .shard import read_database_info, read_shard
+
+SHARD_HITS_COLUMNS = ["qseqid", "sseqid", "score", "slen"]
+
+
+def stderr_log(message: str) -> None:
+    print(f"[swgpu {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _quiet(message: str) -> None:
+    pass
+
+
+# ----------------------------------------------------------------------------
+# in-memory steps (the Python API)
+# ----------------------------------------------------------------------------
+
+def score(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme,
+          top_k: int = 500, backend: str = "auto", threads: int | None = None,
+          device="auto", log=_quiet) -> pd.DataFrame:
+    """Top-k Smith-Waterman hits of each query in ``database``.
+
+    Returns a DataFrame with columns qseqid, sseqid, score, slen, per query (in
+    query order) by descending score, ties by ascending database index.
+    """
+    if top_k < 1:
+        raise InputError(f"top_k must be at least 1, got {top_k}")
+    choice = choose_backend(backend)
+    log(f"backend: {choice.name} ({choice.reason})")
+    q_enc = scheme.encode(queries, "queries")
+    d_enc = scheme.encode(database, "database")
+    if threads:
+        import numba
+
+        numba.set_num_threads(max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS)))
+    cells_per_query = queries.lengths.astype(np.float64) * float(database.total_residues)
+    start = time.perf_counter()
+
+    def progress(done: int, total: int) -> None:
+        elapsed = time.perf_counter() - start
+        gcups = cells_per_query[:done].sum() / max(elapsed, 1e-9) / 1e9
+        log(f"queries {done}/{total} done, {elapsed:.1f} s, {gcups:.2f} GCUPS so far")
+
+    kwargs = dict(progress=progress)
+    if choice.name == "gpu":
+        from .kernels import gpu as kernels
+
+        kwargs["device"] = acquire_gpu(device, log=log)
+        log(f"using GPU {kwargs['device']}")
+    else:
+        from .kernels import cpu as kernels
+    hits = kernels.search(q_enc, d_enc, scheme.matrix, scheme.gap_open, scheme.gap_extend,
+                          top_k, **kwargs)
+    elapsed = time.perf_counter() - start
+    log(f"scored {len(queries)} queries x {len(database):,} sequences "
+        f"({database.total_residues:,} residues) in {elapsed:.2f} s: "
+        f"{cells_per_query.sum() / max(elapsed, 1e-9) / 1e9:.2f} GCUPS")
+    ids = np.asarray(database.ids, dtype=object)
+    qids = np.asarray(queries.ids, dtype=object)
+    return pd.DataFrame({
+        "qseqid": qids[hits.query_index],
+        "sseqid": ids[hits.subject_index],
+        "score": hits.score.astype(np.int64),
+        "slen": database.lengths[hits.subject_index].astype(np.int64),
+    })
+
+
+def merge(hit_tables: list[pd.DataFrame], queries: SequenceSet, db_sequences: int,
+          db_residues: int, scheme: ScoringScheme, top_k: int = 500,
+          max_evalue: float | None = 10.0) -> pd.DataFrame:
+    """Merge per-shard hits into the final top-k per query with bit scores and E-values.
+
+    Order: queries in input order; per query by descending score, then
+    ascending subject id (the same order whatever the sharding).  E-values use
+    the size of the whole database; where BLAST publishes no statistics for
+    the scoring scheme, bitscore and evalue are NaN (written as NA) and no
+    E-value filter applies.
+    """
+    from . import stats
+
+    frames = [t for t in hit_tables if len(t)]
+    if frames:
+        hits = pd.concat(frames, ignore_index=True)
+    else:
+        hits = pd.DataFrame({c: pd.Series(dtype=object if c.endswith("id") else np.int64)
+                             for c in SHARD_HITS_COLUMNS})
+    order_of_query = {q: i for i, q in enumerate(queries.ids)}
+    unknown = set(hits["qseqid"]) - set(order_of_query)
+    if unknown:
+        raise InputError(f"hits name queries that are not in the query file: {sorted(unknown)[:5]}")
+    hits["_qorder"] = hits["qseqid"].map(order_of_query).astype(np.int64)
+    hits = hits.sort_values(["_qorder", "score", "sseqid"], ascending=[True, False, True],
+                            kind="mergesort")
+    hits = hits.groupby("_qorder", sort=False).head(top_k)
+    qlen = pd.Series(queries.lengths, index=range(len(queries)))
+    hits["qlen"] = hits["_qorder"].map(qlen).astype(np.int64)
+    params = stats.lookup(scheme.matrix_name, scheme.gap_open, scheme.gap_extend)
+    if params is None:
+        hits["bitscore"] = np.nan
+        hits["evalue"] = np.nan
+    else:
+        raw = hits["score"].to_numpy(np.float64)
+        hits["bitscore"] = stats.bit_score(raw, params)
+        hits["evalue"] = stats.evalue(raw, hits["qlen"].to_numpy(np.int64),
+                                      db_residues, db_sequences, params)
+        if max_evalue is not None:
+            hits = hits[hits["evalue"] <= max_evalue]
+    return hits[["qseqid", "sseqid", "score", "bitscore", "evalue", "qlen", "slen"]].reset_index(drop=True)
+
+
+def traceback(hits: pd.DataFrame, queries: SequenceSet, subjects: SequenceSet,
+              scheme: ScoringScheme, threads: int | None = None, log=_quiet) -> pd.DataFrame:
+    """Alignments (BLAST tabular columns, then ours) for every row of ``hits``."""
+    from .alignment import align_many
+    from .tables import alignment_columns
+
+    q_index = {q: i for i, q in enumerate(queries.ids)}
+    s_index = {s: i for i, s in enumerate(subjects.ids)}
+    missing = [s for s in hits["sseqid"].unique() if s not in s_index]
+    if missing:
+        raise InputError(f"hits name subjects that are not in the database shards: {missing[:5]}")
+    qi = hits["qseqid"].map(q_index).to_numpy(np.int64)
+    si = hits["sseqid"].map(s_index).to_numpy(np.int64)
+    q_enc = scheme.encode(queries, "queries")
+    s_enc = scheme.encode(subjects, "database")
+    start = time.perf_counter()
+    alignments = align_many(q_enc, qi, s_enc, si, scheme.matrix, scheme.gap_open,
+                            scheme.gap_extend, threads=threads)
+    log(f"aligned {len(alignments):,} hits in {time.perf_counter() - start:.2f} s")
+    rows = []
+    for row, aln, a, b in zip(hits.itertuples(index=False), alignments, qi, si):
+        if aln.score != row.score:
+            raise RuntimeError(
+                f"internal error: traceback score {aln.score} != scan score {row.score} "
+                f"for {row.qseqid} vs {row.sseqid}"
+            )
+        cols = alignment_columns(queries.sequence(a), subjects.sequence(b), aln)
+        cols.update(qseqid=row.qseqid, sseqid=row.sseqid, evalue=row.evalue,
+                    bitscore=row.bitscore, score=row.score, qlen=row.qlen, slen=row.slen)
+        rows.append(cols)
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------
+# file-level steps (what the workflow rules call)
+# ----------------------------------------------------------------------------
+
+def read_queries(path) -> SequenceSet:
+    return read_fasta(path)
+
+
+def write_shard_hits(df: pd.DataFrame, path) -> None:
+    from .tables import atomic_write
+
+    with atomic_write(path) as fh:
+        df[SHARD_HITS_COLUMNS].to_csv(fh, sep="\t", index=False, lineterminator="\n")
+
+
+def read_shard_hits(path) -> pd.DataFrame:
+    try:
+        df = pd.read_csv(path, sep="\t", dtype={"qseqid": str, "sseqid": str,
+                                                "score": np.int64, "slen": np.int64},
+                         keep_default_na=False)
+    except FileNotFoundError:
+        raise InputError(f"{os.fspath(path)}: file not found") from None
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise InputError(f"{os.fspath(path)}: not a shard hits table ({exc})") from None
+    if list(df.columns) != SHARD_HITS_COLUMNS:
+        raise InputError(f"{os.fspath(path)}: not a shard hits table (columns {list(df.columns)})")
+    return df
+
+
+def score_shard(shard_path, queries_path, out_path, scheme: ScoringScheme, top_k: int = 500,
+                backend: str = "auto", threads: int | None = None, device="auto",
+                log=stderr_log) -> pd.DataFrame:
+    queries = read_queries(queries_path)
+    database = read_shard(shard_path)
+    log(f"{os.fspath(shard_path)}: {len(database):,} sequences, {database.total_residues:,} residues; "
+        f"{len(queries)} queries")
+    hits = score(queries, database, scheme, top_k, backend, threads, device, log)
+    write_shard_hits(hits, out_path)
+    log(f"wrote {len(hits):,} hits to {os.fspath(out_path)}")
+    return hits
+
+
+def merge_hits(hit_paths, queries_path, database_info_path, out_path, scheme: ScoringScheme,
+               top_k: int = 500, max_evalue: float | None = 10.0, log=stderr_log) -> pd.DataFrame:
+    from .tables import write_hits_table
+
+    queries = read_queries(queries_path)
+    info = read_database_info(database_info_path)
+    tables = [read_shard_hits(p) for p in hit_paths]
+    hits = merge(tables, queries, int(info["sequences"]), int(info["residues"]), scheme,
+                 top_k, max_evalue)
+    write_hits_table(hits, out_path)
+    log(f"merged {sum(len(t) for t in tables):,} shard hits from {len(tables)} shards into "
+        f"{len(hits):,} hits: {os.fspath(out_path)}")
+    return hits
+
+
+def read_hits(path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path, sep="\t", dtype={"qseqid": str, "sseqid": str},
+                           na_values=["NA"], keep_default_na=False)
+    except FileNotFoundError:
+        raise InputError(f"{os.fspath(path)}: file not found") from None
+
+
+def traceback_hits(hits_path, queries_path, shard_paths, out_path, scheme: ScoringScheme,
+                   threads: int | None = None, log=stderr_log) -> pd.DataFrame:
+    from .tables import write_alignments_table
+
+    hits = read_hits(hits_path)
+    queries = read_queries(queries_path)
+    wanted = set(hits["sseqid"])
+    parts = []
+    for path in shard_paths:
+        shard = read_shard(path)
+        keep = [i for i, s in enumerate(shard.ids) if s in wanted]
+        if keep:
+            parts.append(shard.subset(keep))
+    subjects = _concat(parts)
+    table = traceback(hits, queries, subjects, scheme, threads, log)
+    write_alignments_table(table, out_path)
+    log(f"wrote {len(table):,} alignments to {os.fspath(out_path)}")
+    return table
+
+
+def _concat(parts: list[SequenceSet]) -> SequenceSet:
+    if not parts:
+        return SequenceSet([], np.zeros(0, np.uint8), np.zeros(1, np.int64))
+    ids = [i for p in parts for i in p.ids]
+    residues = np.concatenate([p.residues for p in parts])
+    lengths = np.concatenate([p.lengths for p in parts])
+    offsets = np.zeros(len(ids) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return SequenceSet(ids, residues, offsets)
+
+
+def search(queries_path, database_path, out_dir, scheme: ScoringScheme, top_k: int = 500,
+           max_evalue: float | None = 10.0, backend: str = "auto", threads: int | None = None,
+           device="auto", log=stderr_log) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Search a query FASTA against a database FASTA; write hits.tsv and alignments.tsv."""
+    from .tables import write_alignments_table, write_hits_table
+
+    queries = read_queries(queries_path)
+    database = read_fasta(database_path)
+    log(f"{os.fspath(database_path)}: {len(database):,} sequences, {database.total_residues:,} residues")
+    # sorted by id, as in a shard, so that ties at the top-k boundary fall the same way
+    database = database.subset(sorted(range(len(database)), key=database.ids.__getitem__))
+    raw = score(queries, database, scheme, top_k, backend, threads, device, log)
+    hits = merge([raw], queries, len(database), database.total_residues, scheme, top_k, max_evalue)
+    table = traceback(hits, queries, database, scheme, threads, log)
+    os.makedirs(out_dir, exist_ok=True)
+    write_hits_table(hits, os.path.join(out_dir, "hits.tsv"))
+    write_alignments_table(table, os.path.join(out_dir, "alignments.tsv"))
+    log(f"wrote {os.path.join(out_dir, 'hits.tsv')} and {os.path.join(out_dir, 'alignments.tsv')}")
+    return hits, table
