@@ -9,10 +9,10 @@ When sequences are scored, each stored letter is mapped to a row of the
 substitution matrix (see :func:`letter_codes`):
 
 * a letter in the matrix's alphabet scores as itself;
-* otherwise the first fallback of :data:`FALLBACKS` that the matrix has is
-  used: ``U`` (selenocysteine) as ``C``, ``O`` (pyrrolysine) as ``K``,
-  ``J`` (leucine or isoleucine) as ``X``; for nucleotide matrices ``U``
-  (uracil) as ``T``;
+* otherwise, for protein matrices, ``U`` (selenocysteine) scores as ``C``,
+  ``O`` (pyrrolysine) as ``K`` and ``J`` (leucine or isoleucine) as ``X``
+  (:data:`PROTEIN_FALLBACKS`); for nucleotide matrices (an alphabet of
+  IUPAC nucleotide codes only) ``U`` (uracil) scores as ``T``;
 * anything still unmatched scores as the matrix's wildcard: ``X`` for
   protein matrices, ``N`` for nucleotide matrices.  A matrix with neither
   cannot score such a letter, and that is an input error.
@@ -25,13 +25,17 @@ import numpy as np
 RESIDUE_LETTERS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ*"
 DROPPED = b"-"
 
-#: Letters a matrix may lack, with what they score as (first one present wins).
-FALLBACKS = {
-    "U": ("C", "T"),
-    "O": ("K",),
-    "J": ("X",),
-}
+#: Letters a protein matrix may lack, and what they score as.
+PROTEIN_FALLBACKS = {"U": "C", "O": "K", "J": "X"}
+#: The same for nucleotide matrices.
+NUCLEOTIDE_FALLBACKS = {"U": "T"}
+NUCLEOTIDE_CODES = set("ACGTUNRYKMSWBDHVX*")
 WILDCARDS = ("X", "N")
+
+
+def is_nucleotide_alphabet(matrix_alphabet: str) -> bool:
+    """True for an alphabet made of IUPAC nucleotide codes only (e.g. NUC.4.4)."""
+    return set(matrix_alphabet.upper()) <= NUCLEOTIDE_CODES
 
 # bytes.translate tables: upper-case letters; and the set of accepted bytes.
 _UPPER = bytes.maketrans(
@@ -55,11 +59,12 @@ def letter_codes(matrix_alphabet: str) -> np.ndarray:
     table = np.full(256, -1, dtype=np.int16)
     index = {c: i for i, c in enumerate(matrix_alphabet)}
     wildcard = next((index[w] for w in WILDCARDS if w in index), -1)
+    fallbacks = NUCLEOTIDE_FALLBACKS if is_nucleotide_alphabet(matrix_alphabet) else PROTEIN_FALLBACKS
     for byte in RESIDUE_LETTERS:
         letter = chr(byte)
         if letter in index:
             code = index[letter]
         else:
-            code = next((index[f] for f in FALLBACKS.get(letter, ()) if f in index), wildcard)
+            code = index.get(fallbacks.get(letter, ""), wildcard)
         table[byte] = code
     return table

@@ -1,0 +1,135 @@
+"""Bad input gets a clear message naming file, record and position, exit status 2,
+no traceback and no output file; good input is read as documented."""
+import gzip
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from swgpu_tools.errors import InputError
+from swgpu_tools.fasta import parse_id, read_fasta
+from swgpu_tools.scoring import ScoringScheme
+from swgpu_tools.sequences import SequenceSet
+
+GOOD_DB = ">sp|P00001|ONE_HUMAN first\nMKTAYIAKQR\nQISFVKSHFS\n>tr|Q00002|TWO_MOUSE second\nMKVLAAGIVG\n"
+GOOD_Q = ">q1 a query\nMKTAYIAKQRQISF\n"
+
+
+def write(path, text, mode="w"):
+    with open(path, mode) as fh:
+        fh.write(text)
+    return str(path)
+
+
+def swgpu(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "swgpu_tools.cli", *args], capture_output=True,
+                          text=True, cwd=cwd)
+
+
+def test_ids_from_uniprot_and_other_headers():
+    assert parse_id(b"sp|P12345|NAME_HUMAN desc OS=Homo") == b"P12345"
+    assert parse_id(b"tr|A0A024R161|A0A024R161_HUMAN x") == b"A0A024R161"
+    assert parse_id(b"gi|123|ref|NP_1.1| protein") == b"gi|123|ref|NP_1.1|"
+    assert parse_id(b"myseq some description") == b"myseq"
+
+
+def test_reads_plain_gzip_lowercase_and_drops_gaps(tmp_path):
+    plain = write(tmp_path / "a.fa", ">x\nmk-TA\nyi*\n\n>y\nAC\n")
+    gz = tmp_path / "a.fa.gz"
+    with gzip.open(gz, "wt") as fh:
+        fh.write(open(plain).read())
+    for path in (plain, gz):
+        s = read_fasta(path)
+        assert s.ids == ["x", "y"]
+        assert s.sequence(0) == "MKTAYI*"
+        assert s.sequence(1) == "AC"
+
+
+def test_crlf_line_endings(tmp_path):
+    s = read_fasta(write(tmp_path / "a.fa", ">x desc\r\nMKT\r\nAAA\r\n", "w"))
+    assert s.ids == ["x"] and s.sequence(0) == "MKTAAA"
+
+
+def test_rare_letters_map_as_documented():
+    scheme = ScoringScheme("BLOSUM62")
+    seqs = SequenceSet.from_pairs([("a", "UOJBZX*")])
+    codes = scheme.encode(seqs).codes
+    expect = [scheme.alphabet.index(c) for c in "CKXBZX*"]
+    assert codes.tolist() == expect
+
+
+@pytest.mark.parametrize("text,needle", [
+    (">x\nMKT1AA\n", "line 2, column 4: record 'x': '1' at residue position 4"),
+    (">x\nMKTAA\n>y\nAC.D\n", "line 4, column 3: record 'y': '.' at residue position 3"),
+    (">x\nMK\nTA A\n", "line 3, column 3: record 'x': a space at residue position 5"),
+    (">x\nMKÄ\n", "record 'x': a non-ASCII byte"),
+    (">x\n>y\nMK\n", "line 1: record 'x' has no residues"),
+    (">x\nMK\n>x\nAA\n", "line 3: duplicate sequence id 'x' (first seen at line 1)"),
+    ("", "contains no FASTA records"),
+    ("\n\n", "contains no FASTA records"),
+    ("hello world\nthis is not fasta\n", "not a FASTA file: line 1"),
+    ("ID   P12345; SWISS-PROT\nSQ   MKT\n", "not a FASTA file"),
+])
+def test_bad_fasta_messages(tmp_path, text, needle):
+    path = write(tmp_path / "bad.fa", text, "w")
+    with pytest.raises(InputError) as err:
+        read_fasta(path)
+    assert needle in str(err.value)
+    assert str(path) in str(err.value)
+
+
+def test_missing_file_and_corrupt_gzip(tmp_path):
+    with pytest.raises(InputError, match="file not found"):
+        read_fasta(tmp_path / "nope.fa")
+    bad = tmp_path / "bad.fa.gz"
+    text = "".join(f">s{i}\nMKTAYIAKQRQISFVKSHFS\n" for i in range(2000)).encode()
+    bad.write_bytes(gzip.compress(text)[:200])
+    with pytest.raises(InputError, match="corrupt or truncated"):
+        read_fasta(bad)
+
+
+def test_unknown_matrix_and_bad_gaps():
+    with pytest.raises(InputError, match="unknown substitution matrix 'BLOSUM63'"):
+        ScoringScheme("BLOSUM63")
+    with pytest.raises(InputError, match="gap_open must be a non-negative integer"):
+        ScoringScheme("BLOSUM62", gap_open=-1)
+    with pytest.raises(InputError, match="must be positive"):
+        ScoringScheme("BLOSUM62", gap_open=0, gap_extend=0)
+
+
+def test_letter_a_matrix_cannot_score(tmp_path):
+    # NUC.4.4 has N as wildcard, so protein letters map to N; a matrix without a wildcard errors
+    scheme = ScoringScheme("NUC.4.4")
+    assert scheme.encode(SequenceSet.from_pairs([("a", "ACGTU")])).codes.tolist() == [
+        scheme.alphabet.index(c) for c in "ACGTT"]
+
+
+@pytest.mark.parametrize("db_text,q_text,needle", [
+    (GOOD_DB, ">q1\nMKT#AA\n", "queries.fa: line 2, column 4: record 'q1': '#'"),
+    (GOOD_DB + ">sp|P00001|DUP x\nMK\n", GOOD_Q, "duplicate sequence id 'P00001'"),
+    ("", GOOD_Q, "db.fa: contains no FASTA records"),
+    ("not fasta\n", GOOD_Q, "db.fa: not a FASTA file"),
+    (None, GOOD_Q, "db.fa: file not found"),
+])
+def test_cli_bad_input_exits_2_without_output(tmp_path, db_text, q_text, needle):
+    db = tmp_path / "db.fa"
+    if db_text is not None:
+        write(db, db_text)
+    q = write(tmp_path / "queries.fa", q_text)
+    out = tmp_path / "out"
+    r = swgpu("search", q, str(db), "--out-dir", str(out), "--backend", "cpu")
+    assert r.returncode == 2, r.stderr
+    assert needle in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (out / "hits.tsv").exists() and not (out / "alignments.tsv").exists()
+
+
+def test_cli_help_answers():
+    r = swgpu("--help")
+    assert r.returncode == 0
+    for cmd in ("search", "shard", "score-shard", "merge", "traceback", "backend"):
+        assert cmd in r.stdout
+    r = swgpu("search", "--help")
+    assert "gap of length k costs" in r.stdout and "--top-k" in r.stdout

@@ -1,0 +1,87 @@
+"""Shards are stable (a sequence's shard depends only on its id), byte-identical
+when their content is unchanged, and checked on load."""
+import os
+
+import numpy as np
+import pytest
+
+from swgpu_tools.errors import InputError
+from swgpu_tools.fasta import read_fasta
+from swgpu_tools.shard import read_database_info, read_shard, shard_database, shard_of
+
+RNG = np.random.default_rng(7)
+LETTERS = np.frombuffer(b"ACDEFGHIKLMNPQRSTVWY", np.uint8)
+
+
+def random_db(n, seed):
+    rng = np.random.default_rng(seed)
+    return {f"S{i:05d}": LETTERS[rng.integers(0, 20, rng.integers(5, 80))].tobytes().decode()
+            for i in range(n)}
+
+
+def write_fasta(path, records):
+    with open(path, "w") as fh:
+        for sid, seq in records.items():
+            fh.write(f">{sid} desc\n{seq}\n")
+
+
+def shard_bytes(folder, n):
+    return [open(os.path.join(folder, f"shard-{k:04d}.swdb"), "rb").read() for k in range(n)]
+
+
+def test_roundtrip_and_summary(tmp_path):
+    recs = random_db(300, 1)
+    write_fasta(tmp_path / "db.fa", recs)
+    info = shard_database(tmp_path / "db.fa", tmp_path / "s", 5)
+    assert info["sequences"] == 300
+    assert info["residues"] == sum(len(s) for s in recs.values())
+    assert read_database_info(tmp_path / "s" / "database.json") == info
+    seen = {}
+    for k in range(5):
+        shard = read_shard(tmp_path / "s" / f"shard-{k:04d}.swdb")
+        assert shard.ids == sorted(shard.ids)
+        for i, sid in enumerate(shard.ids):
+            assert shard_of(sid, 5) == k
+            seen[sid] = shard.sequence(i)
+    assert seen == recs
+
+
+def test_new_release_changes_only_affected_shards(tmp_path):
+    v1 = random_db(400, 2)
+    write_fasta(tmp_path / "v1.fa", v1)
+    shard_database(tmp_path / "v1.fa", tmp_path / "a", 8)
+    before = shard_bytes(tmp_path / "a", 8)
+    # a new release: records in another order, one changed, one removed, one added
+    v2 = dict(reversed(list(v1.items())))
+    v2["S00010"] = v2["S00010"] + "W"
+    del v2["S00020"]
+    v2["NEW0001"] = "MKTAYIAKQR"
+    write_fasta(tmp_path / "v2.fa", v2)
+    shard_database(tmp_path / "v2.fa", tmp_path / "a", 8)
+    after = shard_bytes(tmp_path / "a", 8)
+    changed = {k for k in range(8) if before[k] != after[k]}
+    assert changed == {shard_of(s, 8) for s in ("S00010", "S00020", "NEW0001")}
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "magic"])
+def test_corrupt_shard_is_detected(tmp_path, damage):
+    write_fasta(tmp_path / "db.fa", random_db(50, 3))
+    shard_database(tmp_path / "db.fa", tmp_path / "s", 1)
+    path = tmp_path / "s" / "shard-0000.swdb"
+    data = bytearray(path.read_bytes())
+    if damage == "truncate":
+        data = data[:-7]
+    elif damage == "flip":
+        data[-3] ^= 0x20
+    else:
+        data[0:8] = b"XXXXXXXX"
+    path.write_bytes(bytes(data))
+    with pytest.raises(InputError, match="shard"):
+        read_shard(path)
+
+
+def test_duplicate_ids_rejected(tmp_path):
+    (tmp_path / "db.fa").write_text(">a\nMK\n>b\nAA\n>a\nCC\n")
+    with pytest.raises(InputError, match="duplicate sequence id 'a'"):
+        shard_database(tmp_path / "db.fa", tmp_path / "s", 2)
+    assert not (tmp_path / "s" / "database.json").exists()
