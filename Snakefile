@@ -1,0 +1,65 @@
+# swgpu: exact Smith-Waterman screening of protein queries against a database.
+#
+#   shard_db     database FASTA     -> results/shards/shard-NNNN.swdb + database.json
+#   score_shard  queries x 1 shard  -> results/hits/shard-NNNN.tsv      (one job per shard)
+#   merge_hits   all shard hits     -> results/hits.tsv                 (top-k, E-values)
+#   traceback    merged hits        -> results/alignments.tsv
+#
+# Every step is a thin shell call to the installed `swgpu` command; all logic
+# lives in the swgpu_tools package.  See workflow/README.md and config/README.md.
+#
+# The target rule is defined here, in the root Snakefile, on purpose: Snakemake
+# takes the first rule of the Snakefile it is given as the default target.
+
+from pathlib import Path
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+# config/config.yaml is read when it exists relative to the working directory.
+# Elsewhere, give the configuration explicitly:
+#   snakemake --directory WORKDIR --configfile WORKDIR/config.yaml ...
+if Path("config/config.yaml").exists():
+
+    configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+wildcard_constraints:
+    shard=r"[0-9][0-9][0-9][0-9]+",
+
+
+localrules:
+    all,
+
+
+# GPUs count per machine, not across a cluster (also set in profiles/default,
+# repeated here so that it holds with --workflow-profile none).
+resource_scopes:
+    gpu="local",
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/shard_db.smk"
+include: "workflow/rules/score_shard.smk"
+include: "workflow/rules/merge_hits.smk"
+include: "workflow/rules/traceback.smk"
+
+
+rule all:
+    input:
+        "results/hits.tsv",
+        "results/alignments.tsv",
+    default_target: True
+
+
+onsuccess:
+    print(
+        "swgpu finished:\n"
+        f"  hits:       {Path('results/hits.tsv').resolve()}\n"
+        f"  alignments: {Path('results/alignments.tsv').resolve()}"
+    )

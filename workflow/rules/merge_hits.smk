@@ -1,0 +1,24 @@
+# Merge the shards' hits: top-k per query over the whole database, bit scores
+# and E-values computed with the size of the whole database (database.json).
+
+
+rule merge_hits:
+    input:
+        hits=shard_hit_tables(),
+        queries=config["queries"],
+        info="results/shards/database.json",
+    output:
+        hits="results/hits.tsv",
+    params:
+        scoring=scoring_options(),
+        top_k=config["top_k"],
+        max_evalue=config["max_evalue"],
+    log:
+        "results/logs/merge_hits.log",
+    benchmark:
+        "results/benchmarks/merge_hits.tsv"
+    threads: 1
+    shell:
+        "swgpu merge --queries {input.queries:q} --database-info {input.info:q}"
+        " --out {output.hits:q} {params.scoring} --top-k {params.top_k}"
+        " --max-evalue {params.max_evalue} {input.hits:q} > {log:q} 2>&1"

@@ -1,0 +1,34 @@
+# Score every query against one shard: one job per shard.
+#
+# GPU binding: Snakemake never sets CUDA_VISIBLE_DEVICES.  A job planned on a
+# GPU declares `resources: gpu=1` (the scope of `gpu` is "local", see
+# profiles/default), so `--resources gpu=N` caps the concurrent GPU jobs on one
+# machine, and the slurm executor asks for one GPU per job.  Inside the job,
+# `swgpu score-shard --device auto` takes an exclusive lock file on one free
+# GPU id (under $SWGPU_LOCK_DIR or the temp dir) and holds it until it exits;
+# when every GPU is taken it waits.  With one visible GPU (a slurm job with
+# --gpus=1, or a single-GPU workstation) it uses GPU 0.
+
+
+rule score_shard:
+    input:
+        shard="results/shards/shard-{shard}.swdb",
+        queries=config["queries"],
+    output:
+        hits="results/hits/shard-{shard}.tsv",
+    params:
+        scoring=scoring_options(),
+        top_k=config["top_k"],
+        backend=config["backend"],
+    log:
+        "results/logs/score_shard/shard-{shard}.log",
+    benchmark:
+        "results/benchmarks/score_shard/shard-{shard}.tsv"
+    threads: config["threads"]
+    resources:
+        gpu=SCORE_GPUS,
+    shell:
+        "swgpu score-shard {input.shard:q} --queries {input.queries:q}"
+        " --out {output.hits:q} {params.scoring} --top-k {params.top_k}"
+        " --backend {params.backend} --threads {threads} --device auto"
+        " > {log:q} 2>&1"
