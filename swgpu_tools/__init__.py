@@ -1,2 +1,22 @@
-"""swgpu: exact Smith-Waterman database search on GPUs (Numba CUDA) and CPUs."""
+"""swgpu: exact Smith-Waterman database search on GPUs (Numba CUDA) and CPUs.
+
+The Python API::
+
+    import swgpu_tools as sw
+    queries = sw.read_fasta("queries.fasta")
+    database = sw.read_fasta("database.fasta.gz")
+    scheme = sw.ScoringScheme("BLOSUM62", gap_open=11, gap_extend=1)
+    hits = sw.score(queries, database, scheme, top_k=10)
+"""
 __version__ = "0.1.0"
+
+from .errors import InputError
+from .fasta import read_fasta
+from .pipeline import merge, score, search, traceback
+from .scoring import ScoringScheme
+from .sequences import EncodedSequences, SequenceSet
+
+__all__ = [
+    "InputError", "read_fasta", "ScoringScheme", "SequenceSet", "EncodedSequences",
+    "score", "merge", "traceback", "search", "__version__",
+]
