@@ -49,6 +49,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 __all__ = [
     "KarlinAltschul",
     "lookup",
@@ -216,15 +218,13 @@ class KarlinAltschul:
         """``log(K)``, computed as BLAST does (``kbp->logK = log(kbp->K)``)."""
         return math.log(self.K)
 
-    def bit_score(self, raw: int) -> float:
+    def bit_score(self, raw):
         return bit_score(raw, self)
 
-    def evalue(self, raw: int, query_length: int, db_residues: int, db_sequences: int) -> float:
+    def evalue(self, raw, query_length, db_residues: int, db_sequences: int):
         return evalue(raw, query_length, db_residues, db_sequences, self)
 
-    def spouge_evalue(
-        self, raw: int, query_length: int, subject_length: int, db_residues: int
-    ) -> float:
+    def spouge_evalue(self, raw, query_length, subject_length, db_residues: int):
         return spouge_evalue(raw, query_length, subject_length, db_residues, self)
 
 
@@ -268,9 +268,19 @@ def supported() -> list[tuple[str, int, int]]:
     return sorted(_PARAMS)
 
 
-def bit_score(raw: int, params: KarlinAltschul) -> float:
-    """``(lambda*S - ln K) / ln 2`` (``Blast_HSPListGetBitScores``)."""
-    return (raw * params.lambda_ - params.logK) / math.log(2.0)
+def _out(x):
+    """A 0-d result as a Python float, an array as an array."""
+    x = np.asarray(x, dtype=np.float64)
+    return float(x) if x.ndim == 0 else x
+
+
+def bit_score(raw, params: KarlinAltschul):
+    """``(lambda*S - ln K) / ln 2`` (``Blast_HSPListGetBitScores``).
+
+    ``raw`` may be a number or an array of raw scores.
+    """
+    return _out((np.asarray(raw, dtype=np.float64) * params.lambda_ - params.logK)
+                / math.log(2.0))
 
 
 def length_adjustment(
@@ -347,27 +357,28 @@ def effective_search_space(
     return effective_db_length * (int(query_length) - L)
 
 
-def evalue(
-    raw: int, query_length: int, db_residues: int, db_sequences: int, params: KarlinAltschul
-) -> float:
+def evalue(raw, query_length, db_residues: int, db_sequences: int, params: KarlinAltschul):
     """Classic Karlin-Altschul E-value over BLAST's effective search space.
 
     ``BLAST_KarlinStoE_simple``: ``searchsp * exp(-lambda*S + log K)``.  This is
     what BLAST+ reports for blastp with ``-comp_based_stats 0`` when the
     environment variable ``OLD_FSC`` is set; see :func:`spouge_evalue` for the
-    default path.
+    default path.  ``raw`` and ``query_length`` may be numbers or arrays
+    (broadcast together); the database size is that of the whole database.
     """
-    searchsp = effective_search_space(query_length, db_residues, db_sequences, params)
-    return float(searchsp) * math.exp(-params.lambda_ * raw + params.logK)
+    raw_a = np.asarray(raw, dtype=np.float64)
+    m = np.asarray(query_length, dtype=np.int64)
+    unique, inverse = np.unique(m, return_inverse=True)
+    space = np.array(
+        [effective_search_space(int(u), db_residues, db_sequences, params) for u in unique],
+        dtype=np.float64,
+    )
+    searchsp = space[inverse].reshape(m.shape) if m.ndim else space[0]
+    return _out(searchsp * np.exp(-params.lambda_ * raw_a + params.logK))
 
 
-def spouge_evalue(
-    raw: int,
-    query_length: int,
-    subject_length: int,
-    db_residues: int,
-    params: KarlinAltschul,
-) -> float:
+def spouge_evalue(raw, query_length, subject_length, db_residues: int,
+                  params: KarlinAltschul):
     """E-value with Spouge's finite-size correction (``BLAST_SpougeStoE``).
 
     This is BLAST+'s default for gapped blastp (no ``OLD_FSC``): a pairwise
@@ -377,7 +388,9 @@ def spouge_evalue(
     ``Blast_GumbelBlkLoadFromTables``: ``a = alpha``, ``b = 2G(alpha_un - alpha)``,
     ``Alpha = alpha_v``, ``Beta = 2G(alpha_v_un - alpha_v)``,
     ``Tau = 2G(alpha_v_un - sigma)``, ``G = gap_open + gap_extend``.
+    Note BLAST's ``P = 0.5 + 0.5 erf(x)`` (not ``erf(x/sqrt 2)``), kept as is.
     ``math.erf`` stands in for ``BLAST_Erf`` (both are double-precision erf).
+    ``raw``, ``query_length`` and ``subject_length`` may be numbers or arrays.
     """
     lambda_ = params.lambda_
     G = params.gap_open + params.gap_extend
@@ -387,30 +400,33 @@ def spouge_evalue(
     beta_v = 2.0 * G * (params.alpha_v_un - params.alpha_v)
     sigma = params.sigma
     tau = 2.0 * G * (params.alpha_v_un - params.sigma)
-    # scale_factor = kbp->Lambda / gbp->Lambda is 1 here (unscaled scores).
-    db_scale_factor = float(db_residues) / float(subject_length) if db_residues else 1.0
     const_val = 0.39894228040143267793994605993438  # 1/sqrt(2 pi)
-    y = raw
-    m = query_length
-    n = subject_length
+    y = np.asarray(raw, dtype=np.float64)
+    m = np.asarray(query_length, dtype=np.float64)
+    n = np.asarray(subject_length, dtype=np.float64)
+    # scale_factor = kbp->Lambda / gbp->Lambda is 1 here (unscaled scores).
+    db_scale_factor = float(db_residues) / n if db_residues else 1.0
 
     m_li_y = m - (a * y + b)
-    vi_y = max(2.0 * alpha_v / lambda_, alpha_v * y + beta_v)
-    sqrt_vi_y = math.sqrt(vi_y)
+    vi_y = np.maximum(2.0 * alpha_v / lambda_, alpha_v * y + beta_v)
+    sqrt_vi_y = np.sqrt(vi_y)
     m_F = m_li_y / sqrt_vi_y
-    P_m_F = 0.5 + 0.5 * math.erf(m_F)
-    p1 = m_li_y * P_m_F + sqrt_vi_y * const_val * math.exp(-0.5 * m_F * m_F)
+    P_m_F = 0.5 + 0.5 * _erf(m_F)
+    p1 = m_li_y * P_m_F + sqrt_vi_y * const_val * np.exp(-0.5 * m_F * m_F)
 
     n_lj_y = n - (a * y + b)
-    vj_y = max(2.0 * alpha_v / lambda_, alpha_v * y + beta_v)
-    sqrt_vj_y = math.sqrt(vj_y)
+    vj_y = np.maximum(2.0 * alpha_v / lambda_, alpha_v * y + beta_v)
+    sqrt_vj_y = np.sqrt(vj_y)
     n_F = n_lj_y / sqrt_vj_y
-    P_n_F = 0.5 + 0.5 * math.erf(n_F)
-    p2 = n_lj_y * P_n_F + sqrt_vj_y * const_val * math.exp(-0.5 * n_F * n_F)
+    P_n_F = 0.5 + 0.5 * _erf(n_F)
+    p2 = n_lj_y * P_n_F + sqrt_vj_y * const_val * np.exp(-0.5 * n_F * n_F)
 
-    c_y = max(2.0 * sigma / lambda_, sigma * y + tau)
+    c_y = np.maximum(2.0 * sigma / lambda_, sigma * y + tau)
     area = p1 * p2 + c_y * P_m_F * P_n_F
-    return area * params.K * math.exp(-lambda_ * y) * db_scale_factor
+    return _out(area * params.K * np.exp(-lambda_ * y) * db_scale_factor)
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
 def _missing(x) -> bool:

@@ -287,3 +287,24 @@ def test_format_evalue_like_blast_tabular(value, text):
 )
 def test_format_bitscore_like_blast(value, text):
     assert format_bitscore(value) == text
+
+
+# ------------------------------------------------------------ array arguments
+
+
+def test_array_arguments_match_scalar_calls():
+    import numpy as np
+
+    raw = np.array([60, 70, 350, 29])
+    m = np.array([102, 98, 102, 32])
+    n = np.array([100, 350, 105, 132])
+    e = evalue(raw, m, DB_RES, DB_SEQS, B62)
+    s = spouge_evalue(raw, m, n, DB_RES, B62)
+    b = bit_score(raw, B62)
+    for i in range(len(raw)):
+        assert e[i] == evalue(int(raw[i]), int(m[i]), DB_RES, DB_SEQS, B62)
+        assert s[i] == pytest.approx(spouge_evalue(int(raw[i]), int(m[i]), int(n[i]), DB_RES, B62),
+                                     rel=1e-15)
+        assert b[i] == bit_score(int(raw[i]), B62)
+    assert isinstance(evalue(60, 102, DB_RES, DB_SEQS, B62), float)
+    assert isinstance(bit_score(60, B62), float)
