@@ -1,0 +1,408 @@
+"""CPU backend (Numba): exact Smith-Waterman scores with affine (BLAST-style) gaps.
+
+Implements the contract of :mod:`swgpu_tools.kernels` (``search``) plus
+``score_all`` (full score array, for tests and benchmarks on small data).
+
+How it works
+------------
+* Inter-sequence vectorisation (as in SWIPE): the database is sorted by length
+  and cut into groups of ``LANES`` subjects that are aligned in lock-step, one
+  subject per lane.  The innermost loop runs over the lanes with a constant
+  trip count, which LLVM turns into AVX2 vector code.  For every subject column
+  a small column profile ``prof[a, lane] = matrix[a, subject_lane[j]]`` is
+  built so that the inner loop reads contiguous scores.
+* 16-bit lanes first.  A lane whose best score comes within ``max(matrix)`` of
+  the int16 limit is flagged and its subject rescored exactly with a scalar
+  int32 Gotoh (query profile).  If the scoring parameters do not fit 16 bits
+  at all, 32-bit lanes are used for everything.
+* Subjects shorter than their group's longest are padded with a column that
+  scores ``min(0, min(matrix))``: pad columns come after all real columns, so
+  no path through them can beat the best real cell.
+* Negative E/F values never influence H (H >= 0), so all values stay in
+  ``[-(gap_open + gap_extend) - gap_extend, best]``; this is what keeps 16 bits
+  safe below the overflow threshold.
+* Parallelism: ``prange`` over chunks of groups for one query at a time, so
+  memory is one int32 score per subject plus per-thread scratch.  The number
+  of threads is whatever ``numba.set_num_threads`` says.
+"""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, get_num_threads, types
+from numba.extending import intrinsic
+
+from . import TopHits
+
+#: Subjects aligned in lock-step (16 x int16 = one AVX2 register).
+LANES = 32
+
+_I16_MAX = 32767
+
+
+# ---------------------------------------------------------------------------
+# scalar int32 Gotoh with a query profile (exact; used to rescore saturated
+# lanes and for single pairs)
+# ---------------------------------------------------------------------------
+@njit(cache=True, nogil=True, boundscheck=False)
+def _query_profile(q, matrix):
+    """prof[c, i] = matrix[q[i], c]: one contiguous row per subject letter."""
+    m = q.shape[0]
+    na = matrix.shape[0]
+    prof = np.empty((na, m), dtype=np.int32)
+    for c in range(na):
+        for i in range(m):
+            prof[c, i] = matrix[q[i], c]
+    return prof
+
+
+@njit(cache=True, nogil=True, boundscheck=False, fastmath=True)
+def _sw_scalar(prof, m, s, gap_open, gap_extend, hrow, erow):
+    """Best local score of the query (given as profile) against subject ``s``.
+
+    Loop over subject letters (outer) and query positions (inner); hrow/erow
+    are scratch of length >= m + 1.  E is the gap along the query (vertical
+    in this loop order), F along the subject.
+    """
+    oe = gap_open + gap_extend
+    ext = gap_extend
+    for i in range(m + 1):
+        hrow[i] = 0
+        erow[i] = -oe  # any value <= 0 acts as "no gap" (H >= 0)
+    best = 0
+    for j in range(s.shape[0]):
+        p = prof[s[j]]
+        diag = 0  # H[0][j-1]
+        f = -oe
+        h_up = 0  # H[0][j]
+        for i in range(1, m + 1):
+            e = erow[i]
+            h = diag + p[i - 1]
+            if e > h:
+                h = e
+            if f > h:
+                h = f
+            if h < 0:
+                h = 0
+            diag = hrow[i]
+            hrow[i] = h
+            if h > best:
+                best = h
+            t = h - oe
+            e -= ext
+            erow[i] = e if e > t else t
+            f -= ext
+            f = f if f > t else t
+        _ = h_up
+    return best
+
+
+# ---------------------------------------------------------------------------
+# lane kernel: one subject column for LANES subjects, written in LLVM IR with
+# explicit vector types (Numba's integer promotion to int64 defeats the
+# auto-vectoriser, so the inner loop is emitted directly).
+# ---------------------------------------------------------------------------
+def _vmax(builder, a, b):
+    return builder.select(builder.icmp_signed(">", a, b), a, b)
+
+
+def _splat(builder, value, vty):
+    undef = ir.Constant(vty, ir.Undefined)
+    v = builder.insert_element(undef, value, ir.Constant(ir.IntType(32), 0))
+    mask = ir.Constant(ir.VectorType(ir.IntType(32), vty.count), [0] * vty.count)
+    return builder.shuffle_vector(v, undef, mask)
+
+
+@intrinsic
+def _column_pass(typingctx, q, prof, H, E, best, oe, ext):
+    """One DP column for LANES subjects in lock-step (vectors of LANES lanes).
+
+    For i in range(len(q)), with d (diagonal H), f (gap along the subject)
+    and b (best) carried in registers::
+
+        p = prof[q[i]*LANES : +LANES];  e = E[i];  h_old = H[i]
+        h = max(d + p, e, f, 0);  H[i] = h;  b = max(b, h)
+        t = h - oe;  E[i] = max(e - ext, t);  f = max(f - ext, t);  d = h_old
+
+    d starts at 0 and f at -oe; b is read from and written back to ``best``.
+    Arithmetic wraps in the lane type: callers keep values in range.
+    """
+    arrays = (q, prof, H, E, best)
+    if not all(isinstance(t, types.Array) for t in arrays):
+        return None
+    if not (prof.dtype == H.dtype == E.dtype == best.dtype) or not isinstance(H.dtype, types.Integer):
+        return None
+    bits = H.dtype.bitwidth
+    sig = types.void(q, prof, H, E, best, types.int64, types.int64)
+
+    def codegen(context, builder, signature, args):
+        qt, pt, ht, et, bt = signature.args[:5]
+        qa = context.make_array(qt)(context, builder, args[0])
+        pa = context.make_array(pt)(context, builder, args[1])
+        ha = context.make_array(ht)(context, builder, args[2])
+        ea = context.make_array(et)(context, builder, args[3])
+        ba = context.make_array(bt)(context, builder, args[4])
+        i64 = ir.IntType(64)
+        elt = ir.IntType(bits)
+        vty = ir.VectorType(elt, LANES)
+        vptr = vty.as_pointer()
+        m = builder.extract_value(qa.shape, 0)
+        oe_v = _splat(builder, builder.trunc(args[5], elt), vty)
+        ext_v = _splat(builder, builder.trunc(args[6], elt), vty)
+        zero_v = ir.Constant(vty, [0] * LANES)
+        neg_oe = builder.sub(zero_v, oe_v)
+        pbase = builder.bitcast(pa.data, vptr)
+        hbase = builder.bitcast(ha.data, vptr)
+        ebase = builder.bitcast(ea.data, vptr)
+        bptr = builder.bitcast(ba.data, vptr)
+        align = bits // 8
+        best0 = builder.load(bptr, align=align)
+        entry = builder.block
+        loop = builder.append_basic_block("col_loop")
+        done = builder.append_basic_block("col_done")
+        builder.cbranch(builder.icmp_signed(">", m, ir.Constant(i64, 0)), loop, done)
+
+        builder.position_at_end(loop)
+        i = builder.phi(i64)
+        d = builder.phi(vty)
+        f = builder.phi(vty)
+        b = builder.phi(vty)
+        code = builder.zext(builder.load(builder.gep(qa.data, [i])), i64)
+        p = builder.load(builder.gep(pbase, [code]), align=align)
+        hp = builder.gep(hbase, [i])
+        ep = builder.gep(ebase, [i])
+        e = builder.load(ep, align=align)
+        h_old = builder.load(hp, align=align)
+        h = builder.add(d, p)
+        h = _vmax(builder, h, e)
+        h = _vmax(builder, h, f)
+        h = _vmax(builder, h, zero_v)
+        builder.store(h, hp, align=align)
+        b_new = _vmax(builder, b, h)
+        t = builder.sub(h, oe_v)
+        builder.store(_vmax(builder, builder.sub(e, ext_v), t), ep, align=align)
+        f_new = _vmax(builder, builder.sub(f, ext_v), t)
+        i_next = builder.add(i, ir.Constant(i64, 1))
+        i.add_incoming(ir.Constant(i64, 0), entry)
+        i.add_incoming(i_next, loop)
+        d.add_incoming(zero_v, entry)
+        d.add_incoming(h_old, loop)
+        f.add_incoming(neg_oe, entry)
+        f.add_incoming(f_new, loop)
+        b.add_incoming(best0, entry)
+        b.add_incoming(b_new, loop)
+        builder.cbranch(builder.icmp_signed("<", i_next, m), loop, done)
+
+        builder.position_at_end(done)
+        b_out = builder.phi(vty)
+        b_out.add_incoming(best0, entry)
+        b_out.add_incoming(b_new, loop)
+        builder.store(b_out, bptr, align=align)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _group_lanes(q, matT, pad_row, codes, starts, lens, ncols, oe, ext,
+                 H, E, prof, colres, best):
+    """Align query ``q`` with LANES subjects in lock-step.
+
+    matT:   (na + 1, na) matrix transposed (matT[c, a] = matrix[a, c]) in the
+            lane dtype; row ``pad_row`` is the pad column.
+    starts, lens: per lane subject offset into ``codes`` and length (0 = empty lane).
+    H, E:   scratch (m * LANES) of the lane dtype; prof: (na * LANES); best: (LANES).
+    The best H per lane is left in ``best``.
+    """
+    m = q.shape[0]
+    na = matT.shape[1]
+    zero = H.dtype.type(0)
+    neg = H.dtype.type(-oe)
+    for k in range(m * LANES):
+        H[k] = zero
+        E[k] = neg
+    for l in range(LANES):
+        best[l] = zero
+    for j in range(ncols):
+        for l in range(LANES):
+            colres[l] = codes[starts[l] + j] if j < lens[l] else pad_row
+        for l in range(LANES):
+            r = colres[l]
+            for a in range(na):
+                prof[a * LANES + l] = matT[r, a]
+        _column_pass(q, prof, H, E, best, oe, ext)
+
+
+@njit(cache=True, nogil=True, parallel=True, boundscheck=False)
+def _score_query(q, codes, offsets, order, matT, pad_row, oe, ext, limit,
+                 out, flags, nchunks, lane_dtype_probe):
+    """Scores of query ``q`` against every subject (written to ``out`` by subject index).
+
+    order: subject indices sorted by length (descending); groups of LANES.
+    flags[s] = 1 where lane saturation was detected (score must be recomputed).
+    """
+    n = order.shape[0]
+    ngroups = (n + LANES - 1) // LANES
+    m = q.shape[0]
+    na = matT.shape[1]
+    for c in prange(nchunks):
+        H = np.empty(m * LANES, dtype=lane_dtype_probe.dtype)
+        E = np.empty(m * LANES, dtype=lane_dtype_probe.dtype)
+        prof = np.empty(na * LANES, dtype=lane_dtype_probe.dtype)
+        best = np.empty(LANES, dtype=lane_dtype_probe.dtype)
+        colres = np.empty(LANES, dtype=np.int64)
+        starts = np.zeros(LANES, dtype=np.int64)
+        lens = np.zeros(LANES, dtype=np.int64)
+        for g in range(c, ngroups, nchunks):
+            ncols = 0
+            for l in range(LANES):
+                k = g * LANES + l
+                if k < n:
+                    s = order[k]
+                    starts[l] = offsets[s]
+                    lens[l] = offsets[s + 1] - offsets[s]
+                else:
+                    starts[l] = 0
+                    lens[l] = 0
+                if lens[l] > ncols:
+                    ncols = lens[l]
+            _group_lanes(q, matT, pad_row, codes, starts, lens, ncols, oe, ext,
+                         H, E, prof, colres, best)
+            for l in range(LANES):
+                k = g * LANES + l
+                if k < n:
+                    s = order[k]
+                    b = np.int64(best[l])
+                    out[s] = b
+                    flags[s] = 1 if b >= limit else 0
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _rescore(q, matrix, codes, offsets, subjects, gap_open, gap_extend, out):
+    """Exact int32 scores of query ``q`` against ``subjects`` (written to out[s])."""
+    prof = _query_profile(q, matrix)
+    m = q.shape[0]
+    for t in prange(subjects.shape[0]):
+        s = subjects[t]
+        hrow = np.empty(m + 1, dtype=np.int32)
+        erow = np.empty(m + 1, dtype=np.int32)
+        out[s] = _sw_scalar(prof, m, codes[offsets[s]:offsets[s + 1]],
+                            gap_open, gap_extend, hrow, erow)
+
+
+# ---------------------------------------------------------------------------
+# driver
+# ---------------------------------------------------------------------------
+class _Prepared:
+    """Per-database, per-scheme state shared by all queries."""
+
+    def __init__(self, database, matrix, gap_open, gap_extend):
+        matrix = np.ascontiguousarray(matrix, dtype=np.int32)
+        if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
+            raise ValueError("matrix must be square")
+        if gap_open < 0 or gap_extend < 0 or gap_open + gap_extend <= 0:
+            raise ValueError("gap costs must be >= 0 and not both 0")
+        self.matrix = matrix
+        self.gap_open = int(gap_open)
+        self.gap_extend = int(gap_extend)
+        self.codes = np.ascontiguousarray(database.codes, dtype=np.uint8)
+        self.offsets = np.ascontiguousarray(database.offsets, dtype=np.int64)
+        lengths = np.diff(self.offsets)
+        # longest first; stable so equal lengths keep index order
+        self.order = np.argsort(-lengths, kind="stable").astype(np.int64)
+        na = matrix.shape[0]
+        mmax = int(matrix.max()) if matrix.size else 0
+        mmin = int(matrix.min()) if matrix.size else 0
+        pad = min(0, mmin)
+        oe = self.gap_open + self.gap_extend
+        fits16 = (oe + self.gap_extend <= 30000 and mmin >= -30000 and mmax <= 1000)
+        self.lane_dtype = np.int16 if fits16 else np.int32
+        if fits16:
+            self.limit = _I16_MAX - max(mmax, 0)
+        else:
+            self.limit = np.iinfo(np.int64).max  # int32 lanes: exact
+        matT = np.empty((na + 1, na), dtype=self.lane_dtype)
+        matT[:na] = matrix.T
+        matT[na] = pad
+        self.matT = matT
+        self.pad_row = na
+        self.probe = np.zeros(1, dtype=self.lane_dtype)
+
+    def score_query(self, q, out, flags, nchunks):
+        q = np.ascontiguousarray(q, dtype=np.uint8)
+        if len(self.order) == 0:
+            return
+        if q.shape[0] == 0:
+            out[:] = 0
+            return
+        _score_query(q, self.codes, self.offsets, self.order, self.matT, self.pad_row,
+                     self.gap_open + self.gap_extend, self.gap_extend, self.limit,
+                     out, flags, nchunks, self.probe)
+        sat = np.flatnonzero(flags).astype(np.int64)
+        if len(sat):
+            _rescore(q, self.matrix, self.codes, self.offsets, sat,
+                     self.gap_open, self.gap_extend, out)
+
+
+def _nchunks(n_subjects):
+    ngroups = (n_subjects + LANES - 1) // LANES
+    return max(1, min(ngroups, 8 * get_num_threads()))
+
+
+def _query_codes(queries, qi):
+    return queries.codes[queries.offsets[qi]:queries.offsets[qi + 1]]
+
+
+def score_all(queries, database, matrix, gap_open, gap_extend) -> np.ndarray:
+    """Exact SW scores of every query against every subject: int32 (n_queries, n_subjects)."""
+    prep = _Prepared(database, matrix, gap_open, gap_extend)
+    nq, ns = len(queries), len(database)
+    result = np.zeros((nq, ns), dtype=np.int32)
+    flags = np.zeros(ns, dtype=np.uint8)
+    nchunks = _nchunks(ns)
+    for qi in range(nq):
+        row = np.zeros(ns, dtype=np.int32)
+        prep.score_query(_query_codes(queries, qi), row, flags, nchunks)
+        result[qi] = row
+    return result
+
+
+def select_top_k(scores: np.ndarray, top_k: int) -> np.ndarray:
+    """Indices of the top_k scores: score descending, then lower index first."""
+    n = scores.shape[0]
+    k = min(int(top_k), n)
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    if k < n:
+        # the k-th largest value; everything above it is in, ties at it by index
+        kth = np.partition(scores, n - k)[n - k]
+        above = np.flatnonzero(scores > kth)
+        tied = np.flatnonzero(scores == kth)[: k - len(above)]
+        chosen = np.concatenate([above, tied])
+    else:
+        chosen = np.arange(n, dtype=np.int64)
+    order = np.lexsort((chosen, -scores[chosen].astype(np.int64)))
+    return chosen[order].astype(np.int64)
+
+
+def search(queries, database, matrix, gap_open, gap_extend, top_k, progress=None) -> TopHits:
+    """Top ``top_k`` hits per query by exact SW score (see :mod:`swgpu_tools.kernels`)."""
+    prep = _Prepared(database, matrix, gap_open, gap_extend)
+    nq, ns = len(queries), len(database)
+    row = np.zeros(ns, dtype=np.int32)
+    flags = np.zeros(ns, dtype=np.uint8)
+    nchunks = _nchunks(ns)
+    q_parts, s_parts, v_parts = [], [], []
+    for qi in range(nq):
+        row[:] = 0
+        prep.score_query(_query_codes(queries, qi), row, flags, nchunks)
+        idx = select_top_k(row, top_k)
+        q_parts.append(np.full(len(idx), qi, dtype=np.int32))
+        s_parts.append(idx.astype(np.int32))
+        v_parts.append(row[idx].astype(np.int32))
+        if progress is not None:
+            progress(qi + 1, nq)
+    if not q_parts:
+        empty = np.zeros(0, np.int32)
+        return TopHits(empty, empty.copy(), empty.copy())
+    return TopHits(np.concatenate(q_parts), np.concatenate(s_parts), np.concatenate(v_parts))
