@@ -1,0 +1,366 @@
+"""Tests for swgpu_tools.tables: BLAST tabular columns, CIGAR/BTOP, atomic writes."""
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from swgpu_tools.alignment import Alignment
+from swgpu_tools.scoring import ScoringScheme
+from swgpu_tools.tables import (
+    ALIGNMENTS_COLUMNS,
+    HITS_COLUMNS,
+    alignment_columns,
+    atomic_write,
+    format_pident,
+    write_alignments_table,
+    write_hits_table,
+)
+
+SCHEME = ScoringScheme("BLOSUM62", 11, 1)
+
+
+def from_rows(qaln: str, saln: str, q_offset: int = 0, s_offset: int = 0):
+    """(query, subject, Alignment) from two aligned rows (score left 0)."""
+    ops = bytearray()
+    for a, b in zip(qaln, saln, strict=True):
+        assert not (a == "-" and b == "-")
+        ops += b"I" if b == "-" else b"D" if a == "-" else b"M"
+    q = qaln.replace("-", "")
+    s = saln.replace("-", "")
+    query = "W" * q_offset + q + "WW"
+    subject = "Y" * s_offset + s + "Y"
+    aln = Alignment(0, q_offset, q_offset + len(q), s_offset, s_offset + len(s), bytes(ops))
+    return query, subject, aln
+
+
+# --------------------------------------------------------- hand-made examples
+
+
+def test_mismatch_and_query_insertion():
+    q, s, aln = from_rows("MKVLAAGIVALLLAAGCS", "MKVLSAGIV--LLAAGCS")
+    c = alignment_columns(q, s, aln)
+    assert c["cigar"] == "4=1X4=2I7="
+    assert c["btop"] == "4AS4A-L-7"
+    assert (c["length"], c["identities"], c["mismatch"], c["gapopen"], c["gaps"]) == (18, 15, 1, 1, 2)
+    assert format_pident(c["pident"]) == "83.333"
+    assert (c["qstart"], c["qend"], c["sstart"], c["send"]) == (1, 18, 1, 16)
+    assert c["qaln"] == "MKVLAAGIVALLLAAGCS" and c["saln"] == "MKVLSAGIV--LLAAGCS"
+
+
+def test_adjacent_insertion_and_deletion_are_two_gap_openings():
+    q, s, aln = from_rows("ACDE--FGH", "AC--KLFGH", q_offset=3, s_offset=5)
+    assert aln.operations == b"MMIIDDMMM"
+    c = alignment_columns(q, s, aln)
+    assert c["cigar"] == "2=2I2D3="
+    assert c["btop"] == "2D-E--K-L3"
+    assert (c["length"], c["mismatch"], c["gapopen"], c["gaps"]) == (9, 0, 2, 4)
+    assert format_pident(c["pident"]) == "55.556"  # 5/9
+    assert (c["qstart"], c["qend"], c["sstart"], c["send"]) == (4, 10, 6, 12)
+
+
+def test_all_mismatches_and_identical_wildcards():
+    q, s, aln = from_rows("AAA", "CCC")
+    c = alignment_columns(q, s, aln)
+    assert (c["cigar"], c["btop"], c["mismatch"], c["pident"]) == ("3X", "ACACAC", 3, 0.0)
+    # BLAST compares letters: X against X counts as identical
+    q, s, aln = from_rows("AXXB", "AXXZ")
+    c = alignment_columns(q, s, aln)
+    assert (c["cigar"], c["btop"], c["identities"]) == ("3=1X", "3BZ", 3)
+
+
+def test_gap_at_subject_side_and_trailing_mismatch():
+    q, s, aln = from_rows("MA-K", "MARR")
+    c = alignment_columns(q, s, aln)
+    assert c["cigar"] == "2=1D1X"
+    assert c["btop"] == "2-RKR"
+
+
+def test_real_blast_hsps_from_biopython_test_suite():
+    """HSPs from BLAST+ 2.2.26 (Biopython Tests/Blast/xml_2226_blastp_001.xml).
+
+    BLAST reported: identity 69, gaps 2, align-len 102 (query 1-102, hit 1-100);
+    and identity 48, gaps 5, align-len 105 (query 1-101, hit 1-104).
+    """
+    qseq = ("MKKFIALLFFILLLSGCGVNSQKSQGEDVSPDSNIETKEGTYVGLADTHTIEVTVDNEPVSLDITEESTSDLDKF"
+            "NSGDKVTITYEKNDEGQLLLKDIERAN")
+    hseq = ("MKKIFGCLFFILLLAGCGVTNEKSQGEDAG--EKLVTKEGTYVGLADTHTIEVTVDHEPVSFDITEESADDVKNL"
+            "NNGEKVTVKYQKNSKGQLVLKDIEPAN")
+    q, s, aln = from_rows(qseq, hseq)
+    c = alignment_columns(q, s, aln)
+    assert (c["identities"], c["gaps"], c["length"]) == (69, 2, 102)
+    assert (c["mismatch"], c["gapopen"]) == (102 - 69 - 2, 1)
+    assert (c["qstart"], c["qend"], c["sstart"], c["send"]) == (1, 102, 1, 100)
+    assert format_pident(c["pident"]) == "67.647"
+
+    qseq = ("MKKFIALLFFILL----LSGCGVNSQKSQGEDVSPDSNIETKEGTYVGLADTHTIEVTVDNEPVSLDITEESTSDL"
+            "DKFNSGDKVTITYEKNDEGQLLLKDIERA")
+    hseq = ("MKKTIAASFLILLFSVVLAACGTAEQSKKGSG-SSENQAQKETAYYVGMADTHTIEVKVDDQPVSFEFSDDFSDVL"
+            "NKFSENDKVSITYFTNDKGQKEIKEIEKA")
+    q, s, aln = from_rows(qseq, hseq)
+    c = alignment_columns(q, s, aln)
+    assert (c["identities"], c["gaps"], c["length"]) == (48, 5, 105)
+    assert c["gapopen"] == 2
+    assert (c["qend"], c["send"]) == (101, 104)
+    assert c["btop"].startswith("3FT2LALS1FL3-F-S-V-V1SA")
+
+
+def test_empty_alignment():
+    c = alignment_columns("ACD", "EFG", Alignment(0, 1, 1, 2, 2, b""))
+    assert (c["length"], c["pident"], c["cigar"], c["btop"], c["gapopen"]) == (0, 0.0, "", "", 0)
+
+
+@pytest.mark.parametrize(
+    "aln, message",
+    [
+        (Alignment(0, 0, 3, 0, 3, b"MMI"), "consume"),
+        (Alignment(0, 0, 3, 0, 3, b"MMX"), "M, I or D"),
+        (Alignment(0, 0, 9, 0, 3, b"MMMMMMMMM"), "do not fit"),
+    ],
+)
+def test_inconsistent_alignment_is_an_error(aln, message):
+    with pytest.raises(ValueError, match=message):
+        alignment_columns("ACDEF", "ACD", aln)
+
+
+def test_pident_printed_with_three_decimals_like_current_blast():
+    assert format_pident(100.0) == "100.000"
+    assert format_pident(87.5) == "87.500"
+    assert format_pident(200 / 3) == "66.667"
+    assert format_pident(float("nan")) == "NA"
+
+
+# ------------------------------------------------------------- atomic writes
+
+
+def test_atomic_write_writes_and_replaces(tmp_path):
+    target = tmp_path / "out.tsv"
+    with atomic_write(target) as fh:
+        fh.write("a\tb\n")
+    assert target.read_bytes() == b"a\tb\n"
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (target.stat().st_mode & 0o777) == (0o666 & ~umask)
+    with atomic_write(str(target)) as fh:
+        fh.write("c\n")
+    assert target.read_bytes() == b"c\n"
+    assert os.listdir(tmp_path) == ["out.tsv"]
+
+
+def test_atomic_write_leaves_nothing_on_error(tmp_path):
+    target = tmp_path / "out.tsv"
+    with pytest.raises(RuntimeError, match="boom"):
+        with atomic_write(target) as fh:
+            fh.write("partial\n" * 1000)
+            raise RuntimeError("boom")
+    assert os.listdir(tmp_path) == []
+
+
+def test_atomic_write_keeps_old_file_on_error(tmp_path):
+    target = tmp_path / "out.tsv"
+    target.write_text("old\n")
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_write(target) as fh:
+            fh.write("new\n")
+            raise KeyboardInterrupt
+    assert target.read_text() == "old\n"
+    assert os.listdir(tmp_path) == ["out.tsv"]
+
+
+def test_writer_error_leaves_no_file(tmp_path):
+    target = tmp_path / "hits.tsv"
+    bad = pd.DataFrame({"qseqid": ["q1", "q2"], "sseqid": ["s1", "s\t2"], "score": [10, 9],
+                        "bitscore": [8.0, 7.0], "evalue": [1.0, 2.0], "qlen": [5, 5],
+                        "slen": [6, 6]})
+    with pytest.raises(ValueError, match="tab"):
+        write_hits_table(bad, target)
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(ValueError, match="missing columns"):
+        write_hits_table(bad.drop(columns=["slen"]), target)
+    assert os.listdir(tmp_path) == []
+
+
+# ------------------------------------------------------------------- writers
+
+
+def hits_frame():
+    return pd.DataFrame({
+        "qseqid": ["q1", "q1", "q2"],
+        "sseqid": ["sp|P1|A", "sp|P2|B", "s3"],
+        "score": np.array([350, 29, 40], dtype=np.int64),
+        "bitscore": [139.42808385111766, 15.779019981647249, np.nan],
+        "evalue": [1.69e-46, 7.12269, np.nan],
+        "qlen": np.array([102, 102, 30], dtype=np.int64),
+        "slen": np.array([100, 132, 50], dtype=np.int64),
+        "extra": [1, 2, 3],
+    })
+
+
+def test_write_hits_table_exact_bytes(tmp_path):
+    target = tmp_path / "hits.tsv"
+    write_hits_table(hits_frame(), target)
+    assert target.read_text() == (
+        "qseqid\tsseqid\tscore\tbitscore\tevalue\tqlen\tslen\n"
+        "q1\tsp|P1|A\t350\t139\t1.69e-46\t102\t100\n"
+        "q1\tsp|P2|B\t29\t15.8\t7.1\t102\t132\n"
+        "q2\ts3\t40\tNA\tNA\t30\t50\n"
+    )
+    first = target.read_bytes()
+    write_hits_table(hits_frame(), target)
+    assert target.read_bytes() == first
+
+
+def test_write_hits_table_empty_and_preformatted(tmp_path):
+    target = tmp_path / "hits.tsv"
+    write_hits_table(hits_frame().iloc[:0], target)
+    assert target.read_text() == "\t".join(HITS_COLUMNS) + "\n"
+    write_hits_table([], target)
+    assert target.read_text() == "\t".join(HITS_COLUMNS) + "\n"
+    df = hits_frame()
+    df["evalue"] = ["1.69e-46", "10.0", "NA"]  # strings are written as given
+    write_hits_table(df, target)
+    assert target.read_text().splitlines()[2].split("\t")[4] == "10.0"
+
+
+def test_write_alignments_table_from_dicts(tmp_path):
+    q, s, aln = from_rows("MKVLAAGIVALLLAAGCS", "MKVLSAGIV--LLAAGCS")
+    row = alignment_columns(q, s, aln)
+    row.update(qseqid="q1", sseqid="s1", evalue=2.5e-5, bitscore=43.51, score=101,
+               qlen=len(q), slen=len(s))
+    target = tmp_path / "alignments.tsv"
+    write_alignments_table([row], target)
+    lines = target.read_text().splitlines()
+    assert lines[0] == "\t".join(ALIGNMENTS_COLUMNS)
+    assert lines[1] == "\t".join([
+        "q1", "s1", "83.333", "18", "1", "1", "1", "18", "1", "16", "2.50e-05", "43.5",
+        "101", "20", "17", "4=1X4=2I7=", "4AS4A-L-7", "MKVLAAGIVALLLAAGCS",
+        "MKVLSAGIV--LLAAGCS",
+    ])
+    write_alignments_table(pd.DataFrame([row]), tmp_path / "b.tsv")
+    assert (tmp_path / "b.tsv").read_bytes() == target.read_bytes()
+
+
+# ------------------------------------------------------------ property tests
+
+LETTERS = "ARNDCQEGHILKMFPSTWYVBZX"
+
+
+def score_from_ops(query: str, subject: str, aln: Alignment, scheme: ScoringScheme) -> int:
+    """Score of an alignment from its operations (independent of tables.py)."""
+    total, qi, si, prev = 0, aln.query_start, aln.subject_start, None
+    for op in aln.operations:
+        if op == ord("M"):
+            total += scheme.score_pair(query[qi], subject[si])
+            qi += 1
+            si += 1
+        elif op == ord("I"):
+            total -= scheme.gap_extend + (scheme.gap_open if prev != op else 0)
+            qi += 1
+        else:
+            total -= scheme.gap_extend + (scheme.gap_open if prev != op else 0)
+            si += 1
+        prev = op
+    return total
+
+
+def rescore_rows(qaln: str, saln: str, scheme: ScoringScheme) -> int:
+    """Score of two printed aligned rows with BLAST gap costs (open + k*extend)."""
+    total = 0
+    k = 0
+    n = len(qaln)
+    while k < n:
+        if qaln[k] != "-" and saln[k] != "-":
+            total += scheme.score_pair(qaln[k], saln[k])
+            k += 1
+            continue
+        side = 0 if saln[k] == "-" else 1  # 0: gap in subject row, 1: gap in query row
+        run = 0
+        while k < n and (saln[k] == "-" if side == 0 else qaln[k] == "-"):
+            run += 1
+            k += 1
+        total -= scheme.gap_open + run * scheme.gap_extend
+    return total
+
+
+_SCHEMES: dict = {}
+
+
+def _scheme(args) -> ScoringScheme:
+    if args not in _SCHEMES:
+        _SCHEMES[args] = ScoringScheme(*args)
+    return _SCHEMES[args]
+
+
+@st.composite
+def alignments(draw):
+    ops = draw(st.lists(st.sampled_from("MMMMID"), min_size=0, max_size=60))
+    ops = "".join(ops)
+    q_used = ops.count("M") + ops.count("I")
+    s_used = ops.count("M") + ops.count("D")
+    q_pre = draw(st.integers(0, 5))
+    s_pre = draw(st.integers(0, 5))
+    alphabet = st.sampled_from(LETTERS[:6] if draw(st.booleans()) else LETTERS)
+    query = "".join(draw(st.lists(alphabet, min_size=q_pre + q_used + 3,
+                                  max_size=q_pre + q_used + 3)))
+    subject = "".join(draw(st.lists(alphabet, min_size=s_pre + s_used + 2,
+                                    max_size=s_pre + s_used + 2)))
+    aln = Alignment(0, q_pre, q_pre + q_used, s_pre, s_pre + s_used, ops.encode())
+    return query, subject, aln
+
+
+def decode_cigar(cigar: str) -> str:
+    return "".join(op * int(n) for n, op in re.findall(r"(\d+)([=XID])", cigar))
+
+
+def decode_btop(btop: str, qaln_identical_source: str) -> tuple[str, str]:
+    """Rebuild the two rows from BTOP; identical runs are read from the query row."""
+    qrow, srow, pos = [], [], 0
+    for number, pair in re.findall(r"(\d+)|(..)", btop):
+        if number:
+            seg = qaln_identical_source[pos:pos + int(number)]
+            qrow.append(seg)
+            srow.append(seg)
+            pos += int(number)
+        else:
+            qrow.append(pair[0])
+            srow.append(pair[1])
+            pos += 1
+    return "".join(qrow), "".join(srow)
+
+
+@settings(max_examples=300, deadline=None)
+@given(alignments(), st.sampled_from([("BLOSUM62", 11, 1), ("BLOSUM62", 10, 1),
+                                      ("PAM30", 9, 1), ("BLOSUM50", 13, 2)]))
+def test_rescoring_printed_rows_gives_the_score(example, scheme_args):
+    query, subject, aln = example
+    scheme = _scheme(scheme_args)
+    aln.score = score_from_ops(query, subject, aln, scheme)
+    c = alignment_columns(query, subject, aln)
+
+    assert rescore_rows(c["qaln"], c["saln"], scheme) == aln.score
+    # the rows are the aligned residues with gaps
+    assert c["qaln"].replace("-", "") == query[aln.query_start:aln.query_end]
+    assert c["saln"].replace("-", "") == subject[aln.subject_start:aln.subject_end]
+    assert len(c["qaln"]) == len(c["saln"]) == c["length"] == len(aln.operations)
+    # CIGAR: M split into =/X by letter equality, I/D kept
+    expanded = decode_cigar(c["cigar"])
+    assert expanded.replace("=", "M").replace("X", "M") == aln.operations.decode()
+    for k, op in enumerate(expanded):
+        if op in "=X":
+            assert (c["qaln"][k] == c["saln"][k]) == (op == "=")
+    # BTOP rebuilds both rows
+    assert decode_btop(c["btop"], c["qaln"]) == (c["qaln"], c["saln"])
+    # BLAST's counts
+    identities = sum(a == b for a, b in zip(c["qaln"], c["saln"]))
+    assert c["identities"] == identities
+    assert c["mismatch"] == c["length"] - identities - c["qaln"].count("-") - c["saln"].count("-")
+    assert c["gapopen"] == len(re.findall("-+", c["qaln"])) + len(re.findall("-+", c["saln"]))
+    if c["length"]:
+        assert c["pident"] == 100.0 * identities / c["length"]
+    assert (c["qstart"], c["qend"]) == (aln.query_start + 1, aln.query_end)
+    assert (c["sstart"], c["send"]) == (aln.subject_start + 1, aln.subject_end)
