@@ -33,9 +33,13 @@ correction), which depends on the *subject* length too; this happens whether or
 not composition-based statistics are on.  :func:`spouge_evalue` ports that path.
 So:
 
-* ``blastp -comp_based_stats 0`` (BLAST+ >= 2.2.28 or so, default environment)
-  -> :func:`spouge_evalue`;
-* ``OLD_FSC=1 blastp -comp_based_stats 0`` (or older BLAST+) -> :func:`evalue`.
+* ``blastp -comp_based_stats 0`` (default environment) -> :func:`spouge_evalue`;
+* ``OLD_FSC=1 blastp -comp_based_stats 0`` -> :func:`evalue`.
+
+A real BLAST+ 2.2.26 blastp report (Biopython's ``Tests/Blast/xml_2226_blastp_001.xml``)
+already follows the Spouge path: its E-values are within 16% of
+:func:`spouge_evalue` (the residue is composition-based statistics, on in that
+run) and up to 10^13 times smaller than :func:`evalue`; see tests/test_stats.py.
 
 Composition-based statistics (the blastp default, ``-comp_based_stats 2``) change
 scores and E-values per subject and are not reproduced here.
@@ -442,9 +446,10 @@ def format_evalue(e: float | None) -> str:
     """An E-value as BLAST+ writes it in tabular output (``-outfmt 6``/``7``).
 
     ``CAlignFormatUtil::GetScoreString`` and the override in
-    ``CBlastTabularInfo::SetScores``: below 1e-180 ``0.0``; below 0.0009
-    ``%.2e`` (``2.00e-45``); below 0.1 ``%4.3f``; below 1 ``%3.2f``; below 10
-    ``%2.1f``; else ``%2.0f``.  ``None``/NaN -> ``NA``.
+    ``CBlastTabularInfo::SetScores`` (BLAST+ 2.16 source): below 1e-180 ``0.0``;
+    below 0.0009 ``%.2e`` (``2.00e-45``); below 0.1 ``%4.3f``; below 1 ``%3.2f``;
+    below 10 ``%2.1f``; else ``%2.0f``.  ``None``/NaN -> ``NA``.  (Older releases
+    wrote ``%3.0le`` -- ``2e-45`` -- in tabular output too, e.g. BLAST+ 2.2.26.)
     """
     if _missing(e):
         return NA
@@ -467,7 +472,8 @@ def format_bitscore(bits: float | None) -> str:
 
     Above 99999 ``%5.3e``; above 99.9 the truncated integer ``%3.0ld``; else
     ``%4.1f`` -- which pads values below 10 with a leading space (`` 9.5``),
-    exactly as BLAST does.  ``None``/NaN -> ``NA``.
+    exactly as BLAST does.  ``None``/NaN -> ``NA``.  (BLAST+ 2.2.26 used
+    ``%4.0ld`` above 99.9, printing `` 199`` with a space.)
     """
     if _missing(bits):
         return NA
