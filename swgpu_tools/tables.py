@@ -10,9 +10,9 @@ Column definitions follow BLAST+'s tabular output (``CBlastTabularInfo`` in
 tree github.com/deepin-community/ncbi-blastplus):
 
 * ``length``: alignment columns, gap columns included;
-* ``pident``: ``100 * identities / length``, printed ``%.3f`` (BLAST+ prints
-  three decimals, ``NStr::DoubleToString(perc_ident, 3)``; releases before
-  ~2.2.30 printed two);
+* ``pident``: ``100 * identities / length``, printed ``%.3f`` (current BLAST+
+  prints three decimals, ``NStr::DoubleToString(perc_ident, 3)``; BLAST+ 2.2.26
+  printed two);
 * ``mismatch``: ``length - identities - gap columns``, i.e. aligned pairs of
   different letters;
 * ``gapopen``: number of gap runs (a run in the query and a run in the
