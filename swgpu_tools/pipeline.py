@@ -99,7 +99,9 @@ def merge(hit_tables: list[pd.DataFrame], queries: SequenceSet, db_sequences: in
 
     Order: queries in input order; per query by descending score, then
     ascending subject id (the same order whatever the sharding).  E-values use
-    the size of the whole database; where BLAST publishes no statistics for
+    the size of the whole database, computed as BLAST+ blastp does by default
+    (Karlin-Altschul with Spouge's finite-size correction, which also depends on
+    the subject length); where BLAST publishes no statistics for
     the scoring scheme, bitscore and evalue are NaN (written as NA) and no
     E-value filter applies.
     """
@@ -128,8 +130,9 @@ def merge(hit_tables: list[pd.DataFrame], queries: SequenceSet, db_sequences: in
     else:
         raw = hits["score"].to_numpy(np.float64)
         hits["bitscore"] = stats.bit_score(raw, params)
-        hits["evalue"] = stats.evalue(raw, hits["qlen"].to_numpy(np.int64),
-                                      db_residues, db_sequences, params)
+        # BLAST+'s default E-value for blastp: Spouge's finite-size correction
+        hits["evalue"] = stats.spouge_evalue(raw, hits["qlen"].to_numpy(np.int64),
+                                             hits["slen"].to_numpy(np.int64), db_residues, params)
         if max_evalue is not None:
             hits = hits[hits["evalue"] <= max_evalue]
     return hits[["qseqid", "sseqid", "score", "bitscore", "evalue", "qlen", "slen"]].reset_index(drop=True)
@@ -227,8 +230,10 @@ def merge_hits(hit_paths, queries_path, database_info_path, out_path, scheme: Sc
 
 def read_hits(path) -> pd.DataFrame:
     try:
-        return pd.read_csv(path, sep="\t", dtype={"qseqid": str, "sseqid": str},
-                           na_values=["NA"], keep_default_na=False)
+        # bitscore and evalue stay strings: they are written back exactly as merged
+        return pd.read_csv(path, sep="\t", dtype={"qseqid": str, "sseqid": str,
+                                                 "bitscore": str, "evalue": str},
+                           keep_default_na=False)
     except FileNotFoundError:
         raise InputError(f"{os.fspath(path)}: file not found") from None
 
