@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, get_num_threads, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from . import TopHits
@@ -37,7 +38,19 @@ from . import TopHits
 #: Subjects aligned in lock-step (16 x int16 = one AVX2 register).
 LANES = 32
 
-_I16_MAX = 32767
+
+
+def _host_has_avx2() -> bool:
+    try:
+        import llvmlite.binding as llvm
+
+        return bool(llvm.get_host_cpu_features().get("avx2", False))
+    except Exception:  # pragma: no cover - unusual llvmlite builds
+        return False
+
+
+#: The column profile is built with AVX2 byte shuffles where available.
+_HAVE_AVX2 = _host_has_avx2()
 
 
 # ---------------------------------------------------------------------------
@@ -203,75 +216,156 @@ def _column_pass(typingctx, q, prof, H, E, best, oe, ext):
     return sig, codegen
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
-def _group_lanes(q, matT, pad_row, codes, starts, lens, ncols, oe, ext,
-                 H, E, prof, colres, best):
-    """Align query ``q`` with LANES subjects in lock-step.
+def _profile_shuffle_ir(builder, inter_ptr, pos, table_ptr, n_letters, prof_ptr, lane_bits):
+    """prof[a*LANES + l] = table[a*32 + inter[pos + l]] with two AVX2 byte shuffles per letter."""
+    i8 = ir.IntType(8)
+    i64 = ir.IntType(64)
+    v32 = ir.VectorType(i8, LANES)
+    v16 = ir.VectorType(i8, 16)
+    lane_t = ir.IntType(lane_bits)
+    vout = ir.VectorType(lane_t, LANES)
+    pshufb = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(v32, [v32, v32]), "llvm.x86.avx2.pshuf.b")
+    idx = builder.load(builder.bitcast(builder.gep(inter_ptr, [pos]), v32.as_pointer()), align=1)
+    is_hi = builder.icmp_unsigned(">", idx, ir.Constant(v32, [15] * LANES))
+    dup = ir.Constant(ir.VectorType(ir.IntType(32), LANES), list(range(16)) * 2)
+    with cgutils.for_range(builder, n_letters) as loop:
+        a = loop.index
+        row = builder.gep(table_ptr, [builder.mul(a, ir.Constant(i64, 32))])
+        lo16 = builder.load(builder.bitcast(row, v16.as_pointer()), align=1)
+        hi16 = builder.load(builder.bitcast(builder.gep(row, [ir.Constant(i64, 16)]),
+                                            v16.as_pointer()), align=1)
+        lo = builder.shuffle_vector(lo16, lo16, dup)
+        hi = builder.shuffle_vector(hi16, hi16, dup)
+        r = builder.select(is_hi, builder.call(pshufb, [hi, idx]), builder.call(pshufb, [lo, idx]))
+        if lane_bits > 8:
+            r = builder.sext(r, vout)
+        dst = builder.gep(prof_ptr, [builder.mul(a, ir.Constant(i64, LANES))])
+        builder.store(r, builder.bitcast(dst, vout.as_pointer()), align=lane_bits // 8)
 
-    matT:   (na + 1, na) matrix transposed (matT[c, a] = matrix[a, c]) in the
-            lane dtype; row ``pad_row`` is the pad column.
-    starts, lens: per lane subject offset into ``codes`` and length (0 = empty lane).
-    H, E:   scratch (m * LANES) of the lane dtype; prof: (na * LANES); best: (LANES).
-    The best H per lane is left in ``best``.
-    """
-    m = q.shape[0]
+
+def _profile_lookup_ir(builder, inter_ptr, pos, table_ptr, n_letters, prof_ptr, lane_bits):
+    """Scalar version of :func:`_profile_shuffle_ir` (no x86 instructions)."""
+    i64 = ir.IntType(64)
+    lane_t = ir.IntType(lane_bits)
+    with cgutils.for_range(builder, n_letters) as la:
+        a = la.index
+        with cgutils.for_range(builder, ir.Constant(i64, LANES)) as ll:
+            lane = ll.index
+            code = builder.zext(builder.load(builder.gep(inter_ptr, [builder.add(pos, lane)])), i64)
+            v = builder.load(builder.gep(table_ptr, [builder.add(builder.mul(a, ir.Constant(i64, 32)), code)]))
+            if lane_bits > 8:
+                v = builder.sext(v, lane_t)
+            builder.store(v, builder.gep(prof_ptr, [builder.add(builder.mul(a, ir.Constant(i64, LANES)), lane)]))
+
+
+@intrinsic
+def _profile_shuffle(typingctx, inter, pos, table, prof):
+    """Column profile from the int8 table (n_letters x 32) with AVX2 shuffles."""
+    if not (isinstance(inter, types.Array) and isinstance(table, types.Array)
+            and isinstance(prof, types.Array) and isinstance(prof.dtype, types.Integer)):
+        return None
+    bits = prof.dtype.bitwidth
+    sig = types.void(inter, types.int64, table, prof)
+
+    def codegen(context, builder, signature, args):
+        it, _, tt, pt = signature.args
+        ia = context.make_array(it)(context, builder, args[0])
+        ta = context.make_array(tt)(context, builder, args[2])
+        pa = context.make_array(pt)(context, builder, args[3])
+        n_letters = builder.extract_value(ta.shape, 0)
+        if _HAVE_AVX2:
+            _profile_shuffle_ir(builder, ia.data, args[1], ta.data, n_letters, pa.data, bits)
+        else:  # never called there (use_shuffle is False), but must compile
+            _profile_lookup_ir(builder, ia.data, args[1], ta.data, n_letters, pa.data, bits)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _profile_scalar(inter, pos, matT, prof):
+    """prof[a*LANES + l] = matT[inter[pos + l], a] (any matrix, any CPU)."""
     na = matT.shape[1]
-    zero = H.dtype.type(0)
-    neg = H.dtype.type(-oe)
-    for k in range(m * LANES):
-        H[k] = zero
-        E[k] = neg
     for l in range(LANES):
-        best[l] = zero
-    for j in range(ncols):
+        r = inter[pos + l]
+        for a in range(na):
+            prof[a * LANES + l] = matT[r, a]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _interleave(codes, offsets, subjects, pad):
+    """Lay out ``subjects`` (sorted by length, longest first) in groups of LANES.
+
+    Returns (inter, goff, gncols, gsubj): group g occupies
+    inter[goff[g] : goff[g] + gncols[g]*LANES], column j of lane l at
+    goff[g] + j*LANES + l (``pad`` past the subject's end); gsubj[g*LANES + l]
+    is the subject index of the lane or -1.
+    """
+    n = subjects.shape[0]
+    ngroups = (n + LANES - 1) // LANES
+    gncols = np.zeros(ngroups, dtype=np.int64)
+    goff = np.zeros(ngroups + 1, dtype=np.int64)
+    gsubj = np.full(ngroups * LANES, -1, dtype=np.int64)
+    for g in range(ngroups):
+        nc = 0
         for l in range(LANES):
-            colres[l] = codes[starts[l] + j] if j < lens[l] else pad_row
+            k = g * LANES + l
+            if k < n:
+                s = subjects[k]
+                gsubj[k] = s
+                ln = offsets[s + 1] - offsets[s]
+                if ln > nc:
+                    nc = ln
+        gncols[g] = nc
+        goff[g + 1] = goff[g] + nc * LANES
+    inter = np.full(goff[ngroups], pad, dtype=np.uint8)
+    for g in range(ngroups):
+        base = goff[g]
         for l in range(LANES):
-            r = colres[l]
-            for a in range(na):
-                prof[a * LANES + l] = matT[r, a]
-        _column_pass(q, prof, H, E, best, oe, ext)
+            s = gsubj[g * LANES + l]
+            if s >= 0:
+                o = offsets[s]
+                for j in range(offsets[s + 1] - o):
+                    inter[base + j * LANES + l] = codes[o + j]
+    return inter, goff, gncols, gsubj
 
 
 @njit(cache=True, nogil=True, parallel=True, boundscheck=False)
-def _score_query(q, codes, offsets, order, matT, pad_row, oe, ext, limit,
-                 out, flags, nchunks, lane_dtype_probe):
-    """Scores of query ``q`` against every subject (written to ``out`` by subject index).
+def _score_groups(q, inter, goff, gncols, gsubj, table8, matT, use_shuffle,
+                  oe, ext, limit, out, flags, nchunks):
+    """Scores of query ``q`` against the interleaved subjects (out[s], by subject index).
 
-    order: subject indices sorted by length (descending); groups of LANES.
-    flags[s] = 1 where lane saturation was detected (score must be recomputed).
+    Lanes have the dtype of ``matT``.  flags[s] = 1 where a lane reached
+    ``limit`` (its score must be recomputed with wider lanes).
     """
-    n = order.shape[0]
-    ngroups = (n + LANES - 1) // LANES
+    ngroups = gncols.shape[0]
     m = q.shape[0]
     na = matT.shape[1]
     for c in prange(nchunks):
-        H = np.empty(m * LANES, dtype=lane_dtype_probe.dtype)
-        E = np.empty(m * LANES, dtype=lane_dtype_probe.dtype)
-        prof = np.empty(na * LANES, dtype=lane_dtype_probe.dtype)
-        best = np.empty(LANES, dtype=lane_dtype_probe.dtype)
-        colres = np.empty(LANES, dtype=np.int64)
-        starts = np.zeros(LANES, dtype=np.int64)
-        lens = np.zeros(LANES, dtype=np.int64)
+        H = np.empty(m * LANES, dtype=matT.dtype)
+        E = np.empty(m * LANES, dtype=matT.dtype)
+        prof = np.zeros(na * LANES, dtype=matT.dtype)
+        best = np.empty(LANES, dtype=matT.dtype)
+        zero = matT.dtype.type(0)
+        neg = matT.dtype.type(-oe)
         for g in range(c, ngroups, nchunks):
-            ncols = 0
+            for k in range(m * LANES):
+                H[k] = zero
+                E[k] = neg
             for l in range(LANES):
-                k = g * LANES + l
-                if k < n:
-                    s = order[k]
-                    starts[l] = offsets[s]
-                    lens[l] = offsets[s + 1] - offsets[s]
+                best[l] = zero
+            base = goff[g]
+            for j in range(gncols[g]):
+                pos = base + j * LANES
+                if use_shuffle:
+                    _profile_shuffle(inter, pos, table8, prof)
                 else:
-                    starts[l] = 0
-                    lens[l] = 0
-                if lens[l] > ncols:
-                    ncols = lens[l]
-            _group_lanes(q, matT, pad_row, codes, starts, lens, ncols, oe, ext,
-                         H, E, prof, colres, best)
+                    _profile_scalar(inter, pos, matT, prof)
+                _column_pass(q, prof, H, E, best, oe, ext)
             for l in range(LANES):
-                k = g * LANES + l
-                if k < n:
-                    s = order[k]
+                s = gsubj[g * LANES + l]
+                if s >= 0:
                     b = np.int64(best[l])
                     out[s] = b
                     flags[s] = 1 if b >= limit else 0
@@ -293,13 +387,35 @@ def _rescore(q, matrix, codes, offsets, subjects, gap_open, gap_extend, out):
 # ---------------------------------------------------------------------------
 # driver
 # ---------------------------------------------------------------------------
+class _Level:
+    """One lane width of the int8 -> int16 -> (int32) ladder."""
+
+    def __init__(self, dtype, matrix, pad, gap_open, gap_extend):
+        info = np.iinfo(dtype)
+        mmax = int(matrix.max())
+        mmin = int(matrix.min())
+        oe = gap_open + gap_extend
+        lo = -(info.max * 15 // 16)  # keep a margin below the most negative value
+        self.dtype = dtype
+        self.fits = (dtype == np.int32) or (
+            -(oe + gap_extend) >= lo and mmin >= lo and pad >= lo and 0 <= mmax < info.max // 2)
+        # a lane at or above ``limit`` may overflow on the next cell: recompute it
+        self.limit = info.max - max(mmax, 0) if dtype != np.int32 else np.iinfo(np.int64).max
+        na = matrix.shape[0]
+        matT = np.empty((na + 1, na), dtype=dtype)
+        if self.fits:
+            matT[:na] = matrix.T
+            matT[na] = pad
+        self.matT = matT
+
+
 class _Prepared:
     """Per-database, per-scheme state shared by all queries."""
 
     def __init__(self, database, matrix, gap_open, gap_extend):
         matrix = np.ascontiguousarray(matrix, dtype=np.int32)
-        if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
-            raise ValueError("matrix must be square")
+        if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1] or matrix.shape[0] == 0:
+            raise ValueError("matrix must be a non-empty square array")
         if gap_open < 0 or gap_extend < 0 or gap_open + gap_extend <= 0:
             raise ValueError("gap costs must be >= 0 and not both 0")
         self.matrix = matrix
@@ -307,45 +423,59 @@ class _Prepared:
         self.gap_extend = int(gap_extend)
         self.codes = np.ascontiguousarray(database.codes, dtype=np.uint8)
         self.offsets = np.ascontiguousarray(database.offsets, dtype=np.int64)
-        lengths = np.diff(self.offsets)
-        # longest first; stable so equal lengths keep index order
-        self.order = np.argsort(-lengths, kind="stable").astype(np.int64)
+        self.n = len(self.offsets) - 1
         na = matrix.shape[0]
-        mmax = int(matrix.max()) if matrix.size else 0
-        mmin = int(matrix.min()) if matrix.size else 0
-        pad = min(0, mmin)
-        oe = self.gap_open + self.gap_extend
-        fits16 = (oe + self.gap_extend <= 30000 and mmin >= -30000 and mmax <= 1000)
-        self.lane_dtype = np.int16 if fits16 else np.int32
-        if fits16:
-            self.limit = _I16_MAX - max(mmax, 0)
-        else:
-            self.limit = np.iinfo(np.int64).max  # int32 lanes: exact
-        matT = np.empty((na + 1, na), dtype=self.lane_dtype)
-        matT[:na] = matrix.T
-        matT[na] = pad
-        self.matT = matT
-        self.pad_row = na
-        self.probe = np.zeros(1, dtype=self.lane_dtype)
+        pad = min(0, int(matrix.min()))
+        self.pad_code = na
+        levels = [_Level(dt, matrix, pad, self.gap_open, self.gap_extend)
+                  for dt in (np.int8, np.int16, np.int32)]
+        self.levels = [lv for lv in levels if lv.fits]
+        # int8 score table for the shuffle-built column profile (rows: letters,
+        # 32 columns: subject codes incl. the pad code)
+        self.use_shuffle = bool(_HAVE_AVX2 and na + 1 <= 32
+                                and matrix.min() >= -128 and matrix.max() <= 127)
+        table8 = np.zeros((na, 32), dtype=np.int8)
+        if self.use_shuffle:
+            table8[:, :na] = matrix
+            table8[:, na] = pad
+        self.table8 = table8
+        self._groups_all = self._groups(np.arange(self.n, dtype=np.int64))
 
-    def score_query(self, q, out, flags, nchunks):
+    def _groups(self, subjects):
+        lengths = self.offsets[subjects + 1] - self.offsets[subjects]
+        order = subjects[np.argsort(-lengths, kind="stable")]
+        return _interleave(self.codes, self.offsets, order, self.pad_code)
+
+    def score_query(self, q, out, flags):
+        """Exact scores of code array ``q`` against every subject, into ``out``."""
         q = np.ascontiguousarray(q, dtype=np.uint8)
-        if len(self.order) == 0:
+        if self.n == 0:
             return
         if q.shape[0] == 0:
             out[:] = 0
             return
-        _score_query(q, self.codes, self.offsets, self.order, self.matT, self.pad_row,
-                     self.gap_open + self.gap_extend, self.gap_extend, self.limit,
-                     out, flags, nchunks, self.probe)
-        sat = np.flatnonzero(flags).astype(np.int64)
-        if len(sat):
-            _rescore(q, self.matrix, self.codes, self.offsets, sat,
-                     self.gap_open, self.gap_extend, out)
+        oe = self.gap_open + self.gap_extend
+        groups = self._groups_all
+        todo = None
+        for depth, level in enumerate(self.levels):
+            if depth > 0 and level.dtype == np.int32:
+                # int32 is exact: a plain scalar pass for the few lanes left
+                _rescore(q, self.matrix, self.codes, self.offsets, todo,
+                         self.gap_open, self.gap_extend, out)
+                return
+            inter, goff, gncols, gsubj = groups
+            _score_groups(q, inter, goff, gncols, gsubj, self.table8, level.matT,
+                          self.use_shuffle, oe, self.gap_extend, level.limit, out, flags,
+                          _nchunks(len(gncols)))
+            todo = np.flatnonzero(flags).astype(np.int64)
+            if len(todo) == 0:
+                return
+            flags[todo] = 0
+            groups = self._groups(todo)
+        raise AssertionError("lanes saturated at the widest level")  # pragma: no cover
 
 
-def _nchunks(n_subjects):
-    ngroups = (n_subjects + LANES - 1) // LANES
+def _nchunks(ngroups):
     return max(1, min(ngroups, 8 * get_num_threads()))
 
 
@@ -359,10 +489,10 @@ def score_all(queries, database, matrix, gap_open, gap_extend) -> np.ndarray:
     nq, ns = len(queries), len(database)
     result = np.zeros((nq, ns), dtype=np.int32)
     flags = np.zeros(ns, dtype=np.uint8)
-    nchunks = _nchunks(ns)
+    row = np.zeros(ns, dtype=np.int32)
     for qi in range(nq):
-        row = np.zeros(ns, dtype=np.int32)
-        prep.score_query(_query_codes(queries, qi), row, flags, nchunks)
+        row[:] = 0
+        prep.score_query(_query_codes(queries, qi), row, flags)
         result[qi] = row
     return result
 
@@ -391,11 +521,10 @@ def search(queries, database, matrix, gap_open, gap_extend, top_k, progress=None
     nq, ns = len(queries), len(database)
     row = np.zeros(ns, dtype=np.int32)
     flags = np.zeros(ns, dtype=np.uint8)
-    nchunks = _nchunks(ns)
     q_parts, s_parts, v_parts = [], [], []
     for qi in range(nq):
         row[:] = 0
-        prep.score_query(_query_codes(queries, qi), row, flags, nchunks)
+        prep.score_query(_query_codes(queries, qi), row, flags)
         idx = select_top_k(row, top_k)
         q_parts.append(np.full(len(idx), qi, dtype=np.int32))
         s_parts.append(idx.astype(np.int32))
