@@ -1,0 +1,791 @@
+"""Smith-Waterman database search on NVIDIA GPUs (Numba CUDA).
+
+Same contract as :mod:`swgpu_tools.kernels` describes (exact int32 scores,
+BLAST-convention affine gaps, top-k per query with ties to the lower subject
+index), plus :func:`available` and :func:`bind`.
+
+Design (after CUDASW++ 4.0's inter-sequence scheme, written from scratch):
+
+* The database is uploaded once per :class:`GpuSearcher`; its letters are
+  re-coded to a compact alphabet whose code 0 is a padding letter.  Subjects
+  are sorted by length and cut into **length partitions**; each partition is
+  served by a kernel whose thread **group** (G lanes, a power of two up to 32)
+  covers G*R subject positions, R per lane, held in registers.  Longer
+  subjects take several passes over the query; the group's right-most lane
+  writes the last column's H and E for every query row to a temp array, which
+  the next pass's lane 0 reads back.
+* The query is streamed: at step s, lane t works on query row s - t; the left
+  neighbour's last H and E come through a warp shuffle.
+* Fast mode ("s16", Hopper): two subjects per group, packed as the two signed
+  16-bit halves of each register; the substitution scores of a query letter
+  against a *pair* of subject letters come from one 32-bit shared-memory
+  word of a D^3 table (D = compact alphabet size), so each packed cell costs
+  one LDS and ~5.5 DPX instructions (VIADDMNMX / VIMNMX / VIADD.16x2 /
+  VIMNMX3).  A pair whose best score reaches 32767 - max(matrix) may have
+  overflowed: it is re-scored with the 32-bit kernel.
+* Exact mode ("s32", any GPU, and the re-scoring path): one subject per
+  group, int32 cells, D^2 table.
+* Top hits are chosen on the GPU: a score histogram (block-local, 4096 bins),
+  a threshold that keeps at least top_k scores, and a compaction of the
+  scores at or above it; only those come back to the host, which breaks ties.
+
+Kernels are generated as Python source per (mode, G, R) into a cache folder
+(``$SWGPU_CACHE_DIR`` or ``~/.cache/swgpu``) and compiled with
+``cache=True``, so a new process starts from Numba's on-disk cache.
+
+Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) the same generated
+kernels run with shared-memory exchanges in place of warp shuffles and one
+group per block (tests exercise the logic on tiny inputs).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+import os
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+from . import TopHits
+from .gpu_intrinsics import SIM, pack2
+
+#: Lane count of a warp.
+WARP = 32
+#: Padding entries on each side of the per-query row-offset array (> max G).
+PADQ = 64
+#: Bins of the top-k score histogram (scores above are counted in the last).
+HIST_BINS = 4096
+#: (G, R) kernel shapes, by capacity G*R; the last one also serves longer
+#: subjects in several passes.
+CONFIGS = ((4, 8), (4, 16), (8, 16), (16, 16), (32, 16), (32, 32))
+#: Threads per block on the GPU.
+BLOCK = 128
+#: Largest temp array (bytes) a multi-pass launch may use before it is given
+#: fewer blocks (each then loops over several warp tasks).
+TEMP_LIMIT_BYTES = 1 << 30
+
+_lock = threading.RLock()
+_modules: dict = {}
+
+
+# ---------------------------------------------------------------------------
+# availability and device binding
+# ---------------------------------------------------------------------------
+
+def available() -> tuple[bool, str]:
+    """(True, description) when a usable CUDA GPU is present, else (False, reason).
+
+    Never raises.  Reasons name the missing piece: the numba-cuda package, the
+    driver or a GPU, a GPU too old for Numba, or CUDA's compiler library (NVVM).
+    """
+    try:
+        from numba import cuda
+    except Exception as exc:  # pragma: no cover - depends on the installation
+        return False, f"numba.cuda cannot be imported: {exc}"
+    if SIM:
+        return False, "NUMBA_ENABLE_CUDASIM=1: only the CUDA simulator is active, no GPU"
+    try:
+        if not cuda.is_available():
+            reason = "no CUDA driver or no CUDA GPU found"
+            try:
+                from numba.cuda.cudadrv.driver import driver
+
+                driver.ensure_initialized() if hasattr(driver, "ensure_initialized") else None
+            except Exception as exc:
+                reason = f"no usable CUDA driver or GPU: {exc}"
+            return False, reason
+        dev = cuda.get_current_device()
+        cc = tuple(dev.compute_capability)
+        name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+        if cc < (5, 0):
+            return False, f"GPU {name} has compute capability {cc[0]}.{cc[1]}; 5.0 or newer is needed"
+        try:
+            from numba.cuda.cudadrv import nvvm
+
+            nvvm.NVVM()
+        except Exception as exc:
+            return False, f"CUDA library missing: NVVM (libnvvm) could not be loaded: {exc}"
+        mode = "s16 DPX" if cc >= (9, 0) else "s32"
+        return True, f"{name} (compute capability {cc[0]}.{cc[1]}, {mode} kernels)"
+    except Exception as exc:
+        return False, f"CUDA initialisation failed: {exc}"
+
+
+def bind(device_id: int) -> None:
+    """Make CUDA device ``device_id`` (as numbered in this process) current for this thread."""
+    from numba import cuda
+
+    if SIM:
+        return
+    cuda.select_device(int(device_id))
+
+
+def _cc() -> tuple[int, int]:
+    from numba import cuda
+
+    if SIM:
+        return (9, 0)
+    return tuple(cuda.get_current_device().compute_capability)
+
+
+# ---------------------------------------------------------------------------
+# kernel source generation
+# ---------------------------------------------------------------------------
+
+def kernel_source(mode: str, G: int, R: int, sim: bool = SIM) -> str:
+    """Python source of the scoring kernel for ``mode`` ('s16' or 's32') and shape (G, R)."""
+    assert mode in ("s16", "s32")
+    assert G in (1, 2, 4, 8, 16, 32) and R >= 1
+    pair = mode == "s16"
+    wsz = G if sim else WARP
+    ppw = wsz // G
+    W = G * R
+    if pair:
+        ADDMAXR, MAX, ADD, ADDMAX, MAX3 = "vaddmax2_relu", "vmax2", "vadd2", "vaddmax2", "vmax3_2"
+    else:
+        ADDMAXR, MAX, ADD, ADDMAX, MAX3 = "addmax32_relu", "max32", "add32", "addmax32", "max3_32"
+    ipi = 2 if pair else 1  # items per group task
+    o = []
+    w = o.append
+    w(f'"""Generated by swgpu_tools.kernels.gpu.kernel_source({mode!r}, {G}, {R}, sim={sim})."""')
+    w("from numba import cuda, int32, uint32, int64, uint64")
+    w("from swgpu_tools.kernels.gpu_intrinsics import (")
+    w("    vadd2, vmax2, vmax2_relu, vaddmax2, vaddmax2_relu, vmax3_2,")
+    w("    add32, max32, addmax32, addmax32_relu, max3_32)")
+    w("")
+    w(f"G = {G}")
+    w(f"R = {R}")
+    w(f"W = {W}")
+    w(f"WSZ = {wsz}")
+    w(f"PPW = {ppw}")
+    w(f"PADQ = {PADQ}")
+    w(f"MODE = {mode!r}")
+    w("")
+    if sim:
+        w("@cuda.jit(device=True)")
+        w("def _xup(v, xch, lane):")
+        w("    xch[lane] = v")
+        w("    cuda.syncthreads()")
+        w("    r = xch[lane - 1] if lane > 0 else v")
+        w("    cuda.syncthreads()")
+        w("    return r")
+        w("")
+        w("@cuda.jit(device=True)")
+        w("def _xxor(v, off, xch, lane):")
+        w("    xch[lane] = v")
+        w("    cuda.syncthreads()")
+        w("    r = xch[lane ^ off]")
+        w("    cuda.syncthreads()")
+        w("    return r")
+        w("")
+        up = lambda v: f"_xup({v}, xch, lane)"  # noqa: E731
+        xor = lambda v, off: f"_xxor({v}, {off}, xch, lane)"  # noqa: E731
+    else:
+        up = lambda v: f"cuda.shfl_up_sync(0xFFFFFFFF, {v}, 1)"  # noqa: E731
+        xor = lambda v, off: f"cuda.shfl_xor_sync(0xFFFFFFFF, {v}, {off})"  # noqa: E731
+    sig = ("void(uint8[::1], int64[::1], int32[::1], int32[::1], int64, int32[::1], int64, "
+           "int32[::1], int32, int32[::1], int32, int32, int32, int32, int32, int32[::1], int32[::1])")
+    w(f'SIG = "{sig}"')
+    w("")
+    w("def kernel_py(codes, starts, lens, items, n_items, wnpass, n_wtasks, qoff, L,")
+    w("           tblg, tbl_n, D, noe, nxt, neg, scores, temp):")
+    w("    tbl = cuda.shared.array(0, dtype=int32)")
+    if sim:
+        w(f"    xch = cuda.shared.array({G}, dtype=int32)")
+    w("    tid = int32(cuda.threadIdx.x)")
+    w("    bdim = int32(cuda.blockDim.x)")
+    w("    k = tid")
+    w("    while k < tbl_n:")
+    w("        tbl[k] = tblg[k]")
+    w("        k = int32(k + bdim)")
+    w("    cuda.syncthreads()")
+    w("    gtid = int64(cuda.blockIdx.x) * int64(bdim) + int64(tid)")
+    w(f"    lane = int32(tid & {G - 1})")
+    w(f"    giw = int32((tid & {wsz - 1}) // {G})")
+    w(f"    gw = int64(gtid // {wsz})")
+    w(f"    nw = int64((int64(cuda.gridDim.x) * int64(bdim)) // {wsz})")
+    w(f"    tbase = int64(gtid // {G}) * int64(2 * L)")
+    w("    zero = int32(0)")
+    w(f"    nsteps = int32(L + {G - 1})")
+    w("    wt = gw")
+    w("    while wt < n_wtasks:")
+    w(f"        item = int64(wt * {ppw} + giw)")
+    w("        sa = int32(-1)")
+    w("        sb = int32(-1)")
+    w("        if item < n_items:")
+    w(f"            sa = items[{ipi} * item]")
+    if pair:
+        w("            sb = items[2 * item + 1]")
+    w("        la = int32(0)")
+    w("        lb = int32(0)")
+    w("        oa = int64(0)")
+    w("        ob = int64(0)")
+    w("        if sa >= 0:")
+    w("            la = lens[sa]")
+    w("            oa = starts[sa]")
+    if pair:
+        w("        if sb >= 0:")
+        w("            lb = lens[sb]")
+        w("            ob = starts[sb]")
+    w("        npass = wnpass[wt]")
+    w("        best = zero")
+    w("        p = int32(0)")
+    w("        while p < npass:")
+    w(f"            pos0 = int32(p * {W} + lane * {R})")
+    for r in range(R):
+        w(f"            pos = int32(pos0 + {r})")
+        w("            ca = int32(0)")
+        w("            if pos < la:")
+        w("                ca = int32(codes[oa + pos])")
+        if pair:
+            w("            cb = int32(0)")
+            w("            if pos < lb:")
+            w("                cb = int32(codes[ob + pos])")
+            w(f"            x{r} = int32(ca * D + cb)")
+        else:
+            w(f"            x{r} = ca")
+        w(f"            h{r} = zero")
+        w(f"            f{r} = neg")
+    w("            hlast = zero")
+    w("            eout = neg")
+    w("            diag = zero")
+    w("            qi = int32(PADQ - lane)")
+    w("            qrow = qoff[uint32(qi)]")
+    w("            s = int32(0)")
+    w("            while s < nsteps:")
+    w("                qnext = qoff[uint32(qi + s + 1)]")
+    w(f"                hin = {up('hlast')}")
+    w(f"                ein = {up('eout')}")
+    w("                i = int32(s - lane)")
+    w("                if lane == 0:")
+    w("                    hin = zero")
+    w("                    ein = neg")
+    w("                    if p > 0 and i >= 0 and i < L:")
+    w("                        hin = temp[tbase + int64(2 * i)]")
+    w("                        ein = temp[tbase + int64(2 * i + 1)]")
+    w("                d = diag")
+    w("                diag = hin")
+    w("                e = ein")
+    for r in range(R):
+        w(f"                sc = tbl[uint32(qrow + x{r})]")
+        w(f"                xx = {ADDMAXR}(d, sc, f{r})")
+        w(f"                d = h{r}")
+        w(f"                h{r} = {MAX}(xx, e)")
+        w(f"                t = {ADD}(h{r}, noe)")
+        w(f"                e = {ADDMAX}(e, nxt, t)")
+        w(f"                f{r} = {ADDMAX}(f{r}, nxt, t)")
+        if r % 2 == 1:
+            w(f"                best = {MAX3}(best, h{r - 1}, h{r})")
+    if R % 2 == 1:
+        w(f"                best = {MAX}(best, h{R - 1})")
+    w(f"                hlast = h{R - 1}")
+    w("                eout = e")
+    w(f"                if lane == {G - 1} and p + 1 < npass and i >= 0 and i < L:")
+    w("                    temp[tbase + int64(2 * i)] = hlast")
+    w("                    temp[tbase + int64(2 * i + 1)] = eout")
+    w("                qrow = qnext")
+    w("                s = int32(s + 1)")
+    w("            p = int32(p + 1)")
+    off = G // 2
+    while off >= 1:
+        w(f"        best = {MAX}(best, {xor('best', off)})")
+        off //= 2
+    w("        if lane == 0:")
+    if pair:
+        w("            if sa >= 0:")
+        w("                scores[sa] = int32(int32(best << 16) >> 16)")
+        w("            if sb >= 0:")
+        w("                scores[sb] = int32(best >> 16)")
+    else:
+        w("            if sa >= 0:")
+        w("                scores[sa] = best")
+    w("        wt = wt + nw")
+    w("")
+    return "\n".join(o) + "\n"
+
+
+def _cache_dir() -> str:
+    base = os.environ.get("SWGPU_CACHE_DIR")
+    if not base:
+        base = os.path.join(os.path.expanduser("~"), ".cache", "swgpu")
+    path = os.path.join(base, "kernels")
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, f".probe{os.getpid()}")
+        with open(probe, "w"):
+            pass
+        os.unlink(probe)
+        return path
+    except OSError:
+        path = os.path.join(tempfile.gettempdir(), f"swgpu-kernels-{os.getuid()}")
+        os.makedirs(path, exist_ok=True)
+        return path
+
+
+def _load_module(name: str, source: str):
+    """Write ``source`` (once) to the cache folder and import it as a module."""
+    with _lock:
+        key = (name, source)
+        mod = _modules.get(key)
+        if mod is not None:
+            return mod
+        digest = hashlib.sha1(source.encode()).hexdigest()[:12]
+        modname = f"swgpu_gen_{name}_{digest}"
+        path = os.path.join(_cache_dir(), modname + ".py")
+        if not os.path.exists(path):
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as fh:
+                fh.write(source)
+            os.replace(tmp, path)
+        spec = importlib.util.spec_from_file_location(modname, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[modname] = mod
+        spec.loader.exec_module(mod)
+        _modules[key] = mod
+        return mod
+
+
+_kernels: dict = {}
+
+
+def get_kernel(mode: str, G: int, R: int):
+    """The compiled scoring kernel (dispatcher) for ``mode`` and shape (G, R)."""
+    from numba import cuda
+
+    with _lock:
+        key = (mode, G, R)
+        kern = _kernels.get(key)
+        if kern is None:
+            mod = _load_module(f"{mode}_{G}x{R}{'_sim' if SIM else ''}",
+                               kernel_source(mode, G, R, SIM))
+            kern = cuda.jit(mod.SIG, cache=True)(mod.kernel_py)
+            _kernels[key] = kern
+        return kern
+
+
+def kernel_ptx(mode: str, G: int, R: int, cc=(9, 0)) -> str:
+    """PTX of a scoring kernel for compute capability ``cc`` (needs NVVM, no GPU or driver)."""
+    from numba import cuda
+
+    mod = _load_module(f"{mode}_{G}x{R}", kernel_source(mode, G, R, False))
+    ptx, _ = cuda.compile_ptx(mod.kernel_py, mod.SIG, cc=cc)
+    return ptx
+
+
+_AUX_SRC = '''"""Generated by swgpu_tools.kernels.gpu: top-k helper kernels."""
+from numba import cuda, int32, int64
+
+NB = {nb}
+
+@cuda.jit("void(int32[::1], int64, int32[::1], int32, int32[::1], int32[::1])", cache=True)
+def hist_kernel(scores, n, hist, limit, ovf, novf):
+    sh = cuda.shared.array(NB, dtype=int32)
+    tid = cuda.threadIdx.x
+    k = tid
+    while k < NB:
+        sh[k] = 0
+        k += cuda.blockDim.x
+    cuda.syncthreads()
+    i = int64(cuda.blockIdx.x) * cuda.blockDim.x + tid
+    stride = int64(cuda.gridDim.x) * cuda.blockDim.x
+    while i < n:
+        s = scores[i]
+        if s >= limit:
+            j = cuda.atomic.add(novf, 0, 1)
+            if j < ovf.shape[0]:
+                ovf[j] = int32(i)
+        b = min(s, NB - 1)
+        if b < 0:
+            b = 0
+        cuda.atomic.add(sh, b, 1)
+        i += stride
+    cuda.syncthreads()
+    k = tid
+    while k < NB:
+        v = sh[k]
+        if v != 0:
+            cuda.atomic.add(hist, k, v)
+        k += cuda.blockDim.x
+
+
+@cuda.jit("void(int32[::1], int64, int32, int32[::1], int32[::1], int32[::1])", cache=True)
+def select_kernel(scores, n, thr, out_i, out_s, cnt):
+    i = int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    stride = int64(cuda.gridDim.x) * cuda.blockDim.x
+    while i < n:
+        s = scores[i]
+        b = min(s, NB - 1)
+        if b >= thr:
+            j = cuda.atomic.add(cnt, 0, 1)
+            if j < out_i.shape[0]:
+                out_i[j] = int32(i)
+                out_s[j] = s
+        i += stride
+'''
+
+
+def _aux():
+    return _load_module("aux" + ("_sim" if SIM else ""), _AUX_SRC.format(nb=HIST_BINS))
+
+
+# ---------------------------------------------------------------------------
+# host side
+# ---------------------------------------------------------------------------
+
+class _Partition:
+    """Items (subject indices; pairs in s16 mode) served by one kernel shape."""
+
+    __slots__ = ("G", "R", "n_items", "n_wtasks", "items", "wnpass", "max_passes", "cells")
+
+    def __init__(self, G, R, n_items, n_wtasks, items, wnpass, max_passes, cells):
+        self.G, self.R = G, R
+        self.n_items, self.n_wtasks = n_items, n_wtasks
+        self.items, self.wnpass = items, wnpass
+        self.max_passes = max_passes
+        self.cells = cells
+
+
+def _fits16(matrix: np.ndarray, oe: int, ext: int) -> bool:
+    lim = 8000
+    return (oe + ext <= lim and int(matrix.min()) >= -lim and int(matrix.max()) <= lim)
+
+
+class GpuSearcher:
+    """A database uploaded to the current GPU, ready to score any number of queries.
+
+    ``mode``: 's16' (packed 16-bit DPX kernels, sm_90+, with 32-bit re-scoring
+    of pairs that may overflow), 's32' (32-bit kernels, any GPU) or 'auto'
+    (s16 where the GPU and the scoring parameters allow it).
+    """
+
+    def __init__(self, database, matrix, gap_open, gap_extend, device=None, mode="auto"):
+        from numba import cuda
+
+        if device is not None:
+            bind(device)
+        matrix = np.ascontiguousarray(matrix, dtype=np.int32)
+        if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1] or not 0 < matrix.shape[0] <= 32:
+            raise ValueError("matrix must be a square array of at most 32 x 32")
+        if gap_open < 0 or gap_extend < 0 or gap_open + gap_extend <= 0:
+            raise ValueError("gap costs must be >= 0 and not both 0")
+        self.matrix = matrix
+        self.gap_open, self.gap_extend = int(gap_open), int(gap_extend)
+        self.oe = self.gap_open + self.gap_extend
+        fits = _fits16(matrix, self.oe, self.gap_extend)
+        if mode == "auto":
+            mode = os.environ.get("SWGPU_GPU_MODE", "auto")
+        if mode == "auto":
+            mode = "s16" if (fits and _cc() >= (9, 0)) else "s32"
+        if mode == "s16" and not fits:
+            mode = "s32"
+        if mode == "s16" and _cc() < (9, 0):
+            raise ValueError("s16 (DPX) kernels need a GPU of compute capability 9.0 or newer")
+        self.mode = mode
+        self.smax = max(int(matrix.max()), 0)
+        self.limit16 = 32767 - self.smax
+        self.pad_score = min(int(matrix.min()), 0) - 1
+
+        codes = np.ascontiguousarray(database.codes, dtype=np.uint8)
+        offsets = np.ascontiguousarray(database.offsets, dtype=np.int64)
+        self.n = len(offsets) - 1
+        self.lengths = np.diff(offsets).astype(np.int64)
+        if self.n and self.lengths.max() >= 2**31 - 2 * PADQ:
+            raise ValueError("subjects must be shorter than 2^31 residues")
+        self.total_residues = int(offsets[-1])
+        # compact alphabet: code 0 = padding, then the letters the database uses
+        used = np.bincount(codes, minlength=256)[:256] > 0 if len(codes) else np.zeros(256, bool)
+        if used[matrix.shape[0]:].any():
+            raise ValueError("database codes exceed the matrix size")
+        self.cmap = np.full(256, -1, dtype=np.int64)
+        self.letters = list(np.flatnonzero(used))  # original codes, compact code = index + 1
+        for k, c in enumerate(self.letters):
+            self.cmap[c] = k + 1
+        ccodes = self.cmap[codes].astype(np.uint8) if len(codes) else np.zeros(1, np.uint8)
+        self.order = np.argsort(self.lengths, kind="stable").astype(np.int64)
+
+        self.d_codes = cuda.to_device(ccodes)
+        self.d_starts = cuda.to_device(offsets[:-1].copy() if self.n else np.zeros(1, np.int64))
+        lens32 = self.lengths.astype(np.int32) if self.n else np.zeros(1, np.int32)
+        self.d_lens = cuda.to_device(lens32)
+        self.d_scores = cuda.device_array(max(self.n, 1), dtype=np.int32)
+        self._parts = {}
+        self._temp = None
+        self._tables = {}
+        self.aux = _aux()
+        self.d_hist = cuda.device_array(HIST_BINS, dtype=np.int32)
+        self.d_novf = cuda.device_array(1, dtype=np.int32)
+        self.d_ovf = cuda.device_array(max(self.n, 1), dtype=np.int32)
+        self.d_cnt = cuda.device_array(1, dtype=np.int32)
+        self.d_sel_i = cuda.device_array(max(self.n, 1), dtype=np.int32)
+        self.d_sel_s = cuda.device_array(max(self.n, 1), dtype=np.int32)
+        self.timings = []  # (query index, query length, scan seconds)
+
+    # -- partitions --------------------------------------------------------
+    def _partitions(self, mode, subset=None):
+        """Length partitions for ``mode`` over all subjects, or over ``subset`` (not cached)."""
+        from numba import cuda
+
+        if subset is None and mode in self._parts:
+            return self._parts[mode]
+        if subset is None:
+            order = self.order
+        else:
+            subset = np.asarray(subset, dtype=np.int64)
+            order = subset[np.argsort(self.lengths[subset], kind="stable")]
+        lens = self.lengths[order]
+        if mode == "s16":
+            if len(order) % 2:
+                order = np.append(order, -1)
+                lens = np.append(lens, 0)
+            items = order.reshape(-1, 2)
+            ilen = np.maximum(lens[0::2], lens[1::2])
+        else:
+            items = order.reshape(-1, 1)
+            ilen = lens
+        caps = np.array([G * R for G, R in CONFIGS])
+        which = np.minimum(np.searchsorted(caps, ilen, side="left"), len(CONFIGS) - 1)
+        parts = []
+        for ci, (G, R) in enumerate(CONFIGS):
+            sel = np.flatnonzero(which == ci)
+            if len(sel) == 0:
+                continue
+            it = items[sel]
+            il = ilen[sel]
+            ppw = (G if SIM else WARP) // G
+            nwt = -(-len(sel) // ppw)
+            padded = np.zeros(nwt * ppw, dtype=np.int64)
+            padded[: len(il)] = il
+            wmax = padded.reshape(nwt, ppw).max(axis=1)
+            wnp = np.maximum(1, -(-wmax // (G * R))).astype(np.int32)
+            cells = int(wnp.sum()) * ppw * G * R * (2 if mode == "s16" else 1)
+            parts.append(_Partition(
+                G, R, len(sel), nwt,
+                cuda.to_device(np.ascontiguousarray(it.reshape(-1), dtype=np.int32)),
+                cuda.to_device(wnp), int(wnp.max()), cells))
+        if subset is None:
+            self._parts[mode] = parts
+        return parts
+
+    # -- per-search tables ------------------------------------------------
+    def _table(self, mode, qletters):
+        """Score table on the GPU for the compact alphabet extended by ``qletters``."""
+        from numba import cuda
+
+        extra = [c for c in qletters if self.cmap[c] < 0]
+        letters = self.letters + sorted(set(extra))
+        key = (mode, tuple(letters))
+        if key in self._tables:
+            return self._tables[key]
+        cmap = np.full(256, 0, dtype=np.int64)
+        for k, c in enumerate(letters):
+            cmap[c] = k + 1
+        D = len(letters) + 1
+        S = np.full((D, D), self.pad_score, dtype=np.int64)
+        idx = np.array(letters, dtype=np.int64)
+        if len(idx):
+            S[1:, 1:] = self.matrix[np.ix_(idx, idx)]
+        if mode == "s16":
+            lo = S[:, :, None] & 0xFFFF           # T[q][a][b]: low half = s(q, a)
+            hi = (S[:, None, :] & 0xFFFF) << 16   # high half = s(q, b)
+            T = (lo | hi).astype(np.uint32).view(np.int32).reshape(-1)
+            rowstride = D * D
+        else:
+            T = S.astype(np.int32).reshape(-1)
+            rowstride = D
+        entry = (cuda.to_device(np.ascontiguousarray(T)), D, rowstride, cmap)
+        self._tables[key] = entry
+        return entry
+
+    def _temp_for(self, nwords):
+        from numba import cuda
+
+        if self._temp is None or self._temp.shape[0] < nwords:
+            self._temp = cuda.device_array(max(nwords, 1), dtype=np.int32)
+        return self._temp
+
+    # -- launching ---------------------------------------------------------
+    def _launch(self, mode, parts, d_qoff, L, table):
+        d_tbl, D, _, _ = table
+        if mode == "s16":
+            noe, nxt, neg = pack2(-self.oe, -self.oe), pack2(-self.gap_extend, -self.gap_extend), \
+                pack2(-self.oe, -self.oe)
+        else:
+            noe, nxt, neg = -self.oe, -self.gap_extend, -self.oe
+        tbl_n = int(d_tbl.shape[0])
+        shmem = tbl_n * 4
+        for part in parts:
+            kern = get_kernel(mode, part.G, part.R)
+            wsz = part.G if SIM else WARP
+            block = part.G if SIM else BLOCK
+            nthreads = part.n_wtasks * wsz
+            grid = -(-nthreads // block)
+            if part.max_passes > 1:
+                groups_limit = max(1, TEMP_LIMIT_BYTES // (8 * max(L, 1)))
+                grid = max(1, min(grid, groups_limit * part.G // block))
+                temp = self._temp_for(grid * (block // part.G) * 2 * L)
+            else:
+                temp = self._temp_for(1)
+            if not SIM:
+                _ensure_shared(kern, shmem)
+            kern[grid, block, 0, shmem](
+                self.d_codes, self.d_starts, self.d_lens, part.items, part.n_items,
+                part.wnpass, part.n_wtasks, d_qoff, L, d_tbl, tbl_n, D,
+                noe, nxt, neg, self.d_scores, temp)
+
+    def _qoff(self, q, table):
+        from numba import cuda
+
+        _, _, rowstride, cmap = table
+        L = len(q)
+        qo = np.zeros(L + 2 * PADQ, dtype=np.int32)
+        qo[PADQ: PADQ + L] = cmap[q] * rowstride
+        return cuda.to_device(qo)
+
+    def score_query(self, q, tables):
+        """Score one query (original codes) against every subject into ``self.d_scores``.
+
+        Returns the number of subjects re-scored with 32-bit kernels.
+        """
+        from numba import cuda
+
+        L = len(q)
+        if self.n == 0:
+            return 0
+        if L == 0:
+            self.d_scores.copy_to_device(np.zeros(self.n, np.int32))
+            return 0
+        mode = self.mode
+        table = tables[mode]
+        self._launch(mode, self._partitions(mode), self._qoff(q, table), L, table)
+        if mode != "s16":
+            return 0
+        # pairs that may have overflowed 16 bits: re-score with 32-bit kernels
+        aux = self.aux
+        self.d_novf.copy_to_device(np.zeros(1, np.int32))
+        self.d_hist.copy_to_device(np.zeros(HIST_BINS, np.int32))
+        grid = min(1024, -(-self.n // 256)) if not SIM else 1
+        aux.hist_kernel[grid, 256 if not SIM else 32](
+            self.d_scores, self.n, self.d_hist, self.limit16, self.d_ovf, self.d_novf)
+        self._hist_valid = True
+        novf = int(self.d_novf.copy_to_host()[0])
+        if novf == 0:
+            return 0
+        flagged = self.d_ovf[:novf].copy_to_host()
+        t32 = tables.get("s32")
+        if t32 is None:
+            t32 = tables["s32"] = self._table("s32", tables["letters"])
+        parts = self._partitions("s32", subset=flagged)
+        self._launch("s32", parts, self._qoff(q, t32), L, t32)
+        cuda.synchronize()
+        return novf
+
+    def top_k(self, top_k):
+        """(subject indices, scores) of the best ``top_k`` in ``self.d_scores``, tie-broken."""
+        aux = self.aux
+        n = self.n
+        k = min(int(top_k), n)
+        if k <= 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int32)
+        grid = min(1024, -(-n // 256)) if not SIM else 1
+        block = 256 if not SIM else 32
+        if not getattr(self, "_hist_valid", False):
+            self.d_novf.copy_to_device(np.zeros(1, np.int32))
+            self.d_hist.copy_to_device(np.zeros(HIST_BINS, np.int32))
+            aux.hist_kernel[grid, block](
+                self.d_scores, n, self.d_hist, np.int32(2**31 - 1), self.d_ovf, self.d_novf)
+        self._hist_valid = False
+        hist = self.d_hist.copy_to_host().astype(np.int64)
+        ge = np.cumsum(hist[::-1])[::-1]  # ge[b] = count of scores with bin >= b
+        thr = int(np.flatnonzero(ge >= k).max()) if (ge >= k).any() else 0
+        self.d_cnt.copy_to_device(np.zeros(1, np.int32))
+        aux.select_kernel[grid, block](self.d_scores, n, thr, self.d_sel_i, self.d_sel_s, self.d_cnt)
+        cnt = int(self.d_cnt.copy_to_host()[0])
+        idx = self.d_sel_i[:cnt].copy_to_host().astype(np.int64)
+        sc = self.d_sel_s[:cnt].copy_to_host()
+        order = np.lexsort((idx, -sc.astype(np.int64)))[:k]
+        return idx[order], sc[order]
+
+    def search(self, queries, top_k, progress=None) -> TopHits:
+        from numba import cuda
+
+        nq = len(queries)
+        qcodes = np.ascontiguousarray(queries.codes, dtype=np.uint8)
+        qoffs = np.ascontiguousarray(queries.offsets, dtype=np.int64)
+        qletters = sorted(set(np.flatnonzero(np.bincount(qcodes, minlength=256) > 0).tolist()))
+        if qletters and max(qletters) >= self.matrix.shape[0]:
+            raise ValueError("query codes exceed the matrix size")
+        tables = {"letters": qletters, self.mode: self._table(self.mode, qletters)}
+        qi_parts, si_parts, sc_parts = [], [], []
+        self.timings = []
+        for qi in range(nq):
+            q = qcodes[qoffs[qi]: qoffs[qi + 1]]
+            t0 = time.perf_counter()
+            self.score_query(q, tables)
+            idx, sc = self.top_k(top_k)
+            cuda.synchronize()
+            self.timings.append((qi, len(q), time.perf_counter() - t0))
+            qi_parts.append(np.full(len(idx), qi, dtype=np.int32))
+            si_parts.append(idx.astype(np.int32))
+            sc_parts.append(sc.astype(np.int32))
+            if progress is not None:
+                progress(qi + 1, nq)
+        if not qi_parts:
+            e = np.zeros(0, np.int32)
+            return TopHits(e, e.copy(), e.copy())
+        return TopHits(np.concatenate(qi_parts), np.concatenate(si_parts), np.concatenate(sc_parts))
+
+    def all_scores(self, queries) -> np.ndarray:
+        """Full (n_queries x n_subjects) int32 score array (for tests and checks)."""
+        qcodes = np.ascontiguousarray(queries.codes, dtype=np.uint8)
+        qoffs = np.ascontiguousarray(queries.offsets, dtype=np.int64)
+        qletters = sorted(set(np.flatnonzero(np.bincount(qcodes, minlength=256) > 0).tolist()))
+        tables = {"letters": qletters, self.mode: self._table(self.mode, qletters)}
+        out = np.zeros((len(queries), self.n), dtype=np.int32)
+        for qi in range(len(queries)):
+            self.score_query(qcodes[qoffs[qi]: qoffs[qi + 1]], tables)
+            self._hist_valid = False
+            if self.n:
+                out[qi] = self.d_scores.copy_to_host()[: self.n]
+        return out
+
+
+def _ensure_shared(kern, nbytes):
+    """Allow ``nbytes`` of dynamic shared memory for every compiled overload of ``kern``."""
+    if nbytes <= 48 * 1024:
+        return
+    done = getattr(kern, "_swgpu_shared", 0)
+    if done >= nbytes:
+        return
+    from numba.cuda.cudadrv.driver import binding, driver
+
+    for k in kern.overloads.values():
+        cufunc = k._codelibrary.get_cufunc()
+        attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        driver.cuKernelSetAttribute(attr, int(nbytes), cufunc.handle, cufunc.device.id)
+    kern._swgpu_shared = nbytes
+
+
+_searchers: dict = {}
+
+
+def search(queries, database, matrix, gap_open, gap_extend, top_k, progress=None,
+           device=None, mode="auto") -> TopHits:
+    """Top ``top_k`` exact SW hits of each query in ``database`` (see :mod:`swgpu_tools.kernels`).
+
+    The database is uploaded once per call (or reused when the same database
+    object and scoring scheme are searched again in this process).
+    """
+    key = (id(database), id(database.codes), int(gap_open), int(gap_extend),
+           hashlib.sha1(np.ascontiguousarray(matrix, dtype=np.int32).tobytes()).hexdigest(),
+           device, mode)
+    s = _searchers.get(key)
+    if s is None:
+        _searchers.clear()  # keep one database on the GPU at a time
+        s = GpuSearcher(database, matrix, gap_open, gap_extend, device=device, mode=mode)
+        s._database_ref = database  # keeps id(database) unique while cached
+        _searchers[key] = s
+    return s.search(queries, top_k, progress=progress)

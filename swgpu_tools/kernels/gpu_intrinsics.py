@@ -1,0 +1,179 @@
+"""Small device helpers for the GPU kernels, with CUDA-simulator fallbacks.
+
+Packed arithmetic works on two signed 16-bit lanes of one int32 register
+("s16x2"): the low half holds one subject's value, the high half another's.
+On the GPU each helper is one PTX instruction through inline assembly
+(``add.s16x2``, ``max.s16x2``, ``max.relu.s16x2``, needing sm_90); ptxas fuses
+them into Hopper's DPX instructions (``VIADDMNMX.S16x2``, ``VIMNMX3.S16x2``,
+``VIADD.16x2``).  The 32-bit helpers (``add.s32``, ``max.s32``) run on any GPU
+and keep every score expression in int32 (Numba would widen ``a + b`` to int64).
+
+Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) there is no inline
+assembly and no warp shuffle: the same names are plain Python functions with
+the same wrap-around semantics, so kernel logic can be tested on the CPU.
+Kernels that shuffle are generated with a shared-memory exchange instead when
+the simulator is on (see :mod:`swgpu_tools.kernels.gpu`).
+"""
+from __future__ import annotations
+
+from numba import config
+
+SIM = bool(config.ENABLE_CUDASIM)
+
+__all__ = [
+    "SIM", "pack2", "lo16", "hi16",
+    "vadd2", "vmax2", "vmax2_relu", "vaddmax2", "vaddmax2_relu", "vmax3_2",
+    "add32", "max32", "addmax32", "addmax32_relu", "max3_32",
+]
+
+
+# --------------------------------------------------------------------------
+# Host-side packing (also used by the simulator fallbacks)
+# --------------------------------------------------------------------------
+
+def _s16(x: int) -> int:
+    x &= 0xFFFF
+    return x - 0x10000 if x & 0x8000 else x
+
+
+def _s32(x: int) -> int:
+    x &= 0xFFFFFFFF
+    return x - 0x100000000 if x & 0x80000000 else x
+
+
+def pack2(lo: int, hi: int) -> int:
+    """Two signed 16-bit values as one signed int32 (lo in bits 0-15)."""
+    return _s32(((int(hi) & 0xFFFF) << 16) | (int(lo) & 0xFFFF))
+
+
+def lo16(x: int) -> int:
+    return _s16(int(x))
+
+
+def hi16(x: int) -> int:
+    return _s16(int(x) >> 16)
+
+
+if SIM:
+    import numpy as np
+    from numba import cuda
+
+    def _pk(lo, hi):
+        return np.int32(pack2(lo, hi))
+
+    def _lanes(x):
+        x = int(x)
+        return _s16(x), _s16(x >> 16)
+
+    @cuda.jit(device=True)
+    def vadd2(a, b):
+        al, ah = _lanes(a)
+        bl, bh = _lanes(b)
+        return _pk(al + bl, ah + bh)
+
+    @cuda.jit(device=True)
+    def vmax2(a, b):
+        al, ah = _lanes(a)
+        bl, bh = _lanes(b)
+        return _pk(max(al, bl), max(ah, bh))
+
+    @cuda.jit(device=True)
+    def vmax2_relu(a, b):
+        al, ah = _lanes(a)
+        bl, bh = _lanes(b)
+        return _pk(max(al, bl, 0), max(ah, bh, 0))
+
+    @cuda.jit(device=True)
+    def vaddmax2(a, b, c):
+        """max(a + b, c) per 16-bit lane (the sum wraps like the hardware's)."""
+        al, ah = _lanes(a)
+        bl, bh = _lanes(b)
+        cl, ch = _lanes(c)
+        return _pk(max(_s16(al + bl), cl), max(_s16(ah + bh), ch))
+
+    @cuda.jit(device=True)
+    def vaddmax2_relu(a, b, c):
+        al, ah = _lanes(a)
+        bl, bh = _lanes(b)
+        cl, ch = _lanes(c)
+        return _pk(max(_s16(al + bl), cl, 0), max(_s16(ah + bh), ch, 0))
+
+    @cuda.jit(device=True)
+    def vmax3_2(a, b, c):
+        al, ah = _lanes(a)
+        bl, bh = _lanes(b)
+        cl, ch = _lanes(c)
+        return _pk(max(al, bl, cl), max(ah, bh, ch))
+
+    @cuda.jit(device=True)
+    def add32(a, b):
+        return np.int32(_s32(int(a) + int(b)))
+
+    @cuda.jit(device=True)
+    def max32(a, b):
+        return np.int32(max(int(a), int(b)))
+
+    @cuda.jit(device=True)
+    def addmax32(a, b, c):
+        return np.int32(max(_s32(int(a) + int(b)), int(c)))
+
+    @cuda.jit(device=True)
+    def addmax32_relu(a, b, c):
+        return np.int32(max(_s32(int(a) + int(b)), int(c), 0))
+
+    @cuda.jit(device=True)
+    def max3_32(a, b, c):
+        return np.int32(max(int(a), int(b), int(c)))
+
+else:
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    def _make(name: str, body: str, nargs: int):
+        """An int32 intrinsic emitting ``body`` (PTX with $0 = result, $1.. = args)."""
+
+        def typer(typingctx, *args):
+            if len(args) != nargs or not all(isinstance(a, types.Integer) for a in args):
+                return None
+            sig = types.int32(*args)
+
+            def codegen(context, builder, signature, llargs):
+                vals = [
+                    context.cast(builder, v, t, types.int32)
+                    for v, t in zip(llargs, signature.args)
+                ]
+                fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(32)] * nargs)
+                cons = "=r," + ",".join(["r"] * nargs)
+                return builder.call(ir.InlineAsm(fnty, body, cons), vals)
+
+            return sig, codegen
+
+        # intrinsic() takes the function's arity from its signature: build one
+        # with exactly nargs named parameters.
+        params = ", ".join(f"a{k}" for k in range(nargs))
+        ns = {"typer": typer}
+        exec(f"def {name}(typingctx, {params}):\n    return typer(typingctx, {params})\n", ns)
+        return intrinsic(ns[name])
+
+    # s16x2 (sm_90: DPX)
+    vadd2 = _make("vadd2", "add.s16x2 $0, $1, $2;", 2)
+    vmax2 = _make("vmax2", "max.s16x2 $0, $1, $2;", 2)
+    vmax2_relu = _make("vmax2_relu", "max.relu.s16x2 $0, $1, $2;", 2)
+    vaddmax2 = _make(
+        "vaddmax2", "{.reg .b32 t; add.s16x2 t, $1, $2; max.s16x2 $0, t, $3;}", 3)
+    vaddmax2_relu = _make(
+        "vaddmax2_relu", "{.reg .b32 t; add.s16x2 t, $1, $2; max.relu.s16x2 $0, t, $3;}", 3)
+    vmax3_2 = _make(
+        "vmax3_2", "{.reg .b32 t; max.s16x2 t, $1, $2; max.s16x2 $0, t, $3;}", 3)
+
+    # s32 (any GPU; fused into VIADDMNMX / VIMNMX3 on sm_90)
+    add32 = _make("add32", "add.s32 $0, $1, $2;", 2)
+    max32 = _make("max32", "max.s32 $0, $1, $2;", 2)
+    addmax32 = _make(
+        "addmax32", "{.reg .b32 t; add.s32 t, $1, $2; max.s32 $0, t, $3;}", 3)
+    addmax32_relu = _make(
+        "addmax32_relu",
+        "{.reg .b32 t; add.s32 t, $1, $2; max.s32 t, t, $3; max.s32 $0, t, 0;}", 3)
+    max3_32 = _make(
+        "max3_32", "{.reg .b32 t; max.s32 t, $1, $2; max.s32 $0, t, $3;}", 3)
