@@ -199,8 +199,17 @@ def runs(tmp_path_factory):
                                   keep_default_na=False, na_values=["NA"],
                                   dtype={"qseqid": str, "sseqid": str}),
     }
-    return dict(workdir=workdir, queries=queries, database=database, first=first,
-                noop=noop, second=second, run1=tables1, run2=tables2)
+    # a database update that changes one entry: only its shard is scored again
+    changed = dict(database)
+    changed["d000"] = "W" + database["d000"][1:] if database["d000"][0] != "W" else \
+        "A" + database["d000"][1:]
+    _write_fasta(workdir / "database.fasta", changed)
+    third = _snakemake(workdir, "--config", "shards=3", "top_k=5")
+    hits3 = pd.read_csv(workdir / "results/hits.tsv", sep="\t", keep_default_na=False,
+                        na_values=["NA"], dtype={"qseqid": str, "sseqid": str})
+    return dict(workdir=workdir, queries=queries, database=database, changed=changed,
+                first=first, noop=noop, second=second, third=third, run1=tables1,
+                run2=tables2, hits3=hits3)
 
 
 @pytest.fixture(scope="module")
@@ -307,6 +316,17 @@ def test_rerun_with_shards_3_top_k_5(runs, all_scores):
         assert row.score == all_scores[(row.qseqid, row.sseqid)]
     aln2 = runs["run2"]["alignments"]
     assert list(zip(aln2["qseqid"], aln2["sseqid"])) == list(zip(hits2["qseqid"], hits2["sseqid"]))
+
+
+@pytest.mark.slow
+def test_database_update_rescores_only_the_changed_shard(runs):
+    out = runs["third"].stdout + runs["third"].stderr
+    assert "Updated input files: database.fasta" in out
+    assert len(re.findall(r"^rule score_shard:", out, re.MULTILINE)) == 1, out[-3000:]
+    aligner = _aligner()
+    for row in runs["hits3"].itertuples(index=False):
+        expected = aligner.score(runs["queries"][row.qseqid], runs["changed"][row.sseqid])
+        assert row.score == int(expected)
 
 
 # ---------------------------------------------------------------------------

@@ -21,6 +21,17 @@ def shard_files():
     return expand("results/shards/shard-{shard}.swdb", shard=SHARD_IDS)
 
 
+def shard_file(wildcards):
+    """Input of a score_shard job: its shard, through the shard_db checkpoint.
+
+    Going through the checkpoint makes Snakemake re-evaluate the scoring jobs
+    once the shards are (re)written, so that a shard whose content (checksum)
+    did not change is not scored again (see shard_db.smk).
+    """
+    checkpoints.shard_db.get()
+    return f"results/shards/shard-{wildcards.shard}.swdb"
+
+
 def shard_hit_tables():
     """The per-shard hit tables written by rule score_shard, in shard order."""
     return expand("results/hits/shard-{shard}.tsv", shard=SHARD_IDS)

@@ -12,7 +12,7 @@
 
 rule score_shard:
     input:
-        shard="results/shards/shard-{shard}.swdb",
+        shard=shard_file,
         queries=config["queries"],
     output:
         hits="results/hits/shard-{shard}.tsv",

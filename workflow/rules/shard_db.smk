@@ -1,10 +1,19 @@
 # Split the database into config["shards"] stable shards.  A sequence's shard
 # depends only on its id, and a shard file is byte-identical when its content
 # did not change, so after a database update only the changed shards are
-# scored again (Snakemake compares input checksums; see profiles/default).
+# scored again: Snakemake skips a job whose newer input has the checksum it had
+# when the output was made (for files below max-checksum-file-size, see
+# profiles/default).
+#
+# A checkpoint, not a rule: otherwise Snakemake decides at DAG-build time that
+# every score_shard job must rerun because its shard is "updated by another
+# job".  After a checkpoint finishes, Snakemake re-evaluates the jobs whose
+# input went through checkpoints.shard_db.get() (score_shard, see
+# common.smk:shard_file) and then compares checksums.  A dry run still lists
+# every scoring job after a database change; the real run skips the unchanged.
 
 
-rule shard_db:
+checkpoint shard_db:
     input:
         database=config["database"],
     output:
