@@ -117,9 +117,15 @@ def _write_config(workdir: Path, **overrides) -> Path:
     return path
 
 
-def _snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def _snakemake(workdir: Path, *args: str, check: bool = True,
+               extra_env: dict | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"  # the `swgpu` command
+    for key, value in (extra_env or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
     env["SWGPU_LOCK_DIR"] = str(workdir / "gpu-locks")
     cmd = [SNAKEMAKE, "-s", str(SNAKEFILE), "--directory", str(workdir),
            "--configfile", str(workdir / "config.yaml"), "--cores", "2", *args]
@@ -234,7 +240,8 @@ def test_full_run_writes_tables_logs_and_benchmarks(runs):
                   f"results/benchmarks/score_shard/shard-{i:04d}.tsv"]:
             assert f in files
     # onsuccess names the tables
-    assert "hits.tsv" in runs["first"].stdout + runs["first"].stderr
+    out = runs["first"].stdout + runs["first"].stderr
+    assert f"hits:       {runs['workdir'].resolve() / 'results' / 'hits.tsv'}" in out
 
 
 @pytest.mark.slow
@@ -353,6 +360,24 @@ def test_dry_run_backend_gpu_asks_for_one_gpu_per_scoring_job(tmp_path):
     out = _snakemake(tmp_path, "-n").stdout
     blocks = [b for b in out.split("\n\n") if "rule score_shard:" in b]
     assert len(blocks) == 2 and all("gpu=1" in b for b in blocks)
+
+
+@pytest.mark.parametrize("visible, planned", [(None, 1), ("", 0), ("-1", 0)])
+def test_dry_run_backend_auto_plans_gpu_jobs_from_nvidia_smi(tmp_path, visible, planned):
+    """backend auto: GPU jobs when `nvidia-smi -L` lists a GPU (a fake one
+    here) unless CUDA_VISIBLE_DEVICES hides them all."""
+    _make_inputs(tmp_path)
+    _write_config(tmp_path, shards=2, backend="auto")
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    (fake / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H100 (UUID: GPU-0)'\n")
+    (fake / "nvidia-smi").chmod(0o755)
+    extra = {"PATH": f"{fake}{os.pathsep}{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    extra["CUDA_VISIBLE_DEVICES"] = visible  # None: unset
+    out = _snakemake(tmp_path, "-n", extra_env=extra).stdout
+    blocks = [b for b in out.split("\n\n") if "rule score_shard:" in b]
+    assert len(blocks) == 2
+    assert all(f"gpu={planned}" in b for b in blocks)
 
 
 @pytest.mark.parametrize("override, key", [
