@@ -3,10 +3,69 @@
 :class:`Alignment` is what every traceback returns and what the output tables
 are written from.  Coordinates are 0-based, end-exclusive; the tables convert
 them to BLAST's 1-based inclusive form.
+
+Scoring is the one of the kernels (:mod:`swgpu_tools.kernels`): substitution
+matrix plus BLAST-style affine gaps, a gap of k residues costing
+``gap_open + k * gap_extend``.  The score of an alignment returned here equals
+the kernel score of the pair.
+
+How an alignment is found (:func:`align_local`)
+-----------------------------------------------
+1. Forward score-only pass over the whole matrix (linear memory): the best
+   score and its end cell.  **Tie rule for the end:** the first maximum in
+   row-major order of (query position, subject position), i.e. the smallest
+   query end, then the smallest subject end.
+2. Reverse score-only pass from that end cell (linear memory, stops early):
+   global-at-the-end alignment of the reversed prefixes; the first cell, in
+   row-major order of (query length, subject length), whose score equals the
+   best gives the start.  **Tie rule for the start:** among the optimal
+   alignments ending at that end cell, the shortest query span, then the
+   shortest subject span (largest query_start, then largest subject_start).
+3. Traceback on that sub-rectangle only: a global affine (Gotoh) alignment of
+   the two segments, whose optimum is the best local score.  Every optimal
+   alignment of the rectangle starts and ends with an ``M`` column (a gap at
+   either end could be dropped to score higher).  Traceback keeps 1 byte per
+   cell (direction bits of the three matrices).  When the rectangle has more
+   than ``cell_limit`` cells (default :data:`TRACEBACK_CELL_LIMIT`), rows are
+   processed in blocks: a first pass stores the DP row at each block start
+   (checkpoints), then each block is recomputed with direction bits, last
+   block first, so memory stays at about ``cell_limit`` bytes plus the
+   checkpoints.
+   **Tie rule in the traceback:** at a cell, a diagonal (``M``) step is
+   preferred to ending a ``D`` gap, which is preferred to ending an ``I``
+   gap; inside a gap, opening (coming from the cell's H) is preferred to
+   extending.
+
+A pair whose best score is 0 (nothing aligns positively) gives score 0, empty
+operations and all coordinates 0.
+
+:func:`align_many` aligns many (query, subject) pairs in parallel (Numba
+``prange``; the functions release the GIL).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, prange
+
+#: Most traceback cells (bytes) kept at once for one alignment; longer
+#: regions are traced back in row blocks with checkpoints.
+TRACEBACK_CELL_LIMIT = 200_000_000
+
+_NEG = -(1 << 30)  # "minus infinity" that cannot overflow int32 when decreased a little
+
+# traceback bits of one cell
+_H_DIAG = 0
+_H_FROM_E = 1  # H came from E: a gap in the query (op D, subject residues)
+_H_FROM_F = 2  # H came from F: a gap in the subject (op I, query residues)
+_H_MASK = 3
+_E_EXTEND = 4
+_F_EXTEND = 8
+
+_OP_M = 77  # ord("M")
+_OP_I = 73  # ord("I")
+_OP_D = 68  # ord("D")
 
 
 @dataclass
@@ -25,3 +84,376 @@ class Alignment:
     subject_start: int
     subject_end: int
     operations: bytes
+
+
+# ---------------------------------------------------------------------------
+# score-only passes
+# ---------------------------------------------------------------------------
+@njit(cache=True, nogil=True, boundscheck=False)
+def _forward_end(q, s, matrix, gap_open, gap_extend):
+    """(best, query_end, subject_end) of the best local alignment; ends exclusive.
+
+    Rows are query positions, columns subject positions; the first maximum in
+    row-major order wins.  E runs along the subject (op D), F along the query.
+    """
+    m = q.shape[0]
+    n = s.shape[0]
+    oe = gap_open + gap_extend
+    ext = gap_extend
+    H = np.zeros(n + 1, dtype=np.int32)  # H[i-1][j], then H[i][j]
+    F = np.full(n + 1, _NEG, dtype=np.int32)
+    best = 0
+    bi = 0
+    bj = 0
+    for i in range(1, m + 1):
+        row = matrix[q[i - 1]]
+        diag = 0  # H[i-1][0]
+        h_left = 0  # H[i][0]
+        e = _NEG
+        for j in range(1, n + 1):
+            e = max(e - ext, h_left - oe)
+            f = max(F[j] - ext, H[j] - oe)
+            h = diag + row[s[j - 1]]
+            if e > h:
+                h = e
+            if f > h:
+                h = f
+            if h < 0:
+                h = 0
+            diag = H[j]
+            H[j] = h
+            F[j] = f
+            h_left = h
+            if h > best:
+                best = h
+                bi = i
+                bj = j
+    return best, bi, bj
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _reverse_start(q, s, qe, se, best, matrix, gap_open, gap_extend):
+    """Lengths (a, b) of the alignment ending at (qe, se) with score ``best``.
+
+    Global-at-the-end DP of q[:qe] reversed against s[:se] reversed; the first
+    cell in row-major order of (a, b) whose score is ``best``.
+    """
+    oe = gap_open + gap_extend
+    ext = gap_extend
+    G = np.empty(se + 1, dtype=np.int32)  # G[a-1][b], then G[a][b]
+    F = np.full(se + 1, _NEG, dtype=np.int32)
+    G[0] = 0
+    for b in range(1, se + 1):
+        G[b] = -(gap_open + b * gap_extend)
+    for a in range(1, qe + 1):
+        row = matrix[q[qe - a]]
+        diag = G[0]
+        g_left = -(gap_open + a * gap_extend)  # G[a][0]: a gap of a query residues
+        G[0] = g_left
+        e = _NEG
+        found = -1
+        for b in range(1, se + 1):
+            e = max(e - ext, g_left - oe)
+            f = max(F[b] - ext, G[b] - oe)
+            g = diag + row[s[se - b]]
+            if e > g:
+                g = e
+            if f > g:
+                g = f
+            diag = G[b]
+            G[b] = g
+            F[b] = f
+            g_left = g
+            if g == best and found < 0:
+                found = b
+        if found >= 0:
+            return a, found
+    return -1, -1  # unreachable for a correct best
+
+
+# ---------------------------------------------------------------------------
+# traceback on the rectangle (global affine alignment of two segments)
+# ---------------------------------------------------------------------------
+@njit(cache=True, nogil=True, boundscheck=False)
+def _fill_rows(q, s, r0, r1, H, F, bits, matrix, gap_open, gap_extend):
+    """Advance the global DP from row r0 to row r1 (H, F: row r0 in, row r1 out).
+
+    q, s are the segments; rows are 1..len(q), columns 0..len(s).  If ``bits``
+    has rows, bits[i - r0 - 1, j] gets the direction bits of cell (i, j).
+    """
+    n = s.shape[0]
+    oe = gap_open + gap_extend
+    ext = gap_extend
+    keep = bits.shape[0] > 0
+    for i in range(r0 + 1, r1 + 1):
+        row = matrix[q[i - 1]]
+        diag = H[0]
+        h_left = -(gap_open + i * gap_extend)
+        H[0] = h_left
+        F[0] = h_left
+        e = _NEG
+        k = i - r0 - 1
+        for j in range(1, n + 1):
+            t = 0
+            e_ext = e - ext
+            e_open = h_left - oe
+            if e_ext > e_open:
+                e = e_ext
+                t |= _E_EXTEND
+            else:
+                e = e_open
+            f_ext = F[j] - ext
+            f_open = H[j] - oe
+            if f_ext > f_open:
+                f = f_ext
+                t |= _F_EXTEND
+            else:
+                f = f_open
+            h = diag + row[s[j - 1]]
+            if e > h:
+                h = e
+                t |= _H_FROM_E
+            if f > h:
+                h = f
+                t = (t & ~_H_MASK) | _H_FROM_F
+            diag = H[j]
+            H[j] = h
+            F[j] = f
+            h_left = h
+            if keep:
+                bits[k, j] = t
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _init_row0(n, gap_open, gap_extend, H, F):
+    H[0] = 0
+    F[0] = _NEG
+    for j in range(1, n + 1):
+        H[j] = -(gap_open + j * gap_extend)
+        F[j] = _NEG
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _traceback(q, s, matrix, gap_open, gap_extend, cell_limit, ops):
+    """Global alignment of segments q, s; ops written backwards into ``ops``.
+
+    Returns (score, number of ops); the ops are ops[len(ops) - count:].
+    """
+    m = q.shape[0]
+    n = s.shape[0]
+    H = np.empty(n + 1, dtype=np.int32)
+    F = np.empty(n + 1, dtype=np.int32)
+    rows = max(1, min(m, cell_limit // (n + 1)))
+    nblocks = (m + rows - 1) // rows
+    # checkpoints: DP row at the start of each block (row b*rows)
+    nck = nblocks if nblocks > 1 else 0
+    ckH = np.empty((nck, n + 1), dtype=np.int32)
+    ckF = np.empty((nck, n + 1), dtype=np.int32)
+    bits = np.empty((rows, n + 1), dtype=np.uint8)
+    _init_row0(n, gap_open, gap_extend, H, F)
+    if nblocks == 1:
+        _fill_rows(q, s, 0, m, H, F, bits, matrix, gap_open, gap_extend)
+        loaded = 0  # block whose bits are in ``bits``
+    else:
+        nobits = np.empty((0, 0), dtype=np.uint8)
+        for blk in range(nblocks):
+            ckH[blk] = H
+            ckF[blk] = F
+            _fill_rows(q, s, blk * rows, min(m, (blk + 1) * rows), H, F, nobits, matrix,
+                       gap_open, gap_extend)
+        loaded = -1
+    score = H[n]
+    pos = ops.shape[0]
+    i = m
+    j = n
+    state = 0  # 0: H, 1: E (op D), 2: F (op I)
+    while i > 0 or j > 0:
+        if i == 0:  # only subject residues left
+            pos -= 1
+            ops[pos] = _OP_D
+            j -= 1
+            continue
+        if j == 0:  # only query residues left
+            pos -= 1
+            ops[pos] = _OP_I
+            i -= 1
+            continue
+        blk = (i - 1) // rows
+        r0 = blk * rows
+        if blk != loaded:
+            H[:] = ckH[blk]
+            F[:] = ckF[blk]
+            _fill_rows(q, s, r0, min(m, r0 + rows), H, F, bits, matrix, gap_open, gap_extend)
+            loaded = blk
+        t = bits[i - r0 - 1, j]
+        if state == 0:
+            src = t & _H_MASK
+            if src == _H_DIAG:
+                pos -= 1
+                ops[pos] = _OP_M
+                i -= 1
+                j -= 1
+            elif src == _H_FROM_E:
+                state = 1
+            else:
+                state = 2
+        elif state == 1:
+            pos -= 1
+            ops[pos] = _OP_D
+            if not (t & _E_EXTEND):
+                state = 0
+            j -= 1
+        else:
+            pos -= 1
+            ops[pos] = _OP_I
+            if not (t & _F_EXTEND):
+                state = 0
+            i -= 1
+    return score, ops.shape[0] - pos
+
+
+# ---------------------------------------------------------------------------
+# one pair, many pairs
+# ---------------------------------------------------------------------------
+@njit(cache=True, nogil=True, boundscheck=False)
+def _locate(q, s, matrix, gap_open, gap_extend):
+    """(best, query_start, query_end, subject_start, subject_end) by the tie rules."""
+    best, qe, se = _forward_end(q, s, matrix, gap_open, gap_extend)
+    if best <= 0:
+        return 0, 0, 0, 0, 0
+    a, b = _reverse_start(q, s, qe, se, best, matrix, gap_open, gap_extend)
+    return best, qe - a, qe, se - b, se
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
+                 cell_limit, nchunks):
+    n = qidx.shape[0]
+    info = np.zeros((n, 6), dtype=np.int64)  # score, qs, qe, ss, se, n_ops
+    for c in prange(nchunks):
+        for k in range(c, n, nchunks):
+            q = qcodes[qoff[qidx[k]]:qoff[qidx[k] + 1]]
+            s = scodes[soff[sidx[k]]:soff[sidx[k] + 1]]
+            best, qs, qe, ss, se = _locate(q, s, matrix, gap_open, gap_extend)
+            info[k, 0] = best
+            info[k, 1] = qs
+            info[k, 2] = qe
+            info[k, 3] = ss
+            info[k, 4] = se
+    # room for the longest possible operation string of every pair
+    room = np.zeros(n + 1, dtype=np.int64)
+    for k in range(n):
+        room[k + 1] = room[k] + (info[k, 2] - info[k, 1]) + (info[k, 4] - info[k, 3])
+    ops = np.zeros(room[n], dtype=np.uint8)
+    for c in prange(nchunks):
+        for k in range(c, n, nchunks):
+            if info[k, 0] > 0:
+                q = qcodes[qoff[qidx[k]] + info[k, 1]:qoff[qidx[k]] + info[k, 2]]
+                s = scodes[soff[sidx[k]] + info[k, 3]:soff[sidx[k]] + info[k, 4]]
+                score, count = _traceback(q, s, matrix, gap_open, gap_extend, cell_limit,
+                                          ops[room[k]:room[k + 1]])
+                info[k, 5] = count
+                if score != info[k, 0]:
+                    info[k, 5] = -1  # must not happen; reported by the caller
+    return info, ops, room
+
+
+def _check_params(matrix, gap_open, gap_extend):
+    matrix = np.ascontiguousarray(matrix, dtype=np.int32)
+    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
+        raise ValueError("matrix must be a square array")
+    gap_open, gap_extend = int(gap_open), int(gap_extend)
+    if gap_open < 0 or gap_extend < 0 or gap_open + gap_extend <= 0:
+        raise ValueError("gap costs must be >= 0 and not both 0")
+    return matrix, gap_open, gap_extend
+
+
+def _results(info, ops, room):
+    out = []
+    for k in range(info.shape[0]):
+        score, qs, qe, ss, se, count = (int(x) for x in info[k])
+        if count < 0:
+            raise AssertionError(f"traceback of pair {k} did not reproduce score {score}")
+        out.append(Alignment(score, qs, qe, ss, se, ops[room[k + 1] - count:room[k + 1]].tobytes()))
+    return out
+
+
+def align_local(query_codes: np.ndarray, subject_codes: np.ndarray, matrix,
+                gap_open: int, gap_extend: int, *, cell_limit: int = TRACEBACK_CELL_LIMIT
+                ) -> Alignment:
+    """Best local alignment of two code arrays (uint8 matrix codes); see the module doc."""
+    matrix, gap_open, gap_extend = _check_params(matrix, gap_open, gap_extend)
+    q = np.ascontiguousarray(query_codes, dtype=np.uint8)
+    s = np.ascontiguousarray(subject_codes, dtype=np.uint8)
+    best, qs, qe, ss, se = _locate(q, s, matrix, gap_open, gap_extend)
+    if best <= 0:
+        return Alignment(0, 0, 0, 0, 0, b"")
+    ops = np.zeros((qe - qs) + (se - ss), dtype=np.uint8)
+    score, count = _traceback(q[qs:qe], s[ss:se], matrix, gap_open, gap_extend,
+                              max(1, int(cell_limit)), ops)
+    if score != best:
+        raise AssertionError(f"traceback score {score} != best {best}")
+    return Alignment(int(best), int(qs), int(qe), int(ss), int(se), ops[len(ops) - count:].tobytes())
+
+
+def align_many(queries, database, query_index, subject_index, matrix, gap_open: int,
+               gap_extend: int, threads: int | None = None, *,
+               cell_limit: int | None = None) -> list[Alignment]:
+    """Align the pairs (queries[query_index[k]], database[subject_index[k]]) in parallel.
+
+    queries, database: :class:`~swgpu_tools.sequences.EncodedSequences`.
+    threads: Numba threads to use (default: the current setting).
+    cell_limit: traceback bytes per alignment before checkpointing (default
+    :data:`TRACEBACK_CELL_LIMIT` divided among the threads).
+    Returns one :class:`Alignment` per pair, in input order.
+    """
+    return _align_arrays(queries.codes, queries.offsets, database.codes, database.offsets,
+                         query_index, subject_index, matrix, gap_open, gap_extend,
+                         threads, cell_limit)
+
+
+def align_pairs(pairs, matrix, gap_open: int, gap_extend: int, threads: int | None = None,
+                *, cell_limit: int | None = None) -> list[Alignment]:
+    """Align ``(query_codes, subject_codes)`` pairs in parallel (see :func:`align_many`)."""
+    pairs = list(pairs)
+    qs = [np.ascontiguousarray(p[0], dtype=np.uint8) for p in pairs]
+    ss = [np.ascontiguousarray(p[1], dtype=np.uint8) for p in pairs]
+
+    def pack(parts):
+        off = np.zeros(len(parts) + 1, dtype=np.int64)
+        np.cumsum([len(p) for p in parts], out=off[1:])
+        codes = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+        return codes, off
+
+    qc, qo = pack(qs)
+    sc, so = pack(ss)
+    idx = np.arange(len(pairs), dtype=np.int64)
+    return _align_arrays(qc, qo, sc, so, idx, idx, matrix, gap_open, gap_extend,
+                         threads, cell_limit)
+
+
+def _align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
+                  threads, cell_limit):
+    import numba
+
+    matrix, gap_open, gap_extend = _check_params(matrix, gap_open, gap_extend)
+    qidx = np.ascontiguousarray(qidx, dtype=np.int64)
+    sidx = np.ascontiguousarray(sidx, dtype=np.int64)
+    if qidx.shape != sidx.shape:
+        raise ValueError("query_index and subject_index must have the same length")
+    if len(qidx) == 0:
+        return []
+    previous = numba.get_num_threads()
+    nthreads = previous if threads is None else max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))
+    if cell_limit is None:
+        cell_limit = max(1 << 22, TRACEBACK_CELL_LIMIT // nthreads)
+    try:
+        numba.set_num_threads(nthreads)
+        nchunks = max(1, min(len(qidx), 4 * nthreads))
+        info, ops, room = _align_batch(
+            np.ascontiguousarray(qcodes, dtype=np.uint8), np.ascontiguousarray(qoff, dtype=np.int64),
+            np.ascontiguousarray(scodes, dtype=np.uint8), np.ascontiguousarray(soff, dtype=np.int64),
+            qidx, sidx, matrix, gap_open, gap_extend, int(cell_limit), nchunks)
+    finally:
+        numba.set_num_threads(previous)
+    return _results(info, ops, room)

@@ -1,0 +1,155 @@
+"""Traceback: the alignment reproduces the kernel score and is well formed."""
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from reference import alignment_score, sw_score
+from swgpu_tools.alignment import Alignment, align_local, align_many, align_pairs
+from swgpu_tools.fasta import read_fasta
+from swgpu_tools.kernels import cpu
+from swgpu_tools.scoring import ScoringScheme
+from swgpu_tools.sequences import SequenceSet
+
+DATA = Path(__file__).parent / "data"
+LETTERS = "ARNDCQEGHILKMFPSTWYVBZX*"
+_SCHEMES: dict = {}
+
+
+def scheme(name, gap_open=11, gap_extend=1):
+    key = (name, gap_open, gap_extend)
+    if key not in _SCHEMES:
+        _SCHEMES[key] = ScoringScheme(name, gap_open=gap_open, gap_extend=gap_extend)
+    return _SCHEMES[key]
+
+
+def codes(s, text):
+    return s.codes_of_letters[np.frombuffer(text.encode(), dtype=np.uint8)].astype(np.uint8)
+
+
+def check_alignment(aln: Alignment, q, d, s, expected_score):
+    """Every structural property, plus score == expected_score."""
+    assert aln.score == expected_score
+    ops = aln.operations
+    assert isinstance(ops, bytes)
+    assert 0 <= aln.query_start <= aln.query_end <= len(q)
+    assert 0 <= aln.subject_start <= aln.subject_end <= len(d)
+    if expected_score == 0:
+        assert ops == b"" and aln.query_end == aln.query_start
+        assert aln.subject_end == aln.subject_start
+        return
+    assert set(ops) <= set(b"MID")
+    assert ops[:1] == b"M" and ops[-1:] == b"M"
+    assert ops.count(b"M") + ops.count(b"I") == aln.query_end - aln.query_start
+    assert ops.count(b"M") + ops.count(b"D") == aln.subject_end - aln.subject_start
+    rescored = alignment_score(q, d, aln.query_start, aln.subject_start, ops, s.matrix,
+                               s.gap_open, s.gap_extend)
+    assert rescored == aln.score
+
+
+seq = st.text(alphabet=LETTERS, min_size=1, max_size=60)
+# related pairs give long alignments with gaps; unrelated ones short or empty
+pair = st.one_of(
+    st.tuples(seq, seq),
+    st.builds(lambda a, cut, ins: (a, a[:cut] + ins + a[cut + len(ins) // 2:]),
+              seq, st.integers(0, 60), st.text(alphabet=LETTERS, max_size=8)),
+)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(p=pair, gap=st.tuples(st.integers(0, 15), st.integers(1, 5)),
+       matrix=st.sampled_from(("BLOSUM62", "BLOSUM45", "PAM30")),
+       cell_limit=st.sampled_from((1, 7, 200_000_000)))
+def test_random_pairs(p, gap, matrix, cell_limit):
+    s = scheme(matrix, *gap)
+    q, d = codes(s, p[0]), codes(s, p[1])
+    want = sw_score(q, d, s.matrix, s.gap_open, s.gap_extend)
+    aln = align_local(q, d, s.matrix, s.gap_open, s.gap_extend, cell_limit=cell_limit)
+    check_alignment(aln, q, d, s, want)
+    # checkpointed traceback (tiny cell_limit) gives the very same alignment
+    if cell_limit != 200_000_000:
+        assert align_local(q, d, s.matrix, s.gap_open, s.gap_extend) == aln
+
+
+def test_gap_extend_zero_and_linear_gaps():
+    rng = np.random.default_rng(11)
+    for go, ge in ((5, 0), (0, 1), (0, 3), (11, 1)):
+        s = scheme("BLOSUM62", go, ge)
+        for _ in range(20):
+            a = "".join(rng.choice(list(LETTERS[:20]), rng.integers(5, 50)))
+            b = a[: len(a) // 3] + "".join(rng.choice(list(LETTERS), 4)) + a[len(a) // 2:]
+            q, d = codes(s, a), codes(s, b)
+            aln = align_local(q, d, s.matrix, go, ge, cell_limit=5)
+            check_alignment(aln, q, d, s, sw_score(q, d, s.matrix, go, ge))
+
+
+def test_tie_rules_documented():
+    s = scheme("BLOSUM62")
+    q = codes(s, "WW")
+    d = codes(s, "WWAAAWW")
+    aln = align_local(q, d, s.matrix, 11, 1)
+    # two equal local alignments: the first end in row-major order wins
+    assert (aln.score, aln.query_start, aln.query_end, aln.subject_start,
+            aln.subject_end, aln.operations) == (22, 0, 2, 0, 2, b"MM")
+    nothing = align_local(codes(s, "W"), codes(s, "P"), s.matrix, 11, 1)
+    assert nothing == Alignment(0, 0, 0, 0, 0, b"")
+
+
+def test_align_many_matches_align_local():
+    s = scheme("BLOSUM62")
+    rng = np.random.default_rng(5)
+    texts = ["".join(rng.choice(list(LETTERS[:20]), n)) for n in rng.integers(1, 120, 30)]
+    texts += [texts[0][::-1] + texts[0], texts[1] + "WWWW" + texts[2]]
+    seqs = s.encode(SequenceSet.from_pairs([(f"s{i}", t) for i, t in enumerate(texts)]))
+    qi = rng.integers(0, len(texts), 60)
+    si = rng.integers(0, len(texts), 60)
+    got = align_many(seqs, seqs, qi, si, s.matrix, 11, 1, threads=2)
+    piece = lambda i: seqs.codes[seqs.offsets[i]:seqs.offsets[i + 1]]  # noqa: E731
+    scores = cpu.score_all(seqs, seqs, s.matrix, 11, 1)
+    for k, aln in enumerate(got):
+        assert aln == align_local(piece(qi[k]), piece(si[k]), s.matrix, 11, 1)
+        check_alignment(aln, piece(qi[k]), piece(si[k]), s, int(scores[qi[k], si[k]]))
+    again = align_pairs([(piece(a), piece(b)) for a, b in zip(qi, si)], s.matrix, 11, 1,
+                        threads=1, cell_limit=50)
+    assert again == got
+    assert align_many(seqs, seqs, [], [], s.matrix, 11, 1) == []
+
+
+# ---------------------------------------------------------------------------
+# SSEARCH oracle pairs
+# ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def oracle_pairs():
+    import pandas as pd
+
+    with gzip.open(DATA / "oracle_ssearch36_subset.tsv.gz", "rt") as fh:
+        oracle = pd.read_csv(fh, sep="\t")
+    # each query's 8 best hits (the long alignments) and 8 weak ones
+    ordered = oracle.sort_values(["query", "sw_score", "target"], ascending=[True, False, True])
+    top = ordered.groupby("query").head(8)
+    weak = oracle[oracle["sw_score"] < 40].groupby("query").head(8)
+    return pd.concat([top, weak])
+
+
+def test_oracle_pairs(oracle_pairs):
+    s = scheme("BLOSUM62", 11, 1)
+    queries = read_fasta(DATA / "oracle_queries.fasta")
+    db = read_fasta(DATA / "oracle_db.fasta.gz")
+    q, d = s.encode(queries), s.encode(db)
+    qi = np.array([queries.ids.index(x) for x in oracle_pairs["query"]])
+    si = np.array([db.ids.index(x) for x in oracle_pairs["target"]])
+    got = align_many(q, d, qi, si, s.matrix, 11, 1, threads=2)
+    same_coords = 0
+    for k, (aln, row) in enumerate(zip(got, oracle_pairs.itertuples())):
+        qc = q.codes[q.offsets[qi[k]]:q.offsets[qi[k] + 1]]
+        dc = d.codes[d.offsets[si[k]]:d.offsets[si[k] + 1]]
+        check_alignment(aln, qc, dc, s, int(row.sw_score))
+        # SSEARCH's coordinates describe one optimal alignment: information only
+        same_coords += (aln.query_start + 1, aln.query_end, aln.subject_start + 1,
+                        aln.subject_end) == (row.qstart, row.qend, row.sstart, row.send)
+    print(f"{same_coords}/{len(got)} oracle alignments have SSEARCH's exact coordinates")
