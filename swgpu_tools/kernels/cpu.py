@@ -37,6 +37,9 @@ from . import TopHits
 
 #: Subjects aligned in lock-step (16 x int16 = one AVX2 register).
 LANES = 32
+#: Subject columns computed per pass over the query (H/E make one memory
+#: round trip per COLS columns).
+COLS = 4
 
 
 
@@ -127,18 +130,23 @@ def _splat(builder, value, vty):
 
 
 @intrinsic
-def _column_pass(typingctx, q, prof, H, E, best, oe, ext):
-    """One DP column for LANES subjects in lock-step (vectors of LANES lanes).
+def _column_pass(typingctx, q, prof, pstride, H, E, best, oe, ext):
+    """COLS DP columns for LANES subjects in lock-step (vectors of LANES lanes).
 
-    For i in range(len(q)), with d (diagonal H), f (gap along the subject)
-    and b (best) carried in registers::
+    Column c's profile is prof[c*pstride:], its letter a at [a*LANES : +LANES].
+    H[i], E[i] hold, per row i, H of the previous column and E for the next
+    column.  For i in range(len(q)), with d_c (diagonal H) and f_c (gap along
+    the subject) per column and b (best) carried in registers::
 
-        p = prof[q[i]*LANES : +LANES];  e = E[i];  h_old = H[i]
-        h = max(d + p, e, f, 0);  H[i] = h;  b = max(b, h)
-        t = h - oe;  E[i] = max(e - ext, t);  f = max(f - ext, t);  d = h_old
+        e = E[i];  hl = H[i]
+        for c in range(COLS):
+            h = max(d_c + prof_c[q[i]], e, f_c, 0)
+            d_c = hl;  hl = h;  b = max(b, h)
+            t = h - oe;  e = max(e - ext, t);  f_c = max(f_c - ext, t)
+        H[i] = hl;  E[i] = e
 
-    d starts at 0 and f at -oe; b is read from and written back to ``best``.
-    Arithmetic wraps in the lane type: callers keep values in range.
+    d_c starts at 0 and f_c at -oe; b is read from and written back to
+    ``best``.  Arithmetic wraps in the lane type: callers keep values in range.
     """
     arrays = (q, prof, H, E, best)
     if not all(isinstance(t, types.Array) for t in arrays):
@@ -146,25 +154,29 @@ def _column_pass(typingctx, q, prof, H, E, best, oe, ext):
     if not (prof.dtype == H.dtype == E.dtype == best.dtype) or not isinstance(H.dtype, types.Integer):
         return None
     bits = H.dtype.bitwidth
-    sig = types.void(q, prof, H, E, best, types.int64, types.int64)
+    sig = types.void(q, prof, types.int64, H, E, best, types.int64, types.int64)
 
     def codegen(context, builder, signature, args):
-        qt, pt, ht, et, bt = signature.args[:5]
+        qt, pt, _, ht, et, bt = signature.args[:6]
         qa = context.make_array(qt)(context, builder, args[0])
         pa = context.make_array(pt)(context, builder, args[1])
-        ha = context.make_array(ht)(context, builder, args[2])
-        ea = context.make_array(et)(context, builder, args[3])
-        ba = context.make_array(bt)(context, builder, args[4])
+        ha = context.make_array(ht)(context, builder, args[3])
+        ea = context.make_array(et)(context, builder, args[4])
+        ba = context.make_array(bt)(context, builder, args[5])
         i64 = ir.IntType(64)
         elt = ir.IntType(bits)
         vty = ir.VectorType(elt, LANES)
         vptr = vty.as_pointer()
         m = builder.extract_value(qa.shape, 0)
-        oe_v = _splat(builder, builder.trunc(args[5], elt), vty)
-        ext_v = _splat(builder, builder.trunc(args[6], elt), vty)
+        oe_v = _splat(builder, builder.trunc(args[6], elt), vty)
+        ext_v = _splat(builder, builder.trunc(args[7], elt), vty)
         zero_v = ir.Constant(vty, [0] * LANES)
         neg_oe = builder.sub(zero_v, oe_v)
-        pbase = builder.bitcast(pa.data, vptr)
+        # profile base of each column, in vectors
+        pstride_v = builder.udiv(args[2], ir.Constant(i64, LANES))
+        pbase0 = builder.bitcast(pa.data, vptr)
+        pbases = [builder.gep(pbase0, [builder.mul(pstride_v, ir.Constant(i64, c))])
+                  for c in range(COLS)]
         hbase = builder.bitcast(ha.data, vptr)
         ebase = builder.bitcast(ea.data, vptr)
         bptr = builder.bitcast(ba.data, vptr)
@@ -177,31 +189,41 @@ def _column_pass(typingctx, q, prof, H, E, best, oe, ext):
 
         builder.position_at_end(loop)
         i = builder.phi(i64)
-        d = builder.phi(vty)
-        f = builder.phi(vty)
+        ds = [builder.phi(vty) for _ in range(COLS)]
+        fs = [builder.phi(vty) for _ in range(COLS)]
         b = builder.phi(vty)
         code = builder.zext(builder.load(builder.gep(qa.data, [i])), i64)
-        p = builder.load(builder.gep(pbase, [code]), align=align)
         hp = builder.gep(hbase, [i])
         ep = builder.gep(ebase, [i])
         e = builder.load(ep, align=align)
-        h_old = builder.load(hp, align=align)
-        h = builder.add(d, p)
-        h = _vmax(builder, h, e)
-        h = _vmax(builder, h, f)
-        h = _vmax(builder, h, zero_v)
-        builder.store(h, hp, align=align)
-        b_new = _vmax(builder, b, h)
-        t = builder.sub(h, oe_v)
-        builder.store(_vmax(builder, builder.sub(e, ext_v), t), ep, align=align)
-        f_new = _vmax(builder, builder.sub(f, ext_v), t)
+        hl = builder.load(hp, align=align)
+        ds_new, fs_new, hs = [], [], []
+        for c in range(COLS):
+            p = builder.load(builder.gep(pbases[c], [code]), align=align)
+            h = builder.add(ds[c], p)
+            h = _vmax(builder, h, e)
+            h = _vmax(builder, h, fs[c])
+            h = _vmax(builder, h, zero_v)
+            ds_new.append(hl)
+            hl = h
+            hs.append(h)
+            t = builder.sub(h, oe_v)
+            e = _vmax(builder, builder.sub(e, ext_v), t)
+            fs_new.append(_vmax(builder, builder.sub(fs[c], ext_v), t))
+        builder.store(hl, hp, align=align)
+        builder.store(e, ep, align=align)
+        while len(hs) > 1:  # tree of maxima, then one step on the carried best
+            hs = [_vmax(builder, hs[k], hs[k + 1]) if k + 1 < len(hs) else hs[k]
+                  for k in range(0, len(hs), 2)]
+        b_new = _vmax(builder, b, hs[0])
         i_next = builder.add(i, ir.Constant(i64, 1))
         i.add_incoming(ir.Constant(i64, 0), entry)
         i.add_incoming(i_next, loop)
-        d.add_incoming(zero_v, entry)
-        d.add_incoming(h_old, loop)
-        f.add_incoming(neg_oe, entry)
-        f.add_incoming(f_new, loop)
+        for c in range(COLS):
+            ds[c].add_incoming(zero_v, entry)
+            ds[c].add_incoming(ds_new[c], loop)
+            fs[c].add_incoming(neg_oe, entry)
+            fs[c].add_incoming(fs_new[c], loop)
         b.add_incoming(best0, entry)
         b.add_incoming(b_new, loop)
         builder.cbranch(builder.icmp_signed("<", i_next, m), loop, done)
@@ -260,37 +282,38 @@ def _profile_lookup_ir(builder, inter_ptr, pos, table_ptr, n_letters, prof_ptr, 
 
 
 @intrinsic
-def _profile_shuffle(typingctx, inter, pos, table, prof):
-    """Column profile from the int8 table (n_letters x 32) with AVX2 shuffles."""
+def _profile_shuffle(typingctx, inter, pos, table, prof, dst):
+    """Column profile into prof[dst:] from the int8 table (n_letters x 32) with AVX2 shuffles."""
     if not (isinstance(inter, types.Array) and isinstance(table, types.Array)
             and isinstance(prof, types.Array) and isinstance(prof.dtype, types.Integer)):
         return None
     bits = prof.dtype.bitwidth
-    sig = types.void(inter, types.int64, table, prof)
+    sig = types.void(inter, types.int64, table, prof, types.int64)
 
     def codegen(context, builder, signature, args):
-        it, _, tt, pt = signature.args
+        it, _, tt, pt, _ = signature.args
         ia = context.make_array(it)(context, builder, args[0])
         ta = context.make_array(tt)(context, builder, args[2])
         pa = context.make_array(pt)(context, builder, args[3])
+        dst = builder.gep(pa.data, [args[4]])
         n_letters = builder.extract_value(ta.shape, 0)
         if _HAVE_AVX2:
-            _profile_shuffle_ir(builder, ia.data, args[1], ta.data, n_letters, pa.data, bits)
+            _profile_shuffle_ir(builder, ia.data, args[1], ta.data, n_letters, dst, bits)
         else:  # never called there (use_shuffle is False), but must compile
-            _profile_lookup_ir(builder, ia.data, args[1], ta.data, n_letters, pa.data, bits)
+            _profile_lookup_ir(builder, ia.data, args[1], ta.data, n_letters, dst, bits)
         return context.get_dummy_value()
 
     return sig, codegen
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def _profile_scalar(inter, pos, matT, prof):
-    """prof[a*LANES + l] = matT[inter[pos + l], a] (any matrix, any CPU)."""
+def _profile_scalar(inter, pos, matT, prof, dst):
+    """prof[dst + a*LANES + l] = matT[inter[pos + l], a] (any matrix, any CPU)."""
     na = matT.shape[1]
     for l in range(LANES):
         r = inter[pos + l]
         for a in range(na):
-            prof[a * LANES + l] = matT[r, a]
+            prof[dst + a * LANES + l] = matT[r, a]
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -317,6 +340,7 @@ def _interleave(codes, offsets, subjects, pad):
                 ln = offsets[s + 1] - offsets[s]
                 if ln > nc:
                     nc = ln
+        nc = (nc + COLS - 1) // COLS * COLS  # whole blocks of COLS columns
         gncols[g] = nc
         goff[g + 1] = goff[g] + nc * LANES
     inter = np.full(goff[ngroups], pad, dtype=np.uint8)
@@ -345,7 +369,8 @@ def _score_groups(q, inter, goff, gncols, gsubj, table8, matT, use_shuffle,
     for c in prange(nchunks):
         H = np.empty(m * LANES, dtype=matT.dtype)
         E = np.empty(m * LANES, dtype=matT.dtype)
-        prof = np.zeros(na * LANES, dtype=matT.dtype)
+        pstride = na * LANES
+        prof = np.zeros(COLS * pstride, dtype=matT.dtype)
         best = np.empty(LANES, dtype=matT.dtype)
         zero = matT.dtype.type(0)
         neg = matT.dtype.type(-oe)
@@ -356,13 +381,14 @@ def _score_groups(q, inter, goff, gncols, gsubj, table8, matT, use_shuffle,
             for l in range(LANES):
                 best[l] = zero
             base = goff[g]
-            for j in range(gncols[g]):
-                pos = base + j * LANES
-                if use_shuffle:
-                    _profile_shuffle(inter, pos, table8, prof)
-                else:
-                    _profile_scalar(inter, pos, matT, prof)
-                _column_pass(q, prof, H, E, best, oe, ext)
+            for j in range(0, gncols[g], COLS):
+                for col in range(COLS):
+                    pos = base + (j + col) * LANES
+                    if use_shuffle:
+                        _profile_shuffle(inter, pos, table8, prof, col * pstride)
+                    else:
+                        _profile_scalar(inter, pos, matT, prof, col * pstride)
+                _column_pass(q, prof, pstride, H, E, best, oe, ext)
             for l in range(LANES):
                 s = gsubj[g * LANES + l]
                 if s >= 0:
