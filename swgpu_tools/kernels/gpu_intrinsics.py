@@ -24,6 +24,7 @@ __all__ = [
     "SIM", "pack2", "lo16", "hi16",
     "vadd2", "vmax2", "vmax2_relu", "vaddmax2", "vaddmax2_relu", "vmax3_2",
     "add32", "max32", "addmax32", "addmax32_relu", "max3_32",
+    "shared_base", "lds32",
 ]
 
 
@@ -125,10 +126,49 @@ if SIM:
     def max3_32(a, b, c):
         return np.int32(max(int(a), int(b), int(c)))
 
+    @cuda.jit(device=True)
+    def shared_base(arr):
+        """Simulator: addresses are element indices * 4 (see lds32)."""
+        return np.int32(0)
+
+    @cuda.jit(device=True)
+    def lds32(arr, addr):
+        return arr[int(addr) >> 2]
+
 else:
     from llvmlite import ir
-    from numba.cuda import types
+    from numba.cuda import cgutils, types
     from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def shared_base(typingctx, arr):
+        """32-bit shared-window byte address of a shared-memory array's first element."""
+        if not isinstance(arr, types.Array):
+            return None
+        sig = types.int32(arr)
+
+        def codegen(context, builder, signature, args):
+            ary = cgutils.create_struct_proxy(signature.args[0])(context, builder, value=args[0])
+            gen = builder.ptrtoint(ary.data, ir.IntType(64))
+            fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(64)])
+            asm = ("{.reg .u64 t; cvta.to.shared.u64 t, $1; cvt.u32.u64 $0, t;}")
+            return builder.call(ir.InlineAsm(fnty, asm, "=r,l"), [gen])
+
+        return sig, codegen
+
+    @intrinsic
+    def lds32(typingctx, arr, addr):
+        """Load the int32 at shared byte address ``addr`` (``arr`` only ties the read to it)."""
+        if not isinstance(arr, types.Array) or not isinstance(addr, types.Integer):
+            return None
+        sig = types.int32(arr, addr)
+
+        def codegen(context, builder, signature, args):
+            a = context.cast(builder, args[1], signature.args[1], types.int32)
+            fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(32)])
+            return builder.call(ir.InlineAsm(fnty, "ld.shared.b32 $0, [$1];", "=r,r"), [a])
+
+        return sig, codegen
 
     def _make(name: str, body: str, nargs: int):
         """An int32 intrinsic emitting ``body`` (PTX with $0 = result, $1.. = args)."""

@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""GPU scan benchmark: per-query and overall GCUPS of swgpu_tools.kernels.gpu.
+
+    python benchmarks/gpu_bench.py --db bench_db.fasta --queries bench_queries.fasta \
+        [--top-k 10] [--mode auto|s16|s32] [--repeat 3] [--json out.json]
+
+GCUPS = query length x database residues / scan seconds / 1e9, where a query's
+scan time runs from the launch of its first kernel to the top hits being back
+on the host (database already resident on the GPU; median of --repeat runs).
+
+It also measures:
+* cold compile: every kernel this database needs, compiled into an empty
+  kernel cache (a fresh SWGPU_CACHE_DIR in a temp folder), in a child process;
+* warm start: a new process with that cache warm, from interpreter start to
+  the first query's hits (import + upload of a small database + first kernels).
+
+Subcommand ``--child-start`` is internal (used for those two measurements).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+T_START = time.perf_counter()
+
+import numpy as np  # noqa: E402
+
+
+def _load(db_path, q_path, matrix="BLOSUM62", gap_open=11, gap_extend=1):
+    from swgpu_tools.fasta import read_fasta
+    from swgpu_tools.scoring import ScoringScheme
+
+    scheme = ScoringScheme(matrix, gap_open, gap_extend)
+    db = read_fasta(db_path)
+    qs = read_fasta(q_path)
+    return scheme, db, qs, scheme.encode(db, db_path), scheme.encode(qs, q_path)
+
+
+def child_start(args) -> None:
+    """Import, upload ``--db``, score the first query of ``--queries``; print timings as JSON."""
+    t_imp0 = time.perf_counter()
+    from swgpu_tools.kernels import gpu
+
+    t_imp = time.perf_counter()
+    scheme, db, qs, edb, eqs = _load(args.db, args.queries)
+    t_read = time.perf_counter()
+    s = gpu.GpuSearcher(edb, scheme.matrix, scheme.gap_open, scheme.gap_extend, mode=args.mode)
+    t_up = time.perf_counter()
+    # every partition shape of this database compiles (or loads) here
+    s.search(eqs.__class__(eqs.codes[: eqs.offsets[1]], eqs.offsets[:2].copy()), args.top_k)
+    t_first = time.perf_counter()
+    print(json.dumps({
+        "import_s": t_imp - t_imp0,
+        "process_to_import_s": t_imp - T_START,
+        "read_s": t_read - t_imp,
+        "upload_s": t_up - t_read,
+        "first_query_s": t_first - t_up,
+        "process_to_first_hits_s": t_first - T_START,
+        "mode": s.mode,
+    }))
+
+
+def _device_info():
+    info = {}
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm",
+             "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
+        info["nvidia_smi"] = out.stdout.strip()
+    except Exception as exc:  # pragma: no cover - no nvidia-smi
+        info["nvidia_smi"] = f"unavailable: {exc}"
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=10, cwd=os.path.dirname(os.path.abspath(__file__)))
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "swgpu_tools", "benchmarks"],
+                               capture_output=True, text=True, timeout=10,
+                               cwd=os.path.dirname(os.path.abspath(__file__)))
+        info["commit"] = rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except Exception:
+        info["commit"] = "unknown"
+    return info
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--db", required=True)
+    ap.add_argument("--queries", required=True)
+    ap.add_argument("--top-k", type=int, default=10)
+    ap.add_argument("--mode", default="auto")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--json", default=None, help="write all numbers here")
+    ap.add_argument("--start-db", default=None,
+                    help="small database for the cold-compile / warm-start child runs (default: --db)")
+    ap.add_argument("--skip-start", action="store_true", help="skip cold/warm start measurements")
+    ap.add_argument("--child-start", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child_start:
+        child_start(args)
+        return 0
+
+    result = {"args": vars(args), "python": platform.python_version(), **_device_info()}
+    starts = {}
+    if not args.skip_start:
+        cache = tempfile.mkdtemp(prefix="swgpu-cold-")
+        env = dict(os.environ, SWGPU_CACHE_DIR=cache, NUMBA_CACHE_DIR=os.path.join(cache, "numba"))
+        cmd = [sys.executable, os.path.abspath(__file__), "--child-start", "--db", args.start_db or args.db,
+               "--queries", args.queries, "--mode", args.mode, "--top-k", str(args.top_k)]
+        for label in ("cold", "warm"):
+            t0 = time.perf_counter()
+            out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+            wall = time.perf_counter() - t0
+            if out.returncode != 0:
+                print(out.stdout, out.stderr, file=sys.stderr)
+                raise SystemExit(f"{label} start child failed")
+            starts[label] = json.loads(out.stdout.strip().splitlines()[-1])
+            starts[label]["wall_s"] = wall
+            print(f"{label} start: {json.dumps(starts[label])}", flush=True)
+        result["start"] = starts
+
+    from numba import cuda
+
+    from swgpu_tools.kernels import gpu
+
+    scheme, db, qs, edb, eqs = _load(args.db, args.queries)
+    t0 = time.perf_counter()
+    s = gpu.GpuSearcher(edb, scheme.matrix, scheme.gap_open, scheme.gap_extend, mode=args.mode)
+    cuda.synchronize()
+    upload = time.perf_counter() - t0
+    residues = edb.total_residues
+    print(f"database: {len(edb)} sequences, {residues} residues; upload {upload:.2f} s; mode {s.mode}",
+          flush=True)
+    # warm-up: compiles / loads every kernel shape
+    t0 = time.perf_counter()
+    s.search(eqs.__class__(eqs.codes[: eqs.offsets[1]], eqs.offsets[:2].copy()), args.top_k)
+    print(f"warm-up query: {time.perf_counter() - t0:.2f} s", flush=True)
+
+    nq = len(eqs)
+    times = np.zeros((args.repeat, nq))
+    rescored = np.zeros(nq, dtype=np.int64)
+    hits = None
+    for rep in range(args.repeat):
+        th = s.search(eqs, args.top_k)
+        for qi, L, sec in s.timings:
+            times[rep, qi] = sec
+        if hits is None:
+            hits = th
+    # count 16-bit overflow re-scores per query (one extra pass, not timed)
+    tables = {"letters": sorted(set(np.flatnonzero(np.bincount(eqs.codes, minlength=256)).tolist()))}
+    tables[s.mode] = s._table(s.mode, tables["letters"])
+    for qi in range(nq):
+        rescored[qi] = s.score_query(eqs.codes[eqs.offsets[qi]: eqs.offsets[qi + 1]], tables)
+        s._hist_valid = False
+
+    med = np.median(times, axis=0)
+    qlens = np.diff(eqs.offsets)
+    rows = []
+    print(f"\n{'query':<16}{'len':>6}{'scan_s':>10}{'GCUPS':>10}{'spread%':>9}{'rescored':>9}  top hit")
+    for qi in range(nq):
+        gc = qlens[qi] * residues / med[qi] / 1e9
+        spread = (times[:, qi].max() - times[:, qi].min()) / med[qi] * 100
+        sel = np.flatnonzero(hits.query_index == qi)
+        top = f"{db.ids[hits.subject_index[sel[0]]]}={hits.score[sel[0]]}" if len(sel) else "-"
+        rows.append({"query": qs.ids[qi], "length": int(qlens[qi]), "scan_s": float(med[qi]),
+                     "gcups": float(gc), "times": times[:, qi].tolist(),
+                     "rescored": int(rescored[qi]), "top": top})
+        print(f"{qs.ids[qi]:<16}{qlens[qi]:>6}{med[qi]:>10.4f}{gc:>10.1f}{spread:>9.1f}{rescored[qi]:>9}  {top}")
+    total = float(med.sum())
+    overall = float(qlens.sum()) * residues / total / 1e9
+    print(f"\nTOTAL scan {total:.3f} s, overall {overall:.1f} GCUPS, "
+          f"min per-query {min(r['gcups'] for r in rows):.1f} GCUPS", flush=True)
+    result.update({"residues": residues, "sequences": len(edb), "upload_s": upload, "mode": s.mode,
+                   "queries": rows, "total_scan_s": total, "overall_gcups": overall})
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(result, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

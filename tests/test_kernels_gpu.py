@@ -1,0 +1,312 @@
+"""Tests of the GPU backend (swgpu_tools.kernels.gpu).
+
+* Simulator tests (always run): the generated kernels run under Numba's CUDA
+  simulator in a child process (NUMBA_ENABLE_CUDASIM must be set before
+  numba.cuda is imported), on tiny random inputs with tiny kernel shapes so
+  that pair packing, multi-pass temp columns, padding, the 16-bit overflow
+  re-scoring path (with a lowered threshold) and top-k tie-breaking are all
+  exercised; scores are compared with the plain-Python reference.
+* PTX test (runs where CUDA's NVVM library is installed, no GPU needed): the
+  kernels compile for sm_90 and use the DPX-capable s16x2 instructions.
+* ``@pytest.mark.gpu`` tests (run on a GPU machine with ``-m gpu``): SSEARCH
+  oracle equality, planted benchmark hits, scores above 32,767, a
+  40,000 x 40,000 pair, and random databases against the CPU backend.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+
+SIM_SCRIPT = textwrap.dedent(
+    r'''
+    import json, os, sys
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    from reference import sw_score
+    from swgpu_tools.scoring import ScoringScheme
+    from swgpu_tools.sequences import SequenceSet
+    from swgpu_tools.kernels import gpu, top_k_from_scores
+
+    # tiny shapes: capacities 2, 4, 8; longer subjects take several passes
+    gpu.CONFIGS = ((2, 1), (2, 2), (2, 4))
+    rng = np.random.default_rng(int(sys.argv[2]))
+    go, ge = int(sys.argv[3]), int(sys.argv[4])
+    scheme = ScoringScheme("BLOSUM62", go, ge)
+    letters = list("ARNDCQEGHILKMFPSTWYVXBZ")
+
+    def rs(n):
+        return "".join(rng.choice(letters, n))
+
+    db = [(f"s{i}", rs(int(rng.integers(1, 19)))) for i in range(7)]
+    db.append(("dup", db[2][1]))          # a tie with s2 for every query
+    db.append(("hom", db[0][1][:4] + rs(2) + db[0][1][4:]))
+    qs = [("q0", db[2][1][1:] + rs(1)), ("q1", rs(int(rng.integers(1, 9))))]
+    edb = scheme.encode(SequenceSet.from_pairs(db))
+    eqs = scheme.encode(SequenceSet.from_pairs(qs))
+    ref = np.array([[sw_score(eqs.codes[eqs.offsets[i]:eqs.offsets[i + 1]],
+                              edb.codes[edb.offsets[j]:edb.offsets[j + 1]],
+                              scheme.matrix, go, ge) for j in range(len(edb))]
+                    for i in range(len(eqs))])
+    out = {"ref": ref.tolist()}
+    for mode, limit in (("s32", None), ("s16", None), ("s16", 12)):
+        s = gpu.GpuSearcher(edb, scheme.matrix, go, ge, mode=mode)
+        if limit is not None:
+            s.limit16 = limit               # force the 32-bit re-scoring path
+        got = s.all_scores(eqs)
+        th = s.search(eqs, 4)
+        exp = top_k_from_scores(ref, 4)
+        out[f"{mode}-{limit}"] = {
+            "scores": got.tolist(),
+            "topk_equal": bool((th.query_index == exp.query_index).all()
+                               and (th.subject_index == exp.subject_index).all()
+                               and (th.score == exp.score).all()),
+        }
+    print("RESULT " + json.dumps(out))
+    '''
+)
+
+
+def _run_sim(seed, go=11, ge=1):
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-c", SIM_SCRIPT, str(TESTS), str(seed), str(go), str(ge)],
+        capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):])
+
+
+@pytest.mark.parametrize("seed,go,ge", [(1, 11, 1), (2, 3, 2)])
+def test_simulator_kernels_match_reference(seed, go, ge):
+    res = _run_sim(seed, go, ge)
+    ref = res.pop("ref")
+    for key, val in res.items():
+        assert val["scores"] == ref, f"{key}: {val['scores']} != {ref}"
+        assert val["topk_equal"], key
+
+
+def test_kernel_source_shapes():
+    from swgpu_tools.kernels import gpu
+
+    src = gpu.kernel_source("s16", 8, 4, sim=False, multipass=False)
+    assert "vaddmax2_relu" in src and "shfl_up_sync" in src and "temp[" not in src
+    src = gpu.kernel_source("s32", 4, 3, sim=True, multipass=True)
+    assert "_xup(" in src and "temp[" in src and "shfl" not in src
+    compile(src, "<kernel>", "exec")
+
+
+def test_available_never_raises():
+    from swgpu_tools.kernels import gpu
+
+    ok, why = gpu.available()
+    assert isinstance(ok, bool) and isinstance(why, str) and why
+
+
+def test_kernels_compile_for_sm90():
+    """Needs CUDA's NVVM (e.g. pip nvidia-nvvm + nvidia-cuda-nvrtc), but no GPU or driver."""
+    code = textwrap.dedent(
+        """
+        import sys
+        from swgpu_tools.kernels import gpu
+        try:
+            ptx16 = gpu.kernel_ptx("s16", 32, 16, multipass=True)
+            ptx32 = gpu.kernel_ptx("s32", 8, 8, multipass=False)
+        except Exception as exc:
+            print("SKIP", type(exc).__name__, exc)
+            sys.exit(0)
+        assert ".target sm_90" in ptx16
+        assert "max.s16x2" in ptx16 and "add.s16x2" in ptx16 and "ld.shared.b32" in ptx16
+        assert ".local" not in ptx16
+        assert "max.s32" in ptx32
+        print("OK")
+        """
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    if proc.stdout.startswith("SKIP"):
+        pytest.skip(proc.stdout.strip())
+    assert "OK" in proc.stdout
+
+
+# ---------------------------------------------------------------------------
+# GPU tests
+# ---------------------------------------------------------------------------
+
+def _gpu():
+    from swgpu_tools.kernels import gpu
+
+    ok, why = gpu.available()
+    if not ok:
+        pytest.skip(f"no usable GPU: {why}")
+    return gpu
+
+
+def _data_dir():
+    for cand in (os.environ.get("SWGPU_TEST_DATA"), ROOT / "gpu_bench_data", ROOT.parent / "shared" / "data"):
+        if cand and (Path(cand) / "oracle_queries.fasta").exists():
+            return Path(cand)
+    pytest.skip("oracle data not found (set SWGPU_TEST_DATA)")
+
+
+def _modes(gpu):
+    return ["s16", "s32"] if gpu._cc() >= (9, 0) else ["s32"]
+
+
+def _cpu_scores(eqs, edb, scheme):
+    from swgpu_tools.kernels import cpu
+
+    return cpu.score_all(eqs, edb, scheme.matrix, scheme.gap_open, scheme.gap_extend)
+
+
+@pytest.mark.gpu
+def test_gpu_oracle_ssearch():
+    gpu = _gpu()
+    from swgpu_tools.fasta import read_fasta
+    from swgpu_tools.scoring import ScoringScheme
+
+    d = _data_dir()
+    scheme = ScoringScheme("BLOSUM62", 11, 1)
+    db = read_fasta(d / "uniprot20k.fasta.gz")
+    qs = read_fasta(d / "oracle_queries.fasta")
+    edb, eqs = scheme.encode(db), scheme.encode(qs)
+    expect = np.full((len(qs), len(db)), -1, dtype=np.int64)
+    qpos = {q: i for i, q in enumerate(qs.ids)}
+    dpos = {s: j for j, s in enumerate(db.ids)}
+
+    def acc(x):
+        parts = x.split("|")
+        return parts[1] if len(parts) > 2 and parts[0] in ("sp", "tr") else x
+
+    with gzip.open(d / "oracle_ssearch36_uniprot20k.tsv.gz", "rt") as fh:
+        for line in fh:
+            if line.startswith("query") or not line.strip():
+                continue
+            f = line.rstrip("\n").split("\t")
+            expect[qpos[acc(f[0])], dpos[acc(f[1])]] = int(f[3])
+    assert (expect >= 0).all()
+    for mode in _modes(gpu):
+        s = gpu.GpuSearcher(edb, scheme.matrix, 11, 1, mode=mode)
+        got = s.all_scores(eqs)
+        bad = np.argwhere(got != expect)
+        assert len(bad) == 0, f"{mode}: {len(bad)} mismatches, first {bad[:5].tolist()}"
+
+
+@pytest.mark.gpu
+def test_gpu_random_vs_cpu_and_topk():
+    gpu = _gpu()
+    from swgpu_tools.kernels import cpu
+    from swgpu_tools.scoring import ScoringScheme
+    from swgpu_tools.sequences import SequenceSet
+
+    rng = np.random.default_rng(5)
+    scheme = ScoringScheme("BLOSUM62", 11, 1)
+    letters = np.array(list("ARNDCQEGHILKMFPSTWYVXBZU"))
+    lens = np.concatenate([rng.integers(1, 40, 300), rng.integers(40, 1100, 300),
+                           rng.integers(1100, 4000, 40)])
+    db = [(f"s{i}", "".join(rng.choice(letters, n))) for i, n in enumerate(lens)]
+    db += [(f"d{i}", db[i * 7][1]) for i in range(20)]   # duplicates: ties
+    qs = [("q%d" % i, "".join(rng.choice(letters, n))) for i, n in enumerate([1, 17, 144, 600, 2100])]
+    qs.append(("qh", db[650][1][:800]))
+    edb = scheme.encode(SequenceSet.from_pairs(db))
+    eqs = scheme.encode(SequenceSet.from_pairs(qs))
+    ref = _cpu_scores(eqs, edb, scheme)
+    exp = cpu.search(eqs, edb, scheme.matrix, 11, 1, 25)
+    for mode in _modes(gpu):
+        s = gpu.GpuSearcher(edb, scheme.matrix, 11, 1, mode=mode)
+        got = s.all_scores(eqs)
+        assert (got == ref).all(), f"{mode}: {(got != ref).sum()} mismatches"
+        th = s.search(eqs, 25)
+        assert (th.query_index == exp.query_index).all()
+        assert (th.subject_index == exp.subject_index).all()
+        assert (th.score == exp.score).all()
+
+
+@pytest.mark.gpu
+def test_gpu_scores_above_int16():
+    gpu = _gpu()
+    from swgpu_tools.scoring import ScoringScheme
+    from swgpu_tools.sequences import SequenceSet
+
+    rng = np.random.default_rng(11)
+    scheme = ScoringScheme("BLOSUM62", 11, 1)
+    aa = np.array(list("ARNDCQEGHILKMFPSTWYV"))
+    base = rng.choice(aa, 10000)
+    near = base.copy()
+    pos = rng.choice(10000, 60, replace=False)
+    near[pos] = rng.choice(aa, 60)
+    near = np.concatenate([near[:5000], near[5010:], rng.choice(aa, 7)])  # a gap too
+    db = [("decoy%d" % i, "".join(rng.choice(aa, n))) for i, n in enumerate([300, 9000, 12000])]
+    db.insert(1, ("near", "".join(near)))
+    db.append(("self", "".join(base)))
+    qs = [("q", "".join(base))]
+    edb = scheme.encode(SequenceSet.from_pairs(db))
+    eqs = scheme.encode(SequenceSet.from_pairs(qs))
+    ref = _cpu_scores(eqs, edb, scheme)
+    assert ref[0, 1] > 40000 and ref[0, 4] > 40000
+    for mode in _modes(gpu):
+        s = gpu.GpuSearcher(edb, scheme.matrix, 11, 1, mode=mode)
+        got = s.all_scores(eqs)
+        assert (got == ref).all(), (mode, got.tolist(), ref.tolist())
+        th = s.search(eqs, 2)
+        assert th.subject_index.tolist() == [4, 1]
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_gpu_long_pair_40000():
+    gpu = _gpu()
+    from swgpu_tools.scoring import ScoringScheme
+    from swgpu_tools.sequences import SequenceSet
+
+    rng = np.random.default_rng(3)
+    scheme = ScoringScheme("BLOSUM62", 11, 1)
+    aa = np.array(list("ARNDCQEGHILKMFPSTWYV"))
+    a = rng.choice(aa, 40000)
+    b = a.copy()
+    b[rng.choice(40000, 8000, replace=False)] = rng.choice(aa, 8000)
+    db = [("b", "".join(b)), ("r", "".join(rng.choice(aa, 40000)))]
+    edb = scheme.encode(SequenceSet.from_pairs(db))
+    eqs = scheme.encode(SequenceSet.from_pairs([("a", "".join(a))]))
+    ref = _cpu_scores(eqs, edb, scheme)
+    for mode in _modes(gpu):
+        got = gpu.GpuSearcher(edb, scheme.matrix, 11, 1, mode=mode).all_scores(eqs)
+        assert (got == ref).all(), (mode, got.tolist(), ref.tolist())
+
+
+@pytest.mark.gpu
+def test_gpu_planted_bench_hits():
+    gpu = _gpu()
+    from swgpu_tools.fasta import read_fasta
+    from swgpu_tools.scoring import ScoringScheme
+
+    dbp = os.environ.get("SWGPU_BENCH_DB")
+    qp = os.environ.get("SWGPU_BENCH_QUERIES")
+    if not (dbp and qp and Path(dbp).exists() and Path(qp).exists()):
+        pytest.skip("set SWGPU_BENCH_DB and SWGPU_BENCH_QUERIES (synth_db.py output)")
+    scheme = ScoringScheme("BLOSUM62", 11, 1)
+    db, qs = read_fasta(dbp), read_fasta(qp)
+    edb, eqs = scheme.encode(db), scheme.encode(qs)
+    # ids: queries ">sp|BQ01|BENCH01_144 ...", planted copies ">sp|PL01019|PLANT01_019 ..."
+    known = {("BQ01", "PL01019"): 732, ("BQ01", "PL01018"): 714, ("BQ02", "PL02019"): 968,
+             ("BQ03", "PL03018"): 1075, ("BQ03", "PL03019"): 1064}
+    qpos = {x: i for i, x in enumerate(qs.ids)}
+    dpos = {x: i for i, x in enumerate(db.ids)}
+    s = gpu.GpuSearcher(edb, scheme.matrix, 11, 1)
+    th = s.search(eqs, 30)
+    for (qn, sn), score in known.items():
+        sel = (th.query_index == qpos[qn]) & (th.subject_index == dpos[sn])
+        assert sel.any() and int(th.score[sel][0]) == score, (qn, sn, th.score[sel])
