@@ -249,7 +249,12 @@ def _profile_shuffle_ir(builder, inter_ptr, pos, table_ptr, n_letters, prof_ptr,
     pshufb = cgutils.get_or_insert_function(
         builder.module, ir.FunctionType(v32, [v32, v32]), "llvm.x86.avx2.pshuf.b")
     idx = builder.load(builder.bitcast(builder.gep(inter_ptr, [pos]), v32.as_pointer()), align=1)
+    # pshufb reads the low 4 bits of an index and gives 0 where bit 7 is set:
+    # one index vector per table half, the other half's codes set to 0x80
     is_hi = builder.icmp_unsigned(">", idx, ir.Constant(v32, [15] * LANES))
+    off = ir.Constant(v32, [0x80] * LANES)
+    idx_lo = builder.select(is_hi, off, idx)
+    idx_hi = builder.select(is_hi, idx, off)
     dup = ir.Constant(ir.VectorType(ir.IntType(32), LANES), list(range(16)) * 2)
     with cgutils.for_range(builder, n_letters) as loop:
         a = loop.index
@@ -259,7 +264,7 @@ def _profile_shuffle_ir(builder, inter_ptr, pos, table_ptr, n_letters, prof_ptr,
                                             v16.as_pointer()), align=1)
         lo = builder.shuffle_vector(lo16, lo16, dup)
         hi = builder.shuffle_vector(hi16, hi16, dup)
-        r = builder.select(is_hi, builder.call(pshufb, [hi, idx]), builder.call(pshufb, [lo, idx]))
+        r = builder.or_(builder.call(pshufb, [lo, idx_lo]), builder.call(pshufb, [hi, idx_hi]))
         if lane_bits > 8:
             r = builder.sext(r, vout)
         dst = builder.gep(prof_ptr, [builder.mul(a, ir.Constant(i64, LANES))])
@@ -481,6 +486,10 @@ class _Prepared:
             out[:] = 0
             return
         oe = self.gap_open + self.gap_extend
+        # the column profiles only need the letters the query has: renumber them
+        letters, qc = np.unique(q, return_inverse=True)
+        qc = np.ascontiguousarray(qc, dtype=np.uint8)
+        table8 = np.ascontiguousarray(self.table8[letters])
         groups = self._groups_all
         todo = None
         for depth, level in enumerate(self.levels):
@@ -490,7 +499,8 @@ class _Prepared:
                          self.gap_open, self.gap_extend, out)
                 return
             inter, goff, gncols, gsubj = groups
-            _score_groups(q, inter, goff, gncols, gsubj, self.table8, level.matT,
+            _score_groups(qc, inter, goff, gncols, gsubj, table8,
+                          np.ascontiguousarray(level.matT[:, letters]),
                           self.use_shuffle, oe, self.gap_extend, level.limit, out, flags,
                           _nchunks(len(gncols)))
             todo = np.flatnonzero(flags).astype(np.int64)
