@@ -81,7 +81,7 @@ def _device_info():
         dirty = subprocess.run(["git", "status", "--porcelain", "--", "swgpu_tools", "benchmarks"],
                                capture_output=True, text=True, timeout=10,
                                cwd=os.path.dirname(os.path.abspath(__file__)))
-        info["commit"] = rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+        info["commit"] = (rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")) or os.environ.get("SWGPU_COMMIT", "unknown")
     except Exception:
         info["commit"] = "unknown"
     return info
