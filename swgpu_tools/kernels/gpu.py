@@ -454,10 +454,12 @@ def _aux():
 class _Partition:
     """Items (subject indices; pairs in s16 mode) served by one kernel shape."""
 
-    __slots__ = ("G", "R", "n_items", "n_wtasks", "items", "wnpass", "max_passes", "cells")
+    __slots__ = ("G", "R", "n_items", "n_wtasks", "items", "wnpass", "max_passes", "cells",
+                 "residues")
 
-    def __init__(self, G, R, n_items, n_wtasks, items, wnpass, max_passes, cells):
+    def __init__(self, G, R, n_items, n_wtasks, items, wnpass, max_passes, cells, residues=0):
         self.G, self.R = G, R
+        self.residues = residues
         self.n_items, self.n_wtasks = n_items, n_wtasks
         self.items, self.wnpass = items, wnpass
         self.max_passes = max_passes
@@ -477,7 +479,8 @@ class GpuSearcher:
     (s16 where the GPU and the scoring parameters allow it).
     """
 
-    def __init__(self, database, matrix, gap_open, gap_extend, device=None, mode="auto"):
+    def __init__(self, database, matrix, gap_open, gap_extend, device=None, mode="auto",
+                 configs=None, block=None):
         from numba import cuda
 
         if device is not None:
@@ -500,6 +503,12 @@ class GpuSearcher:
         if mode == "s16" and _cc() < (9, 0):
             raise ValueError("s16 (DPX) kernels need a GPU of compute capability 9.0 or newer")
         self.mode = mode
+        if configs is None and os.environ.get("SWGPU_CONFIGS"):
+            configs = [tuple(int(v) for v in c.split("x"))
+                       for c in os.environ["SWGPU_CONFIGS"].split(",")]
+        self.configs = tuple(sorted(configs or CONFIGS, key=lambda c: c[0] * c[1]))
+        self.block = int(block or os.environ.get("SWGPU_BLOCK", BLOCK))
+        self.record = None  # list of (G, R, passes, n_items, seconds) when profiling
         self.smax = max(int(matrix.max()), 0)
         self.limit16 = 32767 - self.smax
         self.pad_score = min(int(matrix.min()), 0) - 1
@@ -561,10 +570,10 @@ class GpuSearcher:
         else:
             items = order.reshape(-1, 1)
             ilen = lens
-        caps = np.array([G * R for G, R in CONFIGS])
-        which = np.minimum(np.searchsorted(caps, ilen, side="left"), len(CONFIGS) - 1)
+        caps = np.array([G * R for G, R in self.configs])
+        which = np.minimum(np.searchsorted(caps, ilen, side="left"), len(self.configs) - 1)
         parts = []
-        for ci, (G, R) in enumerate(CONFIGS):
+        for ci, (G, R) in enumerate(self.configs):
             sel = np.flatnonzero(which == ci)
             if len(sel) == 0:
                 continue
@@ -580,7 +589,8 @@ class GpuSearcher:
             parts.append(_Partition(
                 G, R, len(sel), nwt,
                 cuda.to_device(np.ascontiguousarray(it.reshape(-1), dtype=np.int32)),
-                cuda.to_device(wnp), int(wnp.max()), cells))
+                cuda.to_device(wnp), int(wnp.max()), cells,
+                int(self.lengths[it[it >= 0]].sum())))
         if subset is None:
             self._parts[mode] = parts
         return parts
@@ -635,7 +645,7 @@ class GpuSearcher:
         for part in parts:
             kern = get_kernel(mode, part.G, part.R, part.max_passes > 1)
             wsz = part.G if SIM else WARP
-            block = part.G if SIM else BLOCK
+            block = part.G if SIM else max(self.block, WARP)
             nthreads = part.n_wtasks * wsz
             grid = -(-nthreads // block)
             if part.max_passes > 1:
@@ -646,10 +656,21 @@ class GpuSearcher:
                 temp = self._temp_for(1)
             if not SIM:
                 _ensure_shared(kern, shmem)
+            if self.record is not None:
+                from numba import cuda
+
+                ev0, ev1 = cuda.event(), cuda.event()
+                ev0.record()
             kern[grid, block, 0, shmem](
                 self.d_codes, self.d_starts, self.d_lens, part.items, part.n_items,
                 part.wnpass, part.n_wtasks, d_qoff, L, d_tbl, tbl_n, D,
                 noe, nxt, neg, self.d_scores, temp)
+            if self.record is not None:
+                ev1.record()
+                ev1.synchronize()
+                self.record.append((mode, part.G, part.R, part.max_passes, part.n_items,
+                                    part.cells, part.residues,
+                                    cuda.event_elapsed_time(ev0, ev1) / 1e3))
 
     def _qoff(self, q, table):
         from numba import cuda
