@@ -1,13 +1,14 @@
 # Score every query against one shard: one job per shard.
 #
-# GPU binding: Snakemake never sets CUDA_VISIBLE_DEVICES.  A job planned on a
-# GPU declares `resources: gpu=1` (the scope of `gpu` is "local", see
-# profiles/default), so `--resources gpu=N` caps the concurrent GPU jobs on one
-# machine, and the slurm executor asks for one GPU per job.  Inside the job,
-# `swgpu score-shard --device auto` takes an exclusive lock file on one free
-# GPU id (under $SWGPU_LOCK_DIR or the temp dir) and holds it until it exits;
-# when every GPU is taken it waits.  With one visible GPU (a slurm job with
-# --gpus=1, or a single-GPU workstation) it uses GPU 0.
+# GPU binding (details in workflow/README.md): Snakemake never sets
+# CUDA_VISIBLE_DEVICES.  A job planned on a GPU (common.smk: SCORE_GPUS)
+# declares `resources: gpu=1`.  `gpu` is a local resource (Snakefile), so
+# `--resources gpu=N` (profiles/default sets N=1) caps the concurrent GPU jobs
+# on one machine, and the slurm executor asks for one GPU per job (--gpus=1).
+# Inside the job, `swgpu score-shard --device auto` takes an exclusive lock
+# file on one free GPU id (under $SWGPU_LOCK_DIR or the temp dir) and holds it
+# until it exits, waiting while every GPU is taken; with one visible GPU (a
+# slurm job, a single-GPU workstation) it uses GPU 0.
 
 
 rule score_shard:
