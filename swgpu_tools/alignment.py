@@ -13,8 +13,10 @@ How an alignment is found (:func:`align_local`)
 -----------------------------------------------
 1. Forward score-only pass over the whole matrix (linear memory): the best
    score and its end cell.  **Tie rule for the end:** the first maximum in
-   row-major order of (query position, subject position), i.e. the smallest
-   query end, then the smallest subject end.
+   column-major order, i.e. the smallest subject end, then the smallest query
+   end.  (:func:`align_many` runs this pass for ALN_LANES subjects of one
+   query at once in int32 SIMD lanes; :func:`align_local` runs a scalar
+   version; both follow this rule.)
 2. Reverse score-only pass from that end cell (linear memory, stops early):
    global-at-the-end alignment of the reversed prefixes; the first cell, in
    row-major order of (query length, subject length), whose score equals the
@@ -48,6 +50,14 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit, prange
+
+from .kernels.cpu import _make_column_pass
+
+#: Pairs of one query aligned in lock-step by the forward pass (int32 lanes:
+#: one AVX2 register), and subject columns per pass over the query.
+ALN_LANES = 8
+ALN_COLS = 2
+_column_pass_track = _make_column_pass(ALN_LANES, ALN_COLS, True)
 
 #: Most traceback cells (bytes) kept at once for one alignment; longer
 #: regions are traced back in row blocks with checkpoints.
@@ -94,7 +104,9 @@ def _forward_end(q, s, matrix, gap_open, gap_extend):
     """(best, query_end, subject_end) of the best local alignment; ends exclusive.
 
     Rows are query positions, columns subject positions; the first maximum in
-    row-major order wins.  E runs along the subject (op D), F along the query.
+    column-major order wins (smallest subject end, then smallest query end),
+    as in the lane version :func:`_forward_end_lanes`.  E runs along the
+    subject (op D), F along the query.
     """
     m = q.shape[0]
     n = s.shape[0]
@@ -124,11 +136,85 @@ def _forward_end(q, s, matrix, gap_open, gap_extend):
             H[j] = h
             F[j] = f
             h_left = h
-            if h > best:
+            if h > best or (h == best and j < bj):
                 best = h
                 bi = i
                 bj = j
     return best, bi, bj
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _forward_end_lanes(q, scodes, soff, subjects, matrix, gap_open, gap_extend,
+                       out_best, out_qe, out_se):
+    """:func:`_forward_end` for up to ALN_LANES subjects at once (int32 lanes).
+
+    subjects: subject indices (into scodes/soff), one per lane; results go to
+    out_*[lane].  Same tie rule as the scalar version: every column keeps its
+    own best and first row reaching it; columns are then merged in order with
+    a strict comparison.
+    """
+    L = ALN_LANES
+    nsub = subjects.shape[0]
+    m = q.shape[0]
+    na = matrix.shape[0]
+    # compact query alphabet: profile rows only for the letters present
+    slot = np.full(na, -1, dtype=np.int64)
+    k = 0
+    for i in range(m):
+        if slot[q[i]] < 0:
+            slot[q[i]] = k
+            k += 1
+    nl = k
+    qc = np.empty(m, dtype=np.uint8)
+    for i in range(m):
+        qc[i] = slot[q[i]]
+    # matT[c, a]: subject code c (or pad = na) against compact query letter a
+    pad = min(0, matrix.min())
+    matT = np.empty((na + 1, nl), dtype=np.int32)
+    for c in range(na):
+        for a in range(na):
+            if slot[a] >= 0:
+                matT[c, slot[a]] = matrix[a, c]
+    for a in range(nl):
+        matT[na, a] = pad
+    starts = np.zeros(L, dtype=np.int64)
+    lens = np.zeros(L, dtype=np.int64)
+    ncols = 0
+    for l in range(nsub):
+        starts[l] = soff[subjects[l]]
+        lens[l] = soff[subjects[l] + 1] - starts[l]
+        ncols = max(ncols, lens[l])
+    ncols = (ncols + ALN_COLS - 1) // ALN_COLS * ALN_COLS
+    oe = gap_open + gap_extend
+    H = np.zeros(m * L, dtype=np.int32)
+    E = np.full(m * L, -oe, dtype=np.int32)
+    pstride = nl * L
+    prof = np.empty(ALN_COLS * pstride, dtype=np.int32)
+    bc = np.empty(ALN_COLS * L, dtype=np.int32)
+    ic = np.empty(ALN_COLS * L, dtype=np.int32)
+    G = np.zeros(L, dtype=np.int32)
+    I = np.zeros(L, dtype=np.int64)
+    J = np.zeros(L, dtype=np.int64)
+    for j in range(0, ncols, ALN_COLS):
+        for c in range(ALN_COLS):
+            for l in range(L):
+                jj = j + c
+                r = scodes[starts[l] + jj] if jj < lens[l] else na
+                for a in range(nl):
+                    prof[c * pstride + a * L + l] = matT[r, a]
+                bc[c * L + l] = G[l]
+                ic[c * L + l] = 0
+        _column_pass_track(qc, prof, pstride, H, E, bc, ic, oe, gap_extend)
+        for c in range(ALN_COLS):
+            for l in range(L):
+                if bc[c * L + l] > G[l]:
+                    G[l] = bc[c * L + l]
+                    I[l] = ic[c * L + l]
+                    J[l] = j + c
+    for l in range(nsub):
+        out_best[l] = G[l]
+        out_qe[l] = I[l] + 1 if G[l] > 0 else 0
+        out_se[l] = J[l] + 1 if G[l] > 0 else 0
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -327,19 +413,41 @@ def _locate(q, s, matrix, gap_open, gap_extend):
 
 @njit(cache=True, nogil=True, parallel=True)
 def _align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                 cell_limit, nchunks):
+                 cell_limit, nchunks, perm, item_start):
+    """Align pairs (qidx[k], sidx[k]).
+
+    perm/item_start: work items of the forward pass, pairs
+    perm[item_start[t]:item_start[t + 1]] share one query (at most ALN_LANES).
+    """
     n = qidx.shape[0]
     info = np.zeros((n, 6), dtype=np.int64)  # score, qs, qe, ss, se, n_ops
+    nitems = item_start.shape[0] - 1
+    for c in prange(nchunks):
+        best = np.zeros(ALN_LANES, dtype=np.int64)
+        qe = np.zeros(ALN_LANES, dtype=np.int64)
+        se = np.zeros(ALN_LANES, dtype=np.int64)
+        for t in range(c, nitems, nchunks):
+            ks = perm[item_start[t]:item_start[t + 1]]
+            qi = qidx[ks[0]]
+            q = qcodes[qoff[qi]:qoff[qi + 1]]
+            subjects = np.empty(ks.shape[0], dtype=np.int64)
+            for l in range(ks.shape[0]):
+                subjects[l] = sidx[ks[l]]
+            _forward_end_lanes(q, scodes, soff, subjects, matrix, gap_open, gap_extend,
+                               best, qe, se)
+            for l in range(ks.shape[0]):
+                info[ks[l], 0] = best[l]
+                info[ks[l], 2] = qe[l]
+                info[ks[l], 4] = se[l]
     for c in prange(nchunks):
         for k in range(c, n, nchunks):
-            q = qcodes[qoff[qidx[k]]:qoff[qidx[k] + 1]]
-            s = scodes[soff[sidx[k]]:soff[sidx[k] + 1]]
-            best, qs, qe, ss, se = _locate(q, s, matrix, gap_open, gap_extend)
-            info[k, 0] = best
-            info[k, 1] = qs
-            info[k, 2] = qe
-            info[k, 3] = ss
-            info[k, 4] = se
+            if info[k, 0] > 0:
+                q = qcodes[qoff[qidx[k]]:qoff[qidx[k] + 1]]
+                s = scodes[soff[sidx[k]]:soff[sidx[k] + 1]]
+                a, b = _reverse_start(q, s, info[k, 2], info[k, 4], info[k, 0], matrix,
+                                      gap_open, gap_extend)
+                info[k, 1] = info[k, 2] - a
+                info[k, 3] = info[k, 4] - b
     # room for the longest possible operation string of every pair
     room = np.zeros(n + 1, dtype=np.int64)
     for k in range(n):
@@ -439,6 +547,8 @@ def _align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_
     matrix, gap_open, gap_extend = _check_params(matrix, gap_open, gap_extend)
     qidx = np.ascontiguousarray(qidx, dtype=np.int64)
     sidx = np.ascontiguousarray(sidx, dtype=np.int64)
+    qoff = np.ascontiguousarray(qoff, dtype=np.int64)
+    soff = np.ascontiguousarray(soff, dtype=np.int64)
     if qidx.shape != sidx.shape:
         raise ValueError("query_index and subject_index must have the same length")
     if len(qidx) == 0:
@@ -450,10 +560,20 @@ def _align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_
     try:
         numba.set_num_threads(nthreads)
         nchunks = max(1, min(len(qidx), 4 * nthreads))
+        # forward-pass work items: pairs of one query, similar subject lengths
+        slen = soff[sidx + 1] - soff[sidx]
+        perm = np.lexsort((-slen, qidx)).astype(np.int64)
+        new_query = np.flatnonzero(np.diff(qidx[perm])) + 1
+        bounds = [0]
+        for lo, hi in zip(np.r_[0, new_query], np.r_[new_query, len(perm)]):
+            bounds.extend(range(int(lo) + ALN_LANES, int(hi), ALN_LANES))
+            bounds.append(int(hi))
+        item_start = np.asarray(bounds, dtype=np.int64)
         info, ops, room = _align_batch(
             np.ascontiguousarray(qcodes, dtype=np.uint8), np.ascontiguousarray(qoff, dtype=np.int64),
             np.ascontiguousarray(scodes, dtype=np.uint8), np.ascontiguousarray(soff, dtype=np.int64),
-            qidx, sidx, matrix, gap_open, gap_extend, int(cell_limit), nchunks)
+            qidx, sidx, matrix, gap_open, gap_extend, int(cell_limit), nchunks, perm,
+            item_start)
     finally:
         numba.set_num_threads(previous)
     return _results(info, ops, room)

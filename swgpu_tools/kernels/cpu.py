@@ -129,113 +129,162 @@ def _splat(builder, value, vty):
     return builder.shuffle_vector(v, undef, mask)
 
 
-@intrinsic
-def _column_pass(typingctx, q, prof, pstride, H, E, best, oe, ext):
-    """COLS DP columns for LANES subjects in lock-step (vectors of LANES lanes).
+def _make_column_pass(lanes, cols, track):
+    """Build an intrinsic computing ``cols`` DP columns for ``lanes`` subjects.
 
-    Column c's profile is prof[c*pstride:], its letter a at [a*LANES : +LANES].
+    ``_column_pass(q, prof, pstride, H, E, best, oe, ext)`` (track=False) and
+    ``_column_pass(q, prof, pstride, H, E, bc, ic, oe, ext)`` (track=True).
+
+    Column c's profile is prof[c*pstride:], its letter a at [a*lanes : +lanes].
     H[i], E[i] hold, per row i, H of the previous column and E for the next
     column.  For i in range(len(q)), with d_c (diagonal H) and f_c (gap along
-    the subject) per column and b (best) carried in registers::
+    the subject) per column carried in registers::
 
         e = E[i];  hl = H[i]
-        for c in range(COLS):
+        for c in range(cols):
             h = max(d_c + prof_c[q[i]], e, f_c, 0)
             d_c = hl;  hl = h;  b = max(b, h)
             t = h - oe;  e = max(e - ext, t);  f_c = max(f_c - ext, t)
         H[i] = hl;  E[i] = e
 
-    d_c starts at 0 and f_c at -oe; b is read from and written back to
-    ``best``.  Arithmetic wraps in the lane type: callers keep values in range.
+    d_c starts at 0 and f_c at -oe.  Without tracking, b (one best per lane)
+    is read from and written back to ``best``.  With tracking, every column
+    keeps its own best bc[c] and the first row reaching it, ic[c] (both read
+    and written back; a cell replaces them only when strictly greater).
+    Arithmetic wraps in the lane type: callers keep values in range.
     """
-    arrays = (q, prof, H, E, best)
-    if not all(isinstance(t, types.Array) for t in arrays):
-        return None
-    if not (prof.dtype == H.dtype == E.dtype == best.dtype) or not isinstance(H.dtype, types.Integer):
-        return None
-    bits = H.dtype.bitwidth
-    sig = types.void(q, prof, types.int64, H, E, best, types.int64, types.int64)
 
-    def codegen(context, builder, signature, args):
-        qt, pt, _, ht, et, bt = signature.args[:6]
-        qa = context.make_array(qt)(context, builder, args[0])
-        pa = context.make_array(pt)(context, builder, args[1])
-        ha = context.make_array(ht)(context, builder, args[3])
-        ea = context.make_array(et)(context, builder, args[4])
-        ba = context.make_array(bt)(context, builder, args[5])
-        i64 = ir.IntType(64)
-        elt = ir.IntType(bits)
-        vty = ir.VectorType(elt, LANES)
-        vptr = vty.as_pointer()
-        m = builder.extract_value(qa.shape, 0)
-        oe_v = _splat(builder, builder.trunc(args[6], elt), vty)
-        ext_v = _splat(builder, builder.trunc(args[7], elt), vty)
-        zero_v = ir.Constant(vty, [0] * LANES)
-        neg_oe = builder.sub(zero_v, oe_v)
-        # profile base of each column, in vectors
-        pstride_v = builder.udiv(args[2], ir.Constant(i64, LANES))
-        pbase0 = builder.bitcast(pa.data, vptr)
-        pbases = [builder.gep(pbase0, [builder.mul(pstride_v, ir.Constant(i64, c))])
-                  for c in range(COLS)]
-        hbase = builder.bitcast(ha.data, vptr)
-        ebase = builder.bitcast(ea.data, vptr)
-        bptr = builder.bitcast(ba.data, vptr)
-        align = bits // 8
-        best0 = builder.load(bptr, align=align)
-        entry = builder.block
-        loop = builder.append_basic_block("col_loop")
-        done = builder.append_basic_block("col_done")
-        builder.cbranch(builder.icmp_signed(">", m, ir.Constant(i64, 0)), loop, done)
+    def typer_impl(args):
+        arrays = [t for t in args if isinstance(t, types.Array)]
+        nargs = 9 if track else 8
+        if len(args) != nargs or len(arrays) != nargs - 3:
+            return None
+        lane_arrays = arrays[1:]
+        if any(t.dtype != lane_arrays[0].dtype for t in lane_arrays):
+            return None
+        if not isinstance(lane_arrays[0].dtype, types.Integer):
+            return None
+        bits = lane_arrays[0].dtype.bitwidth
+        sig = types.void(args[0], args[1], types.int64, *args[3:nargs - 2],
+                         types.int64, types.int64)
 
-        builder.position_at_end(loop)
-        i = builder.phi(i64)
-        ds = [builder.phi(vty) for _ in range(COLS)]
-        fs = [builder.phi(vty) for _ in range(COLS)]
-        b = builder.phi(vty)
-        code = builder.zext(builder.load(builder.gep(qa.data, [i])), i64)
-        hp = builder.gep(hbase, [i])
-        ep = builder.gep(ebase, [i])
-        e = builder.load(ep, align=align)
-        hl = builder.load(hp, align=align)
-        ds_new, fs_new, hs = [], [], []
-        for c in range(COLS):
-            p = builder.load(builder.gep(pbases[c], [code]), align=align)
-            h = builder.add(ds[c], p)
-            h = _vmax(builder, h, e)
-            h = _vmax(builder, h, fs[c])
-            h = _vmax(builder, h, zero_v)
-            ds_new.append(hl)
-            hl = h
-            hs.append(h)
-            t = builder.sub(h, oe_v)
-            e = _vmax(builder, builder.sub(e, ext_v), t)
-            fs_new.append(_vmax(builder, builder.sub(fs[c], ext_v), t))
-        builder.store(hl, hp, align=align)
-        builder.store(e, ep, align=align)
-        while len(hs) > 1:  # tree of maxima, then one step on the carried best
-            hs = [_vmax(builder, hs[k], hs[k + 1]) if k + 1 < len(hs) else hs[k]
-                  for k in range(0, len(hs), 2)]
-        b_new = _vmax(builder, b, hs[0])
-        i_next = builder.add(i, ir.Constant(i64, 1))
-        i.add_incoming(ir.Constant(i64, 0), entry)
-        i.add_incoming(i_next, loop)
-        for c in range(COLS):
-            ds[c].add_incoming(zero_v, entry)
-            ds[c].add_incoming(ds_new[c], loop)
-            fs[c].add_incoming(neg_oe, entry)
-            fs[c].add_incoming(fs_new[c], loop)
-        b.add_incoming(best0, entry)
-        b.add_incoming(b_new, loop)
-        builder.cbranch(builder.icmp_signed("<", i_next, m), loop, done)
+        def codegen(context, builder, signature, cargs):
+            tys = signature.args
+            qa = context.make_array(tys[0])(context, builder, cargs[0])
+            pa = context.make_array(tys[1])(context, builder, cargs[1])
+            ha = context.make_array(tys[3])(context, builder, cargs[3])
+            ea = context.make_array(tys[4])(context, builder, cargs[4])
+            i64 = ir.IntType(64)
+            elt = ir.IntType(bits)
+            vty = ir.VectorType(elt, lanes)
+            vptr = vty.as_pointer()
+            align = bits // 8
+            m = builder.extract_value(qa.shape, 0)
+            oe_v = _splat(builder, builder.trunc(cargs[nargs - 2], elt), vty)
+            ext_v = _splat(builder, builder.trunc(cargs[nargs - 1], elt), vty)
+            zero_v = ir.Constant(vty, [0] * lanes)
+            neg_oe = builder.sub(zero_v, oe_v)
+            pstride_v = builder.udiv(cargs[2], ir.Constant(i64, lanes))
+            pbase0 = builder.bitcast(pa.data, vptr)
+            pbases = [builder.gep(pbase0, [builder.mul(pstride_v, ir.Constant(i64, c))])
+                      for c in range(cols)]
+            hbase = builder.bitcast(ha.data, vptr)
+            ebase = builder.bitcast(ea.data, vptr)
+            if track:
+                bca = context.make_array(tys[5])(context, builder, cargs[5])
+                ica = context.make_array(tys[6])(context, builder, cargs[6])
+                bptrs = [builder.gep(builder.bitcast(bca.data, vptr), [ir.Constant(i64, c)])
+                         for c in range(cols)]
+                iptrs = [builder.gep(builder.bitcast(ica.data, vptr), [ir.Constant(i64, c)])
+                         for c in range(cols)]
+                carried0 = ([builder.load(p, align=align) for p in bptrs]
+                            + [builder.load(p, align=align) for p in iptrs])
+            else:
+                ba = context.make_array(tys[5])(context, builder, cargs[5])
+                bptrs = [builder.bitcast(ba.data, vptr)]
+                carried0 = [builder.load(bptrs[0], align=align)]
+            entry = builder.block
+            loop = builder.append_basic_block("col_loop")
+            done = builder.append_basic_block("col_done")
+            builder.cbranch(builder.icmp_signed(">", m, ir.Constant(i64, 0)), loop, done)
 
-        builder.position_at_end(done)
-        b_out = builder.phi(vty)
-        b_out.add_incoming(best0, entry)
-        b_out.add_incoming(b_new, loop)
-        builder.store(b_out, bptr, align=align)
-        return context.get_dummy_value()
+            builder.position_at_end(loop)
+            i = builder.phi(i64)
+            ds = [builder.phi(vty) for _ in range(cols)]
+            fs = [builder.phi(vty) for _ in range(cols)]
+            carried = [builder.phi(vty) for _ in carried0]
+            code = builder.zext(builder.load(builder.gep(qa.data, [i])), i64)
+            hp = builder.gep(hbase, [i])
+            ep = builder.gep(ebase, [i])
+            e = builder.load(ep, align=align)
+            hl = builder.load(hp, align=align)
+            if track:
+                row_v = _splat(builder, builder.trunc(i, elt), vty)
+            ds_new, fs_new, hs = [], [], []
+            carried_new = list(carried)
+            for c in range(cols):
+                p = builder.load(builder.gep(pbases[c], [code]), align=align)
+                h = builder.add(ds[c], p)
+                h = _vmax(builder, h, e)
+                h = _vmax(builder, h, fs[c])
+                h = _vmax(builder, h, zero_v)
+                ds_new.append(hl)
+                hl = h
+                hs.append(h)
+                if track:
+                    better = builder.icmp_signed(">", h, carried[c])
+                    carried_new[c] = builder.select(better, h, carried[c])
+                    carried_new[cols + c] = builder.select(better, row_v, carried[cols + c])
+                t = builder.sub(h, oe_v)
+                e = _vmax(builder, builder.sub(e, ext_v), t)
+                fs_new.append(_vmax(builder, builder.sub(fs[c], ext_v), t))
+            builder.store(hl, hp, align=align)
+            builder.store(e, ep, align=align)
+            if not track:
+                while len(hs) > 1:  # tree of maxima, then one step on the carried best
+                    hs = [_vmax(builder, hs[k], hs[k + 1]) if k + 1 < len(hs) else hs[k]
+                          for k in range(0, len(hs), 2)]
+                carried_new[0] = _vmax(builder, carried[0], hs[0])
+            i_next = builder.add(i, ir.Constant(i64, 1))
+            i.add_incoming(ir.Constant(i64, 0), entry)
+            i.add_incoming(i_next, loop)
+            for c in range(cols):
+                ds[c].add_incoming(zero_v, entry)
+                ds[c].add_incoming(ds_new[c], loop)
+                fs[c].add_incoming(neg_oe, entry)
+                fs[c].add_incoming(fs_new[c], loop)
+            for phi, v0, v1 in zip(carried, carried0, carried_new):
+                phi.add_incoming(v0, entry)
+                phi.add_incoming(v1, loop)
+            builder.cbranch(builder.icmp_signed("<", i_next, m), loop, done)
 
-    return sig, codegen
+            builder.position_at_end(done)
+            ptrs = bptrs + iptrs if track else bptrs
+            outs = []
+            for v0, v1 in zip(carried0, carried_new):  # phis first, then stores
+                out = builder.phi(vty)
+                out.add_incoming(v0, entry)
+                out.add_incoming(v1, loop)
+                outs.append(out)
+            for ptr, out in zip(ptrs, outs):
+                builder.store(out, ptr, align=align)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    if track:
+        def typer(typingctx, q, prof, pstride, H, E, bc, ic, oe, ext):
+            return typer_impl((q, prof, pstride, H, E, bc, ic, oe, ext))
+    else:
+        def typer(typingctx, q, prof, pstride, H, E, best, oe, ext):
+            return typer_impl((q, prof, pstride, H, E, best, oe, ext))
+    name = f"_column_pass_{lanes}x{cols}" + ("_track" if track else "")
+    typer.__name__ = typer.__qualname__ = name
+    return intrinsic(typer)
+
+
+#: The search kernel's column pass: LANES x COLS, best score per lane.
+_column_pass = _make_column_pass(LANES, COLS, False)
 
 
 def _profile_shuffle_ir(builder, inter_ptr, pos, table_ptr, n_letters, prof_ptr, lane_bits):
