@@ -154,7 +154,7 @@ def traceback(hits: pd.DataFrame, queries: SequenceSet, subjects: SequenceSet,
     q_enc = scheme.encode(queries, "queries")
     s_enc = scheme.encode(subjects, "database")
     start = time.perf_counter()
-    alignments = align_many(q_enc, qi, s_enc, si, scheme.matrix, scheme.gap_open,
+    alignments = align_many(q_enc, s_enc, qi, si, scheme.matrix, scheme.gap_open,
                             scheme.gap_extend, threads=threads)
     log(f"aligned {len(alignments):,} hits in {time.perf_counter() - start:.2f} s")
     rows = []
