@@ -88,6 +88,24 @@ def test_linear_and_extreme_gap_costs():
             cpu.score_all(q, d, s.matrix, go, ge), reference_scores(s, q, d), err_msg=f"{go},{ge}")
 
 
+def test_wide_matrix_values_and_portable_profile():
+    """Scores beyond int8 (no int8 level) and the non-AVX2 column profile."""
+    rng = np.random.default_rng(8)
+    s = scheme("BLOSUM62", 11, 1)
+    queries = ["".join(rng.choice(list(LETTERS), n)) for n in (3, 40)]
+    subjects = ["".join(rng.choice(list(LETTERS), n)) for n in rng.integers(1, 60, 40)]
+    q, d = encode(s, queries, "q"), encode(s, subjects, "s")
+    for factor, go, ge in ((20, 200, 20), (300, 3000, 300)):
+        big = s.matrix * factor
+        want = np.array([[sw_score(a, b, big, go, ge) for b in pieces(d)] for a in pieces(q)])
+        np.testing.assert_array_equal(cpu.score_all(q, d, big, go, ge), want)
+    prep = cpu._Prepared(d, s.matrix, 11, 1)
+    prep.use_shuffle = False  # what a CPU without AVX2 runs
+    row = np.zeros(len(d), np.int32)
+    prep.score_query(pieces(q)[1], row, np.zeros(len(d), np.uint8))
+    np.testing.assert_array_equal(row, reference_scores(s, q, d)[1])
+
+
 def test_saturating_lanes_are_rescored_exactly():
     """Self-scores far beyond int8 and int16 lane limits are exact."""
     s = scheme("BLOSUM62")
