@@ -6,24 +6,33 @@ Implements the contract of :mod:`swgpu_tools.kernels` (``search``) plus
 How it works
 ------------
 * Inter-sequence vectorisation (as in SWIPE): the database is sorted by length
-  and cut into groups of ``LANES`` subjects that are aligned in lock-step, one
-  subject per lane.  The innermost loop runs over the lanes with a constant
-  trip count, which LLVM turns into AVX2 vector code.  For every subject column
-  a small column profile ``prof[a, lane] = matrix[a, subject_lane[j]]`` is
-  built so that the inner loop reads contiguous scores.
-* 16-bit lanes first.  A lane whose best score comes within ``max(matrix)`` of
-  the int16 limit is flagged and its subject rescored exactly with a scalar
-  int32 Gotoh (query profile).  If the scoring parameters do not fit 16 bits
-  at all, 32-bit lanes are used for everything.
+  (longest first) and interleaved in groups of ``LANES`` (32) subjects that
+  are aligned in lock-step, one subject per SIMD lane.  The inner loop is
+  emitted as LLVM IR with explicit vector types through a Numba intrinsic
+  (:func:`_make_column_pass`; Numba's promotion of small integers to int64
+  defeats LLVM's auto-vectoriser): per query row it updates ``COLS`` (4)
+  subject columns of all lanes, keeping diagonal, vertical-gap and best
+  vectors in registers, so H/E make one memory round trip per 4 columns.
+* Column profiles ``prof[a, lane] = matrix[a, subject_lane[j]]`` (only the
+  letters the query contains) are built with AVX2 byte shuffles where the
+  CPU has AVX2 and the matrix fits int8; otherwise with a scalar loop.
+* Lane widths form a ladder: int8 lanes first; a lane whose best score comes
+  within ``max(matrix)`` of the lane type's maximum is flagged, and the
+  flagged subjects are recomputed with int16 lanes; the (rare) ones flagged
+  again are rescored exactly with a scalar int32 Gotoh.  A level is skipped
+  when the gap costs or matrix values do not fit it (with extreme
+  parameters everything runs in int32 lanes, which are exact).
+* Negative E/F values never influence H (H >= 0), so every value stays in
+  ``[-(gap_open + 2 * gap_extend), best]``: below the flag threshold no lane
+  can wrap around.
 * Subjects shorter than their group's longest are padded with a column that
   scores ``min(0, min(matrix))``: pad columns come after all real columns, so
   no path through them can beat the best real cell.
-* Negative E/F values never influence H (H >= 0), so all values stay in
-  ``[-(gap_open + gap_extend) - gap_extend, best]``; this is what keeps 16 bits
-  safe below the overflow threshold.
-* Parallelism: ``prange`` over chunks of groups for one query at a time, so
-  memory is one int32 score per subject plus per-thread scratch.  The number
-  of threads is whatever ``numba.set_num_threads`` says.
+* Parallelism: ``prange`` over chunks of groups (round-robin, so long and
+  short groups are spread over the threads), one query at a time: memory is
+  one int32 score per subject plus the interleaved database (about its size)
+  and per-thread scratch.  The number of threads is whatever
+  ``numba.set_num_threads`` / ``NUMBA_NUM_THREADS`` says.
 """
 from __future__ import annotations
 
@@ -35,12 +44,11 @@ from numba.extending import intrinsic
 
 from . import TopHits
 
-#: Subjects aligned in lock-step (16 x int16 = one AVX2 register).
+#: Subjects aligned in lock-step (32 x int8 = one AVX2 register).
 LANES = 32
 #: Subject columns computed per pass over the query (H/E make one memory
 #: round trip per COLS columns).
 COLS = 4
-
 
 
 def _host_has_avx2() -> bool:
@@ -90,7 +98,6 @@ def _sw_scalar(prof, m, s, gap_open, gap_extend, hrow, erow):
         p = prof[s[j]]
         diag = 0  # H[0][j-1]
         f = -oe
-        h_up = 0  # H[0][j]
         for i in range(1, m + 1):
             e = erow[i]
             h = diag + p[i - 1]
@@ -109,7 +116,6 @@ def _sw_scalar(prof, m, s, gap_open, gap_extend, hrow, erow):
             erow[i] = e if e > t else t
             f -= ext
             f = f if f > t else t
-        _ = h_up
     return best
 
 
