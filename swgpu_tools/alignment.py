@@ -15,14 +15,17 @@ How an alignment is found (:func:`align_local`)
    score and its end cell.  **Tie rule for the end:** the first maximum in
    column-major order, i.e. the smallest subject end, then the smallest query
    end.  (:func:`align_many` runs this pass for ALN_LANES subjects of one
-   query at once in int32 SIMD lanes; :func:`align_local` runs a scalar
-   version; both follow this rule.)
+   query at once in int32 SIMD lanes; :func:`align_local` runs scalar
+   versions of passes 1 and 2; both follow the same tie rules.)
 2. Reverse score-only pass from that end cell (linear memory, stops early):
-   global-at-the-end alignment of the reversed prefixes; the first cell, in
-   row-major order of (query length, subject length), whose score equals the
-   best gives the start.  **Tie rule for the start:** among the optimal
-   alignments ending at that end cell, the shortest query span, then the
-   shortest subject span (largest query_start, then largest subject_start).
+   alignments of the reversed prefixes anchored at the end cell; the first
+   cell, in column-major order of (subject span, query span), whose score
+   equals the best gives the start.  **Tie rule for the start:** among the
+   optimal alignments ending at that end cell, the shortest subject span,
+   then the shortest query span (largest subject_start, then largest
+   query_start).  (:func:`align_many` runs this pass in SIMD lanes too: a
+   local alignment of the reversed prefixes with a bonus of 1 on the anchor
+   cell, see :func:`_lanes_pass`.)
 3. Traceback on that sub-rectangle only: a global affine (Gotoh) alignment of
    the two segments, whose optimum is the best local score.  Every optimal
    alignment of the rectangle starts and ends with an ``M`` column (a gap at
@@ -105,7 +108,7 @@ def _forward_end(q, s, matrix, gap_open, gap_extend):
 
     Rows are query positions, columns subject positions; the first maximum in
     column-major order wins (smallest subject end, then smallest query end),
-    as in the lane version :func:`_forward_end_lanes`.  E runs along the
+    as in the lane version :func:`_lanes_pass`.  E runs along the
     subject (op D), F along the query.
     """
     m = q.shape[0]
@@ -144,50 +147,72 @@ def _forward_end(q, s, matrix, gap_open, gap_extend):
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def _forward_end_lanes(q, scodes, soff, subjects, matrix, gap_open, gap_extend,
-                       out_best, out_qe, out_se):
-    """:func:`_forward_end` for up to ALN_LANES subjects at once (int32 lanes).
+def _lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, reverse, ends_q,
+                ends_s, target, out_best, out_a, out_b):
+    """Forward or reverse score-only pass for up to ALN_LANES subjects of one query.
 
-    subjects: subject indices (into scodes/soff), one per lane; results go to
-    out_*[lane].  Same tie rule as the scalar version: every column keeps its
-    own best and first row reaching it; columns are then merged in order with
-    a strict comparison.
+    int32 SIMD lanes (exact).  Every column keeps its own best and the first
+    row reaching it; columns are merged in order with a strict comparison, so
+    each lane reports the first maximum in column-major order.
+
+    Forward (``reverse`` False): local alignment of q with subject l; gives
+    out_best[l] and the end (out_a[l], out_b[l]) = (query_end, subject_end).
+
+    Reverse: q[:ends_q[l]] and s_l[:ends_s[l]] read backwards, as a local
+    alignment in which the cell of the two last residues gets a bonus of 1
+    through its diagonal.  Every local alignment scores at most target[l]
+    (the best score), so the cells reaching target[l] + 1 are exactly the
+    starts of the optimal alignments ending at that end cell.  Gives the spans
+    (out_a[l], out_b[l]) = (query span, subject span) of the first one; stops
+    once every lane has found its start.
     """
     L = ALN_LANES
     nsub = subjects.shape[0]
-    m = q.shape[0]
     na = matrix.shape[0]
-    # compact query alphabet: profile rows only for the letters present
+    top = 0  # reverse: rows are q[top-1], q[top-2], ... after one dummy row
+    if reverse:
+        for l in range(nsub):
+            top = max(top, ends_q[l])
+    m = top + 1 if reverse else q.shape[0]
+    # compact query alphabet: profile rows only for the letters present (+ dummy)
     slot = np.full(na, -1, dtype=np.int64)
-    k = 0
-    for i in range(m):
-        if slot[q[i]] < 0:
-            slot[q[i]] = k
-            k += 1
-    nl = k
+    nl = 0
     qc = np.empty(m, dtype=np.uint8)
     for i in range(m):
-        qc[i] = slot[q[i]]
+        if reverse and i == 0:
+            continue
+        code = q[top - i] if reverse else q[i]
+        if slot[code] < 0:
+            slot[code] = nl
+            nl += 1
+        qc[i] = slot[code]
+    if reverse:
+        qc[0] = nl  # dummy row: never part of an alignment
+        nl += 1
     # matT[c, a]: subject code c (or pad = na) against compact query letter a
     pad = min(0, matrix.min())
-    matT = np.empty((na + 1, nl), dtype=np.int32)
+    matT = np.full((na + 1, nl), -(1 << 20), dtype=np.int32)
     for c in range(na):
-        for a in range(na):
-            if slot[a] >= 0:
-                matT[c, slot[a]] = matrix[a, c]
-    for a in range(nl):
-        matT[na, a] = pad
+        for x in range(na):
+            if slot[x] >= 0:
+                matT[c, slot[x]] = matrix[x, c]
+    for x in range(na):
+        if slot[x] >= 0:
+            matT[na, slot[x]] = pad
     starts = np.zeros(L, dtype=np.int64)
     lens = np.zeros(L, dtype=np.int64)
     ncols = 0
     for l in range(nsub):
         starts[l] = soff[subjects[l]]
-        lens[l] = soff[subjects[l] + 1] - starts[l]
+        lens[l] = ends_s[l] if reverse else soff[subjects[l] + 1] - starts[l]
         ncols = max(ncols, lens[l])
     ncols = (ncols + ALN_COLS - 1) // ALN_COLS * ALN_COLS
     oe = gap_open + gap_extend
-    H = np.zeros(m * L, dtype=np.int32)
+    H = np.zeros(m * L, dtype=np.int32)  # H of the previous column (diagonals)
     E = np.full(m * L, -oe, dtype=np.int32)
+    if reverse:
+        for l in range(nsub):  # the bonus, on the diagonal into the anchor cell
+            H[(top - ends_q[l]) * L + l] = 1
     pstride = nl * L
     prof = np.empty(ALN_COLS * pstride, dtype=np.int32)
     bc = np.empty(ALN_COLS * L, dtype=np.int32)
@@ -197,11 +222,16 @@ def _forward_end_lanes(q, scodes, soff, subjects, matrix, gap_open, gap_extend,
     J = np.zeros(L, dtype=np.int64)
     for j in range(0, ncols, ALN_COLS):
         for c in range(ALN_COLS):
+            jj = j + c
             for l in range(L):
-                jj = j + c
-                r = scodes[starts[l] + jj] if jj < lens[l] else na
-                for a in range(nl):
-                    prof[c * pstride + a * L + l] = matT[r, a]
+                if jj >= lens[l]:
+                    r = na
+                elif reverse:
+                    r = scodes[starts[l] + lens[l] - 1 - jj]
+                else:
+                    r = scodes[starts[l] + jj]
+                for x in range(nl):
+                    prof[c * pstride + x * L + l] = matT[r, x]
                 bc[c * L + l] = G[l]
                 ic[c * L + l] = 0
         _column_pass_track(qc, prof, pstride, H, E, bc, ic, oe, gap_extend)
@@ -211,49 +241,59 @@ def _forward_end_lanes(q, scodes, soff, subjects, matrix, gap_open, gap_extend,
                     G[l] = bc[c * L + l]
                     I[l] = ic[c * L + l]
                     J[l] = j + c
+        if reverse:
+            done = True
+            for l in range(nsub):
+                if G[l] <= target[l]:
+                    done = False
+            if done:
+                break
     for l in range(nsub):
         out_best[l] = G[l]
-        out_qe[l] = I[l] + 1 if G[l] > 0 else 0
-        out_se[l] = J[l] + 1 if G[l] > 0 else 0
+        if reverse:
+            out_a[l] = ends_q[l] - top + I[l]
+            out_b[l] = J[l] + 1
+        else:
+            out_a[l] = I[l] + 1 if G[l] > 0 else 0
+            out_b[l] = J[l] + 1 if G[l] > 0 else 0
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
 def _reverse_start(q, s, qe, se, best, matrix, gap_open, gap_extend):
-    """Lengths (a, b) of the alignment ending at (qe, se) with score ``best``.
+    """Spans (a, b) of the alignment ending at (qe, se) with score ``best``.
 
-    Global-at-the-end DP of q[:qe] reversed against s[:se] reversed; the first
-    cell in row-major order of (a, b) whose score is ``best``.
+    Global-at-the-end DP of q[:qe] reversed against s[:se] reversed, scanned
+    column by column (subject span b outer, query span a inner); the first
+    cell whose score is ``best``, i.e. the shortest subject span, then the
+    shortest query span (as :func:`_lanes_pass`).
     """
     oe = gap_open + gap_extend
     ext = gap_extend
-    G = np.empty(se + 1, dtype=np.int32)  # G[a-1][b], then G[a][b]
-    F = np.full(se + 1, _NEG, dtype=np.int32)
+    G = np.empty(qe + 1, dtype=np.int32)  # G[.][b-1], then G[.][b]
+    E = np.full(qe + 1, _NEG, dtype=np.int32)  # gap along the subject, per query span
     G[0] = 0
-    for b in range(1, se + 1):
-        G[b] = -(gap_open + b * gap_extend)
     for a in range(1, qe + 1):
-        row = matrix[q[qe - a]]
+        G[a] = -(gap_open + a * gap_extend)
+    for b in range(1, se + 1):
+        sc = s[se - b]
         diag = G[0]
-        g_left = -(gap_open + a * gap_extend)  # G[a][0]: a gap of a query residues
-        G[0] = g_left
-        e = _NEG
-        found = -1
-        for b in range(1, se + 1):
-            e = max(e - ext, g_left - oe)
-            f = max(F[b] - ext, G[b] - oe)
-            g = diag + row[s[se - b]]
+        g_up = -(gap_open + b * gap_extend)  # G[0][b]: a gap of b subject residues
+        G[0] = g_up
+        f = _NEG
+        for a in range(1, qe + 1):
+            f = max(f - ext, g_up - oe)
+            e = max(E[a] - ext, G[a] - oe)
+            g = diag + matrix[q[qe - a], sc]
             if e > g:
                 g = e
             if f > g:
                 g = f
-            diag = G[b]
-            G[b] = g
-            F[b] = f
-            g_left = g
-            if g == best and found < 0:
-                found = b
-        if found >= 0:
-            return a, found
+            diag = G[a]
+            G[a] = g
+            E[a] = e
+            g_up = g
+            if g == best:
+                return a, b
     return -1, -1  # unreachable for a correct best
 
 
@@ -426,6 +466,8 @@ def _align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_e
         best = np.zeros(ALN_LANES, dtype=np.int64)
         qe = np.zeros(ALN_LANES, dtype=np.int64)
         se = np.zeros(ALN_LANES, dtype=np.int64)
+        spa = np.zeros(ALN_LANES, dtype=np.int64)
+        spb = np.zeros(ALN_LANES, dtype=np.int64)
         for t in range(c, nitems, nchunks):
             ks = perm[item_start[t]:item_start[t + 1]]
             qi = qidx[ks[0]]
@@ -433,21 +475,43 @@ def _align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_e
             subjects = np.empty(ks.shape[0], dtype=np.int64)
             for l in range(ks.shape[0]):
                 subjects[l] = sidx[ks[l]]
-            _forward_end_lanes(q, scodes, soff, subjects, matrix, gap_open, gap_extend,
-                               best, qe, se)
+            _lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, False,
+                        qe, se, best, best, qe, se)
+            # reverse pass for the lanes that aligned at all
+            live = 0
+            for l in range(ks.shape[0]):
+                if best[l] > 0:
+                    live += 1
+            rsub = np.empty(live, dtype=np.int64)
+            rqe = np.empty(live, dtype=np.int64)
+            rse = np.empty(live, dtype=np.int64)
+            rbest = np.empty(live, dtype=np.int64)
+            k = 0
+            for l in range(ks.shape[0]):
+                if best[l] > 0:
+                    rsub[k] = subjects[l]
+                    rqe[k] = qe[l]
+                    rse[k] = se[l]
+                    rbest[k] = best[l]
+                    k += 1
+            if live > 0:
+                found = np.zeros(ALN_LANES, dtype=np.int64)
+                _lanes_pass(q, scodes, soff, rsub, matrix, gap_open, gap_extend, True,
+                            rqe, rse, rbest, found, spa, spb)
+                for k in range(live):
+                    if found[k] != rbest[k] + 1:  # cannot happen; scalar pass to be safe
+                        s = scodes[soff[rsub[k]]:soff[rsub[k] + 1]]
+                        spa[k], spb[k] = _reverse_start(q, s, rqe[k], rse[k], rbest[k], matrix,
+                                                        gap_open, gap_extend)
+            k = 0
             for l in range(ks.shape[0]):
                 info[ks[l], 0] = best[l]
-                info[ks[l], 2] = qe[l]
-                info[ks[l], 4] = se[l]
-    for c in prange(nchunks):
-        for k in range(c, n, nchunks):
-            if info[k, 0] > 0:
-                q = qcodes[qoff[qidx[k]]:qoff[qidx[k] + 1]]
-                s = scodes[soff[sidx[k]]:soff[sidx[k] + 1]]
-                a, b = _reverse_start(q, s, info[k, 2], info[k, 4], info[k, 0], matrix,
-                                      gap_open, gap_extend)
-                info[k, 1] = info[k, 2] - a
-                info[k, 3] = info[k, 4] - b
+                if best[l] > 0:
+                    info[ks[l], 1] = qe[l] - spa[k]
+                    info[ks[l], 2] = qe[l]
+                    info[ks[l], 3] = se[l] - spb[k]
+                    info[ks[l], 4] = se[l]
+                    k += 1
     # room for the longest possible operation string of every pair
     room = np.zeros(n + 1, dtype=np.int64)
     for k in range(n):
