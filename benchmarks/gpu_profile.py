@@ -45,14 +45,14 @@ def main():
     for v in variants:
         name, _, spec = v.partition("=")
         spec, _, block = spec.partition("/")
-        configs = [tuple(int(x) for x in c.split("x")) for c in spec.split(",")] if spec else None
+        configs = spec or None  # "GxR,...[;GxR,...]" (single-pass shapes; multi-pass shapes)
         s = gpu.GpuSearcher(edb, scheme.matrix, 11, 1, mode=args.mode, configs=configs,
                             block=int(block) if block else None)
         tables = {"letters": letters, s.mode: s._table(s.mode, letters)}
         t0 = time.perf_counter()
         s.score_query(eqs.codes[eqs.offsets[0]:eqs.offsets[1]], tables)  # compile
         cuda.synchronize()
-        print(f"\n== variant {name}: configs {s.configs} block {s.block}  (warm-up {time.perf_counter()-t0:.1f} s)")
+        print(f"\n== variant {name}: shapes {s.shapes(s.mode)} block {s.block}  (warm-up {time.perf_counter()-t0:.1f} s)")
         for qi in picks:
             q = eqs.codes[eqs.offsets[qi]:eqs.offsets[qi + 1]]
             L = len(q)

@@ -59,14 +59,32 @@ WARP = 32
 PADQ = 64
 #: Bins of the top-k score histogram (scores above are counted in the last).
 HIST_BINS = 4096
-#: (G, R) kernel shapes, by capacity G*R; the last one also serves longer
-#: subjects in several passes.
-CONFIGS = ((4, 8), (4, 16), (8, 16), (16, 16), (32, 16), (32, 32))
+#: (G, R) kernel shapes a subject (pair) may be given in one pass, by mode.
+SHAPES = {
+    "s16": tuple((G, R) for G in (2, 4, 8, 16, 32) for R in (16, 20, 24, 28, 32)),
+    "s32": ((4, 16), (8, 16), (16, 16), (32, 16), (32, 32)),
+}
+#: Shapes that also serve longer subjects in several passes.
+MULTI_SHAPES = {"s16": ((4, 32), (8, 32), (16, 32)), "s32": ((8, 32), (32, 32))}
+#: Relative speed of a shape by R (fewer shuffles and loop overhead per cell
+#: with more registers per lane) and of multi-pass kernels; measured on an
+#: H100 (GPU-NOTES.md), used only to choose shapes.
+RATE_BY_R = {32: 1.0, 28: 0.99, 24: 0.98, 20: 0.96, 16: 0.94, 12: 0.9, 8: 0.8, 4: 0.6}
+RATE_MULTI = 0.88
+#: Steps of fixed work per pass (loading subject letters, the final reduction).
+PASS_OVERHEAD_STEPS = 6
+#: A partition that would save less than this (seconds at ~5 T cells/s) is merged away.
+LAUNCH_PENALTY_S = 15e-6
+#: Streams the partition kernels of one query are spread over (small partitions
+#: then fill the tail of large ones).
+N_STREAMS = 4
+# Backwards-compatible name: the s16 single-pass shapes.
+CONFIGS = SHAPES["s16"]
 #: Threads per block on the GPU.
 BLOCK = 128
 #: Largest temp array (bytes) a multi-pass launch may use before it is given
 #: fewer blocks (each then loops over several warp tasks).
-TEMP_LIMIT_BYTES = 1 << 30
+TEMP_LIMIT_BYTES = 1 << 30  # also keeps temp indices below 2^31
 
 _lock = threading.RLock()
 _modules: dict = {}
@@ -217,7 +235,7 @@ def kernel_source(mode: str, G: int, R: int, sim: bool = SIM, multipass: bool = 
     w(f"    gw = int64(gtid // {wsz})")
     w(f"    nw = int64((int64(cuda.gridDim.x) * int64(bdim)) // {wsz})")
     if multipass:
-        w(f"    tbase = int64(gtid // {G}) * int64(2 * L)")
+        w(f"    tbase = int32(int32(gtid // {G}) * int32(2 * L))  # < 2^31 (TEMP_LIMIT_BYTES)")
     w("    zero = int32(0)")
     w(f"    nsteps = int32(L + {G - 1})")
     w("    wt = gw")
@@ -262,6 +280,13 @@ def kernel_source(mode: str, G: int, R: int, sim: bool = SIM, multipass: bool = 
     w("            hlast = zero")
     w("            eout = neg")
     w("            diag = zero")
+    if multipass:
+        # lane 0 reads the previous pass's last column one row ahead (prefetch)
+        w("            hpre = zero")
+        w("            epre = neg")
+        w("            if lane == 0 and p > 0 and L > 0:")
+        w("                hpre = temp[uint32(tbase)]")
+        w("                epre = temp[uint32(tbase + 1)]")
     w("            qi = int32(PADQ - lane)")
     w("            qrow = qoff[uint32(qi)]")
     w("            s = int32(0)")
@@ -272,12 +297,18 @@ def kernel_source(mode: str, G: int, R: int, sim: bool = SIM, multipass: bool = 
     if multipass:
         w("                i = int32(s - lane)")
     w("                if lane == 0:")
-    w("                    hin = zero")
-    w("                    ein = neg")
     if multipass:
-        w("                    if p > 0 and i >= 0 and i < L:")
-        w("                        hin = temp[uint64(tbase + 2 * i)]")
-        w("                        ein = temp[uint64(tbase + 2 * i + 1)]")
+        w("                    hin = hpre")
+        w("                    ein = epre")
+        w("                    if p > 0 and uint32(s + 1) < uint32(L):")
+        w("                        hpre = temp[uint32(tbase + 2 * s + 2)]")
+        w("                        epre = temp[uint32(tbase + 2 * s + 3)]")
+        w("                    else:")
+        w("                        hpre = zero")
+        w("                        epre = neg")
+    else:
+        w("                    hin = zero")
+        w("                    ein = neg")
     # all X first: X_r = max(Hold[r-1] + s_r, F_r, 0) (independent of the row's E chain)
     for r in range(R):
         w(f"                sc{r} = lds32(tbl, int32(qrow + x{r}))")
@@ -298,9 +329,9 @@ def kernel_source(mode: str, G: int, R: int, sim: bool = SIM, multipass: bool = 
     w(f"                hlast = h{R - 1}")
     w("                eout = e")
     if multipass:
-        w(f"                if lane == {G - 1} and p + 1 < npass and i >= 0 and i < L:")
-        w("                    temp[uint64(tbase + 2 * i)] = hlast")
-        w("                    temp[uint64(tbase + 2 * i + 1)] = eout")
+        w(f"                if lane == {G - 1} and p + 1 < npass and uint32(i) < uint32(L):")
+        w("                    temp[uint32(tbase + 2 * i)] = hlast")
+        w("                    temp[uint32(tbase + 2 * i + 1)] = eout")
     w("                qrow = qnext")
     w("                s = int32(s + 1)")
     w("            p = int32(p + 1)")
@@ -503,10 +534,18 @@ class GpuSearcher:
         if mode == "s16" and _cc() < (9, 0):
             raise ValueError("s16 (DPX) kernels need a GPU of compute capability 9.0 or newer")
         self.mode = mode
-        if configs is None and os.environ.get("SWGPU_CONFIGS"):
-            configs = [tuple(int(v) for v in c.split("x"))
-                       for c in os.environ["SWGPU_CONFIGS"].split(",")]
-        self.configs = tuple(sorted(configs or CONFIGS, key=lambda c: c[0] * c[1]))
+        if configs is None:
+            configs = os.environ.get("SWGPU_CONFIGS") or None
+        one = multi = None
+        if isinstance(configs, str):
+            # "GxR,GxR,...[;GxR,...]": single-pass shapes, then multi-pass shapes
+            t1, _, t2 = configs.partition(";")
+            parse = lambda t: [tuple(int(v) for v in c.split("x")) for c in t.split(",") if c]  # noqa: E731
+            one, multi = parse(t1) or None, parse(t2) or None
+        elif configs is not None:
+            one = [tuple(c) for c in configs]
+        self._shapes_override = (one, multi)
+        self.lbucket_steps = 3  # query-length buckets per octave for cached plans
         self.block = int(block or os.environ.get("SWGPU_BLOCK", BLOCK))
         self.record = None  # list of (G, R, passes, n_items, seconds) when profiling
         self.smax = max(int(matrix.max()), 0)
@@ -528,7 +567,9 @@ class GpuSearcher:
         self.letters = list(np.flatnonzero(used))  # original codes, compact code = index + 1
         for k, c in enumerate(self.letters):
             self.cmap[c] = k + 1
-        ccodes = self.cmap[codes].astype(np.uint8) if len(codes) else np.zeros(1, np.uint8)
+        lut = np.zeros(256, dtype=np.uint8)
+        lut[self.letters] = np.arange(1, len(self.letters) + 1)
+        ccodes = lut[codes] if len(codes) else np.zeros(1, np.uint8)  # uint8 in, uint8 out
         self.order = np.argsort(self.lengths, kind="stable").astype(np.int64)
 
         self.d_codes = cuda.to_device(ccodes)
@@ -537,6 +578,7 @@ class GpuSearcher:
         self.d_lens = cuda.to_device(lens32)
         self.d_scores = cuda.device_array(max(self.n, 1), dtype=np.int32)
         self._parts = {}
+        self.streams = None
         self._temp = None
         self._tables = {}
         self.aux = _aux()
@@ -549,12 +591,35 @@ class GpuSearcher:
         self.timings = []  # (query index, query length, scan seconds)
 
     # -- partitions --------------------------------------------------------
-    def _partitions(self, mode, subset=None):
-        """Length partitions for ``mode`` over all subjects, or over ``subset`` (not cached)."""
+    def shapes(self, mode):
+        """(single-pass shapes, multi-pass shapes) used for ``mode``."""
+        if SIM:  # the simulator runs the (tiny) shapes the tests put in CONFIGS
+            return tuple(CONFIGS), (max(CONFIGS, key=lambda c: c[0] * c[1]),)
+        one, multi = self._shapes_override
+        if mode == "s32" and self.mode == "s16":
+            one = multi = None  # the re-scoring path keeps its own menu
+        if one is None:
+            one = SHAPES[mode]
+            multi = multi or MULTI_SHAPES[mode]
+        elif multi is None:
+            multi = [max(one, key=lambda c: c[0] * c[1])]
+        return tuple(one), tuple(multi)
+
+    def _lrep(self, L):
+        """Representative query length of L's plan bucket."""
+        if L >= 4096:
+            return 4096
+        k = self.lbucket_steps
+        return int(round(2 ** (round(math.log2(max(L, 1)) * k) / k)))
+
+    def plan(self, mode, L, subset=None):
+        """Assign each item (pair in s16 mode) to its cheapest shape for query length ~L."""
         from numba import cuda
 
-        if subset is None and mode in self._parts:
-            return self._parts[mode]
+        Lr = self._lrep(L) if subset is None else max(int(L), 1)
+        key = (mode, Lr)
+        if subset is None and key in self._parts:
+            return self._parts[key]
         if subset is None:
             order = self.order
         else:
@@ -570,13 +635,37 @@ class GpuSearcher:
         else:
             items = order.reshape(-1, 1)
             ilen = lens
-        caps = np.array([G * R for G, R in self.configs])
-        which = np.minimum(np.searchsorted(caps, ilen, side="left"), len(self.configs) - 1)
+        ilen = np.maximum(ilen, 1)
+        one, multi = self.shapes(mode)
+        cand = [(G, R, False) for G, R in one] + [(G, R, True) for G, R in multi]
+        cost = np.empty((len(cand), len(ilen)))
+        for k, (G, R, m) in enumerate(cand):
+            W = G * R
+            passes = -(-ilen // W)
+            c = passes * (Lr + G - 1 + PASS_OVERHEAD_STEPS) * float(W) / (
+                RATE_BY_R.get(R, 0.9) * (RATE_MULTI if m else 1.0))
+            cost[k] = c if m else np.where(ilen <= W, c, np.inf)
+        choice = np.argmin(cost, axis=0)
+        # merge partitions that save less than a launch is worth
+        cells_per_s = 5e12 / (2 if mode == "s16" else 1)
+        penalty = LAUNCH_PENALTY_S * cells_per_s
+        active = sorted(set(choice.tolist()))
+        while len(active) > 1:
+            totals = {k: cost[k, choice == k].sum() for k in active}
+            k = min(active, key=lambda x: totals[x])
+            others = [x for x in active if x != k]
+            sel = np.flatnonzero(choice == k)
+            sub = cost[others][:, sel]
+            alt = np.argmin(sub, axis=0)
+            delta = sub[alt, np.arange(len(sel))].sum() - totals[k]
+            if not np.isfinite(delta) or delta > penalty:
+                break
+            choice[sel] = np.array(others)[alt]
+            active = others
         parts = []
-        for ci, (G, R) in enumerate(self.configs):
-            sel = np.flatnonzero(which == ci)
-            if len(sel) == 0:
-                continue
+        for k in sorted(set(choice.tolist()), key=lambda x: -cost[x, choice == x].sum()):
+            G, R, m = cand[k]
+            sel = np.flatnonzero(choice == k)
             it = items[sel]
             il = ilen[sel]
             ppw = (G if SIM else WARP) // G
@@ -592,7 +681,7 @@ class GpuSearcher:
                 cuda.to_device(wnp), int(wnp.max()), cells,
                 int(self.lengths[it[it >= 0]].sum())))
         if subset is None:
-            self._parts[mode] = parts
+            self._parts[key] = parts
         return parts
 
     # -- per-search tables ------------------------------------------------
@@ -634,6 +723,8 @@ class GpuSearcher:
 
     # -- launching ---------------------------------------------------------
     def _launch(self, mode, parts, d_qoff, L, table):
+        from numba import cuda
+
         d_tbl, D, _, _ = table
         if mode == "s16":
             noe, nxt, neg = pack2(-self.oe, -self.oe), pack2(-self.gap_extend, -self.gap_extend), \
@@ -642,26 +733,34 @@ class GpuSearcher:
             noe, nxt, neg = -self.oe, -self.gap_extend, -self.oe
         tbl_n = int(d_tbl.shape[0])
         shmem = tbl_n * 4
+        if not SIM and self.streams is None:
+            self.streams = [cuda.stream() for _ in range(N_STREAMS)]
+        # launch geometry and temp slices (multi-pass partitions may run concurrently)
+        geo = []
+        n_multi = sum(1 for p in parts if p.max_passes > 1)
+        temp_words = 0
         for part in parts:
-            kern = get_kernel(mode, part.G, part.R, part.max_passes > 1)
             wsz = part.G if SIM else WARP
             block = part.G if SIM else max(self.block, WARP)
-            nthreads = part.n_wtasks * wsz
-            grid = -(-nthreads // block)
+            grid = -(-(part.n_wtasks * wsz) // block)
+            words = 0
             if part.max_passes > 1:
-                groups_limit = max(1, TEMP_LIMIT_BYTES // (8 * max(L, 1)))
+                groups_limit = max(1, TEMP_LIMIT_BYTES // (8 * max(L, 1) * n_multi))
                 grid = max(1, min(grid, groups_limit * part.G // block))
-                temp = self._temp_for(grid * (block // part.G) * 2 * L)
-            else:
-                temp = self._temp_for(1)
+                words = grid * (block // part.G) * 2 * L
+            geo.append((block, grid, temp_words, words))
+            temp_words += words
+        temp_all = self._temp_for(max(temp_words, 1))
+        for k, (part, (block, grid, off, words)) in enumerate(zip(parts, geo)):
+            kern = get_kernel(mode, part.G, part.R, part.max_passes > 1)
+            temp = temp_all[off: off + words] if words else temp_all
+            stream = 0 if SIM or self.record is not None else self.streams[k % len(self.streams)]
             if not SIM:
                 _ensure_shared(kern, shmem)
             if self.record is not None:
-                from numba import cuda
-
                 ev0, ev1 = cuda.event(), cuda.event()
                 ev0.record()
-            kern[grid, block, 0, shmem](
+            kern[grid, block, stream, shmem](
                 self.d_codes, self.d_starts, self.d_lens, part.items, part.n_items,
                 part.wnpass, part.n_wtasks, d_qoff, L, d_tbl, tbl_n, D,
                 noe, nxt, neg, self.d_scores, temp)
@@ -671,6 +770,8 @@ class GpuSearcher:
                 self.record.append((mode, part.G, part.R, part.max_passes, part.n_items,
                                     part.cells, part.residues,
                                     cuda.event_elapsed_time(ev0, ev1) / 1e3))
+        if not SIM and self.record is None and len(parts) > 1:
+            cuda.synchronize()
 
     def _qoff(self, q, table):
         from numba import cuda
@@ -696,7 +797,7 @@ class GpuSearcher:
             return 0
         mode = self.mode
         table = tables[mode]
-        self._launch(mode, self._partitions(mode), self._qoff(q, table), L, table)
+        self._launch(mode, self.plan(mode, L), self._qoff(q, table), L, table)
         if mode != "s16":
             return 0
         # pairs that may have overflowed 16 bits: re-score with 32-bit kernels
@@ -714,7 +815,7 @@ class GpuSearcher:
         t32 = tables.get("s32")
         if t32 is None:
             t32 = tables["s32"] = self._table("s32", tables["letters"])
-        parts = self._partitions("s32", subset=flagged)
+        parts = self.plan("s32", L, subset=flagged)
         self._launch("s32", parts, self._qoff(q, t32), L, t32)
         cuda.synchronize()
         return novf
@@ -755,6 +856,11 @@ class GpuSearcher:
         if qletters and max(qletters) >= self.matrix.shape[0]:
             raise ValueError("query codes exceed the matrix size")
         tables = {"letters": qletters, self.mode: self._table(self.mode, qletters)}
+        t0 = time.perf_counter()
+        qlens = np.diff(qoffs)
+        for L in sorted(set(int(x) for x in qlens if x > 0)):
+            self.plan(self.mode, L)  # cached per length bucket
+        self.plan_seconds = time.perf_counter() - t0
         qi_parts, si_parts, sc_parts = [], [], []
         self.timings = []
         for qi in range(nq):
