@@ -56,11 +56,13 @@ from numba import njit, prange
 
 from .kernels.cpu import _make_column_pass
 
-#: Pairs of one query aligned in lock-step by the forward pass (int32 lanes:
-#: one AVX2 register), and subject columns per pass over the query.
-ALN_LANES = 8
+#: Pairs of one query aligned in lock-step by the forward and reverse passes:
+#: one AVX2 register of int16 lanes (16), or of int32 lanes (8) where int16
+#: could overflow; and subject columns per pass over the query.
+ALN_LANES = 16
 ALN_COLS = 2
-_column_pass_track = _make_column_pass(ALN_LANES, ALN_COLS, True)
+_column_pass_track = _make_column_pass(None, ALN_COLS, True)
+_I16_MAX = 32767
 
 #: Most traceback cells (bytes) kept at once for one alignment; longer
 #: regions are traced back in row blocks with checkpoints.
@@ -148,12 +150,16 @@ def _forward_end(q, s, matrix, gap_open, gap_extend):
 
 @njit(cache=True, nogil=True, boundscheck=False)
 def _lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, reverse, ends_q,
-                ends_s, target, out_best, out_a, out_b):
-    """Forward or reverse score-only pass for up to ALN_LANES subjects of one query.
+                ends_s, target, out_best, out_a, out_b, probe):
+    """Forward or reverse score-only pass for up to L subjects of one query.
 
-    int32 SIMD lanes (exact).  Every column keeps its own best and the first
-    row reaching it; columns are merged in order with a strict comparison, so
-    each lane reports the first maximum in column-major order.
+    Lanes have the dtype of ``probe``: L = 16 int16 lanes or 8 int32 lanes
+    (one AVX2 register).  Returns False if an int16 lane may have overflowed
+    (a best score within max(matrix) of 32767, or a query longer than 32766);
+    the caller then reruns with int32 lanes, which are exact.  Every column
+    keeps its own best and the first row reaching it; columns are merged in
+    order with a strict comparison, so each lane reports the first maximum in
+    column-major order.
 
     Forward (``reverse`` False): local alignment of q with subject l; gives
     out_best[l] and the end (out_a[l], out_b[l]) = (query_end, subject_end).
@@ -166,7 +172,8 @@ def _lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, reverse
     (out_a[l], out_b[l]) = (query span, subject span) of the first one; stops
     once every lane has found its start.
     """
-    L = ALN_LANES
+    L = 32 // probe.itemsize
+    narrow = probe.itemsize == 2
     nsub = subjects.shape[0]
     na = matrix.shape[0]
     top = 0  # reverse: rows are q[top-1], q[top-2], ... after one dummy row
@@ -187,11 +194,13 @@ def _lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, reverse
             nl += 1
         qc[i] = slot[code]
     if reverse:
-        qc[0] = nl  # dummy row: never part of an alignment
+        qc[0] = nl  # dummy row 0 scores 0: its H stays 0 (its diagonal is 0)
         nl += 1
+    if narrow and m >= _I16_MAX:
+        return False
     # matT[c, a]: subject code c (or pad = na) against compact query letter a
     pad = min(0, matrix.min())
-    matT = np.full((na + 1, nl), -(1 << 20), dtype=np.int32)
+    matT = np.zeros((na + 1, nl), dtype=probe.dtype)
     for c in range(na):
         for x in range(na):
             if slot[x] >= 0:
@@ -208,16 +217,16 @@ def _lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, reverse
         ncols = max(ncols, lens[l])
     ncols = (ncols + ALN_COLS - 1) // ALN_COLS * ALN_COLS
     oe = gap_open + gap_extend
-    H = np.zeros(m * L, dtype=np.int32)  # H of the previous column (diagonals)
-    E = np.full(m * L, -oe, dtype=np.int32)
+    H = np.zeros(m * L, dtype=probe.dtype)  # H of the previous column (diagonals)
+    E = np.full(m * L, -oe, dtype=probe.dtype)
     if reverse:
         for l in range(nsub):  # the bonus, on the diagonal into the anchor cell
             H[(top - ends_q[l]) * L + l] = 1
     pstride = nl * L
-    prof = np.empty(ALN_COLS * pstride, dtype=np.int32)
-    bc = np.empty(ALN_COLS * L, dtype=np.int32)
-    ic = np.empty(ALN_COLS * L, dtype=np.int32)
-    G = np.zeros(L, dtype=np.int32)
+    prof = np.empty(ALN_COLS * pstride, dtype=probe.dtype)
+    bc = np.empty(ALN_COLS * L, dtype=probe.dtype)
+    ic = np.empty(ALN_COLS * L, dtype=probe.dtype)
+    G = np.zeros(L, dtype=np.int64)
     I = np.zeros(L, dtype=np.int64)
     J = np.zeros(L, dtype=np.int64)
     for j in range(0, ncols, ALN_COLS):
@@ -248,6 +257,11 @@ def _lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, reverse
                     done = False
             if done:
                 break
+    if narrow:
+        limit = _I16_MAX - max(0, matrix.max())
+        for l in range(nsub):
+            if G[l] >= limit:
+                return False
     for l in range(nsub):
         out_best[l] = G[l]
         if reverse:
@@ -256,6 +270,7 @@ def _lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, reverse
         else:
             out_a[l] = I[l] + 1 if G[l] > 0 else 0
             out_b[l] = J[l] + 1 if G[l] > 0 else 0
+    return True
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -451,6 +466,84 @@ def _locate(q, s, matrix, gap_open, gap_extend):
     return best, qe - a, qe, se - b, se
 
 
+@njit(cache=True, nogil=True, boundscheck=False)
+def _fits_int16(matrix, gap_open, gap_extend):
+    """Whether int16 lanes can hold every value below their overflow flag."""
+    return (gap_open + 2 * gap_extend <= 30000 and matrix.min() >= -30000
+            and 0 <= matrix.max() <= 1000)
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _locate_lanes(q, scodes, soff, subjects, matrix, gap_open, gap_extend, narrow_ok):
+    """(best, qs, qe, ss, se) per subject (rows), by the tie rules; up to ALN_LANES subjects.
+
+    int16 lanes first where they fit; any pass that may have overflowed is
+    redone with int32 lanes, 8 subjects at a time.
+    """
+    n = subjects.shape[0]
+    res = np.zeros((n, 5), dtype=np.int64)
+    p16 = np.zeros(1, dtype=np.int16)
+    p32 = np.zeros(1, dtype=np.int32)
+    best = np.zeros(ALN_LANES, dtype=np.int64)
+    qe = np.zeros(ALN_LANES, dtype=np.int64)
+    se = np.zeros(ALN_LANES, dtype=np.int64)
+    ok = False
+    if narrow_ok:
+        ok = _lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, False,
+                         qe, se, best, best, qe, se, p16)
+    if not ok:
+        for lo in range(0, n, 8):
+            hi = min(n, lo + 8)
+            _lanes_pass(q, scodes, soff, subjects[lo:hi], matrix, gap_open, gap_extend, False,
+                        qe, se, best, best[lo:], qe[lo:], se[lo:], p32)
+    live = 0
+    for l in range(n):
+        if best[l] > 0:
+            live += 1
+    if live == 0:
+        return res
+    rsub = np.empty(live, dtype=np.int64)
+    rqe = np.empty(live, dtype=np.int64)
+    rse = np.empty(live, dtype=np.int64)
+    rbest = np.empty(live, dtype=np.int64)
+    k = 0
+    for l in range(n):
+        if best[l] > 0:
+            rsub[k] = subjects[l]
+            rqe[k] = qe[l]
+            rse[k] = se[l]
+            rbest[k] = best[l]
+            k += 1
+    found = np.zeros(ALN_LANES, dtype=np.int64)
+    spa = np.zeros(ALN_LANES, dtype=np.int64)
+    spb = np.zeros(ALN_LANES, dtype=np.int64)
+    ok = False
+    if narrow_ok:
+        ok = _lanes_pass(q, scodes, soff, rsub, matrix, gap_open, gap_extend, True,
+                         rqe, rse, rbest, found, spa, spb, p16)
+    if not ok:
+        for lo in range(0, live, 8):
+            hi = min(live, lo + 8)
+            _lanes_pass(q, scodes, soff, rsub[lo:hi], matrix, gap_open, gap_extend, True,
+                        rqe[lo:hi], rse[lo:hi], rbest[lo:hi], found[lo:], spa[lo:], spb[lo:],
+                        p32)
+    for k in range(live):
+        if found[k] != rbest[k] + 1:  # cannot happen; the scalar pass to be safe
+            s = scodes[soff[rsub[k]]:soff[rsub[k] + 1]]
+            spa[k], spb[k] = _reverse_start(q, s, rqe[k], rse[k], rbest[k], matrix,
+                                            gap_open, gap_extend)
+    k = 0
+    for l in range(n):
+        res[l, 0] = best[l]
+        if best[l] > 0:
+            res[l, 1] = qe[l] - spa[k]
+            res[l, 2] = qe[l]
+            res[l, 3] = se[l] - spb[k]
+            res[l, 4] = se[l]
+            k += 1
+    return res
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
                  cell_limit, nchunks, perm, item_start):
@@ -462,12 +555,8 @@ def _align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_e
     n = qidx.shape[0]
     info = np.zeros((n, 6), dtype=np.int64)  # score, qs, qe, ss, se, n_ops
     nitems = item_start.shape[0] - 1
+    narrow_ok = _fits_int16(matrix, gap_open, gap_extend)
     for c in prange(nchunks):
-        best = np.zeros(ALN_LANES, dtype=np.int64)
-        qe = np.zeros(ALN_LANES, dtype=np.int64)
-        se = np.zeros(ALN_LANES, dtype=np.int64)
-        spa = np.zeros(ALN_LANES, dtype=np.int64)
-        spb = np.zeros(ALN_LANES, dtype=np.int64)
         for t in range(c, nitems, nchunks):
             ks = perm[item_start[t]:item_start[t + 1]]
             qi = qidx[ks[0]]
@@ -475,43 +564,11 @@ def _align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_e
             subjects = np.empty(ks.shape[0], dtype=np.int64)
             for l in range(ks.shape[0]):
                 subjects[l] = sidx[ks[l]]
-            _lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, False,
-                        qe, se, best, best, qe, se)
-            # reverse pass for the lanes that aligned at all
-            live = 0
+            res = _locate_lanes(q, scodes, soff, subjects, matrix, gap_open, gap_extend,
+                                narrow_ok)
             for l in range(ks.shape[0]):
-                if best[l] > 0:
-                    live += 1
-            rsub = np.empty(live, dtype=np.int64)
-            rqe = np.empty(live, dtype=np.int64)
-            rse = np.empty(live, dtype=np.int64)
-            rbest = np.empty(live, dtype=np.int64)
-            k = 0
-            for l in range(ks.shape[0]):
-                if best[l] > 0:
-                    rsub[k] = subjects[l]
-                    rqe[k] = qe[l]
-                    rse[k] = se[l]
-                    rbest[k] = best[l]
-                    k += 1
-            if live > 0:
-                found = np.zeros(ALN_LANES, dtype=np.int64)
-                _lanes_pass(q, scodes, soff, rsub, matrix, gap_open, gap_extend, True,
-                            rqe, rse, rbest, found, spa, spb)
-                for k in range(live):
-                    if found[k] != rbest[k] + 1:  # cannot happen; scalar pass to be safe
-                        s = scodes[soff[rsub[k]]:soff[rsub[k] + 1]]
-                        spa[k], spb[k] = _reverse_start(q, s, rqe[k], rse[k], rbest[k], matrix,
-                                                        gap_open, gap_extend)
-            k = 0
-            for l in range(ks.shape[0]):
-                info[ks[l], 0] = best[l]
-                if best[l] > 0:
-                    info[ks[l], 1] = qe[l] - spa[k]
-                    info[ks[l], 2] = qe[l]
-                    info[ks[l], 3] = se[l] - spb[k]
-                    info[ks[l], 4] = se[l]
-                    k += 1
+                for col in range(5):
+                    info[ks[l], col] = res[l, col]
     # room for the longest possible operation string of every pair
     room = np.zeros(n + 1, dtype=np.int64)
     for k in range(n):

@@ -139,24 +139,45 @@ def test_lane_passes_agree_with_scalar_passes():
             else:
                 subjects.append(rng.integers(0, 23, rng.integers(1, 90)).astype(np.uint8))
         subjects = [x if len(x) else q[:1].copy() for x in subjects]
-        codes = np.concatenate(subjects)
-        off = np.r_[0, np.cumsum([len(x) for x in subjects])].astype(np.int64)
-        n = len(subjects)
-        idx = np.arange(n, dtype=np.int64)
-        best, qe, se = (np.zeros(A.ALN_LANES, np.int64) for _ in range(3))
-        A._lanes_pass(q, codes, off, idx, s.matrix, go, ge, False, qe, se, best, best, qe, se)
-        live = np.flatnonzero(best[:n] > 0)
-        for k in range(n):
-            assert (best[k], qe[k], se[k]) == A._forward_end(q, subjects[k], s.matrix, go, ge)
-        if len(live) == 0:
-            continue
-        found, a, b = (np.zeros(A.ALN_LANES, np.int64) for _ in range(3))
-        A._lanes_pass(q, codes, off, idx[live], s.matrix, go, ge, True, qe[live].copy(),
-                      se[live].copy(), best[live].copy(), found, a, b)
-        for r, k in enumerate(live):
-            assert found[r] == best[k] + 1
-            assert (a[r], b[r]) == A._reverse_start(q, subjects[k], qe[k], se[k], best[k],
-                                                    s.matrix, go, ge)
+        for probe in (np.zeros(1, np.int16), np.zeros(1, np.int32)):
+            lanes = 32 // probe.itemsize
+            check_lane_passes(A, q, subjects[:lanes], s, go, ge, probe)
+
+
+def check_lane_passes(A, q, subjects, s, go, ge, probe):
+    codes = np.concatenate(subjects)
+    off = np.r_[0, np.cumsum([len(x) for x in subjects])].astype(np.int64)
+    n = len(subjects)
+    idx = np.arange(n, dtype=np.int64)
+    best, qe, se = (np.zeros(A.ALN_LANES, np.int64) for _ in range(3))
+    assert A._lanes_pass(q, codes, off, idx, s.matrix, go, ge, False, qe, se, best, best, qe,
+                         se, probe)
+    live = np.flatnonzero(best[:n] > 0)
+    for k in range(n):
+        assert (best[k], qe[k], se[k]) == A._forward_end(q, subjects[k], s.matrix, go, ge)
+    if len(live) == 0:
+        return
+    found, a, b = (np.zeros(A.ALN_LANES, np.int64) for _ in range(3))
+    assert A._lanes_pass(q, codes, off, idx[live], s.matrix, go, ge, True, qe[live].copy(),
+                         se[live].copy(), best[live].copy(), found, a, b, probe)
+    for r, k in enumerate(live):
+        assert found[r] == best[k] + 1
+        assert (a[r], b[r]) == A._reverse_start(q, subjects[k], qe[k], se[k], best[k],
+                                                s.matrix, go, ge)
+
+
+def test_int16_lanes_overflow_falls_back_to_int32():
+    """A self-alignment scoring far above 32767 comes out exact from align_many."""
+    s = scheme("BLOSUM62")
+    text = "W" * 3200 + "ACDEFGHIKLMNPQRSTVWY" * 20
+    seqs = s.encode(SequenceSet.from_pairs([("a", text), ("b", text[:3000]), ("c", "WWW")]))
+    got = align_many(seqs, seqs, [0, 0, 0], [0, 1, 2], s.matrix, 11, 1, threads=1)
+    piece = lambda i: seqs.codes[seqs.offsets[i]:seqs.offsets[i + 1]]  # noqa: E731
+    scores = cpu.score_all(seqs, seqs, s.matrix, 11, 1)
+    assert scores[0, 0] > 32767
+    for k, aln in enumerate(got):
+        check_alignment(aln, piece(0), piece(k), s, int(scores[0, k]))
+        assert aln == align_local(piece(0), piece(k), s.matrix, 11, 1)
 
 
 # ---------------------------------------------------------------------------

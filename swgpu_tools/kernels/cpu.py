@@ -138,6 +138,9 @@ def _splat(builder, value, vty):
 def _make_column_pass(lanes, cols, track):
     """Build an intrinsic computing ``cols`` DP columns for ``lanes`` subjects.
 
+    ``lanes=None``: as many lanes as fit one 256-bit register for the lane
+    type of the arrays (32 int8, 16 int16, 8 int32).
+
     ``_column_pass(q, prof, pstride, H, E, best, oe, ext)`` (track=False) and
     ``_column_pass(q, prof, pstride, H, E, bc, ic, oe, ext)`` (track=True).
 
@@ -171,6 +174,7 @@ def _make_column_pass(lanes, cols, track):
         if not isinstance(lane_arrays[0].dtype, types.Integer):
             return None
         bits = lane_arrays[0].dtype.bitwidth
+        nlanes = lanes if lanes is not None else 256 // bits
         sig = types.void(args[0], args[1], types.int64, *args[3:nargs - 2],
                          types.int64, types.int64)
 
@@ -182,15 +186,15 @@ def _make_column_pass(lanes, cols, track):
             ea = context.make_array(tys[4])(context, builder, cargs[4])
             i64 = ir.IntType(64)
             elt = ir.IntType(bits)
-            vty = ir.VectorType(elt, lanes)
+            vty = ir.VectorType(elt, nlanes)
             vptr = vty.as_pointer()
             align = bits // 8
             m = builder.extract_value(qa.shape, 0)
             oe_v = _splat(builder, builder.trunc(cargs[nargs - 2], elt), vty)
             ext_v = _splat(builder, builder.trunc(cargs[nargs - 1], elt), vty)
-            zero_v = ir.Constant(vty, [0] * lanes)
+            zero_v = ir.Constant(vty, [0] * nlanes)
             neg_oe = builder.sub(zero_v, oe_v)
-            pstride_v = builder.udiv(cargs[2], ir.Constant(i64, lanes))
+            pstride_v = builder.udiv(cargs[2], ir.Constant(i64, nlanes))
             pbase0 = builder.bitcast(pa.data, vptr)
             pbases = [builder.gep(pbase0, [builder.mul(pstride_v, ir.Constant(i64, c))])
                       for c in range(cols)]
@@ -284,7 +288,7 @@ def _make_column_pass(lanes, cols, track):
     else:
         def typer(typingctx, q, prof, pstride, H, E, best, oe, ext):
             return typer_impl((q, prof, pstride, H, E, best, oe, ext))
-    name = f"_column_pass_{lanes}x{cols}" + ("_track" if track else "")
+    name = f"_column_pass_{lanes or 'reg'}x{cols}" + ("_track" if track else "")
     typer.__name__ = typer.__qualname__ = name
     return intrinsic(typer)
 
