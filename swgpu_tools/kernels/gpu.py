@@ -70,7 +70,7 @@ MULTI_SHAPES = {"s16": ((4, 32), (8, 32), (16, 32)), "s32": ((8, 32), (32, 32))}
 #: with more registers per lane) and of multi-pass kernels; measured on an
 #: H100 (GPU-NOTES.md), used only to choose shapes.
 RATE_BY_R = {32: 1.0, 28: 0.99, 24: 0.98, 20: 0.96, 16: 0.94, 12: 0.9, 8: 0.8, 4: 0.6}
-RATE_MULTI = 0.88
+RATE_MULTI = 0.85
 #: Steps of fixed work per pass (loading subject letters, the final reduction).
 PASS_OVERHEAD_STEPS = 6
 #: A partition that would save less than this (seconds at ~5 T cells/s) is merged away.
@@ -235,7 +235,11 @@ def kernel_source(mode: str, G: int, R: int, sim: bool = SIM, multipass: bool = 
     w(f"    gw = int64(gtid // {wsz})")
     w(f"    nw = int64((int64(cuda.gridDim.x) * int64(bdim)) // {wsz})")
     if multipass:
-        w(f"    tbase = int32(int32(gtid // {G}) * int32(2 * L))  # < 2^31 (TEMP_LIMIT_BYTES)")
+        # temp layout: row-major over group slots, (H, E) interleaved, so the
+        # groups of a warp (all on the same row) touch consecutive words
+        w(f"    tslot = int32(gtid // {G})")
+        w(f"    tS2 = int32(2 * ((int64(cuda.gridDim.x) * int64(bdim)) // {G}))  # 2 x slots")
+        w("    tbase = int32(2 * tslot)  # + row * tS2; < 2^31 (TEMP_LIMIT_BYTES)")
     w("    zero = int32(0)")
     w(f"    nsteps = int32(L + {G - 1})")
     w("    wt = gw")
@@ -301,8 +305,9 @@ def kernel_source(mode: str, G: int, R: int, sim: bool = SIM, multipass: bool = 
         w("                    hin = hpre")
         w("                    ein = epre")
         w("                    if p > 0 and uint32(s + 1) < uint32(L):")
-        w("                        hpre = temp[uint32(tbase + 2 * s + 2)]")
-        w("                        epre = temp[uint32(tbase + 2 * s + 3)]")
+        w("                        tix = int32(tbase + (s + 1) * tS2)")
+        w("                        hpre = temp[uint32(tix)]")
+        w("                        epre = temp[uint32(tix + 1)]")
         w("                    else:")
         w("                        hpre = zero")
         w("                        epre = neg")
@@ -330,8 +335,9 @@ def kernel_source(mode: str, G: int, R: int, sim: bool = SIM, multipass: bool = 
     w("                eout = e")
     if multipass:
         w(f"                if lane == {G - 1} and p + 1 < npass and uint32(i) < uint32(L):")
-        w("                    temp[uint32(tbase + 2 * i)] = hlast")
-        w("                    temp[uint32(tbase + 2 * i + 1)] = eout")
+        w("                    tix = int32(tbase + i * tS2)")
+        w("                    temp[uint32(tix)] = hlast")
+        w("                    temp[uint32(tix + 1)] = eout")
     w("                qrow = qnext")
     w("                s = int32(s + 1)")
     w("            p = int32(p + 1)")
