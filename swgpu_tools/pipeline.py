@@ -20,7 +20,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from .backend import acquire_gpu, choose_backend
+from .backend import acquire_gpu, choose_backend, visible_gpus
 from .errors import InputError
 from .fasta import read_fasta
 from .scoring import ScoringScheme
@@ -52,6 +52,13 @@ def score(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme,
     """
     if top_k < 1:
         raise InputError(f"top_k must be at least 1, got {top_k}")
+    gpu_id = None
+    if backend != "cpu":
+        gpu_id = acquire_gpu(device, log=log)
+        if visible_gpus():
+            from .kernels import gpu as gpu_kernels
+
+            gpu_kernels.bind(gpu_id)  # before any CUDA context exists
     choice = choose_backend(backend)
     log(f"backend: {choice.name} ({choice.reason})")
     q_enc = scheme.encode(queries, "queries")
@@ -72,8 +79,8 @@ def score(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme,
     if choice.name == "gpu":
         from .kernels import gpu as kernels
 
-        kwargs["device"] = acquire_gpu(device, log=log)
-        log(f"using GPU {kwargs['device']}")
+        kwargs["device"] = gpu_id
+        log(f"using GPU {gpu_id}")
     else:
         from .kernels import cpu as kernels
     hits = kernels.search(q_enc, d_enc, scheme.matrix, scheme.gap_open, scheme.gap_extend,
