@@ -522,6 +522,12 @@ class GpuSearcher:
 
         if device is not None:
             bind(device)
+        try:  # small partitions are launched on purpose (several streams fill the GPU)
+            from numba.cuda import config as _ccfg
+
+            _ccfg.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+        except Exception:  # pragma: no cover - older numba-cuda
+            pass
         matrix = np.ascontiguousarray(matrix, dtype=np.int32)
         if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1] or not 0 < matrix.shape[0] <= 32:
             raise ValueError("matrix must be a square array of at most 32 x 32")
