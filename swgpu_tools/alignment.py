@@ -64,6 +64,14 @@ ALN_COLS = 2
 _column_pass_track = _make_column_pass(None, ALN_COLS, True)
 _I16_MAX = 32767
 
+#: Alignment modes (see the module doc) and the names the API accepts.
+MODE_LOCAL = 0
+MODE_GLOBAL = 1
+MODE_SEMIGLOBAL = 2
+MODES = ("local", "global", "semiglobal")
+_MODE_CODES = {"local": MODE_LOCAL, "global": MODE_GLOBAL, "semiglobal": MODE_SEMIGLOBAL,
+               "semi-global": MODE_SEMIGLOBAL, "glsearch": MODE_SEMIGLOBAL}
+
 #: Most traceback cells (bytes) kept at once for one alignment; longer
 #: regions are traced back in row blocks with checkpoints.
 TRACEBACK_CELL_LIMIT = 200_000_000
@@ -274,13 +282,15 @@ def _lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, reverse
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def _reverse_start(q, s, qe, se, best, matrix, gap_open, gap_extend):
+def _reverse_start(q, s, qe, se, best, matrix, gap_open, gap_extend, full_query=False):
     """Spans (a, b) of the alignment ending at (qe, se) with score ``best``.
 
     Global-at-the-end DP of q[:qe] reversed against s[:se] reversed, scanned
     column by column (subject span b outer, query span a inner); the first
     cell whose score is ``best``, i.e. the shortest subject span, then the
-    shortest query span (as :func:`_lanes_pass`).
+    shortest query span (as :func:`_lanes_pass`).  ``full_query`` (semi-global
+    mode): only cells with a == qe count (the whole query prefix is aligned),
+    from subject span 0 up: the shortest subject span.
     """
     oe = gap_open + gap_extend
     ext = gap_extend
@@ -289,6 +299,8 @@ def _reverse_start(q, s, qe, se, best, matrix, gap_open, gap_extend):
     G[0] = 0
     for a in range(1, qe + 1):
         G[a] = -(gap_open + a * gap_extend)
+    if full_query and G[qe] == best:
+        return qe, 0
     for b in range(1, se + 1):
         sc = s[se - b]
         diag = G[0]
@@ -307,9 +319,52 @@ def _reverse_start(q, s, qe, se, best, matrix, gap_open, gap_extend):
             G[a] = g
             E[a] = e
             g_up = g
-            if g == best:
+            if g == best and not full_query:
                 return a, b
+        if full_query and G[qe] == best:
+            return qe, b
     return -1, -1  # unreachable for a correct best
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _forward_end_semi(q, s, matrix, gap_open, gap_extend):
+    """(best, subject_end) of the best semi-global alignment (whole query, free subject ends).
+
+    Row 0 is 0 everywhere (a free subject prefix); the best of the last row,
+    first maximum (smallest subject end, 0 included: the whole query against
+    gaps).
+    """
+    m = q.shape[0]
+    n = s.shape[0]
+    oe = gap_open + gap_extend
+    ext = gap_extend
+    H = np.zeros(n + 1, dtype=np.int32)
+    F = np.full(n + 1, _NEG, dtype=np.int32)
+    for i in range(1, m + 1):
+        row = matrix[q[i - 1]]
+        diag = H[0]
+        h_left = -(gap_open + i * gap_extend)
+        H[0] = h_left
+        e = _NEG
+        for j in range(1, n + 1):
+            e = max(e - ext, h_left - oe)
+            f = max(F[j] - ext, H[j] - oe)
+            h = diag + row[s[j - 1]]
+            if e > h:
+                h = e
+            if f > h:
+                h = f
+            diag = H[j]
+            H[j] = h
+            F[j] = f
+            h_left = h
+    best = H[0]
+    bj = 0
+    for j in range(1, n + 1):
+        if H[j] > best:
+            best = H[j]
+            bj = j
+    return best, bj
 
 
 # ---------------------------------------------------------------------------
@@ -375,36 +430,121 @@ def _init_row0(n, gap_open, gap_extend, H, F):
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
+def _checkpoint_plan(m, n, cell_limit):
+    """(rows per direction-bit block, checkpoint levels d, checkpoints per level K).
+
+    Blocks of ``rb`` rows keep at most ``cell_limit`` direction bytes.  With
+    more than one block, checkpoint rows (H and F, 8 bytes a column) are kept
+    in d levels of at most K rows each (level l splits a level l-1 block into
+    K parts; the last level's parts are the bit blocks): the smallest d for
+    which d * K checkpoint rows fit in ``cell_limit`` bytes (K >= 2).
+    """
+    w = n + 1
+    rb = max(1, min(m, cell_limit // w))
+    nb = (m + rb - 1) // rb
+    if nb <= 1:
+        return max(1, m), 0, 1
+    rb = (m + nb - 1) // nb  # balance the blocks
+    d = 1
+    while True:
+        k = 2
+        p = 2 ** d
+        while p < nb:  # smallest k with k**d >= nb
+            k += 1
+            p = k ** d
+        if d * k * 8 * w <= cell_limit or k <= 2:
+            return rb, d, k
+        d += 1
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _load_block(p, jc, q, s, matrix, gap_open, gap_extend, sizes, d, K, ckH, ckF, base,
+                bits, H, F):
+    """Make ``bits`` hold the direction bits of the block containing DP row p + 1.
+
+    Only columns 0..jc are computed (a traceback at column jc never goes
+    right).  Checkpoint levels 1..d are refreshed top-down where the block
+    containing p changed (each block of each level is computed once per
+    traceback, as the traceback only goes up).  Returns the block's first row
+    r0 (its bits row k is DP row r0 + 1 + k).
+    """
+    m = q.shape[0]
+    w = jc + 1
+    sj = s[:jc]
+    Hj = H[:w]
+    Fj = F[:w]
+    nobits = np.empty((0, 0), dtype=np.uint8)
+    for lv in range(1, d + 1):
+        kp = (p - base[lv - 1]) // sizes[lv - 1]
+        r0 = base[lv - 1] + kp * sizes[lv - 1]
+        if base[lv] == r0:
+            continue
+        src = 0 if lv == 1 else (lv - 1) * K + kp
+        Hj[:] = ckH[src, :w]
+        Fj[:] = ckF[src, :w]
+        rend = min(m, r0 + sizes[lv - 1])
+        r = r0
+        k = 0
+        while True:
+            ckH[lv * K + k, :w] = Hj
+            ckF[lv * K + k, :w] = Fj
+            if r + sizes[lv] >= rend:
+                break
+            _fill_rows(q, sj, r, r + sizes[lv], Hj, Fj, nobits, matrix, gap_open, gap_extend)
+            r += sizes[lv]
+            k += 1
+        base[lv] = r0
+        for l2 in range(lv + 1, d + 1):
+            base[l2] = -1
+    kp = (p - base[d]) // sizes[d]
+    r0 = base[d] + kp * sizes[d]
+    src = 0 if d == 0 else d * K + kp
+    Hj[:] = ckH[src, :w]
+    Fj[:] = ckF[src, :w]
+    _fill_rows(q, sj, r0, min(m, r0 + sizes[d]), Hj, Fj, bits, matrix, gap_open, gap_extend)
+    return r0
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
 def _traceback(q, s, matrix, gap_open, gap_extend, cell_limit, ops):
     """Global alignment of segments q, s; ops written backwards into ``ops``.
 
     Returns (score, number of ops); the ops are ops[len(ops) - count:].
+    Memory: at most ``cell_limit`` direction bytes plus the checkpoint rows of
+    :func:`_checkpoint_plan` (at most about ``cell_limit`` bytes more, and at
+    least 2 rows a level), whatever the lengths: DP rows are recomputed from
+    checkpoints, (d + 1) passes over the matrix at most.
     """
     m = q.shape[0]
     n = s.shape[0]
+    pos = ops.shape[0]
+    if m == 0 or n == 0:
+        for _ in range(n):
+            pos -= 1
+            ops[pos] = _OP_D
+        for _ in range(m):
+            pos -= 1
+            ops[pos] = _OP_I
+        k = m + n
+        return (-(gap_open + k * gap_extend) if k > 0 else 0), k
+    rb, d, K = _checkpoint_plan(m, n, cell_limit)
+    sizes = np.empty(d + 1, dtype=np.int64)
+    sizes[d] = rb
+    for lv in range(d - 1, -1, -1):
+        sizes[lv] = sizes[lv + 1] * K
+    ckH = np.empty(((d + 1) * K if d > 0 else 1, n + 1), dtype=np.int32)
+    ckF = np.empty_like(ckH)
     H = np.empty(n + 1, dtype=np.int32)
     F = np.empty(n + 1, dtype=np.int32)
-    rows = max(1, min(m, cell_limit // (n + 1)))
-    nblocks = (m + rows - 1) // rows
-    # checkpoints: DP row at the start of each block (row b*rows)
-    nck = nblocks if nblocks > 1 else 0
-    ckH = np.empty((nck, n + 1), dtype=np.int32)
-    ckF = np.empty((nck, n + 1), dtype=np.int32)
-    bits = np.empty((rows, n + 1), dtype=np.uint8)
     _init_row0(n, gap_open, gap_extend, H, F)
-    if nblocks == 1:
-        _fill_rows(q, s, 0, m, H, F, bits, matrix, gap_open, gap_extend)
-        loaded = 0  # block whose bits are in ``bits``
-    else:
-        nobits = np.empty((0, 0), dtype=np.uint8)
-        for blk in range(nblocks):
-            ckH[blk] = H
-            ckF[blk] = F
-            _fill_rows(q, s, blk * rows, min(m, (blk + 1) * rows), H, F, nobits, matrix,
-                       gap_open, gap_extend)
-        loaded = -1
-    score = H[n]
-    pos = ops.shape[0]
+    ckH[0] = H
+    ckF[0] = F
+    base = np.full(d + 1, -1, dtype=np.int64)
+    base[0] = 0
+    bits = np.empty((rb, n + 1), dtype=np.uint8)
+    loaded = _load_block(m - 1, n, q, s, matrix, gap_open, gap_extend, sizes, d, K, ckH, ckF,
+                         base, bits, H, F)
+    score = H[n]  # the block holding the last row was computed over all columns
     i = m
     j = n
     state = 0  # 0: H, 1: E (op D), 2: F (op I)
@@ -419,14 +559,10 @@ def _traceback(q, s, matrix, gap_open, gap_extend, cell_limit, ops):
             ops[pos] = _OP_I
             i -= 1
             continue
-        blk = (i - 1) // rows
-        r0 = blk * rows
-        if blk != loaded:
-            H[:] = ckH[blk]
-            F[:] = ckF[blk]
-            _fill_rows(q, s, r0, min(m, r0 + rows), H, F, bits, matrix, gap_open, gap_extend)
-            loaded = blk
-        t = bits[i - r0 - 1, j]
+        if i - 1 < loaded:
+            loaded = _load_block(i - 1, j, q, s, matrix, gap_open, gap_extend, sizes, d, K,
+                                 ckH, ckF, base, bits, H, F)
+        t = bits[i - loaded - 1, j]
         if state == 0:
             src = t & _H_MASK
             if src == _H_DIAG:
@@ -457,9 +593,33 @@ def _traceback(q, s, matrix, gap_open, gap_extend, cell_limit, ops):
 # one pair, many pairs
 # ---------------------------------------------------------------------------
 @njit(cache=True, nogil=True, boundscheck=False)
-def _locate(q, s, matrix, gap_open, gap_extend):
-    """(best, query_start, query_end, subject_start, subject_end) by the tie rules."""
+def _locate(q, s, matrix, gap_open, gap_extend, mode=MODE_LOCAL):
+    """(best, query_start, query_end, subject_start, subject_end) by the tie rules.
+
+    Global mode: the whole rectangle, best unknown (0) until the traceback.
+    """
+    if mode == MODE_GLOBAL:
+        return 0, 0, q.shape[0], 0, s.shape[0]
+    if mode == MODE_SEMIGLOBAL:
+        best, se = _forward_end_semi(q, s, matrix, gap_open, gap_extend)
+        qe = q.shape[0]
+        a, b = _reverse_start(q, s, qe, se, best, matrix, gap_open, gap_extend, True)
+        return best, 0, qe, se - b, se
     best, qe, se = _forward_end(q, s, matrix, gap_open, gap_extend)
+    if best <= 0:
+        return 0, 0, 0, 0, 0
+    a, b = _reverse_start(q, s, qe, se, best, matrix, gap_open, gap_extend)
+    return best, qe - a, qe, se - b, se
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _start_from_end(q, s, best, qe, se, matrix, gap_open, gap_extend, mode):
+    """Like :func:`_locate` from a known (best, query end, subject end)."""
+    if mode == MODE_GLOBAL:
+        return 0, 0, q.shape[0], 0, s.shape[0]
+    if mode == MODE_SEMIGLOBAL:
+        a, b = _reverse_start(q, s, qe, se, best, matrix, gap_open, gap_extend, True)
+        return best, 0, qe, se - b, se
     if best <= 0:
         return 0, 0, 0, 0, 0
     a, b = _reverse_start(q, s, qe, se, best, matrix, gap_open, gap_extend)
@@ -546,29 +706,50 @@ def _locate_lanes(q, scodes, soff, subjects, matrix, gap_open, gap_extend, narro
 
 @njit(cache=True, nogil=True, parallel=True)
 def _align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                 cell_limit, nchunks, perm, item_start):
-    """Align pairs (qidx[k], sidx[k]).
+                 cell_limit, nchunks, perm, item_start, mode, ends):
+    """Align pairs (qidx[k], sidx[k]) in ``mode``.
 
-    perm/item_start: work items of the forward pass, pairs
+    perm/item_start: work items of the local forward pass, pairs
     perm[item_start[t]:item_start[t + 1]] share one query (at most ALN_LANES).
+    ends: (n, 3) int64 (best, query_end, subject_end) per pair from an
+    external forward pass (the GPU hook, see :func:`align_pairs`), or (0, 3).
     """
     n = qidx.shape[0]
     info = np.zeros((n, 6), dtype=np.int64)  # score, qs, qe, ss, se, n_ops
     nitems = item_start.shape[0] - 1
     narrow_ok = _fits_int16(matrix, gap_open, gap_extend)
-    for c in prange(nchunks):
-        for t in range(c, nitems, nchunks):
-            ks = perm[item_start[t]:item_start[t + 1]]
-            qi = qidx[ks[0]]
-            q = qcodes[qoff[qi]:qoff[qi + 1]]
-            subjects = np.empty(ks.shape[0], dtype=np.int64)
-            for l in range(ks.shape[0]):
-                subjects[l] = sidx[ks[l]]
-            res = _locate_lanes(q, scodes, soff, subjects, matrix, gap_open, gap_extend,
-                                narrow_ok)
-            for l in range(ks.shape[0]):
-                for col in range(5):
-                    info[ks[l], col] = res[l, col]
+    if ends.shape[0] == n or mode != MODE_LOCAL:
+        # one pair at a time: global (nothing to locate), semi-global (scalar
+        # passes) or ends given (reverse pass only)
+        given = ends.shape[0] == n
+        for c in prange(nchunks):
+            for k in range(c, n, nchunks):
+                q = qcodes[qoff[qidx[k]]:qoff[qidx[k] + 1]]
+                s = scodes[soff[sidx[k]]:soff[sidx[k] + 1]]
+                if given:
+                    r = _start_from_end(q, s, ends[k, 0], ends[k, 1], ends[k, 2], matrix,
+                                        gap_open, gap_extend, mode)
+                else:
+                    r = _locate(q, s, matrix, gap_open, gap_extend, mode)
+                info[k, 0] = r[0]
+                info[k, 1] = r[1]
+                info[k, 2] = r[2]
+                info[k, 3] = r[3]
+                info[k, 4] = r[4]
+    else:
+        for c in prange(nchunks):
+            for t in range(c, nitems, nchunks):
+                ks = perm[item_start[t]:item_start[t + 1]]
+                qi = qidx[ks[0]]
+                q = qcodes[qoff[qi]:qoff[qi + 1]]
+                subjects = np.empty(ks.shape[0], dtype=np.int64)
+                for l in range(ks.shape[0]):
+                    subjects[l] = sidx[ks[l]]
+                res = _locate_lanes(q, scodes, soff, subjects, matrix, gap_open, gap_extend,
+                                    narrow_ok)
+                for l in range(ks.shape[0]):
+                    for col in range(5):
+                        info[ks[l], col] = res[l, col]
     # room for the longest possible operation string of every pair
     room = np.zeros(n + 1, dtype=np.int64)
     for k in range(n):
@@ -576,15 +757,24 @@ def _align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_e
     ops = np.zeros(room[n], dtype=np.uint8)
     for c in prange(nchunks):
         for k in range(c, n, nchunks):
-            if info[k, 0] > 0:
+            if info[k, 0] > 0 or mode != MODE_LOCAL:
                 q = qcodes[qoff[qidx[k]] + info[k, 1]:qoff[qidx[k]] + info[k, 2]]
                 s = scodes[soff[sidx[k]] + info[k, 3]:soff[sidx[k]] + info[k, 4]]
                 score, count = _traceback(q, s, matrix, gap_open, gap_extend, cell_limit,
                                           ops[room[k]:room[k + 1]])
                 info[k, 5] = count
-                if score != info[k, 0]:
+                if mode == MODE_GLOBAL:
+                    info[k, 0] = score
+                elif score != info[k, 0]:
                     info[k, 5] = -1  # must not happen; reported by the caller
     return info, ops, room
+
+
+def _mode_code(mode) -> int:
+    try:
+        return _MODE_CODES[str(mode).lower()]
+    except KeyError:
+        raise ValueError(f"unknown alignment mode {mode!r}; use one of {', '.join(MODES)}") from None
 
 
 def _check_params(matrix, gap_open, gap_extend):
@@ -597,6 +787,15 @@ def _check_params(matrix, gap_open, gap_extend):
     return matrix, gap_open, gap_extend
 
 
+def _check_range(longest_pair, matrix, gap_open, gap_extend):
+    """int32 DP values must stay far from _NEG (and from int32's limits)."""
+    worst = int(np.abs(matrix).max(initial=0)) + gap_open + gap_extend
+    if longest_pair * worst >= (1 << 29):
+        raise ValueError(
+            f"scores of a pair of {longest_pair:,} residues in all could exceed the 32-bit "
+            f"range with these costs")
+
+
 def _results(info, ops, room):
     out = []
     for k in range(info.shape[0]):
@@ -607,43 +806,75 @@ def _results(info, ops, room):
     return out
 
 
-def align_local(query_codes: np.ndarray, subject_codes: np.ndarray, matrix,
-                gap_open: int, gap_extend: int, *, cell_limit: int = TRACEBACK_CELL_LIMIT
-                ) -> Alignment:
-    """Best local alignment of two code arrays (uint8 matrix codes); see the module doc."""
+def align(query_codes: np.ndarray, subject_codes: np.ndarray, matrix, gap_open: int,
+          gap_extend: int, *, mode: str = "local", cell_limit: int = TRACEBACK_CELL_LIMIT
+          ) -> Alignment:
+    """Best alignment of two code arrays (uint8 matrix codes) in ``mode``.
+
+    mode: ``"local"`` (Smith-Waterman), ``"global"`` (Needleman-Wunsch) or
+    ``"semiglobal"`` (the whole query against any part of the subject, as
+    SSEARCH's glsearch).  Tie rules: see the module doc.  cell_limit: direction
+    bytes kept at once before rows are recomputed from checkpoints.
+    """
+    code = _mode_code(mode)
     matrix, gap_open, gap_extend = _check_params(matrix, gap_open, gap_extend)
     q = np.ascontiguousarray(query_codes, dtype=np.uint8)
     s = np.ascontiguousarray(subject_codes, dtype=np.uint8)
-    best, qs, qe, ss, se = _locate(q, s, matrix, gap_open, gap_extend)
-    if best <= 0:
+    _check_range(len(q) + len(s), matrix, gap_open, gap_extend)
+    best, qs, qe, ss, se = _locate(q, s, matrix, gap_open, gap_extend, code)
+    if code == MODE_LOCAL and best <= 0:
         return Alignment(0, 0, 0, 0, 0, b"")
     ops = np.zeros((qe - qs) + (se - ss), dtype=np.uint8)
     score, count = _traceback(q[qs:qe], s[ss:se], matrix, gap_open, gap_extend,
                               max(1, int(cell_limit)), ops)
-    if score != best:
+    if code == MODE_GLOBAL:
+        best = score
+    elif score != best:
         raise AssertionError(f"traceback score {score} != best {best}")
     return Alignment(int(best), int(qs), int(qe), int(ss), int(se), ops[len(ops) - count:].tobytes())
 
 
+def align_local(query_codes: np.ndarray, subject_codes: np.ndarray, matrix,
+                gap_open: int, gap_extend: int, *, cell_limit: int = TRACEBACK_CELL_LIMIT
+                ) -> Alignment:
+    """Best local alignment of two code arrays (uint8 matrix codes); see the module doc."""
+    return align(query_codes, subject_codes, matrix, gap_open, gap_extend, mode="local",
+                 cell_limit=cell_limit)
+
+
 def align_many(queries, database, query_index, subject_index, matrix, gap_open: int,
                gap_extend: int, threads: int | None = None, *,
-               cell_limit: int | None = None) -> list[Alignment]:
+               cell_limit: int | None = None, mode: str = "local", ends=None
+               ) -> list[Alignment]:
     """Align the pairs (queries[query_index[k]], database[subject_index[k]]) in parallel.
 
     queries, database: :class:`~swgpu_tools.sequences.EncodedSequences`.
     threads: Numba threads to use (default: the current setting).
     cell_limit: traceback bytes per alignment before checkpointing (default
     :data:`TRACEBACK_CELL_LIMIT` divided among the threads).
+    mode, ends: as in :func:`align_pairs`.
     Returns one :class:`Alignment` per pair, in input order.
     """
     return _align_arrays(queries.codes, queries.offsets, database.codes, database.offsets,
                          query_index, subject_index, matrix, gap_open, gap_extend,
-                         threads, cell_limit)
+                         threads, cell_limit, mode, ends)
 
 
 def align_pairs(pairs, matrix, gap_open: int, gap_extend: int, threads: int | None = None,
-                *, cell_limit: int | None = None) -> list[Alignment]:
-    """Align ``(query_codes, subject_codes)`` pairs in parallel (see :func:`align_many`)."""
+                *, cell_limit: int | None = None, mode: str = "local", ends=None
+                ) -> list[Alignment]:
+    """Align ``(query_codes, subject_codes)`` pairs in parallel (see :func:`align_many`).
+
+    mode: ``"local"``, ``"global"`` or ``"semiglobal"`` (see :func:`align`).
+
+    ends (the hook for an external, e.g. GPU, forward pass; not used by this
+    package yet): an (n, 3) integer array of (best score, query end, subject
+    end) per pair, ends exclusive, as the forward pass would find them (the
+    tie rules of the module doc).  The CPU forward pass is then skipped; the
+    reverse pass and the traceback still run here.  Local and semi-global
+    modes only (global mode has no forward pass); for semi-global the query
+    end is the query length.
+    """
     pairs = list(pairs)
     qs = [np.ascontiguousarray(p[0], dtype=np.uint8) for p in pairs]
     ss = [np.ascontiguousarray(p[1], dtype=np.uint8) for p in pairs]
@@ -658,13 +889,14 @@ def align_pairs(pairs, matrix, gap_open: int, gap_extend: int, threads: int | No
     sc, so = pack(ss)
     idx = np.arange(len(pairs), dtype=np.int64)
     return _align_arrays(qc, qo, sc, so, idx, idx, matrix, gap_open, gap_extend,
-                         threads, cell_limit)
+                         threads, cell_limit, mode, ends)
 
 
 def _align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                  threads, cell_limit):
+                  threads, cell_limit, mode="local", ends=None):
     import numba
 
+    code = _mode_code(mode)
     matrix, gap_open, gap_extend = _check_params(matrix, gap_open, gap_extend)
     qidx = np.ascontiguousarray(qidx, dtype=np.int64)
     sidx = np.ascontiguousarray(sidx, dtype=np.int64)
@@ -674,6 +906,17 @@ def _align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_
         raise ValueError("query_index and subject_index must have the same length")
     if len(qidx) == 0:
         return []
+    if ends is None:
+        ends = np.zeros((0, 3), dtype=np.int64)
+    else:
+        ends = np.ascontiguousarray(ends, dtype=np.int64)
+        if code == MODE_GLOBAL:
+            raise ValueError("ends are for local and semi-global modes only")
+        if ends.shape != (len(qidx), 3):
+            raise ValueError(f"ends must have shape ({len(qidx)}, 3), got {ends.shape}")
+    qlen = qoff[qidx + 1] - qoff[qidx]
+    slen = soff[sidx + 1] - soff[sidx]
+    _check_range(int((qlen + slen).max()), matrix, gap_open, gap_extend)
     previous = numba.get_num_threads()
     nthreads = previous if threads is None else max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))
     if cell_limit is None:
@@ -681,8 +924,7 @@ def _align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_
     try:
         numba.set_num_threads(nthreads)
         nchunks = max(1, min(len(qidx), 4 * nthreads))
-        # forward-pass work items: pairs of one query, similar subject lengths
-        slen = soff[sidx + 1] - soff[sidx]
+        # local forward-pass work items: pairs of one query, similar subject lengths
         perm = np.lexsort((-slen, qidx)).astype(np.int64)
         new_query = np.flatnonzero(np.diff(qidx[perm])) + 1
         bounds = [0]
@@ -691,10 +933,10 @@ def _align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_
             bounds.append(int(hi))
         item_start = np.asarray(bounds, dtype=np.int64)
         info, ops, room = _align_batch(
-            np.ascontiguousarray(qcodes, dtype=np.uint8), np.ascontiguousarray(qoff, dtype=np.int64),
-            np.ascontiguousarray(scodes, dtype=np.uint8), np.ascontiguousarray(soff, dtype=np.int64),
-            qidx, sidx, matrix, gap_open, gap_extend, int(cell_limit), nchunks, perm,
-            item_start)
+            np.ascontiguousarray(qcodes, dtype=np.uint8), qoff,
+            np.ascontiguousarray(scodes, dtype=np.uint8), soff,
+            qidx, sidx, matrix, gap_open, gap_extend, max(1, int(cell_limit)), nchunks, perm,
+            item_start, code, ends)
     finally:
         numba.set_num_threads(previous)
     return _results(info, ops, room)
