@@ -44,6 +44,53 @@ def _add_selection(p: argparse.ArgumentParser, evalue: bool = True) -> None:
                        help="keep hits with E-value <= E (default: %(default)s)")
 
 
+ALIGN_DESCRIPTION = """\
+Align given pairs of sequences (protein or DNA) with full traceback and write
+one TSV row per pair.
+
+Pairs input: either two FASTA files aligned record by record (record k of
+QUERIES with record k of SUBJECTS; both files must have the same number of
+records), or one interleaved FASTA file (records 1+2 are pair 1, 3+4 pair 2,
+...; the first of each two is the query).  Plain or gzip; ids may repeat.
+
+Modes (--mode):
+  local       Smith-Waterman: the best-scoring pair of segments (score >= 0).
+  global      Needleman-Wunsch: both sequences aligned end to end.
+  semiglobal  the whole query against any part of the subject: gaps at the
+              ends of the subject are free, as in SSEARCH's glsearch.
+
+Scoring: a substitution matrix (--matrix, any name Biopython ships: BLOSUM62,
+PAM30, NUC.4.4, BLASTN, ...), or --match/--mismatch scores (Biopython
+PairwiseAligner's match_score/mismatch_score) over all letters, with an
+optional --wildcard letter (e.g. N) that scores 0: identical letters score
+--match, as in Biopython (so U against T is a mismatch there; nucleotide
+matrices score U as T).  DNA letters: A C G T U and the IUPAC ambiguity codes
+(R Y S W K M B D H V N).
+Gap costs follow BLAST: a gap of k residues costs GAP_OPEN + k * GAP_EXTEND;
+linear gaps are --gap-open 0.  Examples: BLASTN's +2/-3 with 5/2 is
+  --match 2 --mismatch -3 --gap-open 5 --gap-extend 2
+and +1/-1 with a cost of 2 per gap residue is
+  --match 1 --mismatch -1 --gap-open 0 --gap-extend 2
+(Biopython's open_gap_score is -(GAP_OPEN + GAP_EXTEND), its extend_gap_score
+-GAP_EXTEND.)
+
+Ties between optimal alignments: local: the smallest subject end, then the
+smallest query end; then the shortest subject span, then the shortest query
+span; semiglobal: the smallest subject end, then the shortest subject span;
+inside that region (and in global mode) the traceback from the end prefers a
+diagonal step to a subject-residue gap (D) to a query-residue gap (I), and
+ends a gap as soon as that is optimal.
+
+Output columns: qseqid sseqid score qstart qend sstart send (1-based,
+inclusive; 0 0 for an empty range) qlen slen length identities pident cigar
+(=, X, I, D; * if empty), and with --aligned-strings qaln saln.  The file is
+written atomically (complete or not at all).  Traceback keeps at most
+--max-traceback-bytes of direction bits per alignment (default 200 MB divided
+among the threads) and recomputes rows from checkpoints beyond that, so any
+length runs in bounded memory.
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="swgpu",
@@ -102,6 +149,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads (default: all)")
     _add_scoring(p)
 
+    p = sub.add_parser("align", help="align given pairs (local, global or semi-global) with traceback",
+                       description=ALIGN_DESCRIPTION,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("queries", metavar="QUERIES",
+                   help="FASTA of the queries, or an interleaved pairs FASTA when SUBJECTS is not given")
+    p.add_argument("subjects", metavar="SUBJECTS", nargs="?", default=None,
+                   help="FASTA of the subjects, record by record with QUERIES")
+    p.add_argument("--out", required=True, help="output TSV")
+    p.add_argument("--mode", choices=["local", "global", "semiglobal"], default="local",
+                   help="alignment mode (default: %(default)s)")
+    p.add_argument("--aligned-strings", action="store_true",
+                   help="add the aligned rows (qaln, saln) to the output")
+    g = p.add_argument_group("scoring")
+    g.add_argument("--matrix", default=None,
+                   help="substitution matrix, any name Bio.Align.substitution_matrices.load "
+                        "accepts (default: BLOSUM62 unless --match/--mismatch are given)")
+    g.add_argument("--match", type=int, default=None, metavar="N",
+                   help="score of two identical letters (with --mismatch, instead of a matrix)")
+    g.add_argument("--mismatch", type=int, default=None, metavar="N",
+                   help="score of two different letters, e.g. -1")
+    g.add_argument("--wildcard", default=None, metavar="LETTER",
+                   help="with --match/--mismatch: a letter that scores 0 against anything (e.g. N)")
+    g.add_argument("--gap-open", type=int, default=11, metavar="N",
+                   help="gap open cost; a gap of length k costs N + k*gap_extend (default: %(default)s)")
+    g.add_argument("--gap-extend", type=int, default=1, metavar="N",
+                   help="gap extension cost per residue (default: %(default)s)")
+    g = p.add_argument_group("compute")
+    g.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="CPU threads (default: all cores)")
+    g.add_argument("--max-traceback-bytes", type=int, default=None, metavar="N",
+                   help="direction bytes kept per alignment before checkpointing "
+                        "(default: 200000000 divided among the threads)")
+
     sub.add_parser("backend", help="say which scoring backend would be used, and why",
                    description="Report whether a GPU is usable and which backend 'auto' picks.")
     return parser
@@ -135,6 +215,26 @@ def run(args) -> int:
     elif args.command == "traceback":
         pipeline.traceback_hits(args.hits, args.queries, args.shards, args.out, _scheme(args),
                                 args.threads, log)
+    elif args.command == "align":
+        from .pairs import align_pair_files
+        from .scoring import ScoringScheme
+
+        if args.match is not None or args.mismatch is not None:
+            if args.matrix is not None:
+                raise InputError("give either --matrix or --match/--mismatch, not both")
+            scheme = ScoringScheme(gap_open=args.gap_open, gap_extend=args.gap_extend,
+                                   match=args.match, mismatch=args.mismatch,
+                                   wildcard=args.wildcard)
+        else:
+            if args.wildcard is not None:
+                raise InputError("--wildcard goes with --match/--mismatch")
+            scheme = ScoringScheme(args.matrix or "BLOSUM62", args.gap_open, args.gap_extend)
+        if args.threads is not None and args.threads < 1:
+            raise InputError(f"--threads must be at least 1, got {args.threads}")
+        if args.max_traceback_bytes is not None and args.max_traceback_bytes < 1:
+            raise InputError(f"--max-traceback-bytes must be positive, got {args.max_traceback_bytes}")
+        align_pair_files(args.queries, args.subjects, args.out, scheme, args.mode, args.threads,
+                         args.aligned_strings, args.max_traceback_bytes, log)
     elif args.command == "backend":
         from .backend import choose_backend, gpu_status
 
