@@ -63,3 +63,5 @@ onsuccess:
         f"  hits:       {Path('results/hits.tsv').resolve()}\n"
         f"  alignments: {Path('results/alignments.tsv').resolve()}"
     )
+    for line in scoring_backends_used():
+        print(f"  scoring:    {line}")

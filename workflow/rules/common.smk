@@ -3,6 +3,7 @@
 # Functions only; no rules here (snakemake --lint wants them apart).
 
 import os
+from pathlib import Path
 import shlex
 import shutil
 import subprocess
@@ -100,3 +101,15 @@ def scoring_uses_gpu():
 
 #: GPUs each score_shard job takes: 1 on a GPU, else 0.
 SCORE_GPUS = 1 if scoring_uses_gpu() else 0
+
+
+def scoring_backends_used():
+    """The distinct "backend: ..." lines of the scoring logs (what ran where, and why)."""
+    seen = []
+    for log in sorted(Path("results/logs/score_shard").glob("*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            if "] backend: " in line:
+                text = line.split("] backend: ", 1)[1]
+                if text not in seen:
+                    seen.append(text)
+    return seen
