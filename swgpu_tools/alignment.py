@@ -1,4 +1,4 @@
-"""Pairwise alignment with traceback (CPU).
+"""Pairwise alignment with traceback (CPU): local, global and semi-global.
 
 :class:`Alignment` is what every traceback returns and what the output tables
 are written from.  Coordinates are 0-based, end-exclusive; the tables convert
@@ -6,46 +6,75 @@ them to BLAST's 1-based inclusive form.
 
 Scoring is the one of the kernels (:mod:`swgpu_tools.kernels`): substitution
 matrix plus BLAST-style affine gaps, a gap of k residues costing
-``gap_open + k * gap_extend``.  The score of an alignment returned here equals
-the kernel score of the pair.
+``gap_open + k * gap_extend`` (linear gaps: ``gap_open = 0``).  The score of a
+local alignment returned here equals the kernel score of the pair.
 
-How an alignment is found (:func:`align_local`)
------------------------------------------------
-1. Forward score-only pass over the whole matrix (linear memory): the best
-   score and its end cell.  **Tie rule for the end:** the first maximum in
-   column-major order, i.e. the smallest subject end, then the smallest query
-   end.  (:func:`align_many` runs this pass for ALN_LANES subjects of one
-   query at once in int32 SIMD lanes; :func:`align_local` runs scalar
-   versions of passes 1 and 2; both follow the same tie rules.)
-2. Reverse score-only pass from that end cell (linear memory, stops early):
-   alignments of the reversed prefixes anchored at the end cell; the first
-   cell, in column-major order of (subject span, query span), whose score
-   equals the best gives the start.  **Tie rule for the start:** among the
-   optimal alignments ending at that end cell, the shortest subject span,
-   then the shortest query span (largest subject_start, then largest
-   query_start).  (:func:`align_many` runs this pass in SIMD lanes too: a
-   local alignment of the reversed prefixes with a bonus of 1 on the anchor
-   cell, see :func:`_lanes_pass`.)
+Modes (``mode=``; :data:`MODES`)
+--------------------------------
+* ``"local"`` (Smith-Waterman): the best-scoring pair of segments; score >= 0.
+* ``"global"`` (Needleman-Wunsch): both sequences end to end.
+* ``"semiglobal"``: the whole query against any part of the subject (gaps at
+  both ends of the subject are free), as SSEARCH's glsearch; in Biopython
+  terms a global PairwiseAligner with ``end_deletion_score = 0`` and the
+  subject as target.
+
+Every mode has the same three steps; only the region differs.
+
+How an alignment is found (:func:`align`)
+-----------------------------------------
+1. Locate the end.  Local: forward score-only pass over the whole matrix
+   (linear memory): the best score and its end cell.  **Tie rule for the
+   end:** the first maximum in column-major order, i.e. the smallest subject
+   end, then the smallest query end.  (:func:`align_many` runs this pass for
+   ALN_LANES subjects of one query at once in SIMD lanes; :func:`align` runs
+   scalar versions of passes 1 and 2; both follow the same tie rules.)
+   Semi-global: a scalar forward pass whose row 0 is 0 (free subject prefix);
+   the end is the best cell of the last row, **the smallest subject end** on
+   ties.  Global: the end is the corner, nothing to locate.
+2. Locate the start.  Reverse score-only pass from that end cell (linear
+   memory, stops early): alignments of the reversed prefixes anchored at the
+   end cell; the first cell, in column-major order of (subject span, query
+   span), whose score equals the best gives the start.  **Tie rule for the
+   start:** among the optimal alignments ending at that end cell, the
+   shortest subject span, then the shortest query span (largest
+   subject_start, then largest query_start).  (:func:`align_many` runs this
+   pass in SIMD lanes too: a local alignment of the reversed prefixes with a
+   bonus of 1 on the anchor cell, see :func:`_lanes_pass`.)  Semi-global:
+   only cells spanning the whole query count; **the shortest subject span**.
+   Global: the start is (0, 0).
 3. Traceback on that sub-rectangle only: a global affine (Gotoh) alignment of
-   the two segments, whose optimum is the best local score.  Every optimal
-   alignment of the rectangle starts and ends with an ``M`` column (a gap at
-   either end could be dropped to score higher).  Traceback keeps 1 byte per
-   cell (direction bits of the three matrices).  When the rectangle has more
-   than ``cell_limit`` cells (default :data:`TRACEBACK_CELL_LIMIT`), rows are
-   processed in blocks: a first pass stores the DP row at each block start
-   (checkpoints), then each block is recomputed with direction bits, last
-   block first, so memory stays at about ``cell_limit`` bytes plus the
-   checkpoints.
-   **Tie rule in the traceback:** at a cell, a diagonal (``M``) step is
-   preferred to ending a ``D`` gap, which is preferred to ending an ``I``
-   gap; inside a gap, opening (coming from the cell's H) is preferred to
-   extending.
+   the two segments, whose optimum is the best score of the mode (local: every
+   optimal alignment of the rectangle starts and ends with an ``M`` column, a
+   gap at either end could be dropped to score higher; semi-global: it does
+   not start or end with a ``D``).  So the traceback costs what the aligned
+   region costs, not what the whole pair costs.  Traceback keeps 1 byte per
+   cell (direction bits of the three matrices).
+   **Tie rule in the traceback** (all modes): from the end cell backwards, at
+   a cell a diagonal (``M``) step is preferred to ending a ``D`` gap, which is
+   preferred to ending an ``I`` gap; inside a gap, opening (coming from the
+   cell's H) is preferred to extending, i.e. a gap is ended as soon as that
+   is optimal.
 
-A pair whose best score is 0 (nothing aligns positively) gives score 0, empty
-operations and all coordinates 0.
+Memory at any length: when the rectangle has more than ``cell_limit`` cells
+(default :data:`TRACEBACK_CELL_LIMIT` bytes), rows are processed in blocks of
+at most ``cell_limit`` direction bytes, last block first, each recomputed
+from a checkpoint (the DP row H, F at its first row).  Checkpoints form
+levels (:func:`_checkpoint_plan`): level 1 holds up to K rows over the whole
+matrix, level 2 up to K rows inside the current level-1 block, and so on,
+with d * K rows kept in all (at most about ``cell_limit`` bytes; two rows per
+level at least).  Memory is therefore O(cell_limit + d * K * n) whatever the
+lengths, for (d + 1) score passes at most; a block is recomputed only left of
+the traceback's current column.  The result is the very alignment the
+one-block traceback gives (same values, same tie rule).
 
-:func:`align_many` aligns many (query, subject) pairs in parallel (Numba
-``prange``; the functions release the GIL).
+A local pair whose best score is 0 (nothing aligns positively) gives score
+0, empty operations and all coordinates 0.
+
+:func:`align_many` and :func:`align_pairs` align many pairs in parallel
+(Numba ``prange``; the functions release the GIL).  GPU hook: their ``ends``
+argument takes each pair's (best, query end, subject end) from a forward pass
+run elsewhere (a GPU batch scorer is not part of this package yet); the CPU
+then runs steps 2 and 3 only.
 """
 from __future__ import annotations
 
@@ -93,7 +122,7 @@ _OP_D = 68  # ord("D")
 
 @dataclass
 class Alignment:
-    """One optimal local alignment of a query with a subject.
+    """One optimal alignment (local, global or semi-global) of a query with a subject.
 
     operations: one byte per alignment column:
       b"M"  a query residue aligned with a subject residue (identical or not),
@@ -479,15 +508,15 @@ def _load_block(p, jc, q, s, matrix, gap_open, gap_extend, sizes, d, K, ckH, ckF
         r0 = base[lv - 1] + kp * sizes[lv - 1]
         if base[lv] == r0:
             continue
-        src = 0 if lv == 1 else (lv - 1) * K + kp
+        src = 0 if lv == 1 else 1 + (lv - 2) * K + kp
         Hj[:] = ckH[src, :w]
         Fj[:] = ckF[src, :w]
         rend = min(m, r0 + sizes[lv - 1])
         r = r0
         k = 0
         while True:
-            ckH[lv * K + k, :w] = Hj
-            ckF[lv * K + k, :w] = Fj
+            ckH[1 + (lv - 1) * K + k, :w] = Hj
+            ckF[1 + (lv - 1) * K + k, :w] = Fj
             if r + sizes[lv] >= rend:
                 break
             _fill_rows(q, sj, r, r + sizes[lv], Hj, Fj, nobits, matrix, gap_open, gap_extend)
@@ -498,7 +527,7 @@ def _load_block(p, jc, q, s, matrix, gap_open, gap_extend, sizes, d, K, ckH, ckF
             base[l2] = -1
     kp = (p - base[d]) // sizes[d]
     r0 = base[d] + kp * sizes[d]
-    src = 0 if d == 0 else d * K + kp
+    src = 0 if d == 0 else 1 + (d - 1) * K + kp
     Hj[:] = ckH[src, :w]
     Fj[:] = ckF[src, :w]
     _fill_rows(q, sj, r0, min(m, r0 + sizes[d]), Hj, Fj, bits, matrix, gap_open, gap_extend)
@@ -532,7 +561,7 @@ def _traceback(q, s, matrix, gap_open, gap_extend, cell_limit, ops):
     sizes[d] = rb
     for lv in range(d - 1, -1, -1):
         sizes[lv] = sizes[lv + 1] * K
-    ckH = np.empty(((d + 1) * K if d > 0 else 1, n + 1), dtype=np.int32)
+    ckH = np.empty((1 + d * K, n + 1), dtype=np.int32)  # row 0, then K per level
     ckF = np.empty_like(ckH)
     H = np.empty(n + 1, dtype=np.int32)
     F = np.empty(n + 1, dtype=np.int32)
