@@ -155,7 +155,6 @@ def main() -> int:
     tables[s.mode] = s._table(s.mode, tables["letters"])
     for qi in range(nq):
         rescored[qi] = s.score_query(eqs.codes[eqs.offsets[qi]: eqs.offsets[qi + 1]], tables)
-        s._hist_valid = False
 
     med = np.median(times, axis=0)
     qlens = np.diff(eqs.offsets)

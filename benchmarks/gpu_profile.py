@@ -61,7 +61,6 @@ def main():
                 cuda.profile_start()
             t0 = time.perf_counter()
             s.score_query(q, tables)
-            s._hist_valid = False
             idx, sc = s.top_k(10)
             cuda.synchronize()
             wall = time.perf_counter() - t0

@@ -65,7 +65,7 @@ SHAPES = {
     "s32": ((4, 16), (8, 16), (16, 16), (32, 16), (32, 32)),
 }
 #: Shapes that also serve longer subjects in several passes.
-MULTI_SHAPES = {"s16": ((4, 32), (8, 32), (16, 32)), "s32": ((8, 32), (32, 32))}
+MULTI_SHAPES = {"s16": ((4, 32), (8, 32), (16, 32), (32, 32)), "s32": ((8, 32), (32, 32))}
 #: Relative speed of a shape by R (fewer shuffles and loop overhead per cell
 #: with more registers per lane) and of multi-pass kernels; measured on an
 #: H100 (GPU-NOTES.md), used only to choose shapes.
@@ -73,6 +73,13 @@ RATE_BY_R = {32: 1.0, 28: 0.99, 24: 0.98, 20: 0.96, 16: 0.94, 12: 0.9, 8: 0.8, 4
 RATE_MULTI = 0.85
 #: Steps of fixed work per pass (loading subject letters, the final reduction).
 PASS_OVERHEAD_STEPS = 6
+#: One group's whole task (all passes over one pair) may take at most this
+#: share of the query's estimated scan time, so that the longest subjects
+#: (one warp each) do not outlast the rest: they get wider groups.
+CRITICAL_SHARE = 0.25
+#: Seconds per step of one warp (~9 instructions per packed cell, a few warps
+#: per scheduler), per register R: used for the critical-path estimate only.
+STEP_SECONDS_PER_R = 0.45e-6 / 32
 #: A partition that would save less than this (seconds at ~5 T cells/s) is merged away.
 LAUNCH_PENALTY_S = 15e-6
 #: Streams the partition kernels of one query are spread over (small partitions
@@ -433,8 +440,10 @@ from numba import cuda, int32, int64
 
 NB = {nb}
 
-@cuda.jit("void(int32[::1], int64, int32[::1], int32, int32[::1], int32[::1])", cache=True)
-def hist_kernel(scores, n, hist, limit, ovf, novf):
+@cuda.jit("void(int32[::1], int64, int32[::1], int32, int32[::1])", cache=True)
+def hist_kernel(scores, n, aux, limit, ovf):
+    # aux[0:NB]: histogram of min(score, NB-1); aux[NB]: count of scores >= limit,
+    # whose indices go to ovf
     sh = cuda.shared.array(NB, dtype=int32)
     tid = cuda.threadIdx.x
     k = tid
@@ -447,7 +456,7 @@ def hist_kernel(scores, n, hist, limit, ovf, novf):
     while i < n:
         s = scores[i]
         if s >= limit:
-            j = cuda.atomic.add(novf, 0, 1)
+            j = cuda.atomic.add(aux, NB, 1)
             if j < ovf.shape[0]:
                 ovf[j] = int32(i)
         b = min(s, NB - 1)
@@ -460,23 +469,32 @@ def hist_kernel(scores, n, hist, limit, ovf, novf):
     while k < NB:
         v = sh[k]
         if v != 0:
-            cuda.atomic.add(hist, k, v)
+            cuda.atomic.add(aux, k, v)
         k += cuda.blockDim.x
 
 
-@cuda.jit("void(int32[::1], int64, int32, int32[::1], int32[::1], int32[::1])", cache=True)
-def select_kernel(scores, n, thr, out_i, out_s, cnt):
+@cuda.jit("void(int32[::1], int64, int32, int32[::1], int32)", cache=True)
+def select_kernel(scores, n, thr, sel, cap):
+    # sel[0]: number of scores whose bin >= thr; sel[1 + j] their indices and
+    # sel[1 + cap + j] their scores (j < cap)
     i = int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
     stride = int64(cuda.gridDim.x) * cuda.blockDim.x
     while i < n:
         s = scores[i]
         b = min(s, NB - 1)
         if b >= thr:
-            j = cuda.atomic.add(cnt, 0, 1)
-            if j < out_i.shape[0]:
-                out_i[j] = int32(i)
-                out_s[j] = s
+            j = cuda.atomic.add(sel, 0, 1)
+            if j < cap:
+                sel[1 + j] = int32(i)
+                sel[1 + cap + j] = s
         i += stride
+
+
+@cuda.jit("void(int32[::1], int32, int32)", cache=True)
+def fill_kernel(a, n, v):
+    i = cuda.grid(1)
+    if i < n:
+        a[i] = v
 '''
 
 
@@ -594,12 +612,12 @@ class GpuSearcher:
         self._temp = None
         self._tables = {}
         self.aux = _aux()
-        self.d_hist = cuda.device_array(HIST_BINS, dtype=np.int32)
-        self.d_novf = cuda.device_array(1, dtype=np.int32)
+        self.d_aux = cuda.device_array(HIST_BINS + 1, dtype=np.int32)
+        self.h_aux = cuda.pinned_array(HIST_BINS + 1, dtype=np.int32) if not SIM else \
+            np.zeros(HIST_BINS + 1, np.int32)
         self.d_ovf = cuda.device_array(max(self.n, 1), dtype=np.int32)
-        self.d_cnt = cuda.device_array(1, dtype=np.int32)
-        self.d_sel_i = cuda.device_array(max(self.n, 1), dtype=np.int32)
-        self.d_sel_s = cuda.device_array(max(self.n, 1), dtype=np.int32)
+        self._sel_cap = 0
+        self._hist = None
         self.timings = []  # (query index, query length, scan seconds)
 
     # -- partitions --------------------------------------------------------
@@ -657,9 +675,20 @@ class GpuSearcher:
             c = passes * (Lr + G - 1 + PASS_OVERHEAD_STEPS) * float(W) / (
                 RATE_BY_R.get(R, 0.9) * (RATE_MULTI if m else 1.0))
             cost[k] = c if m else np.where(ilen <= W, c, np.inf)
+        # critical path: the longest task of a shape must stay well under the
+        # estimated scan time of the whole query
+        cells_per_s = 5e12 / (2 if mode == "s16" else 1)
+        t_query = float(cost.min(axis=0)[np.isfinite(cost.min(axis=0))].sum()) / cells_per_s
+        for k, (G, R, m) in enumerate(cand):
+            W = G * R
+            t_task = -(-ilen // W) * (Lr + G - 1 + PASS_OVERHEAD_STEPS) * R * STEP_SECONDS_PER_R
+            too_long = t_task > CRITICAL_SHARE * t_query
+            if too_long.any():
+                c = cost[k].copy()
+                c[too_long] *= 1e6  # finite: still usable when nothing else is allowed
+                cost[k] = c
         choice = np.argmin(cost, axis=0)
         # merge partitions that save less than a launch is worth
-        cells_per_s = 5e12 / (2 if mode == "s16" else 1)
         penalty = LAUNCH_PENALTY_S * cells_per_s
         active = sorted(set(choice.tolist()))
         while len(active) > 1:
@@ -677,7 +706,7 @@ class GpuSearcher:
         parts = []
         for k in sorted(set(choice.tolist()), key=lambda x: -cost[x, choice == x].sum()):
             G, R, m = cand[k]
-            sel = np.flatnonzero(choice == k)
+            sel = np.flatnonzero(choice == k)[::-1]  # longest first: long tasks start early
             it = items[sel]
             il = ilen[sel]
             ppw = (G if SIM else WARP) // G
@@ -785,6 +814,22 @@ class GpuSearcher:
         if not SIM and self.record is None and len(parts) > 1:
             cuda.synchronize()
 
+    def _qoffs_all(self, qcodes, qoffs, table):
+        """Row-offset arrays of all queries, concatenated on the GPU (one upload)."""
+        from numba import cuda
+
+        _, _, rowstride, cmap = table
+        lens = np.diff(qoffs)
+        sizes = np.where(lens > 0, lens + 2 * PADQ, 0)
+        starts = np.zeros(len(lens) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=starts[1:])
+        allq = np.zeros(max(int(starts[-1]), 1), dtype=np.int32)
+        for qi in range(len(lens)):
+            if lens[qi]:
+                o = starts[qi] + PADQ
+                allq[o: o + lens[qi]] = cmap[qcodes[qoffs[qi]: qoffs[qi + 1]]] * rowstride * 4
+        return cuda.to_device(allq), starts
+
     def _qoff(self, q, table):
         from numba import cuda
 
@@ -794,67 +839,74 @@ class GpuSearcher:
         qo[PADQ: PADQ + L] = cmap[q] * rowstride * 4  # byte offsets into the table
         return cuda.to_device(qo)
 
-    def score_query(self, q, tables):
+    def _fill(self, arr, n, value):
+        block = 256 if not SIM else 32
+        self.aux.fill_kernel[max(1, -(-n // block)), block](arr, n, value)
+
+    def score_query(self, q, tables, d_qoff=None):
         """Score one query (original codes) against every subject into ``self.d_scores``.
 
+        Also leaves the score histogram in ``self._hist`` for :meth:`top_k`.
         Returns the number of subjects re-scored with 32-bit kernels.
         """
-        from numba import cuda
-
         L = len(q)
+        self._hist = None
         if self.n == 0:
             return 0
         if L == 0:
-            self.d_scores.copy_to_device(np.zeros(self.n, np.int32))
-            return 0
-        mode = self.mode
-        table = tables[mode]
-        self._launch(mode, self.plan(mode, L), self._qoff(q, table), L, table)
-        if mode != "s16":
-            return 0
-        # pairs that may have overflowed 16 bits: re-score with 32-bit kernels
-        aux = self.aux
-        self.d_novf.copy_to_device(np.zeros(1, np.int32))
-        self.d_hist.copy_to_device(np.zeros(HIST_BINS, np.int32))
+            self._fill(self.d_scores, self.n, 0)
+        else:
+            mode = self.mode
+            table = tables[mode]
+            if d_qoff is None:
+                d_qoff = self._qoff(q, table)
+            self._launch(mode, self.plan(mode, L), d_qoff, L, table)
+        # histogram (and, in s16 mode, the pairs that may have overflowed 16 bits)
+        limit = self.limit16 if self.mode == "s16" else 2**31 - 1
+        self._fill(self.d_aux, HIST_BINS + 1, 0)
         grid = min(1024, -(-self.n // 256)) if not SIM else 1
-        aux.hist_kernel[grid, 256 if not SIM else 32](
-            self.d_scores, self.n, self.d_hist, self.limit16, self.d_ovf, self.d_novf)
-        self._hist_valid = True
-        novf = int(self.d_novf.copy_to_host()[0])
-        if novf == 0:
+        self.aux.hist_kernel[grid, 256 if not SIM else 32](
+            self.d_scores, self.n, self.d_aux, limit, self.d_ovf)
+        self.d_aux.copy_to_host(self.h_aux)
+        novf = int(self.h_aux[HIST_BINS])
+        self._hist = self.h_aux[:HIST_BINS].astype(np.int64)
+        if novf == 0 or L == 0:
             return 0
+        # re-score those exactly with 32-bit kernels (their scores stay in the last bin)
         flagged = self.d_ovf[:novf].copy_to_host()
         t32 = tables.get("s32")
         if t32 is None:
             t32 = tables["s32"] = self._table("s32", tables["letters"])
         parts = self.plan("s32", L, subset=flagged)
         self._launch("s32", parts, self._qoff(q, t32), L, t32)
-        cuda.synchronize()
         return novf
 
     def top_k(self, top_k):
-        """(subject indices, scores) of the best ``top_k`` in ``self.d_scores``, tie-broken."""
-        aux = self.aux
+        """(subject indices, scores) of the best ``top_k`` of the last scored query, tie-broken."""
+        from numba import cuda
+
         n = self.n
         k = min(int(top_k), n)
-        if k <= 0:
+        if k <= 0 or self._hist is None:
             return np.zeros(0, np.int64), np.zeros(0, np.int32)
-        grid = min(1024, -(-n // 256)) if not SIM else 1
-        block = 256 if not SIM else 32
-        if not getattr(self, "_hist_valid", False):
-            self.d_novf.copy_to_device(np.zeros(1, np.int32))
-            self.d_hist.copy_to_device(np.zeros(HIST_BINS, np.int32))
-            aux.hist_kernel[grid, block](
-                self.d_scores, n, self.d_hist, np.int32(2**31 - 1), self.d_ovf, self.d_novf)
-        self._hist_valid = False
-        hist = self.d_hist.copy_to_host().astype(np.int64)
-        ge = np.cumsum(hist[::-1])[::-1]  # ge[b] = count of scores with bin >= b
+        ge = np.cumsum(self._hist[::-1])[::-1]  # ge[b] = count of scores with bin >= b
         thr = int(np.flatnonzero(ge >= k).max()) if (ge >= k).any() else 0
-        self.d_cnt.copy_to_device(np.zeros(1, np.int32))
-        aux.select_kernel[grid, block](self.d_scores, n, thr, self.d_sel_i, self.d_sel_s, self.d_cnt)
-        cnt = int(self.d_cnt.copy_to_host()[0])
-        idx = self.d_sel_i[:cnt].copy_to_host().astype(np.int64)
-        sc = self.d_sel_s[:cnt].copy_to_host()
+        need = int(ge[thr])
+        cap = max(1024, 4 * k, need)
+        if cap > self._sel_cap:
+            self._sel_cap = max(cap, 2 * self._sel_cap)
+            self.d_sel = cuda.device_array(1 + 2 * self._sel_cap, dtype=np.int32)
+            self.h_sel = cuda.pinned_array(1 + 2 * self._sel_cap, dtype=np.int32) if not SIM \
+                else np.zeros(1 + 2 * self._sel_cap, np.int32)
+        cap = self._sel_cap
+        self._fill(self.d_sel, 1, 0)
+        grid = min(1024, -(-n // 256)) if not SIM else 1
+        self.aux.select_kernel[grid, 256 if not SIM else 32](self.d_scores, n, thr, self.d_sel, cap)
+        self.d_sel.copy_to_host(self.h_sel)
+        cnt = int(self.h_sel[0])
+        assert cnt == need, (cnt, need)
+        idx = self.h_sel[1: 1 + cnt].astype(np.int64)
+        sc = self.h_sel[1 + cap: 1 + cap + cnt].copy()
         order = np.lexsort((idx, -sc.astype(np.int64)))[:k]
         return idx[order], sc[order]
 
@@ -875,10 +927,12 @@ class GpuSearcher:
         self.plan_seconds = time.perf_counter() - t0
         qi_parts, si_parts, sc_parts = [], [], []
         self.timings = []
+        d_qoffs, qstarts = self._qoffs_all(qcodes, qoffs, tables[self.mode])
         for qi in range(nq):
             q = qcodes[qoffs[qi]: qoffs[qi + 1]]
             t0 = time.perf_counter()
-            self.score_query(q, tables)
+            d_q = d_qoffs[qstarts[qi]: qstarts[qi + 1]] if len(q) else None
+            self.score_query(q, tables, d_q)
             idx, sc = self.top_k(top_k)
             cuda.synchronize()
             self.timings.append((qi, len(q), time.perf_counter() - t0))
@@ -901,7 +955,6 @@ class GpuSearcher:
         out = np.zeros((len(queries), self.n), dtype=np.int32)
         for qi in range(len(queries)):
             self.score_query(qcodes[qoffs[qi]: qoffs[qi + 1]], tables)
-            self._hist_valid = False
             if self.n:
                 out[qi] = self.d_scores.copy_to_host()[: self.n]
         return out
