@@ -76,7 +76,7 @@ PASS_OVERHEAD_STEPS = 6
 #: One group's whole task (all passes over one pair) may take at most this
 #: share of the query's estimated scan time, so that the longest subjects
 #: (one warp each) do not outlast the rest: they get wider groups.
-CRITICAL_SHARE = 0.25
+CRITICAL_SHARE = float(os.environ.get("SWGPU_CRITICAL_SHARE", 0.5))
 #: Seconds per step of one warp (~9 instructions per packed cell, a few warps
 #: per scheduler), per register R: used for the critical-path estimate only.
 STEP_SECONDS_PER_R = 0.45e-6 / 32
@@ -84,7 +84,7 @@ STEP_SECONDS_PER_R = 0.45e-6 / 32
 LAUNCH_PENALTY_S = 15e-6
 #: Streams the partition kernels of one query are spread over (small partitions
 #: then fill the tail of large ones).
-N_STREAMS = 4
+N_STREAMS = int(os.environ.get("SWGPU_STREAMS", 16))
 # Backwards-compatible name: the s16 single-pass shapes.
 CONFIGS = SHAPES["s16"]
 #: Threads per block on the GPU.
@@ -92,6 +92,10 @@ BLOCK = 128
 #: Largest temp array (bytes) a multi-pass launch may use before it is given
 #: fewer blocks (each then loops over several warp tasks).
 TEMP_LIMIT_BYTES = 1 << 30  # also keeps temp indices below 2^31
+
+# Streams beyond the driver's hardware work queues (8 by default) would share
+# queues and serialize; ask for more before the first CUDA context exists.
+os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")
 
 _lock = threading.RLock()
 _modules: dict = {}
@@ -510,11 +514,13 @@ class _Partition:
     """Items (subject indices; pairs in s16 mode) served by one kernel shape."""
 
     __slots__ = ("G", "R", "n_items", "n_wtasks", "items", "wnpass", "max_passes", "cells",
-                 "residues")
+                 "residues", "critical")
 
-    def __init__(self, G, R, n_items, n_wtasks, items, wnpass, max_passes, cells, residues=0):
+    def __init__(self, G, R, n_items, n_wtasks, items, wnpass, max_passes, cells, residues=0,
+                 critical=0.0):
         self.G, self.R = G, R
         self.residues = residues
+        self.critical = critical  # estimated seconds of its longest warp task
         self.n_items, self.n_wtasks = n_items, n_wtasks
         self.items, self.wnpass = items, wnpass
         self.max_passes = max_passes
@@ -704,7 +710,7 @@ class GpuSearcher:
             choice[sel] = np.array(others)[alt]
             active = others
         parts = []
-        for k in sorted(set(choice.tolist()), key=lambda x: -cost[x, choice == x].sum()):
+        for k in sorted(set(choice.tolist())):
             G, R, m = cand[k]
             sel = np.flatnonzero(choice == k)[::-1]  # longest first: long tasks start early
             it = items[sel]
@@ -720,7 +726,11 @@ class GpuSearcher:
                 G, R, len(sel), nwt,
                 cuda.to_device(np.ascontiguousarray(it.reshape(-1), dtype=np.int32)),
                 cuda.to_device(wnp), int(wnp.max()), cells,
-                int(self.lengths[it[it >= 0]].sum())))
+                int(self.lengths[it[it >= 0]].sum()),
+                int(wnp.max()) * (Lr + G - 1 + PASS_OVERHEAD_STEPS) * R * STEP_SECONDS_PER_R))
+        # launch order: longest critical path first (they start while the GPU
+        # fills up around them), then by total work
+        parts.sort(key=lambda p: (-p.critical, -p.cells))
         if subset is None:
             self._parts[key] = parts
         return parts
