@@ -4,6 +4,9 @@
 #   score_shard  queries x 1 shard  -> results/hits/shard-NNNN.tsv      (one job per shard)
 #   merge_hits   all shard hits     -> results/hits.tsv                 (top-k, E-values)
 #   traceback    merged hits        -> results/alignments.tsv
+#   keep_previous before a re-merge: last scan's tables -> results/previous/
+#   changes      hits vs previous   -> results/changes.tsv
+#   plots        tables, benchmarks -> results/plots/*.png (snakemake --report report.html)
 #
 # Every step is a thin shell call to the installed `swgpu` command; all logic
 # lives in the swgpu_tools package.  See workflow/README.md and config/README.md.
@@ -48,12 +51,22 @@ include: "workflow/rules/shard_db.smk"
 include: "workflow/rules/score_shard.smk"
 include: "workflow/rules/merge_hits.smk"
 include: "workflow/rules/traceback.smk"
+include: "workflow/rules/keep_previous.smk"
+include: "workflow/rules/changes.smk"
+include: "workflow/rules/plots.smk"
+
+
+# snakemake --report report.html: a self-contained page with the plots of rule
+# plots, changes.tsv and the configuration (workflow/report/workflow.rst).
+report: "workflow/report/workflow.rst"
 
 
 rule all:
     input:
         "results/hits.tsv",
         "results/alignments.tsv",
+        "results/changes.tsv",
+        rules.plots.output,
     default_target: True
 
 
@@ -61,7 +74,11 @@ onsuccess:
     print(
         "swgpu finished:\n"
         f"  hits:       {Path('results/hits.tsv').resolve()}\n"
-        f"  alignments: {Path('results/alignments.tsv').resolve()}"
+        f"  alignments: {Path('results/alignments.tsv').resolve()}\n"
+        f"  changes:    {Path('results/changes.tsv').resolve()} (since the previous scan,"
+        f" kept in {Path('results/previous').resolve()})\n"
+        f"  plots:      {Path('results/plots').resolve()}"
+        " (snakemake --report report.html for one page with them)"
     )
     for line in scoring_backends_used():
         print(f"  scoring:    {line}")

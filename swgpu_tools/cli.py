@@ -182,6 +182,41 @@ def build_parser() -> argparse.ArgumentParser:
                    help="direction bytes kept per alignment before checkpointing "
                         "(default: 200000000 divided among the threads)")
 
+    p = sub.add_parser("check-shards", help="verify shard files; move corrupt ones aside (workflow)",
+                       description="Verify shard files (format, sizes, blake2b digest).  Exit status 2 "
+                                   "and a message naming each corrupt or truncated shard; with "
+                                   "--quarantine DIR, move those into DIR so that the workflow's "
+                                   "shard_db step rebuilds them on the next run.")
+    p.add_argument("shards", nargs="+", help="shard files written by 'swgpu shard'")
+    p.add_argument("--quarantine", default=None, metavar="DIR",
+                   help="move corrupt shards into DIR (default: only report them)")
+
+    p = sub.add_parser("keep-previous", help="copy the last scan's tables aside (workflow step keep_previous)",
+                       description="Before a re-scan replaces them, copy hits.tsv and alignments.tsv to "
+                                   "OUT_DIR when they form a complete scan, and write a marker JSON.")
+    p.add_argument("--hits", required=True, help="current hits.tsv")
+    p.add_argument("--alignments", required=True, help="current alignments.tsv")
+    p.add_argument("--out-dir", required=True, help="folder for the previous scan's tables")
+    p.add_argument("--marker", required=True, help="marker JSON to write")
+
+    p = sub.add_parser("changes", help="hits new, gone or changed since the previous scan (workflow step changes)",
+                       description="Compare hits.tsv with the previous scan kept by 'swgpu keep-previous' "
+                                   "and write changes.tsv: qseqid sseqid change previous_score score "
+                                   "previous_evalue evalue slen; change is new, gone or score.")
+    p.add_argument("--hits", required=True, help="current hits.tsv")
+    p.add_argument("--previous", required=True, help="marker JSON written by 'swgpu keep-previous'")
+    p.add_argument("--queries", default=None, help="query FASTA (for the query order)")
+    p.add_argument("--out", required=True, help="output changes.tsv")
+
+    p = sub.add_parser("plots", help="plots for the workflow report (workflow step plots)",
+                       description="Score and E-value distributions per query, hits per query, per-shard "
+                                   "time and GCUPS, changes since the previous scan, as PNG files.")
+    p.add_argument("benchmarks", nargs="*", help="score_shard benchmark files (results/benchmarks/score_shard/*.tsv)")
+    p.add_argument("--hits", required=True, help="hits.tsv")
+    p.add_argument("--changes", required=True, help="changes.tsv")
+    p.add_argument("--log-dir", required=True, help="folder of the score_shard logs")
+    p.add_argument("--out-dir", required=True, help="folder for the PNG files")
+
     sub.add_parser("backend", help="say which scoring backend would be used, and why",
                    description="Report whether a GPU is usable and which backend 'auto' picks.")
     return parser
@@ -235,6 +270,14 @@ def run(args) -> int:
             raise InputError(f"--max-traceback-bytes must be positive, got {args.max_traceback_bytes}")
         align_pair_files(args.queries, args.subjects, args.out, scheme, args.mode, args.threads,
                          args.aligned_strings, args.max_traceback_bytes, log)
+    elif args.command == "check-shards":
+        pipeline.check_shards(args.shards, args.quarantine, log)
+    elif args.command == "keep-previous":
+        pipeline.keep_previous(args.hits, args.alignments, args.out_dir, args.marker, log)
+    elif args.command == "changes":
+        pipeline.changes(args.hits, args.previous, args.out, args.queries, log)
+    elif args.command == "plots":
+        pipeline.plots(args.hits, args.changes, args.benchmarks, args.log_dir, args.out_dir, log)
     elif args.command == "backend":
         from .backend import choose_backend, gpu_status
 

@@ -295,3 +295,62 @@ def search(queries_path, database_path, out_dir, scheme: ScoringScheme, top_k: i
     write_alignments_table(table, os.path.join(out_dir, "alignments.tsv"))
     log(f"wrote {os.path.join(out_dir, 'hits.tsv')} and {os.path.join(out_dir, 'alignments.tsv')}")
     return hits, table
+
+
+# ----------------------------------------------------------------------------
+# steps added for re-scans, fault handling and the report (workflow rules
+# check_shards, keep_previous, changes, plots)
+# ----------------------------------------------------------------------------
+
+def check_shards(shard_paths, quarantine_dir=None, log=stderr_log) -> list[str]:
+    """Verify shard files (magic, sizes, blake2b); move corrupt ones aside.
+
+    Returns the corrupt paths.  With ``quarantine_dir``, each corrupt or
+    truncated shard is moved there (``<name>.<unix time>``) so that the
+    workflow's ``shard_db`` checkpoint, whose output is then missing, rebuilds
+    it on the next run; without, it is only reported.  Raises InputError naming
+    every bad shard when there is one.
+    """
+    from .shard import read_shard
+
+    bad = []
+    for path in shard_paths:
+        try:
+            read_shard(path)
+        except InputError as exc:
+            bad.append(os.fspath(path))
+            log(f"CORRUPT {exc}")
+            if quarantine_dir is not None and os.path.exists(path):
+                os.makedirs(quarantine_dir, exist_ok=True)
+                dest = os.path.join(quarantine_dir, f"{os.path.basename(os.fspath(path))}.{int(time.time())}")
+                os.replace(path, dest)
+                log(f"moved {os.fspath(path)} to {dest}; the next workflow run rebuilds it "
+                    f"(snakemake reruns shard_db because the shard is missing)")
+        else:
+            log(f"ok {os.fspath(path)}")
+    if bad:
+        raise InputError(f"{len(bad)} corrupt or truncated shard file(s): {', '.join(bad)}"
+                         + ("; moved aside, run the workflow again to rebuild them"
+                            if quarantine_dir is not None else "; re-run the shard step"))
+    return bad
+
+
+def keep_previous(hits_path, alignments_path, out_dir, marker_path, log=stderr_log) -> dict:
+    """Snapshot the last scan's tables before the merge replaces them (see swgpu_tools.changes)."""
+    from .changes import keep_previous as _keep
+
+    return _keep(hits_path, alignments_path, out_dir, marker_path, log)
+
+
+def changes(hits_path, marker_path, out_path, queries_path=None, log=stderr_log) -> pd.DataFrame:
+    """Write changes.tsv: new, gone and changed-score hits since the previous scan."""
+    from .changes import write_changes
+
+    return write_changes(hits_path, marker_path, out_path, queries_path, log)
+
+
+def plots(hits_path, changes_path, benchmark_paths, log_dir, out_dir, log=stderr_log) -> list[str]:
+    """The report's PNG plots (see swgpu_tools.report)."""
+    from .report import make_plots
+
+    return make_plots(hits_path, changes_path, benchmark_paths, log_dir, out_dir, log)

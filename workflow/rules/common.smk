@@ -17,6 +17,10 @@ import subprocess
 SHARD_IDS = [f"{i:04d}" for i in range(config["shards"])]
 
 
+#: Where corrupt shard files are moved (then rebuilt by shard_db on the next run).
+QUARANTINE_DIR = "results/shards/corrupt"
+
+
 def shard_files():
     """The shard files written by rule shard_db, in shard order."""
     return expand("results/shards/shard-{shard}.swdb", shard=SHARD_IDS)

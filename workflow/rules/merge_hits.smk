@@ -1,5 +1,7 @@
 # Merge the shards' hits: top-k per query over the whole database, bit scores
 # and E-values computed with the size of the whole database (database.json).
+# `previous` (keep_previous.smk) makes the snapshot of the last scan run first;
+# the merge does not read it.
 
 
 rule merge_hits:
@@ -7,6 +9,7 @@ rule merge_hits:
         hits=shard_hit_tables(),
         queries=config["queries"],
         info="results/shards/database.json",
+        previous="results/previous/scan.json",
     output:
         hits="results/hits.tsv",
     params:

@@ -9,6 +9,12 @@
 # file on one free GPU id (under $SWGPU_LOCK_DIR or the temp dir) and holds it
 # until it exits, waiting while every GPU is taken; with one visible GPU (a
 # slurm job, a single-GPU workstation) it uses GPU 0.
+#
+# A corrupt or truncated shard: `swgpu score-shard` fails with a message naming
+# it; `swgpu check-shards --quarantine` then moves the bad shard to
+# results/shards/corrupt/, so the next run of the workflow finds an output of
+# the shard_db checkpoint missing and rebuilds the shards (unchanged ones
+# byte-identical, so only the rebuilt shard is scored again).
 
 
 rule score_shard:
@@ -21,6 +27,7 @@ rule score_shard:
         scoring=scoring_options(),
         top_k=config["top_k"],
         backend=config["backend"],
+        quarantine=QUARANTINE_DIR,
     log:
         "results/logs/score_shard/shard-{shard}.log",
     benchmark:
@@ -29,7 +36,8 @@ rule score_shard:
     resources:
         gpu=SCORE_GPUS,
     shell:
-        "swgpu score-shard {input.shard:q} --queries {input.queries:q}"
+        "( swgpu score-shard {input.shard:q} --queries {input.queries:q}"
         " --out {output.hits:q} {params.scoring} --top-k {params.top_k}"
         " --backend {params.backend} --threads {threads} --device auto"
-        " > {log:q} 2>&1"
+        " || {{ swgpu check-shards --quarantine {params.quarantine:q} {input.shard:q}; exit 1; }}"
+        " ) > {log:q} 2>&1"

@@ -1,4 +1,5 @@
-# Align every merged hit (on the CPU) and write the alignment table.
+# Align every merged hit (on the CPU) and write the alignment table.  A corrupt
+# shard found here is moved aside as in score_shard.smk, to be rebuilt.
 
 
 rule traceback:
@@ -10,12 +11,15 @@ rule traceback:
         alignments="results/alignments.tsv",
     params:
         scoring=scoring_options(),
+        quarantine=QUARANTINE_DIR,
     log:
         "results/logs/traceback.log",
     benchmark:
         "results/benchmarks/traceback.tsv"
     threads: config["threads"]
     shell:
-        "swgpu traceback --hits {input.hits:q} --queries {input.queries:q}"
+        "( swgpu traceback --hits {input.hits:q} --queries {input.queries:q}"
         " --out {output.alignments:q} {params.scoring} --threads {threads}"
-        " {input.shards:q} > {log:q} 2>&1"
+        " {input.shards:q}"
+        " || {{ swgpu check-shards --quarantine {params.quarantine:q} {input.shards:q}; exit 1; }}"
+        " ) > {log:q} 2>&1"
