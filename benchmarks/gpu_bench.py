@@ -127,8 +127,9 @@ def main() -> int:
             out = subprocess.run(run, capture_output=True, text=True, env=env)
             wall = time.perf_counter() - t0
             if out.returncode != 0:
-                print(out.stdout, out.stderr, file=sys.stderr)
-                raise SystemExit(f"{label} start child failed")
+                print(f"{label} start child failed:\n{out.stderr[-3000:]}", file=sys.stderr, flush=True)
+                starts[label] = {"failed": out.stderr[-500:], "wall_s": wall}
+                continue
             starts[label] = json.loads(out.stdout.strip().splitlines()[-1])
             starts[label]["wall_s"] = wall
             print(f"{label} start: {json.dumps(starts[label])}", flush=True)

@@ -28,5 +28,5 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta \
-     --start-db gpu_bench_data/uniprot20k.fasta.gz --json "$OUT/bench.json" "$@" 2>&1 | tee "$OUT/bench.log"
+     --start-db gpu_bench_data/uniprot20k.fasta.gz --json "$OUT/bench${BENCH_TAG:-}.json" "$@" 2>&1 | tee "$OUT/bench${BENCH_TAG:-}.log"
 fi
