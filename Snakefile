@@ -36,8 +36,12 @@ wildcard_constraints:
     shard=r"[0-9][0-9][0-9][0-9]+",
 
 
+# Small steps run where Snakemake runs, never as cluster jobs.
 localrules:
     all,
+    keep_previous,
+    changes,
+    plots,
 
 
 # GPUs count per machine, not across a cluster (also set in profiles/default,

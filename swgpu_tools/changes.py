@@ -81,8 +81,17 @@ def keep_previous(hits_path, alignments_path, out_dir, marker_path, log=None) ->
     prev_aln = os.path.join(out_dir, "alignments.tsv")
     complete, why = _is_complete_scan(hits_path, alignments_path)
     if complete:
+        from .pipeline import fingerprints_path
+
+        # the fingerprints side file (what each alignment was computed from,
+        # used to reuse alignments) goes last, and a stale one first goes away
+        prev_fp, cur_fp = fingerprints_path(prev_aln), fingerprints_path(alignments_path)
+        if os.path.exists(prev_fp):
+            os.unlink(prev_fp)
         _copy_atomic(hits_path, prev_hits)
         _copy_atomic(alignments_path, prev_aln)
+        if os.path.exists(cur_fp):
+            _copy_atomic(cur_fp, prev_fp)
         kept = "copied"
         message = f"kept the last scan: {prev_hits}, {prev_aln}"
     elif os.path.exists(prev_hits):

@@ -182,6 +182,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="direction bytes kept per alignment before checkpointing "
                         "(default: 200000000 divided among the threads)")
 
+    p = sub.add_parser("traceback-incremental",
+                       help="align the merged hits, reusing a previous table where exact (workflow step traceback)",
+                       description="Like 'swgpu traceback', but rows of a previous alignments table are "
+                                   "reused for hits with the same query, subject and score whose query and "
+                                   "subject sequences, scoring scheme and alignment code are unchanged "
+                                   "(recorded in OUT's .fingerprints.json side file).  Same output, byte for byte.")
+    p.add_argument("shards", nargs="+", help="the shard files holding the subjects")
+    p.add_argument("--hits", required=True, help="hits.tsv written by 'swgpu merge'")
+    p.add_argument("--queries", required=True, help="query FASTA")
+    p.add_argument("--out", required=True, help="output alignments.tsv (and its .fingerprints.json)")
+    p.add_argument("--previous", default=None, help="a previous alignments.tsv (with its .fingerprints.json)")
+    p.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads (default: all)")
+    _add_scoring(p)
+
     p = sub.add_parser("check-shards", help="verify shard files; move corrupt ones aside (workflow)",
                        description="Verify shard files (format, sizes, blake2b digest).  Exit status 2 "
                                    "and a message naming each corrupt or truncated shard; with "
@@ -270,6 +284,9 @@ def run(args) -> int:
             raise InputError(f"--max-traceback-bytes must be positive, got {args.max_traceback_bytes}")
         align_pair_files(args.queries, args.subjects, args.out, scheme, args.mode, args.threads,
                          args.aligned_strings, args.max_traceback_bytes, log)
+    elif args.command == "traceback-incremental":
+        pipeline.traceback_hits_reusing(args.hits, args.queries, args.shards, args.out, _scheme(args),
+                                        args.threads, args.previous, log)
     elif args.command == "check-shards":
         pipeline.check_shards(args.shards, args.quarantine, log)
     elif args.command == "keep-previous":

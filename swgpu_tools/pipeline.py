@@ -354,3 +354,115 @@ def plots(hits_path, changes_path, benchmark_paths, log_dir, out_dir, log=stderr
     from .report import make_plots
 
     return make_plots(hits_path, changes_path, benchmark_paths, log_dir, out_dir, log)
+
+
+def _seq_digest(seqs: SequenceSet, i: int) -> str:
+    import hashlib
+
+    return hashlib.blake2b(seqs.residues[seqs.offsets[i]:seqs.offsets[i + 1]].tobytes(),
+                           digest_size=16).hexdigest()
+
+
+def _alignment_code_digest(scheme: ScoringScheme) -> str:
+    """What an alignment depends on besides the two sequences: the scheme and the code."""
+    import hashlib
+
+    from . import alignment, tables
+
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{scheme.matrix_name} {scheme.gap_open} {scheme.gap_extend}".encode())
+    h.update(np.ascontiguousarray(scheme.matrix).tobytes())
+    for mod in (alignment, tables):
+        with open(mod.__file__, "rb") as fh:
+            h.update(fh.read())
+    return h.hexdigest()
+
+
+def fingerprints_path(alignments_path) -> str:
+    """The side file that records what each row of an alignments table was computed from."""
+    base = os.fspath(alignments_path)
+    if base.endswith(".tsv"):
+        base = base[:-4]
+    return base + ".fingerprints.json"
+
+
+def traceback_hits_reusing(hits_path, queries_path, shard_paths, out_path, scheme: ScoringScheme,
+                           threads: int | None = None, previous_alignments=None,
+                           log=stderr_log) -> pd.DataFrame:
+    """:func:`traceback_hits`, reusing rows of a previous alignments table where exact.
+
+    A previous row is reused for a hit when it has the same (qseqid, sseqid,
+    score) and its side file (:func:`fingerprints_path`, written next to every
+    table this function writes) shows the same query sequence, the same
+    subject sequence (blake2b of the residues), the same scoring scheme and
+    the same alignment code: then the alignment is the one the traceback
+    would compute again.  ``evalue``/``bitscore`` come from the new hits.  The
+    output is byte-identical to :func:`traceback_hits`'s.
+    """
+    import json
+
+    from .tables import ALIGNMENTS_COLUMNS, _INT_COLUMNS, atomic_write, write_alignments_table
+
+    hits = read_hits(hits_path)
+    queries = read_queries(queries_path)
+    wanted = set(hits["sseqid"])
+    parts = []
+    for path in shard_paths:
+        shard = read_shard(path)
+        keep = [i for i, s in enumerate(shard.ids) if s in wanted]
+        if keep:
+            parts.append(shard.subset(keep))
+    subjects = _concat(parts)
+    q_index = {q: i for i, q in enumerate(queries.ids)}
+    s_index = {s: i for i, s in enumerate(subjects.ids)}
+    missing = [s for s in wanted if s not in s_index]
+    if missing:
+        raise InputError(f"hits name subjects that are not in the database shards: {missing[:5]}")
+    code = _alignment_code_digest(scheme)
+    fp = {"code": code,
+          "queries": {q: _seq_digest(queries, q_index[q]) for q in hits["qseqid"].unique()},
+          "subjects": {s: _seq_digest(subjects, s_index[s]) for s in wanted}}
+
+    reuse = {}
+    prev_fp_path = fingerprints_path(previous_alignments) if previous_alignments else None
+    if prev_fp_path and os.path.exists(previous_alignments) and os.path.exists(prev_fp_path):
+        try:
+            with open(prev_fp_path) as fh:
+                prev_fp = json.load(fh)
+            prev = pd.read_csv(previous_alignments, sep="\t", dtype=str, keep_default_na=False)
+        except (OSError, ValueError, pd.errors.ParserError) as exc:
+            log(f"previous alignments not used ({exc})")
+            prev_fp, prev = None, None
+        if prev_fp is not None and prev_fp.get("code") == code and list(prev.columns) == ALIGNMENTS_COLUMNS:
+            pq, ps = prev_fp.get("queries", {}), prev_fp.get("subjects", {})
+            for rec in prev.to_dict("records"):
+                q, s = rec["qseqid"], rec["sseqid"]
+                if fp["queries"].get(q) is not None and pq.get(q) == fp["queries"][q] \
+                        and s in fp["subjects"] and ps.get(s) == fp["subjects"][s]:
+                    reuse[(q, s, rec["score"])] = rec
+        elif prev_fp is not None:
+            log("previous alignments not used: scoring scheme or alignment code changed")
+    keys = list(zip(hits["qseqid"], hits["sseqid"], hits["score"].astype(str)))
+    todo = [i for i, k in enumerate(keys) if k not in reuse]
+    log(f"{len(hits):,} hits: {len(hits) - len(todo):,} alignments reused from "
+        f"{previous_alignments if reuse else 'no previous table'}, {len(todo):,} to compute")
+    computed = traceback(hits.iloc[todo].reset_index(drop=True), queries, subjects, scheme,
+                         threads, log) if todo else pd.DataFrame()
+    computed_rows = computed.to_dict("records") if len(computed) else []
+    rows, j = [], 0
+    for i, hit in enumerate(hits.itertuples(index=False)):
+        rec = reuse.get(keys[i])
+        if rec is None:
+            rows.append(computed_rows[j])
+            j += 1
+            continue
+        row = {c: (int(rec[c]) if c in _INT_COLUMNS else rec[c]) for c in ALIGNMENTS_COLUMNS}
+        row.update(evalue=hit.evalue, bitscore=hit.bitscore)
+        rows.append(row)
+    # the side file first: a table on disk never lacks its fingerprints
+    with atomic_write(fingerprints_path(out_path)) as fh:
+        json.dump(fp, fh, sort_keys=True)
+        fh.write("\n")
+    write_alignments_table(rows if rows else pd.DataFrame(), out_path)
+    log(f"wrote {len(rows):,} alignments to {os.fspath(out_path)}")
+    return pd.DataFrame(rows)

@@ -1,0 +1,305 @@
+"""Re-scans, changes.tsv, faults and the SLURM profile: the workflow as people run it.
+
+Runs `snakemake` as in tests/test_workflow.py (CPU backend, from outside the
+repository).  Database v1: 400 bundled UniProt entries plus an exact and a
+mutated copy of each of 2 queries, in 8 shards; v2 changes 4 entries (about
+1%): one altered entry, one altered copy of a query (its score drops), one
+removed (a hit is gone) and one added (a new hit).
+
+* v1 then v2 in one folder (incremental) versus v2 from scratch: exactly the
+  shards holding the changed ids are scored again, and hits.tsv and
+  alignments.tsv are byte-identical; changes.tsv lists the constructed changes;
+  results/previous/ holds the v1 tables.
+* v2 killed with SIGKILL (snakemake and its children, the process group) while
+  scoring, then restarted as README says: the same tables as the uninterrupted
+  scratch run, and no output half-written.
+* a truncated shard: the run fails naming it, the next run rebuilds it.
+* the SLURM profile: the sbatch calls of the scoring jobs (a fake sbatch
+  records them) ask for one GPU, 4 CPUs, 32 GB and 12 hours.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from test_workflow import (BIN, DATA, SNAKEFILE, SNAKEMAKE, STANDARD, _mutate, _read_fasta,
+                           _snakemake, _write_config, _write_fasta)
+
+from swgpu_tools.changes import CHANGES_COLUMNS, compare
+from swgpu_tools.shard import shard_of
+
+pytestmark = pytest.mark.skipif(SNAKEMAKE is None, reason="snakemake is not installed")
+
+SHARDS = 8
+REPO = SNAKEFILE.parent
+
+
+def _inputs(n_db: int = 400):
+    import random
+
+    rng = random.Random(11)
+    queries = {}
+    for _, seq in _read_fasta(DATA / "example_queries.fasta"):
+        seq = seq.upper()
+        if set(seq) <= STANDARD and len(seq) <= 400:
+            queries[f"q{len(queries)}"] = seq
+        if len(queries) == 2:
+            break
+    v1 = {}
+    for _, seq in _read_fasta(DATA / "example_database.fasta.gz"):
+        seq = seq.upper()
+        if set(seq) <= STANDARD and len(seq) <= 300:
+            v1[f"d{len(v1):04d}"] = seq
+        if len(v1) == n_db:
+            break
+    for name, seq in queries.items():
+        v1[f"self_{name}"] = seq
+        v1[f"mut_{name}"] = _mutate(seq, rng)
+    v2 = dict(v1)
+    v2["d0010"] = v1["d0010"][:5] + ("W" if v1["d0010"][5] != "W" else "A") + v1["d0010"][6:]
+    s = v1["self_q1"]
+    v2["self_q1"] = s[:10] + "GGGG" + s[14:]            # score drops
+    del v2["mut_q0"]                                     # a hit is gone
+    v2["new_q0"] = _mutate(queries["q0"], rng)          # a new hit
+    changed_ids = ["d0010", "self_q1", "mut_q0", "new_q0"]
+    return queries, v1, v2, changed_ids
+
+
+def _setup(workdir: Path, queries, database) -> None:
+    workdir.mkdir(parents=True, exist_ok=True)
+    _write_fasta(workdir / "queries.fasta", queries)
+    _write_fasta(workdir / "database.fasta", database)
+    _write_config(workdir, shards=SHARDS, threads=1)
+
+
+def _scored_shards(proc) -> list[str]:
+    out = proc.stdout + proc.stderr
+    return sorted(re.findall(r"wildcards: shard=(\d+)", out))
+
+
+def _tables(workdir: Path) -> dict[str, bytes]:
+    return {name: (workdir / "results" / name).read_bytes()
+            for name in ("hits.tsv", "alignments.tsv")}
+
+
+@pytest.fixture(scope="module")
+def rescan(tmp_path_factory):
+    root = tmp_path_factory.mktemp("rescan")
+    queries, v1, v2, changed_ids = _inputs()
+    inc, scratch = root / "incremental", root / "scratch"
+    _setup(inc, queries, v1)
+    first = _snakemake(inc)
+    tables_v1 = _tables(inc)
+    _write_fasta(inc / "database.fasta", v2)
+    second = _snakemake(inc)
+    _setup(scratch, queries, v2)
+    third = _snakemake(scratch)
+    return dict(root=root, inc=inc, scratch=scratch, queries=queries, v1=v1, v2=v2,
+                changed_ids=changed_ids, first=first, second=second, third=third,
+                tables_v1=tables_v1)
+
+
+@pytest.mark.slow
+def test_rescan_scores_only_the_changed_shards(rescan):
+    expected = sorted({f"{shard_of(i, SHARDS):04d}" for i in rescan["changed_ids"]})
+    assert 0 < len(expected) < SHARDS
+    assert _scored_shards(rescan["first"]) == [f"{i:04d}" for i in range(SHARDS)]
+    assert _scored_shards(rescan["second"]) == expected
+    out = rescan["second"].stdout + rescan["second"].stderr
+    for rule in ("keep_previous", "merge_hits", "traceback", "changes", "plots"):
+        assert re.search(rf"^(?:local)?rule {rule}:", out, re.MULTILINE), rule
+
+
+@pytest.mark.slow
+def test_rescan_tables_equal_a_scratch_scan(rescan):
+    assert _tables(rescan["inc"]) == _tables(rescan["scratch"])
+    # E-values follow the new database size (v2 has the same count, other residues)
+    assert _tables(rescan["inc"])["hits.tsv"] != rescan["tables_v1"]["hits.tsv"]
+
+
+@pytest.mark.slow
+def test_previous_scan_is_kept(rescan):
+    prev = rescan["inc"] / "results" / "previous"
+    assert (prev / "hits.tsv").read_bytes() == rescan["tables_v1"]["hits.tsv"]
+    assert (prev / "alignments.tsv").read_bytes() == rescan["tables_v1"]["alignments.tsv"]
+    # scratch run: no previous scan, every hit is new
+    ch = pd.read_csv(rescan["scratch"] / "results/changes.tsv", sep="\t", keep_default_na=False)
+    hits = pd.read_csv(rescan["scratch"] / "results/hits.tsv", sep="\t", keep_default_na=False)
+    assert set(ch["change"]) == {"new"} and len(ch) == len(hits)
+    assert not (rescan["scratch"] / "results/previous/hits.tsv").exists()
+
+
+@pytest.mark.slow
+def test_changes_table_lists_the_constructed_changes(rescan):
+    inc = rescan["inc"]
+    ch = pd.read_csv(inc / "results/changes.tsv", sep="\t", keep_default_na=False,
+                     dtype=str)
+    assert list(ch.columns) == CHANGES_COLUMNS
+    old = pd.read_csv(inc / "results/previous/hits.tsv", sep="\t", keep_default_na=False, dtype=str)
+    new = pd.read_csv(inc / "results/hits.tsv", sep="\t", keep_default_na=False, dtype=str)
+    rows = {(r.qseqid, r.sseqid): r for r in ch.itertuples(index=False)}
+    # the added near-copy of q0 is a new hit of q0; the removed copy is gone
+    r = rows[("q0", "new_q0")]
+    assert r.change == "new" and r.previous_score == "NA"
+    assert r.score == new[(new.qseqid == "q0") & (new.sseqid == "new_q0")]["score"].item()
+    r = rows[("q0", "mut_q0")]
+    assert r.change == "gone" and r.score == "NA"
+    assert r.previous_score == old[(old.qseqid == "q0") & (old.sseqid == "mut_q0")]["score"].item()
+    # the altered copy of q1 scores lower
+    r = rows[("q1", "self_q1")]
+    assert r.change == "score" and int(r.score) < int(r.previous_score)
+    # nothing else changed score (unchanged pairs keep their scores)
+    assert set(ch[ch.change == "score"]["sseqid"]) <= {"self_q1", "d0010"}
+    # every listed row is right against the two tables
+    both = old.merge(new, on=["qseqid", "sseqid"], how="outer", suffixes=("_o", "_n"))
+    for b in both.itertuples(index=False):
+        key = (b.qseqid, b.sseqid)
+        if pd.isna(b.score_o):
+            assert rows[key].change == "new"
+        elif pd.isna(b.score_n):
+            assert rows[key].change == "gone"
+        elif b.score_o != b.score_n:
+            assert rows[key].change == "score"
+        else:
+            assert key not in rows
+
+
+def test_compare_constructed_case():
+    prev = pd.DataFrame({"qseqid": ["a", "a", "a", "b"], "sseqid": ["x", "y", "z", "x"],
+                         "score": ["50", "40", "30", "20"], "evalue": ["1e-5", "1e-3", "0.1", "2"],
+                         "slen": ["10", "11", "12", "10"]})
+    cur = pd.DataFrame({"qseqid": ["b", "a", "a", "a"], "sseqid": ["w", "x", "y", "v"],
+                        "score": ["25", "50", "45", "35"], "evalue": ["1", "2e-5", "1e-4", "0.01"],
+                        "slen": ["9", "10", "11", "13"]})
+    out = compare(prev, cur, ["a", "b"])
+    assert list(out.columns) == CHANGES_COLUMNS
+    got = [tuple(r) for r in out[["qseqid", "sseqid", "change", "previous_score", "score",
+                                  "slen"]].itertuples(index=False)]
+    assert got == [("a", "v", "new", "NA", "35", "13"),
+                   ("a", "y", "score", "40", "45", "11"),
+                   ("a", "z", "gone", "30", "NA", "12"),
+                   ("b", "w", "new", "NA", "25", "9"),
+                   ("b", "x", "gone", "20", "NA", "10")]
+    # a-x: same score, E-value moved with the database size: not listed
+    assert ("a", "x") not in {(r[0], r[1]) for r in got}
+    first = compare(None, cur, ["a", "b"])
+    assert set(first["change"]) == {"new"} and len(first) == 4
+
+
+def _env(workdir: Path) -> dict:
+    env = dict(os.environ)
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["SWGPU_LOCK_DIR"] = str(workdir / "gpu-locks")
+    return env
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_to_the_same_tables(rescan):
+    """SIGKILL to snakemake's whole process group while score_shard jobs run;
+    restart as README says (`--unlock`, then the same command: the workflow
+    profile has rerun-incomplete); the tables equal the uninterrupted run's."""
+    work = rescan["root"] / "killed"
+    _setup(work, rescan["queries"], rescan["v2"])
+    cmd = [SNAKEMAKE, "-s", str(SNAKEFILE), "--directory", str(work), "--configfile",
+           str(work / "config.yaml"), "--cores", "2"]
+    proc = subprocess.Popen(cmd, cwd=work.parent, env=_env(work), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    logs = work / "results" / "logs" / "score_shard"
+    deadline = time.time() + 120
+    try:
+        while time.time() < deadline:
+            if logs.exists() and any("backend:" in p.read_text(errors="replace")
+                                     for p in logs.glob("*.log")):
+                break
+            if proc.poll() is not None:
+                pytest.fail("snakemake finished before it could be killed")
+            time.sleep(0.05)
+        else:
+            pytest.fail("no score_shard job started within 120 s")
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    hits_dir = work / "results" / "hits"
+    done = sorted(hits_dir.glob("shard-*.tsv")) if hits_dir.exists() else []
+    assert len(done) < SHARDS, "killed too late: every shard was scored"
+    assert not (work / "results" / "hits.tsv").exists()
+    for path in done:  # whatever exists is complete (atomic writes)
+        table = pd.read_csv(path, sep="\t")
+        assert list(table.columns) == ["qseqid", "sseqid", "score", "slen"]
+    _snakemake(work, "--unlock")
+    resumed = _snakemake(work)
+    assert _tables(work) == _tables(rescan["scratch"])
+    assert "swgpu finished" in resumed.stdout + resumed.stderr
+
+
+@pytest.mark.slow
+def test_truncated_shard_is_detected_and_rebuilt(rescan):
+    work = rescan["root"] / "corrupt"
+    shutil.copytree(rescan["scratch"], work)
+    before = _tables(work)
+    victim = work / "results" / "shards" / "shard-0003.swdb"
+    data = victim.read_bytes()
+    victim.write_bytes(data[: len(data) - 100])          # truncated, newer mtime
+    failed = _snakemake(work, check=False)
+    assert failed.returncode != 0
+    log = (work / "results/logs/score_shard/shard-0003.log").read_text()
+    assert "results/shards/shard-0003.swdb" in log and "truncated or corrupt" in log
+    assert not victim.exists()                            # moved aside
+    assert list((work / "results/shards/corrupt").glob("shard-0003.swdb.*"))
+    rebuilt = _snakemake(work)
+    assert victim.read_bytes() == data
+    out = rebuilt.stdout + rebuilt.stderr
+    assert re.search(r"^(?:local)?checkpoint shard_db:", out, re.MULTILINE)
+    assert _scored_shards(rebuilt) == ["0003"]
+    assert _tables(work) == before
+
+
+def test_slurm_profile_sbatch_calls(tmp_path):
+    """`snakemake --profile profiles/slurm` with a fake sbatch on PATH that
+    records its arguments and refuses the job: the scoring jobs' sbatch calls
+    carry the profile's resources.  The shards are made locally first (the
+    scoring jobs' input)."""
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    queries, v1, _, _ = _inputs(20)
+    work = tmp_path / "work"
+    _setup(work, queries, v1)
+    _write_config(work, shards=2, threads=1)
+    _snakemake(work, "--until", "shard_db")
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    calls = tmp_path / "sbatch.calls"
+    (fake / "sbatch").write_text(
+        f"#!/bin/sh\necho \"$@\" >> {calls}\necho 'sbatch: error: fake sbatch' >&2\nexit 1\n")
+    for tool in ("sacct", "squeue", "sinfo", "scontrol", "sshare", "sacctmgr"):
+        (fake / tool).write_text("#!/bin/sh\nexit 0\n")
+    for p in fake.iterdir():
+        p.chmod(0o755)
+    env = _env(work)
+    env["PATH"] = f"{fake}{os.pathsep}{env['PATH']}"
+    proc = subprocess.run([SNAKEMAKE, "-s", str(SNAKEFILE), "--directory", str(work),
+                           "--configfile", str(work / "config.yaml"),
+                           "--profile", str(REPO / "profiles" / "slurm"), "--keep-going",
+                           "--retries", "0", "--slurm-init-seconds-before-status-checks", "1"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0  # every submission was refused
+    lines = calls.read_text().splitlines()
+    scoring = [line for line in lines if "rule_score_shard" in line]
+    assert len(scoring) == 2, lines
+    for line in scoring:
+        assert " --gpus=1" in line
+        assert " --cpus-per-task=4" in line
+        assert " --mem 32000" in line
+        assert " -t 720" in line
+        assert "--config 'backend=gpu'" in line
