@@ -70,20 +70,31 @@ one-block traceback gives (same values, same tie rule).
 A local pair whose best score is 0 (nothing aligns positively) gives score
 0, empty operations and all coordinates 0.
 
-:func:`align_many` and :func:`align_pairs` align many pairs in parallel
-(Numba ``prange``; the functions release the GIL).  GPU hook: their ``ends``
-argument takes each pair's (best, query end, subject end) from a forward pass
-run elsewhere (a GPU batch scorer is not part of this package yet); the CPU
-then runs steps 2 and 3 only.
+:func:`align_many` and :func:`align_pairs` align many pairs in parallel:
+threads running Numba functions that release the GIL, as many as
+``threads`` (default: Numba's thread count).  Batches run in SIMD lanes:
+where many pairs share a query (database hits), steps 1 and 2 run ALN_LANES
+subjects of one query at once (:func:`_lanes_pass`); otherwise PAIR_LANES
+(8) independent pairs of similar lengths share one register of int32 lanes
+(:func:`_make_pair_row_pass`, the substitution scores gathered per lane),
+for steps 1 and 2 and for the direction-bit fill of step 3 (then each lane
+is traced back on its own).  The lanes compute the very same cells as the
+scalar code, so the alignments are identical (``pair_lanes=False`` runs the
+scalar code).  GPU hook: their ``ends`` argument takes each pair's (best,
+query end, subject end) from a forward pass run elsewhere (a GPU batch
+scorer is not part of this package yet); the CPU then runs steps 2 and 3 only.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
-from .kernels.cpu import _make_column_pass
+from .kernels.cpu import _make_column_pass, _splat, _vmax
 
 #: Pairs of one query aligned in lock-step by the forward and reverse passes:
 #: one AVX2 register of int16 lanes (16), or of int32 lanes (8) where int16
@@ -619,6 +630,413 @@ def _traceback(q, s, matrix, gap_open, gap_extend, cell_limit, ops):
 
 
 # ---------------------------------------------------------------------------
+# pair lanes: PAIR_LANES independent pairs per SIMD register (batches)
+# ---------------------------------------------------------------------------
+#: Pairs aligned in lock-step by the batch passes (8 int32 lanes = one AVX2
+#: register), each lane its own (query, subject) pair.
+PAIR_LANES = 8
+#: Substitution score of the padding letter (past the end of a shorter pair
+#: of a group): cells there never win a local maximum and are never read by a
+#: lane's own traceback.
+_PAD_SCORE = -(1 << 20)
+#: Whether batches use pair lanes (:func:`_align_batch`); the scalar passes
+#: give the very same alignments (tests compare both).
+PAIR_LANES_DEFAULT = True
+
+
+def _make_pair_row_pass(clamp, track, keep_bits):
+    """Build an intrinsic computing one DP row for PAIR_LANES pairs (int32 lanes).
+
+    ``_pass(rowoff, cols, mf, H, F, bits, n, hb, best, bi, bj, row, oe, ext)``:
+
+    * rowoff: int32[8], the row letter of each lane times the row stride of
+      ``mf`` (a flat int32 matrix); cols: uint8, the column letters, lane-
+      interleaved (column j of lane l at [(j - 1) * 8 + l]); the substitution
+      score is a gather ``mf[rowoff + col]``;
+    * H, F: int32, lane-interleaved, columns 0..n: the previous row in, this
+      row out; H[0] is replaced by the boundary ``hb`` (the same for every
+      lane), after being read as the diagonal of column 1;
+    * the cell recurrences and direction bits are those of :func:`_fill_rows`
+      (E along the row, F along the column, ties as there); ``clamp``: H is
+      at least 0 (local);
+    * keep_bits: bits[j * 8 + l] gets the direction bits of column j;
+    * track 1: per lane, the first maximum in column-major order (a cell
+      replaces (best, bi, bj) if greater, or equal with a smaller column);
+      track 2: the first maximum in row-major order (strictly greater);
+      bi/bj get ``row`` and the column.
+    """
+
+    def typer(typingctx, rowoff, cols, mf, H, F, bits, ncols, hb, best, bi, bj, row, oe, ext):
+        sig = types.void(rowoff, cols, mf, H, F, bits, types.int64, types.int64, best, bi, bj,
+                         types.int64, types.int64, types.int64)
+
+        def codegen(context, builder, signature, args):
+            tys = signature.args
+
+            def arr(k):
+                return context.make_array(tys[k])(context, builder, args[k])
+
+            ro, ca, ma, ha, fa, ba = (arr(k) for k in range(6))
+            i1, i8, i32, i64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+            L = PAIR_LANES
+            v32 = ir.VectorType(i32, L)
+            v64 = ir.VectorType(i64, L)
+            v8 = ir.VectorType(i8, L)
+            vptr = ir.VectorType(i32.as_pointer(), L)
+            p32, p8 = v32.as_pointer(), v8.as_pointer()
+            n = args[6]
+            hb = _splat(builder, builder.trunc(args[7], i32), v32)
+            oe_v = _splat(builder, builder.trunc(args[12], i32), v32)
+            ext_v = _splat(builder, builder.trunc(args[13], i32), v32)
+            rowoff = builder.load(builder.bitcast(ro.data, p32), align=4)
+            hbase = builder.bitcast(ha.data, p32)
+            fbase = builder.bitcast(fa.data, p32)
+            cbase = builder.bitcast(ca.data, p8)
+            bbase = builder.bitcast(ba.data, p8)
+            gather = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(v32, [vptr, i32, ir.VectorType(i1, L), v32]),
+                "llvm.masked.gather.v8i32.v8p0i32")
+            mbase = _splat(builder, builder.ptrtoint(ma.data, i64), v64)
+            all_on = ir.Constant(ir.VectorType(i1, L), [1] * L)
+            four = ir.Constant(v64, [4] * L)
+            zero = ir.Constant(v32, [0] * L)
+
+            def const(x):
+                return ir.Constant(v32, [x] * L)
+
+            diag0 = builder.load(hbase, align=4)
+            builder.store(hb, hbase, align=4)
+            if track:
+                ptrs = [builder.bitcast(arr(k).data, p32) for k in (8, 9, 10)]
+                carried0 = [builder.load(p, align=4) for p in ptrs]
+                row_v = _splat(builder, builder.trunc(args[11], i32), v32)
+            else:
+                carried0 = []
+            entry = builder.block
+            loop = builder.append_basic_block("pair_row_loop")
+            done = builder.append_basic_block("pair_row_done")
+            builder.cbranch(builder.icmp_signed(">", n, ir.Constant(i64, 0)), loop, done)
+
+            builder.position_at_end(loop)
+            j = builder.phi(i64)
+            diag = builder.phi(v32)
+            hl = builder.phi(v32)
+            e = builder.phi(v32)
+            carried = [builder.phi(v32) for _ in carried0]
+            col = builder.load(builder.gep(cbase, [builder.sub(j, ir.Constant(i64, 1))]), align=1)
+            idx = builder.zext(builder.add(rowoff, builder.zext(col, v32)), v64)
+            addrs = builder.inttoptr(builder.add(mbase, builder.mul(idx, four)), vptr)
+            sub = builder.call(gather, [addrs, ir.Constant(i32, 4), all_on, zero])
+            e_ext = builder.sub(e, ext_v)
+            e_open = builder.sub(hl, oe_v)
+            ce = builder.icmp_signed(">", e_ext, e_open)
+            e2 = builder.select(ce, e_ext, e_open)
+            hp = builder.gep(hbase, [j])
+            fp = builder.gep(fbase, [j])
+            up = builder.load(hp, align=4)
+            f_ext = builder.sub(builder.load(fp, align=4), ext_v)
+            f_open = builder.sub(up, oe_v)
+            cf = builder.icmp_signed(">", f_ext, f_open)
+            f2 = builder.select(cf, f_ext, f_open)
+            hd = builder.add(diag, sub)
+            be = builder.icmp_signed(">", e2, hd)
+            h = builder.select(be, e2, hd)
+            bf = builder.icmp_signed(">", f2, h)
+            h = builder.select(bf, f2, h)
+            if clamp:
+                h = _vmax(builder, h, zero)
+            builder.store(h, hp, align=4)
+            builder.store(f2, fp, align=4)
+            if keep_bits:
+                t = builder.select(bf, const(_H_FROM_F), builder.select(be, const(_H_FROM_E), zero))
+                t = builder.or_(t, builder.select(ce, const(_E_EXTEND), zero))
+                t = builder.or_(t, builder.select(cf, const(_F_EXTEND), zero))
+                builder.store(builder.trunc(t, v8), builder.gep(bbase, [j]), align=1)
+            new = []
+            if track:
+                b0, bi0, bj0 = carried
+                j_v = _splat(builder, builder.trunc(j, i32), v32)
+                better = builder.icmp_signed(">", h, b0)
+                if track == 1:
+                    tie = builder.and_(builder.icmp_signed("==", h, b0),
+                                       builder.icmp_signed("<", j_v, bj0))
+                    better = builder.or_(better, tie)
+                new = [builder.select(better, h, b0), builder.select(better, row_v, bi0),
+                       builder.select(better, j_v, bj0)]
+            j_next = builder.add(j, ir.Constant(i64, 1))
+            j.add_incoming(ir.Constant(i64, 1), entry)
+            j.add_incoming(j_next, loop)
+            diag.add_incoming(diag0, entry)
+            diag.add_incoming(up, loop)
+            hl.add_incoming(hb, entry)
+            hl.add_incoming(h, loop)
+            e.add_incoming(const(_NEG), entry)
+            e.add_incoming(e2, loop)
+            for phi, v0, v1 in zip(carried, carried0, new):
+                phi.add_incoming(v0, entry)
+                phi.add_incoming(v1, loop)
+            builder.cbranch(builder.icmp_signed("<=", j_next, n), loop, done)
+
+            builder.position_at_end(done)
+            if track:
+                outs = []
+                for v0, v1 in zip(carried0, new):  # phis first, then stores
+                    o = builder.phi(v32)
+                    o.add_incoming(v0, entry)
+                    o.add_incoming(v1, loop)
+                    outs.append(o)
+                for p, o in zip(ptrs, outs):
+                    builder.store(o, p, align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    name = f"_pair_row_pass_c{int(clamp)}_t{track}_b{int(keep_bits)}"
+    typer.__name__ = typer.__qualname__ = name
+    return intrinsic(typer)
+
+
+_pair_row_fill = _make_pair_row_pass(False, 0, True)
+_pair_row_global = _make_pair_row_pass(False, 0, False)
+_pair_row_local = _make_pair_row_pass(True, 1, False)
+_pair_row_local_rev = _make_pair_row_pass(True, 2, False)
+
+
+def _pair_matrix(matrix, transpose=False):
+    """Flat int32 matrix with one more letter (code na, the padding), and its row stride."""
+    na = matrix.shape[0]
+    ext = np.full((na + 1, na + 1), _PAD_SCORE, dtype=np.int32)
+    ext[:na, :na] = matrix.T if transpose else matrix
+    return ext.ravel().copy(), na + 1
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _pl_pack(codes, starts, lens, nl, width, reverse, pad):
+    """Lane-interleaved letters: out[k * PAIR_LANES + l] = k-th letter of lane l (or pad)."""
+    out = np.full(max(1, width) * PAIR_LANES, pad, dtype=np.uint8)
+    for l in range(nl):
+        st = starts[l]
+        ln = lens[l]
+        for k in range(ln):
+            out[k * PAIR_LANES + l] = codes[st + ln - 1 - k] if reverse else codes[st + k]
+    return out
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _pl_rowoff(rows, i, w, rowoff):
+    for l in range(PAIR_LANES):
+        rowoff[l] = np.int32(rows[(i - 1) * PAIR_LANES + l]) * w
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _pl_forward(qcodes, qst, qln, scodes, sst, sln, nl, mf, w, pad, gap_open, gap_extend,
+                mode, best, qe, se):
+    """Forward pass of up to PAIR_LANES pairs: best and end (exclusive) per lane.
+
+    Local: first maximum in column-major order (as :func:`_forward_end`).
+    Semi-global: best cell of each lane's last row, smallest subject end (as
+    :func:`_forward_end_semi`).
+    """
+    L = PAIR_LANES
+    m = 0
+    n = 0
+    for l in range(nl):
+        m = max(m, qln[l])
+        n = max(n, sln[l])
+    rows = _pl_pack(qcodes, qst, qln, nl, m, False, pad)
+    cols = _pl_pack(scodes, sst, sln, nl, n, False, pad)
+    H = np.zeros((n + 1) * L, dtype=np.int32)
+    F = np.full((n + 1) * L, _NEG, dtype=np.int32)
+    tb = np.zeros(L, dtype=np.int32)
+    ti = np.zeros(L, dtype=np.int32)
+    tj = np.zeros(L, dtype=np.int32)
+    nobits = np.zeros(0, dtype=np.uint8)
+    rowoff = np.empty(L, dtype=np.int32)
+    oe = gap_open + gap_extend
+    for l in range(nl):
+        best[l] = 0
+        qe[l] = 0
+        se[l] = 0
+    for i in range(1, m + 1):
+        _pl_rowoff(rows, i, w, rowoff)
+        if mode == MODE_LOCAL:
+            _pair_row_local(rowoff, cols, mf, H, F, nobits, n, 0, tb, ti, tj, i, oe, gap_extend)
+        else:
+            _pair_row_global(rowoff, cols, mf, H, F, nobits, n, -(gap_open + i * gap_extend),
+                             tb, ti, tj, i, oe, gap_extend)
+            for l in range(nl):
+                if qln[l] == i:  # this lane's last row
+                    b = H[l]
+                    bj = 0
+                    for j in range(1, sln[l] + 1):
+                        if H[j * L + l] > b:
+                            b = H[j * L + l]
+                            bj = j
+                    best[l] = b
+                    qe[l] = i
+                    se[l] = bj
+    if mode == MODE_LOCAL:
+        for l in range(nl):
+            if tb[l] > 0:
+                best[l] = tb[l]
+                qe[l] = ti[l]
+                se[l] = tj[l]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _pl_reverse(qcodes, qst, scodes, sst, nl, mft, w, pad, gap_open, gap_extend, mode, best,
+                qe, se, span_q, span_s):
+    """Reverse pass of up to PAIR_LANES pairs: the spans of the start (tie rules of the module doc).
+
+    Rows are the reversed subject prefixes s[:se] (subject span b), columns
+    the reversed query prefixes q[:qe] (query span a), with the transposed
+    matrix ``mft``, so that row-major order is the column-major order of
+    :func:`_reverse_start`; stops once every lane has its start.  Local: the
+    reversed local alignment with a bonus of 1 into the anchor cell (as
+    :func:`_lanes_pass`); the first cell reaching best + 1.  Semi-global:
+    global DP, the first row b with G[b][qe] == best.  Returns False if a lane
+    found nothing (cannot happen; the caller then uses the scalar pass).
+    """
+    L = PAIR_LANES
+    m = 0
+    n = 0
+    for l in range(nl):
+        m = max(m, se[l])
+        n = max(n, qe[l])
+    rows = _pl_pack(scodes, sst, se, nl, m, True, pad)
+    cols = _pl_pack(qcodes, qst, qe, nl, n, True, pad)
+    H = np.zeros((n + 1) * L, dtype=np.int32)
+    F = np.full((n + 1) * L, _NEG, dtype=np.int32)
+    tb = np.zeros(L, dtype=np.int32)
+    ti = np.zeros(L, dtype=np.int32)
+    tj = np.zeros(L, dtype=np.int32)
+    nobits = np.zeros(0, dtype=np.uint8)
+    rowoff = np.empty(L, dtype=np.int32)
+    oe = gap_open + gap_extend
+    found = np.zeros(L, dtype=np.bool_)
+    for l in range(nl, L):
+        found[l] = True
+    if mode == MODE_LOCAL:
+        for l in range(nl):
+            H[l] = 1  # the bonus, on the diagonal into the anchor cell
+    else:
+        for a in range(1, n + 1):
+            for l in range(L):
+                H[a * L + l] = -(gap_open + a * gap_extend)
+        for l in range(nl):
+            g0 = -(gap_open + qe[l] * gap_extend) if qe[l] > 0 else 0
+            if g0 == best[l]:
+                found[l] = True
+                span_q[l] = qe[l]
+                span_s[l] = 0
+    remaining = 0
+    for l in range(L):
+        if not found[l]:
+            remaining += 1
+    b = 0
+    while remaining > 0 and b < m:
+        b += 1
+        _pl_rowoff(rows, b, w, rowoff)
+        if mode == MODE_LOCAL:
+            _pair_row_local_rev(rowoff, cols, mft, H, F, nobits, n, 0, tb, ti, tj, b, oe,
+                                gap_extend)
+            for l in range(nl):
+                if not found[l] and tb[l] > best[l]:
+                    found[l] = True
+                    remaining -= 1
+                    span_q[l] = tj[l]
+                    span_s[l] = ti[l]
+        else:
+            _pair_row_global(rowoff, cols, mft, H, F, nobits, n, -(gap_open + b * gap_extend),
+                             tb, ti, tj, b, oe, gap_extend)
+            for l in range(nl):
+                if not found[l] and b <= se[l] and H[qe[l] * L + l] == best[l]:
+                    found[l] = True
+                    remaining -= 1
+                    span_q[l] = qe[l]
+                    span_s[l] = b
+    return remaining == 0
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _pl_traceback(qcodes, qst, qln, scodes, sst, sln, nl, mf, w, pad, gap_open, gap_extend,
+                  ops, room_end, scores, counts):
+    """Global alignments (traceback) of up to PAIR_LANES segment pairs (all non-empty).
+
+    One lane-interleaved fill with direction bits (1 byte per cell and lane,
+    as :func:`_traceback` without checkpoints: the caller keeps groups small),
+    then each lane's traceback with the rule of :func:`_traceback`; lane l
+    writes its ops backwards ending at ops[room_end[l]].
+    """
+    L = PAIR_LANES
+    m = 0
+    n = 0
+    for l in range(nl):
+        m = max(m, qln[l])
+        n = max(n, sln[l])
+    rows = _pl_pack(qcodes, qst, qln, nl, m, False, pad)
+    cols = _pl_pack(scodes, sst, sln, nl, n, False, pad)
+    stride = (n + 1) * L
+    H = np.empty(stride, dtype=np.int32)
+    F = np.full(stride, _NEG, dtype=np.int32)
+    for j in range(n + 1):
+        for l in range(L):
+            H[j * L + l] = -(gap_open + j * gap_extend) if j > 0 else 0
+    bits = np.empty((m, stride), dtype=np.uint8)
+    d = np.zeros(L, dtype=np.int32)
+    rowoff = np.empty(L, dtype=np.int32)
+    oe = gap_open + gap_extend
+    for i in range(1, m + 1):
+        _pl_rowoff(rows, i, w, rowoff)
+        _pair_row_fill(rowoff, cols, mf, H, F, bits[i - 1], n, -(gap_open + i * gap_extend),
+                       d, d, d, i, oe, gap_extend)
+        for l in range(nl):
+            if qln[l] == i:
+                scores[l] = H[sln[l] * L + l]
+    for l in range(nl):
+        pos = room_end[l]
+        i = qln[l]
+        j = sln[l]
+        state = 0
+        while i > 0 or j > 0:
+            if i == 0:
+                pos -= 1
+                ops[pos] = _OP_D
+                j -= 1
+                continue
+            if j == 0:
+                pos -= 1
+                ops[pos] = _OP_I
+                i -= 1
+                continue
+            t = bits[i - 1, j * L + l]
+            if state == 0:
+                src = t & _H_MASK
+                if src == _H_DIAG:
+                    pos -= 1
+                    ops[pos] = _OP_M
+                    i -= 1
+                    j -= 1
+                elif src == _H_FROM_E:
+                    state = 1
+                else:
+                    state = 2
+            elif state == 1:
+                pos -= 1
+                ops[pos] = _OP_D
+                if not (t & _E_EXTEND):
+                    state = 0
+                j -= 1
+            else:
+                pos -= 1
+                ops[pos] = _OP_I
+                if not (t & _F_EXTEND):
+                    state = 0
+                i -= 1
+        counts[l] = room_end[l] - pos
+
+
+# ---------------------------------------------------------------------------
 # one pair, many pairs
 # ---------------------------------------------------------------------------
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -733,69 +1151,291 @@ def _locate_lanes(q, scodes, soff, subjects, matrix, gap_open, gap_extend, narro
     return res
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def _align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                 cell_limit, nchunks, perm, item_start, mode, ends):
-    """Align pairs (qidx[k], sidx[k]) in ``mode``.
+@njit(cache=True, nogil=True, boundscheck=False)
+def _locate_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, mft, w, matrix, gap_open,
+                  gap_extend, mode, info):
+    """Locate the aligned region of the pairs ks (at most PAIR_LANES) in pair lanes."""
+    L = PAIR_LANES
+    nl = ks.shape[0]
+    qst = np.zeros(L, dtype=np.int64)
+    qln = np.zeros(L, dtype=np.int64)
+    sst = np.zeros(L, dtype=np.int64)
+    sln = np.zeros(L, dtype=np.int64)
+    for l in range(nl):
+        k = ks[l]
+        qst[l] = qoff[qidx[k]]
+        qln[l] = qoff[qidx[k] + 1] - qst[l]
+        sst[l] = soff[sidx[k]]
+        sln[l] = soff[sidx[k] + 1] - sst[l]
+    best = np.zeros(L, dtype=np.int64)
+    qe = np.zeros(L, dtype=np.int64)
+    se = np.zeros(L, dtype=np.int64)
+    pad = w - 1
+    _pl_forward(qcodes, qst, qln, scodes, sst, sln, nl, mf, w, pad, gap_open, gap_extend, mode,
+                best, qe, se)
+    # reverse pass for the lanes with something to align
+    live = np.zeros(L, dtype=np.int64)
+    nlive = 0
+    for l in range(nl):
+        if mode != MODE_LOCAL or best[l] > 0:
+            live[nlive] = l
+            nlive += 1
+    rq = np.zeros(L, dtype=np.int64)
+    rs = np.zeros(L, dtype=np.int64)
+    rb = np.zeros(L, dtype=np.int64)
+    rqs = np.zeros(L, dtype=np.int64)
+    rss = np.zeros(L, dtype=np.int64)
+    for r in range(nlive):
+        l = live[r]
+        rq[r] = qe[l]
+        rs[r] = se[l]
+        rb[r] = best[l]
+        rqs[r] = qst[l]
+        rss[r] = sst[l]
+    a = np.zeros(L, dtype=np.int64)
+    b = np.zeros(L, dtype=np.int64)
+    ok = True
+    if nlive > 0:
+        ok = _pl_reverse(qcodes, rqs, scodes, rss, nlive, mft, w, pad, gap_open, gap_extend,
+                         mode, rb, rq, rs, a, b)
+    for r in range(nlive):
+        l = live[r]
+        if not ok:  # cannot happen; the scalar pass to be safe
+            q = qcodes[qst[l]:qst[l] + qln[l]]
+            s = scodes[sst[l]:sst[l] + sln[l]]
+            a[r], b[r] = _reverse_start(q, s, qe[l], se[l], best[l], matrix, gap_open,
+                                        gap_extend, mode == MODE_SEMIGLOBAL)
+        k = ks[l]
+        info[k, 0] = best[l]
+        info[k, 1] = qe[l] - a[r]
+        info[k, 2] = qe[l]
+        info[k, 3] = se[l] - b[r]
+        info[k, 4] = se[l]
 
-    perm/item_start: work items of the local forward pass, pairs
-    perm[item_start[t]:item_start[t + 1]] share one query (at most ALN_LANES).
-    ends: (n, 3) int64 (best, query_end, subject_end) per pair from an
-    external forward pass (the GPU hook, see :func:`align_pairs`), or (0, 3).
-    """
-    n = qidx.shape[0]
-    info = np.zeros((n, 6), dtype=np.int64)  # score, qs, qe, ss, se, n_ops
-    nitems = item_start.shape[0] - 1
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _traceback_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, w, gap_open, gap_extend,
+                     info, ops, room):
+    """Traceback of the regions of the pairs ks (at most PAIR_LANES, non-empty) in pair lanes."""
+    L = PAIR_LANES
+    nl = ks.shape[0]
+    qst = np.zeros(L, dtype=np.int64)
+    qln = np.zeros(L, dtype=np.int64)
+    sst = np.zeros(L, dtype=np.int64)
+    sln = np.zeros(L, dtype=np.int64)
+    end = np.zeros(L, dtype=np.int64)
+    for l in range(nl):
+        k = ks[l]
+        qst[l] = qoff[qidx[k]] + info[k, 1]
+        qln[l] = info[k, 2] - info[k, 1]
+        sst[l] = soff[sidx[k]] + info[k, 3]
+        sln[l] = info[k, 4] - info[k, 3]
+        end[l] = room[k + 1]
+    scores = np.zeros(L, dtype=np.int64)
+    counts = np.zeros(L, dtype=np.int64)
+    _pl_traceback(qcodes, qst, qln, scodes, sst, sln, nl, mf, w, w - 1, gap_open, gap_extend,
+                  ops, end, scores, counts)
+    return scores, counts
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _locate_chunk_scalar(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix,
+                         gap_open, gap_extend, mode, ends, perm, info):
+    """Locate the regions of chunk c's pairs one by one, scalar passes (from ``ends`` if given)."""
+    given = ends.shape[0] == qidx.shape[0]
+    for t in range(c, perm.shape[0], nchunks):
+        k = perm[t]
+        q = qcodes[qoff[qidx[k]]:qoff[qidx[k] + 1]]
+        s = scodes[soff[sidx[k]]:soff[sidx[k] + 1]]
+        if given:
+            r = _start_from_end(q, s, ends[k, 0], ends[k, 1], ends[k, 2], matrix, gap_open,
+                                gap_extend, mode)
+        else:
+            r = _locate(q, s, matrix, gap_open, gap_extend, mode)
+        for col in range(5):
+            info[k, col] = r[col]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _locate_chunk_query(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open,
+                        gap_extend, perm, item_start, info):
+    """Local regions of chunk c's items, pairs of one query in query-shared lanes."""
     narrow_ok = _fits_int16(matrix, gap_open, gap_extend)
-    if ends.shape[0] == n or mode != MODE_LOCAL:
-        # one pair at a time: global (nothing to locate), semi-global (scalar
-        # passes) or ends given (reverse pass only)
-        given = ends.shape[0] == n
-        for c in prange(nchunks):
-            for k in range(c, n, nchunks):
-                q = qcodes[qoff[qidx[k]]:qoff[qidx[k] + 1]]
-                s = scodes[soff[sidx[k]]:soff[sidx[k] + 1]]
-                if given:
-                    r = _start_from_end(q, s, ends[k, 0], ends[k, 1], ends[k, 2], matrix,
-                                        gap_open, gap_extend, mode)
-                else:
-                    r = _locate(q, s, matrix, gap_open, gap_extend, mode)
-                info[k, 0] = r[0]
-                info[k, 1] = r[1]
-                info[k, 2] = r[2]
-                info[k, 3] = r[3]
-                info[k, 4] = r[4]
+    for t in range(c, item_start.shape[0] - 1, nchunks):
+        ks = perm[item_start[t]:item_start[t + 1]]
+        qi = qidx[ks[0]]
+        q = qcodes[qoff[qi]:qoff[qi + 1]]
+        subjects = np.empty(ks.shape[0], dtype=np.int64)
+        for l in range(ks.shape[0]):
+            subjects[l] = sidx[ks[l]]
+        res = _locate_lanes(q, scodes, soff, subjects, matrix, gap_open, gap_extend, narrow_ok)
+        for l in range(ks.shape[0]):
+            for col in range(5):
+                info[ks[l], col] = res[l, col]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _locate_chunk_pairs(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open,
+                        gap_extend, mode, perm, item_start, mf, mft, w, info):
+    """Regions of chunk c's groups of PAIR_LANES pairs, in pair lanes."""
+    for t in range(c, item_start.shape[0] - 1, nchunks):
+        ks = perm[item_start[t]:item_start[t + 1]]
+        _locate_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, mft, w, matrix, gap_open,
+                      gap_extend, mode, info)
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _traceback_chunk(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open,
+                     gap_extend, cell_limit, mode, perm, item_start, ngroups, mf, w, info, ops,
+                     room):
+    """Traceback of chunk c's work items: groups in pair lanes, then single regions."""
+    nitems = item_start.shape[0] - 1
+    for t in range(c, nitems, nchunks):
+        ks = perm[item_start[t]:item_start[t + 1]]
+        if t < ngroups:
+            scores, counts = _traceback_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, w,
+                                              gap_open, gap_extend, info, ops, room)
+        else:
+            scores = np.zeros(1, dtype=np.int64)
+            counts = np.zeros(1, dtype=np.int64)
+            k = ks[0]
+            q = qcodes[qoff[qidx[k]] + info[k, 1]:qoff[qidx[k]] + info[k, 2]]
+            s = scodes[soff[sidx[k]] + info[k, 3]:soff[sidx[k]] + info[k, 4]]
+            scores[0], counts[0] = _traceback(q, s, matrix, gap_open, gap_extend, cell_limit,
+                                              ops[room[k]:room[k + 1]])
+        for l in range(ks.shape[0]):
+            k = ks[l]
+            info[k, 5] = counts[l]
+            if mode == MODE_GLOBAL:
+                info[k, 0] = scores[l]
+            elif scores[l] != info[k, 0]:
+                info[k, 5] = -1  # must not happen; reported by the caller
+
+
+def _run_chunks(fn, nchunks, nthreads, *args):
+    """Run fn(c, nchunks, *args) for every chunk c on ``nthreads`` threads.
+
+    The chunk functions are Numba-compiled with ``nogil=True``, so the
+    threads run in parallel; each chunk takes every nchunks-th work item.
+    (A thread pool rather than Numba's ``prange``: each parallel Numba
+    function costs seconds of compilation, and the result is the same.)
+    """
+    if nchunks <= 0:
+        return
+    if nthreads <= 1 or nchunks == 1:
+        for c in range(nchunks):
+            fn(c, nchunks, *args)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(nthreads, nchunks)) as pool:
+        for _ in pool.map(lambda c: fn(c, nchunks, *args), range(nchunks)):
+            pass
+
+
+def _shape_order(alen, blen, eligible):
+    """Eligible pair indices ordered so that PAIR_LANES consecutive ones have similar shapes.
+
+    Key: the first length in buckets of 32, then the second length.
+    """
+    idx = np.flatnonzero(eligible)
+    return idx[np.lexsort((blen[idx], alen[idx] // 32))].astype(np.int64)
+
+
+def _items(order, size):
+    """item_start over ``order`` in items of ``size``."""
+    return np.r_[np.arange(0, len(order), size), len(order)].astype(np.int64)
+
+
+def _align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
+                 cell_limit, nthreads, mode, ends, query_lanes, pair_lanes):
+    """Align pairs (qidx[k], sidx[k]) in ``mode``; returns (info, ops, room).
+
+    info[k] = (score, qs, qe, ss, se, number of ops); pair k's ops are
+    ops[room[k + 1] - count:room[k + 1]].  Locating the regions (steps 1-2 of
+    the module doc):
+
+    * ``ends`` given ((n, 3) int64: best, query end, subject end per pair from
+      an external forward pass, the GPU hook; else shape (0, 3)): the reverse
+      pass only, pair by pair;
+    * global mode: nothing to locate;
+    * local mode with ``query_lanes`` (many pairs per query, e.g. database
+      hits): pairs of one query, ALN_LANES at a time, in query-shared lanes
+      (:func:`_locate_lanes`);
+    * otherwise, with ``pair_lanes``: PAIR_LANES pairs of similar shapes at
+      once (:func:`_locate_group`); without: scalar passes, pair by pair.
+
+    Traceback (step 3): regions of similar shapes PAIR_LANES at a time
+    (:func:`_traceback_group`) where the group's direction bytes fit
+    ``cell_limit``; larger regions one at a time with checkpoints
+    (:func:`_traceback`).  Work items are dealt round-robin to 4 chunks per
+    thread, run on ``nthreads`` threads (:func:`_run_chunks`).
+    """
+    n = len(qidx)
+    nchunks = 4 * nthreads
+    qlen = qoff[qidx + 1] - qoff[qidx]
+    slen = soff[sidx + 1] - soff[sidx]
+    info = np.zeros((n, 6), dtype=np.int64)
+    mf, w = _pair_matrix(matrix)
+    mft, _ = _pair_matrix(matrix, transpose=True)
+    given = ends.shape[0] == n
+    if mode == MODE_GLOBAL:
+        info[:, 2] = qlen
+        info[:, 4] = slen
     else:
-        for c in prange(nchunks):
-            for t in range(c, nitems, nchunks):
-                ks = perm[item_start[t]:item_start[t + 1]]
-                qi = qidx[ks[0]]
-                q = qcodes[qoff[qi]:qoff[qi + 1]]
-                subjects = np.empty(ks.shape[0], dtype=np.int64)
-                for l in range(ks.shape[0]):
-                    subjects[l] = sidx[ks[l]]
-                res = _locate_lanes(q, scodes, soff, subjects, matrix, gap_open, gap_extend,
-                                    narrow_ok)
-                for l in range(ks.shape[0]):
-                    for col in range(5):
-                        info[ks[l], col] = res[l, col]
-    # room for the longest possible operation string of every pair
+        if given or not (pair_lanes or (query_lanes and mode == MODE_LOCAL)):
+            _run_chunks(_locate_chunk_scalar, min(nchunks, n), nthreads, qcodes, qoff, scodes,
+                        soff, qidx, sidx, matrix, gap_open, gap_extend, mode, ends,
+                        np.argsort(-(qlen * slen), kind="stable"), info)
+        elif mode == MODE_LOCAL and query_lanes:
+            # pairs of one query, similar subject lengths, ALN_LANES at a time
+            perm = np.lexsort((-slen, qidx)).astype(np.int64)
+            new_query = np.flatnonzero(np.diff(qidx[perm])) + 1
+            bounds = [0]
+            for lo, hi in zip(np.r_[0, new_query], np.r_[new_query, len(perm)]):
+                bounds.extend(range(int(lo) + ALN_LANES, int(hi), ALN_LANES))
+                bounds.append(int(hi))
+            item_start = np.asarray(bounds, dtype=np.int64)
+            _run_chunks(_locate_chunk_query, min(nchunks, len(item_start) - 1), nthreads,
+                        qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
+                        perm, item_start, info)
+        else:
+            perm = _shape_order(qlen, slen, np.ones(n, dtype=bool))
+            item_start = _items(perm, PAIR_LANES)
+            _run_chunks(_locate_chunk_pairs, min(nchunks, len(item_start) - 1), nthreads,
+                        qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
+                        mode, perm, item_start, mf, mft, w, info)
+    rq = info[:, 2] - info[:, 1]
+    rs = info[:, 4] - info[:, 3]
     room = np.zeros(n + 1, dtype=np.int64)
-    for k in range(n):
-        room[k + 1] = room[k] + (info[k, 2] - info[k, 1]) + (info[k, 4] - info[k, 3])
-    ops = np.zeros(room[n], dtype=np.uint8)
-    for c in prange(nchunks):
-        for k in range(c, n, nchunks):
-            if info[k, 0] > 0 or mode != MODE_LOCAL:
-                q = qcodes[qoff[qidx[k]] + info[k, 1]:qoff[qidx[k]] + info[k, 2]]
-                s = scodes[soff[sidx[k]] + info[k, 3]:soff[sidx[k]] + info[k, 4]]
-                score, count = _traceback(q, s, matrix, gap_open, gap_extend, cell_limit,
-                                          ops[room[k]:room[k + 1]])
-                info[k, 5] = count
-                if mode == MODE_GLOBAL:
-                    info[k, 0] = score
-                elif score != info[k, 0]:
-                    info[k, 5] = -1  # must not happen; reported by the caller
+    np.cumsum(rq + rs, out=room[1:])
+    ops = np.zeros(int(room[n]), dtype=np.uint8)
+    todo = (info[:, 0] > 0) | (mode != MODE_LOCAL)
+    lanes_ok = np.zeros(n, dtype=bool)
+    if pair_lanes:
+        lanes_ok = todo & (rq > 0) & (rs > 0) & (rq * (rs + 1) * PAIR_LANES <= cell_limit)
+    order = _shape_order(rq, rs, lanes_ok)
+    # groups of up to PAIR_LANES regions whose padded shape fits cell_limit
+    bounds = [0]
+    g = 0
+    oq, os_ = rq[order].tolist(), rs[order].tolist()
+    while g < len(order):
+        h, mq, ms = g + 1, oq[g], os_[g]
+        while h < len(order) and h - g < PAIR_LANES:
+            mq2, ms2 = max(mq, oq[h]), max(ms, os_[h])
+            if mq2 * (ms2 + 1) * PAIR_LANES > cell_limit:
+                break
+            mq, ms, h = mq2, ms2, h + 1
+        bounds.append(h)
+        g = h
+    ngroups = len(bounds) - 1
+    singles = np.flatnonzero(todo & ~lanes_ok)
+    perm = np.r_[order, singles].astype(np.int64)
+    item_start = np.r_[np.asarray(bounds, dtype=np.int64),
+                       len(order) + np.arange(1, len(singles) + 1)].astype(np.int64)
+    _run_chunks(_traceback_chunk, min(nchunks, len(item_start) - 1), nthreads, qcodes, qoff,
+                scodes, soff, qidx, sidx, matrix, gap_open, gap_extend, cell_limit, mode, perm,
+                item_start, ngroups, mf, w, info, ops, room)
     return info, ops, room
 
 
@@ -873,25 +1513,25 @@ def align_local(query_codes: np.ndarray, subject_codes: np.ndarray, matrix,
 
 def align_many(queries, database, query_index, subject_index, matrix, gap_open: int,
                gap_extend: int, threads: int | None = None, *,
-               cell_limit: int | None = None, mode: str = "local", ends=None
-               ) -> list[Alignment]:
+               cell_limit: int | None = None, mode: str = "local", ends=None,
+               pair_lanes: bool | None = None) -> list[Alignment]:
     """Align the pairs (queries[query_index[k]], database[subject_index[k]]) in parallel.
 
     queries, database: :class:`~swgpu_tools.sequences.EncodedSequences`.
     threads: Numba threads to use (default: the current setting).
     cell_limit: traceback bytes per alignment before checkpointing (default
     :data:`TRACEBACK_CELL_LIMIT` divided among the threads).
-    mode, ends: as in :func:`align_pairs`.
+    mode, ends, pair_lanes: as in :func:`align_pairs`.
     Returns one :class:`Alignment` per pair, in input order.
     """
     return _align_arrays(queries.codes, queries.offsets, database.codes, database.offsets,
                          query_index, subject_index, matrix, gap_open, gap_extend,
-                         threads, cell_limit, mode, ends)
+                         threads, cell_limit, mode, ends, pair_lanes)
 
 
 def align_pairs(pairs, matrix, gap_open: int, gap_extend: int, threads: int | None = None,
-                *, cell_limit: int | None = None, mode: str = "local", ends=None
-                ) -> list[Alignment]:
+                *, cell_limit: int | None = None, mode: str = "local", ends=None,
+                pair_lanes: bool | None = None) -> list[Alignment]:
     """Align ``(query_codes, subject_codes)`` pairs in parallel (see :func:`align_many`).
 
     mode: ``"local"``, ``"global"`` or ``"semiglobal"`` (see :func:`align`).
@@ -903,6 +1543,10 @@ def align_pairs(pairs, matrix, gap_open: int, gap_extend: int, threads: int | No
     reverse pass and the traceback still run here.  Local and semi-global
     modes only (global mode has no forward pass); for semi-global the query
     end is the query length.
+
+    pair_lanes: run the passes PAIR_LANES pairs at a time in SIMD lanes
+    (default :data:`PAIR_LANES_DEFAULT`); False: scalar passes, pair by pair.
+    Both give the very same alignments.
     """
     pairs = list(pairs)
     qs = [np.ascontiguousarray(p[0], dtype=np.uint8) for p in pairs]
@@ -918,11 +1562,11 @@ def align_pairs(pairs, matrix, gap_open: int, gap_extend: int, threads: int | No
     sc, so = pack(ss)
     idx = np.arange(len(pairs), dtype=np.int64)
     return _align_arrays(qc, qo, sc, so, idx, idx, matrix, gap_open, gap_extend,
-                         threads, cell_limit, mode, ends)
+                         threads, cell_limit, mode, ends, pair_lanes)
 
 
 def _align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                  threads, cell_limit, mode="local", ends=None):
+                  threads, cell_limit, mode="local", ends=None, pair_lanes=None):
     import numba
 
     code = _mode_code(mode)
@@ -943,29 +1587,19 @@ def _align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_
             raise ValueError("ends are for local and semi-global modes only")
         if ends.shape != (len(qidx), 3):
             raise ValueError(f"ends must have shape ({len(qidx)}, 3), got {ends.shape}")
+    if pair_lanes is None:
+        pair_lanes = PAIR_LANES_DEFAULT
     qlen = qoff[qidx + 1] - qoff[qidx]
     slen = soff[sidx + 1] - soff[sidx]
     _check_range(int((qlen + slen).max()), matrix, gap_open, gap_extend)
-    previous = numba.get_num_threads()
-    nthreads = previous if threads is None else max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))
+    nthreads = numba.get_num_threads() if threads is None else max(1, int(threads))
     if cell_limit is None:
         cell_limit = max(1 << 22, TRACEBACK_CELL_LIMIT // nthreads)
-    try:
-        numba.set_num_threads(nthreads)
-        nchunks = max(1, min(len(qidx), 4 * nthreads))
-        # local forward-pass work items: pairs of one query, similar subject lengths
-        perm = np.lexsort((-slen, qidx)).astype(np.int64)
-        new_query = np.flatnonzero(np.diff(qidx[perm])) + 1
-        bounds = [0]
-        for lo, hi in zip(np.r_[0, new_query], np.r_[new_query, len(perm)]):
-            bounds.extend(range(int(lo) + ALN_LANES, int(hi), ALN_LANES))
-            bounds.append(int(hi))
-        item_start = np.asarray(bounds, dtype=np.int64)
-        info, ops, room = _align_batch(
-            np.ascontiguousarray(qcodes, dtype=np.uint8), qoff,
-            np.ascontiguousarray(scodes, dtype=np.uint8), soff,
-            qidx, sidx, matrix, gap_open, gap_extend, max(1, int(cell_limit)), nchunks, perm,
-            item_start, code, ends)
-    finally:
-        numba.set_num_threads(previous)
+    # query-shared lanes where pairs share queries (database hits), else pair lanes
+    query_lanes = len(qidx) >= 4 * len(np.unique(qidx))
+    info, ops, room = _align_batch(
+        np.ascontiguousarray(qcodes, dtype=np.uint8), qoff,
+        np.ascontiguousarray(scodes, dtype=np.uint8), soff,
+        qidx, sidx, matrix, gap_open, gap_extend, max(1, int(cell_limit)), nthreads,
+        code, ends, bool(query_lanes), bool(pair_lanes))
     return _results(info, ops, room)

@@ -252,6 +252,32 @@ def test_align_pairs_modes_and_ends_hook():
         align_pairs(enc, s.matrix, 10, 1, mode="global", ends=np.zeros((len(enc), 3)))
 
 
+def test_pair_lanes_equal_scalar_passes():
+    """SIMD pair lanes (8 pairs per register, padded groups) give the scalar alignments."""
+    s = scheme("BLOSUM62", 11, 1)
+    rng = np.random.default_rng(17)
+    pairs = []
+    for t in range(90):
+        a = rng.integers(0, 23, int(rng.integers(1, 260))).astype(np.uint8)
+        if t % 3 == 0:  # unrelated, very different lengths
+            b = rng.integers(0, 23, int(rng.integers(1, 400))).astype(np.uint8)
+        else:  # related: mutated, with a prefix and a cut
+            b = a.copy()
+            b[rng.random(len(b)) < 0.25] = rng.integers(0, 23)
+            b = np.concatenate([rng.integers(0, 23, int(rng.integers(0, 12))), b[t % 7:]])
+            b = b.astype(np.uint8) if len(b) else a[:1].copy()
+        pairs.append((a, b))
+    for mode in ("local", "global", "semiglobal"):
+        for go, ge in ((11, 1), (0, 2)):
+            scalar = align_pairs(pairs, s.matrix, go, ge, threads=1, mode=mode, pair_lanes=False)
+            lanes = align_pairs(pairs, s.matrix, go, ge, threads=2, mode=mode, pair_lanes=True)
+            assert lanes == scalar, mode
+            # a small cell limit splits the lane groups and sends large regions to
+            # the checkpointed scalar traceback
+            assert align_pairs(pairs, s.matrix, go, ge, threads=2, mode=mode,
+                               cell_limit=30_000) == scalar
+
+
 # ---------------------------------------------------------------------------
 # the swgpu align command
 # ---------------------------------------------------------------------------
