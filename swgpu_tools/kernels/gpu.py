@@ -13,7 +13,12 @@ Design (after CUDASW++ 4.0's inter-sequence scheme, written from scratch):
   covers G*R subject positions, R per lane, held in registers.  Longer
   subjects take several passes over the query; the group's right-most lane
   writes the last column's H and E for every query row to a temp array, which
-  the next pass's lane 0 reads back.
+  the next pass's lane 0 reads back (one row ahead).
+* A planner (:meth:`GpuSearcher.plan`, cached per query-length bucket) gives
+  each subject pair the cheapest shape of a menu (:data:`SHAPES`,
+  :data:`MULTI_SHAPES`) under a cost model (padding, pipeline fill of G-1
+  steps per pass, per-shape speed) with a critical-path limit for the longest
+  subjects; partitions run on several streams, longest warp task first.
 * The query is streamed: at step s, lane t works on query row s - t; the left
   neighbour's last H and E come through a warp shuffle.
 * Fast mode ("s16", Hopper): two subjects per group, packed as the two signed
