@@ -37,7 +37,7 @@ STANDARD = set("ACDEFGHIKLMNPQRSTVWY")
 HITS_COLUMNS = ["qseqid", "sseqid", "score", "bitscore", "evalue", "qlen", "slen"]
 BLAST12 = ["qseqid", "sseqid", "pident", "length", "mismatch", "gapopen",
            "qstart", "qend", "sstart", "send", "evalue", "bitscore"]
-RULES = ["shard_db", "score_shard", "merge_hits", "traceback"]
+RULES = ["shard_db", "score_shard", "merge_hits", "traceback", "keep_previous", "changes", "plots"]
 
 pytestmark = pytest.mark.skipif(SNAKEMAKE is None, reason="snakemake is not installed")
 
@@ -346,7 +346,8 @@ def test_dry_run_lists_the_jobs(tmp_path):
     proc = _snakemake(tmp_path, "-n")
     out = proc.stdout + proc.stderr
     assert _job_counts(out) == {"shard_db": 1, "score_shard": 5, "merge_hits": 1,
-                                "traceback": 1, "all": 1}
+                                "traceback": 1, "keep_previous": 1, "changes": 1,
+                                "plots": 1, "all": 1}
     for i in range(5):
         assert f"results/hits/shard-{i:04d}.tsv" in out
     assert not (tmp_path / "results").exists()
