@@ -30,16 +30,16 @@ opts="--queries $Q --top-k 500 --backend gpu --device auto"
 t0=$(date +%s.%N)
 $sw score-shard $BD/s1/shard-0000.swdb $opts --out $BD/h1-0000.tsv 2> "$OUT/one_gpu.log"
 t1=$(date +%s.%N)
-echo "ONE GPU, 1 shard (bench200M): score_shard wall clock $(echo "$t1 - $t0" | bc) s"
+echo "ONE GPU, 1 shard (bench200M): score_shard wall clock $(awk "BEGIN{print $t1 - $t0}") s"
 t0=$(date +%s.%N)
 for k in 0000 0001; do
   ( s=$(date +%s.%N); $sw score-shard $BD/s2/shard-$k.swdb $opts --out $BD/h2-$k.tsv 2> "$OUT/two_gpu_$k.log";
-    echo "  job shard-$k: rc=$? wall $(echo "$(date +%s.%N) - $s" | bc) s" ) &
+    echo "  job shard-$k: rc=$? wall $(awk "BEGIN{print $(date +%s.%N) - $s}") s" ) &
 done
 sleep 8; nvidia-smi --query-compute-apps=gpu_uuid,pid,used_memory --format=csv | tee "$OUT/apps.txt"
 wait
 t1=$(date +%s.%N)
-echo "TWO GPUS, 2 shards as 2 concurrent jobs: wall clock $(echo "$t1 - $t0" | bc) s"
+echo "TWO GPUS, 2 shards as 2 concurrent jobs: wall clock $(awk "BEGIN{print $t1 - $t0}") s"
 grep -h "using GPU\|backend:\|GCUPS\b" "$OUT"/one_gpu.log "$OUT"/two_gpu_*.log | grep -v "queries [0-9]*/" 
 m="--queries $Q --top-k 500 --max-evalue 10"
 $sw merge $BD/h1-0000.tsv --database-info $BD/s1/database.json --out $BD/hits1.tsv $m 2>&1 | tail -1
