@@ -131,6 +131,11 @@ def main():
         print(f"  scratch v2:        {t3:7.1f} s  jobs {j3}", flush=True)
         print(f"  hits.tsv and alignments.tsv byte-identical (incremental vs scratch): {same}",
               flush=True)
+        for name, d in (("incremental", inc), ("scratch", scratch)):
+            tb = (d / "results/benchmarks/traceback.tsv").read_text().splitlines()[-1].split("\t")[0]
+            reuse = [ln.split("] ", 1)[1] for ln in
+                     (d / "results/logs/traceback.log").read_text().splitlines() if "reused" in ln]
+            print(f"  {name} traceback: {tb} s ({reuse[0] if reuse else '?'})", flush=True)
         changes = (inc / "results" / "changes.tsv").read_text().splitlines()[1:]
         kinds = {}
         for line in changes:

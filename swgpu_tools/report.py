@@ -3,7 +3,8 @@
 :func:`make_plots` reads the final tables, the scoring jobs' benchmark files
 and logs, and writes PNG files that the Snakemake report embeds:
 
-* ``scores.png``      score distribution of the hits, one panel per query;
+* ``scores.png``      score distribution of the hits, one panel per query
+                      (log-log: self hits score far above the rest);
 * ``evalues.png``     E-value distribution (log10), one panel per query;
 * ``hits_per_query.png``  number of hits per query;
 * ``shards.png``      per scoring job: wall time (Snakemake benchmark) and
@@ -90,7 +91,7 @@ def _panels(n: int):
 
 
 def _per_query_hist(plt, hits: pd.DataFrame, queries: list[str], values, xlabel: str,
-                    title: str, path) -> None:
+                    title: str, path, logx: bool = False) -> None:
     n = max(1, len(queries))
     rows, cols = _panels(n)
     fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.6 * rows), squeeze=False)
@@ -102,7 +103,18 @@ def _per_query_hist(plt, hits: pd.DataFrame, queries: list[str], values, xlabel:
         v = values[hits["qseqid"].to_numpy() == q]
         v = v[np.isfinite(v)]
         if len(v):
-            ax.hist(v, bins=min(40, max(5, len(v) // 3)), color="#3b6ea5")
+            nbins = min(40, max(5, len(v) // 3))
+            if logx and v.min() > 0:
+                lo, hi = np.log10(v.min()), np.log10(v.max())
+                bins = np.logspace(lo, hi if hi > lo else lo + 0.1, nbins + 1)
+                ax.hist(v, bins=bins, color="#3b6ea5")
+                ax.set_xscale("log")
+                from matplotlib.ticker import NullFormatter
+
+                ax.xaxis.set_minor_formatter(NullFormatter())
+            else:
+                ax.hist(v, bins=nbins, color="#3b6ea5")
+            ax.set_yscale("log")
         else:
             ax.text(0.5, 0.5, "no hits", ha="center", va="center", transform=ax.transAxes)
         ax.set_title(f"{q} ({len(v)} hits)", fontsize=9)
@@ -129,8 +141,9 @@ def make_plots(hits_path, changes_path, benchmark_paths, log_dir, out_dir, log=N
     written = []
 
     path = os.path.join(out_dir, "scores.png")
-    _per_query_hist(plt, hits, queries, hits["score"].to_numpy(np.float64), "raw SW score",
-                    "Score distribution of the hits, per query", path)
+    _per_query_hist(plt, hits, queries, hits["score"].to_numpy(np.float64), "raw SW score (log scale)",
+                    "Score distribution of the hits, per query (both axes logarithmic)", path,
+                    logx=True)
     written.append(path)
 
     path = os.path.join(out_dir, "evalues.png")
@@ -138,7 +151,7 @@ def make_plots(hits_path, changes_path, benchmark_paths, log_dir, out_dir, log=N
     with np.errstate(divide="ignore"):
         logev = np.log10(np.where(ev > 0, ev, 1e-300))
     _per_query_hist(plt, hits, queries, logev, "log10 E-value (1e-300 shown for 0)",
-                    "E-value distribution of the hits, per query", path)
+                    "E-value distribution of the hits, per query (hit counts on a log scale)", path)
     written.append(path)
 
     path = os.path.join(out_dir, "hits_per_query.png")
