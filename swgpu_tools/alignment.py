@@ -798,8 +798,7 @@ def _make_pair_row_pass(clamp, track, keep_bits):
 
 _pair_row_fill = _make_pair_row_pass(False, 0, True)
 _pair_row_global = _make_pair_row_pass(False, 0, False)
-_pair_row_local = _make_pair_row_pass(True, 1, False)
-_pair_row_local_rev = _make_pair_row_pass(True, 2, False)
+_pair_row_local = _make_pair_row_pass(True, 2, False)
 
 
 def _pair_matrix(matrix, transpose=False):
@@ -829,22 +828,29 @@ def _pl_rowoff(rows, i, w, rowoff):
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def _pl_forward(qcodes, qst, qln, scodes, sst, sln, nl, mf, w, pad, gap_open, gap_extend,
+def _pl_forward(qcodes, qst, qln, scodes, sst, sln, nl, mf, mft, w, pad, gap_open, gap_extend,
                 mode, best, qe, se):
     """Forward pass of up to PAIR_LANES pairs: best and end (exclusive) per lane.
 
-    Local: first maximum in column-major order (as :func:`_forward_end`).
+    Local: first maximum in column-major order (as :func:`_forward_end`): the
+    pass runs transposed (rows are subject positions, with the transposed
+    matrix ``mft``), where that is the first maximum in row-major order.
     Semi-global: best cell of each lane's last row, smallest subject end (as
     :func:`_forward_end_semi`).
     """
     L = PAIR_LANES
+    local = mode == MODE_LOCAL
     m = 0
     n = 0
     for l in range(nl):
-        m = max(m, qln[l])
-        n = max(n, sln[l])
-    rows = _pl_pack(qcodes, qst, qln, nl, m, False, pad)
-    cols = _pl_pack(scodes, sst, sln, nl, n, False, pad)
+        m = max(m, sln[l] if local else qln[l])
+        n = max(n, qln[l] if local else sln[l])
+    if local:
+        rows = _pl_pack(scodes, sst, sln, nl, m, False, pad)
+        cols = _pl_pack(qcodes, qst, qln, nl, n, False, pad)
+    else:
+        rows = _pl_pack(qcodes, qst, qln, nl, m, False, pad)
+        cols = _pl_pack(scodes, sst, sln, nl, n, False, pad)
     H = np.zeros((n + 1) * L, dtype=np.int32)
     F = np.full((n + 1) * L, _NEG, dtype=np.int32)
     tb = np.zeros(L, dtype=np.int32)
@@ -859,8 +865,8 @@ def _pl_forward(qcodes, qst, qln, scodes, sst, sln, nl, mf, w, pad, gap_open, ga
         se[l] = 0
     for i in range(1, m + 1):
         _pl_rowoff(rows, i, w, rowoff)
-        if mode == MODE_LOCAL:
-            _pair_row_local(rowoff, cols, mf, H, F, nobits, n, 0, tb, ti, tj, i, oe, gap_extend)
+        if local:
+            _pair_row_local(rowoff, cols, mft, H, F, nobits, n, 0, tb, ti, tj, i, oe, gap_extend)
         else:
             _pair_row_global(rowoff, cols, mf, H, F, nobits, n, -(gap_open + i * gap_extend),
                              tb, ti, tj, i, oe, gap_extend)
@@ -875,12 +881,12 @@ def _pl_forward(qcodes, qst, qln, scodes, sst, sln, nl, mf, w, pad, gap_open, ga
                     best[l] = b
                     qe[l] = i
                     se[l] = bj
-    if mode == MODE_LOCAL:
+    if local:
         for l in range(nl):
             if tb[l] > 0:
                 best[l] = tb[l]
-                qe[l] = ti[l]
-                se[l] = tj[l]
+                qe[l] = tj[l]
+                se[l] = ti[l]
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -938,8 +944,7 @@ def _pl_reverse(qcodes, qst, scodes, sst, nl, mft, w, pad, gap_open, gap_extend,
         b += 1
         _pl_rowoff(rows, b, w, rowoff)
         if mode == MODE_LOCAL:
-            _pair_row_local_rev(rowoff, cols, mft, H, F, nobits, n, 0, tb, ti, tj, b, oe,
-                                gap_extend)
+            _pair_row_local(rowoff, cols, mft, H, F, nobits, n, 0, tb, ti, tj, b, oe, gap_extend)
             for l in range(nl):
                 if not found[l] and tb[l] > best[l]:
                     found[l] = True
@@ -1171,8 +1176,8 @@ def _locate_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, mft, w, matrix
     qe = np.zeros(L, dtype=np.int64)
     se = np.zeros(L, dtype=np.int64)
     pad = w - 1
-    _pl_forward(qcodes, qst, qln, scodes, sst, sln, nl, mf, w, pad, gap_open, gap_extend, mode,
-                best, qe, se)
+    _pl_forward(qcodes, qst, qln, scodes, sst, sln, nl, mf, mft, w, pad, gap_open, gap_extend,
+                mode, best, qe, se)
     # reverse pass for the lanes with something to align
     live = np.zeros(L, dtype=np.int64)
     nlive = 0
