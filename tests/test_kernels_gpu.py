@@ -59,15 +59,18 @@ SIM_SCRIPT = textwrap.dedent(
                               scheme.matrix, go, ge) for j in range(len(edb))]
                     for i in range(len(eqs))])
     out = {"ref": ref.tolist()}
-    for mode, limit in (("s32", None), ("s16", None), ("s16", 12)):
-        s = gpu.GpuSearcher(edb, scheme.matrix, go, ge, mode=mode)
+    # budget 300 bytes: a few subjects per batch (streamed, double-buffered, top-k merged)
+    for mode, limit, budget in (("s32", None, None), ("s16", None, None), ("s16", 12, None),
+                                ("s32", None, 300), ("s16", 12, 300)):
+        s = gpu.GpuSearcher(edb, scheme.matrix, go, ge, mode=mode, max_resident_bytes=budget)
         if limit is not None:
             s.limit16 = limit               # force the 32-bit re-scoring path
         got = s.all_scores(eqs)
         th = s.search(eqs, 4)
         exp = top_k_from_scores(ref, 4)
-        out[f"{mode}-{limit}"] = {
+        out[f"{mode}-{limit}-{budget}"] = {
             "scores": got.tolist(),
+            "batches": 1 if s.batches is None else len(s.batches),
             "topk_equal": bool((th.query_index == exp.query_index).all()
                                and (th.subject_index == exp.subject_index).all()
                                and (th.score == exp.score).all()),
@@ -94,6 +97,10 @@ def test_simulator_kernels_match_reference(seed, go, ge):
     for key, val in res.items():
         assert val["scores"] == ref, f"{key}: {val['scores']} != {ref}"
         assert val["topk_equal"], key
+        if key.endswith("-300"):
+            assert val["batches"] >= 3, (key, val["batches"])
+        else:
+            assert val["batches"] == 1, (key, val["batches"])
 
 
 def test_kernel_source_shapes():
@@ -239,6 +246,15 @@ def test_gpu_random_vs_cpu_and_topk():
         assert (th.query_index == exp.query_index).all()
         assert (th.subject_index == exp.subject_index).all()
         assert (th.score == exp.score).all()
+        # streamed in batches (forced small budget): identical scores and hits
+        budget = (int(edb.offsets[-1]) + gpu.BYTES_PER_SUBJECT * len(lens)) // 3
+        sb = gpu.GpuSearcher(edb, scheme.matrix, 11, 1, mode=mode, max_resident_bytes=budget)
+        assert sb.batches is not None and len(sb.batches) >= 5, sb.batches
+        assert (sb.all_scores(eqs) == ref).all(), f"{mode} batched"
+        tb = sb.search(eqs, 25)
+        assert (tb.query_index == exp.query_index).all()
+        assert (tb.subject_index == exp.subject_index).all()
+        assert (tb.score == exp.score).all()
 
 
 @pytest.mark.gpu

@@ -217,3 +217,38 @@ else:
         "{.reg .b32 t; add.s32 t, $1, $2; max.s32 t, t, $3; max.s32 $0, t, 0;}", 3)
     max3_32 = _make(
         "max3_32", "{.reg .b32 t; max.s32 t, $1, $2; max.s32 $0, t, $3;}", 3)
+
+
+# --------------------------------------------------------------------------
+# Host-side database layout helpers (CPU, compiled once and cached)
+# --------------------------------------------------------------------------
+
+import numpy as _np  # noqa: E402
+from numba import njit as _njit  # noqa: E402
+
+
+@_njit(nogil=True, cache=True)
+def used_codes(codes):
+    """uint8[256]: 1 for each byte value that occurs in ``codes`` (one pass, no widening)."""
+    seen = _np.zeros(256, _np.uint8)
+    for i in range(codes.shape[0]):
+        seen[codes[i]] = 1
+    return seen
+
+
+@_njit(nogil=True, cache=True)
+def gather_remap(codes, offsets, sel, lut, out, starts, lens):
+    """Concatenate subjects ``sel`` (indices into ``offsets``) into ``out``, re-coded
+    through ``lut``; their start positions and lengths go to ``starts``/``lens``.
+    Returns the residues written.  Releases the GIL (runs in a helper thread)."""
+    p = 0
+    for i in range(sel.shape[0]):
+        s = sel[i]
+        a = offsets[s]
+        b = offsets[s + 1]
+        starts[i] = p
+        lens[i] = b - a
+        for k in range(a, b):
+            out[p] = lut[codes[k]]
+            p += 1
+    return p
