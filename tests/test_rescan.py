@@ -123,6 +123,10 @@ def test_rescan_tables_equal_a_scratch_scan(rescan):
     assert _tables(rescan["inc"]) == _tables(rescan["scratch"])
     # E-values follow the new database size (v2 has the same count, other residues)
     assert _tables(rescan["inc"])["hits.tsv"] != rescan["tables_v1"]["hits.tsv"]
+    # the traceback reused the unchanged pairs' alignments and aligned the changed ones
+    log = (rescan["inc"] / "results/logs/traceback.log").read_text()
+    m = re.search(r"(\d+) alignments reused from \S+, (\d+) to compute", log)
+    assert m and int(m.group(1)) > 0 and int(m.group(2)) >= 2, log
 
 
 @pytest.mark.slow
@@ -250,23 +254,26 @@ def test_truncated_shard_is_detected_and_rebuilt(rescan):
     half-way): the scoring job fails naming it and moves it aside; the same
     command again rebuilds the shards and finishes with the right tables."""
     work = rescan["root"] / "corrupt"
-    _setup(work, rescan["queries"], rescan["v2"])
+    queries, small, _, _ = _inputs(30)
+    _setup(work, queries, small)
+    _write_config(work, shards=2, threads=1)
     _snakemake(work, "--until", "shard_db")
-    victim = work / "results" / "shards" / "shard-0003.swdb"
+    victim = work / "results" / "shards" / "shard-0001.swdb"
     data = victim.read_bytes()
     victim.write_bytes(data[: len(data) - 100])
     failed = _snakemake(work, check=False)
     assert failed.returncode != 0
-    log = (work / "results/logs/score_shard/shard-0003.log").read_text()
-    assert "results/shards/shard-0003.swdb: shard is truncated or corrupt" in log
+    log = (work / "results/logs/score_shard/shard-0001.log").read_text()
+    assert "results/shards/shard-0001.swdb: shard is truncated or corrupt" in log
     assert not victim.exists()                            # moved aside
-    assert list((work / "results/shards/corrupt").glob("shard-0003.swdb.*"))
+    assert list((work / "results/shards/corrupt").glob("shard-0001.swdb.*"))
     rebuilt = _snakemake(work)
-    assert victim.read_bytes() == data
+    assert victim.read_bytes() == data                    # rebuilt as it was
     out = rebuilt.stdout + rebuilt.stderr
     assert re.search(r"^(?:local)?checkpoint shard_db:", out, re.MULTILINE)
-    assert "0003" in _scored_shards(rebuilt)
-    assert _tables(work) == _tables(rescan["scratch"])
+    assert "0001" in _scored_shards(rebuilt)
+    hits = pd.read_csv(work / "results/hits.tsv", sep="\t", keep_default_na=False)
+    assert {shard_of(x, 2) for x in hits["sseqid"]} == {0, 1}  # both shards' hits are there
 
 
 def test_slurm_profile_sbatch_calls(tmp_path):
