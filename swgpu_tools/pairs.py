@@ -35,6 +35,7 @@ import os
 import time
 
 import numpy as np
+from numba import njit
 
 from .errors import InputError
 from .fasta import iter_fasta
@@ -80,22 +81,112 @@ def read_pairs(first, second=None) -> tuple[SequenceSet, SequenceSet]:
     return _set(a), _set(b)
 
 
+@njit(cache=True, nogil=True, boundscheck=False)
+def _columns(qres, qoff, sres, soff, coords, ops, ops_off, want_rows):
+    """Identities, CIGAR text and (optionally) aligned rows of every alignment.
+
+    qres/sres: ASCII letters of the query/subject sets; coords[k] = (query
+    start, subject start) of alignment k (0-based); ops: all operation strings
+    (M/I/D) concatenated, alignment k's at ops[ops_off[k]:ops_off[k + 1]].
+    Returns (identities, cigar bytes, cigar offsets, query row, subject row);
+    the rows share ops_off (one letter or '-' per column).
+    """
+    n = coords.shape[0]
+    ident = np.zeros(n, dtype=np.int64)
+    cig = np.empty(max(1, 21 * ops.shape[0] + 1), dtype=np.uint8)  # <= 21 bytes a run
+    cig_off = np.zeros(n + 1, dtype=np.int64)
+    rows = ops.shape[0] if want_rows else 0
+    qrow = np.empty(rows, dtype=np.uint8)
+    srow = np.empty(rows, dtype=np.uint8)
+    digits = np.empty(20, dtype=np.uint8)
+    pos = 0
+    for k in range(n):
+        i = qoff[k] + coords[k, 0]
+        j = soff[k] + coords[k, 1]
+        run_cls = 0
+        run_len = 0
+        for t in range(ops_off[k], ops_off[k + 1] + 1):
+            if t < ops_off[k + 1]:
+                op = ops[t]
+                if op == 77:  # M
+                    a = qres[i]
+                    b = sres[j]
+                    c = 61 if a == b else 88  # '=' or 'X'
+                    if a == b:
+                        ident[k] += 1
+                    i += 1
+                    j += 1
+                elif op == 73:  # I: query residue, gap in the subject
+                    a = qres[i]
+                    b = 45
+                    c = 73
+                    i += 1
+                else:  # D
+                    a = 45
+                    b = sres[j]
+                    c = 68
+                    j += 1
+                if want_rows:
+                    qrow[t] = a
+                    srow[t] = b
+            else:
+                c = 0  # flush the last run
+            if c == run_cls:
+                run_len += 1
+                continue
+            if run_len > 0:
+                nd = 0
+                x = run_len
+                while x > 0:
+                    digits[nd] = 48 + x % 10
+                    x //= 10
+                    nd += 1
+                for d in range(nd - 1, -1, -1):
+                    cig[pos] = digits[d]
+                    pos += 1
+                cig[pos] = run_cls
+                pos += 1
+            run_cls = c
+            run_len = 1
+        if ops_off[k + 1] == ops_off[k]:
+            cig[pos] = 42  # '*': empty alignment
+            pos += 1
+        cig_off[k + 1] = pos
+    return ident, cig, cig_off, qrow, srow
+
+
 def pair_rows(queries: SequenceSet, subjects: SequenceSet, alignments,
               aligned_strings: bool = False):
     """Yield one tuple per pair in the order of :data:`PAIR_COLUMNS` (+ aligned rows)."""
-    from .tables import alignment_columns, format_pident
+    from .tables import format_pident
 
+    n = len(alignments)
+    if n == 0:
+        return
+    coords = np.array([(a.query_start, a.subject_start) for a in alignments], dtype=np.int64)
+    ops_off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum([len(a.operations) for a in alignments], out=ops_off[1:])
+    ops = np.frombuffer(b"".join(a.operations for a in alignments), dtype=np.uint8)
+    ident, cig, cig_off, qrow, srow = _columns(
+        queries.residues, queries.offsets, subjects.residues, subjects.offsets, coords, ops,
+        ops_off, aligned_strings)
+    cig_text = cig[:cig_off[n]].tobytes().decode("ascii")
+    if aligned_strings:
+        qtext = qrow.tobytes().decode("ascii")
+        stext = srow.tobytes().decode("ascii")
+    qlen = np.diff(queries.offsets).tolist()
+    slen = np.diff(subjects.offsets).tolist()
+    co, oo, idl = cig_off.tolist(), ops_off.tolist(), ident.tolist()
     for k, aln in enumerate(alignments):
-        qseq = queries.sequence(k)
-        sseq = subjects.sequence(k)
-        c = alignment_columns(qseq, sseq, aln)
-        qs, qe = (c["qstart"], c["qend"]) if aln.query_end > aln.query_start else (0, 0)
-        ss, se = (c["sstart"], c["send"]) if aln.subject_end > aln.subject_start else (0, 0)
-        row = (queries.ids[k], subjects.ids[k], aln.score, qs, qe, ss, se, len(qseq),
-               len(sseq), c["length"], c["identities"], format_pident(c["pident"]),
-               c["cigar"] or "*")
+        length = oo[k + 1] - oo[k]
+        qs, qe = (aln.query_start + 1, aln.query_end) if aln.query_end > aln.query_start else (0, 0)
+        ss, se = ((aln.subject_start + 1, aln.subject_end) if aln.subject_end > aln.subject_start
+                  else (0, 0))
+        row = (queries.ids[k], subjects.ids[k], aln.score, qs, qe, ss, se, qlen[k], slen[k],
+               length, idl[k], format_pident(100.0 * idl[k] / length if length else 0.0),
+               cig_text[co[k]:co[k + 1]])
         if aligned_strings:
-            row += (c["qaln"], c["saln"])
+            row += (qtext[oo[k]:oo[k + 1]], stext[oo[k]:oo[k + 1]])
         yield row
 
 

@@ -300,6 +300,26 @@ DNA_PAIRS = [
 ]
 
 
+def test_pair_rows_match_alignment_columns():
+    """The batch CIGAR/identity/rows code agrees with tables.alignment_columns."""
+    from swgpu_tools.pairs import pair_rows
+    from swgpu_tools.sequences import SequenceSet
+
+    s = scheme("BLOSUM62", 5, 1)
+    rng = np.random.default_rng(9)
+    texts = ["".join(rng.choice(list(PROTEIN), int(n))) for n in rng.integers(1, 90, 40)]
+    qs = SequenceSet.from_pairs([(f"q{i}", t) for i, t in enumerate(texts)])
+    ss = SequenceSet.from_pairs([(f"s{i}", t[::-1][:20] + t[3:]) for i, t in enumerate(texts)])
+    q, d = s.encode(qs), s.encode(ss)
+    idx = np.arange(len(texts))
+    for mode in ("local", "global"):
+        alns = A.align_many(q, d, idx, idx, s.matrix, 5, 1, mode=mode)
+        for k, row in enumerate(pair_rows(qs, ss, alns, aligned_strings=True)):
+            c = alignment_columns(qs.sequence(k), ss.sequence(k), alns[k])
+            assert row[9:] == (c["length"], c["identities"], "%.3f" % c["pident"],
+                               c["cigar"] or "*", c["qaln"], c["saln"])
+
+
 @pytest.mark.parametrize("mode", ["local", "global", "semiglobal"])
 def test_align_command_two_files_and_interleaved(tmp_path, mode, capsys):
     qf = write(tmp_path / "q.fa", [(a, b) for a, b, _, _ in DNA_PAIRS])
