@@ -644,7 +644,7 @@ _PAD_SCORE = -(1 << 20)
 PAIR_LANES_DEFAULT = True
 
 
-def _make_pair_row_pass(clamp, track, keep_bits):
+def _make_pair_row_pass(clamp, track, keep_bits, ident=False):
     """Build an intrinsic computing one DP row for PAIR_LANES pairs (int32 lanes).
 
     ``_pass(rowoff, cols, mf, H, F, bits, n, hb, best, bi, bj, row, oe, ext)``:
@@ -664,6 +664,10 @@ def _make_pair_row_pass(clamp, track, keep_bits):
       replaces (best, bi, bj) if greater, or equal with a smaller column);
       track 2: the first maximum in row-major order (strictly greater);
       bi/bj get ``row`` and the column.
+    * ident (match/mismatch matrices): no gather; ``rowoff`` holds the row
+      letters themselves and mf = (match, mismatch, padding code): the score
+      is match for equal letters, mismatch otherwise, _PAD_SCORE where either
+      letter is the padding.
     """
 
     def typer(typingctx, rowoff, cols, mf, H, F, bits, ncols, hb, best, bi, bj, row, oe, ext):
@@ -704,6 +708,13 @@ def _make_pair_row_pass(clamp, track, keep_bits):
             def const(x):
                 return ir.Constant(v32, [x] * L)
 
+            if ident:  # per row: padding rows score _PAD_SCORE everywhere
+                mp = builder.bitcast(ma.data, i32.as_pointer())
+                vals = [builder.load(builder.gep(mp, [ir.Constant(i64, k)])) for k in range(3)]
+                padv = _splat(builder, vals[2], v32)
+                pad_row = builder.icmp_signed("==", rowoff, padv)
+                row_match = builder.select(pad_row, const(_PAD_SCORE), _splat(builder, vals[0], v32))
+                row_mis = builder.select(pad_row, const(_PAD_SCORE), _splat(builder, vals[1], v32))
             diag0 = builder.load(hbase, align=4)
             builder.store(hb, hbase, align=4)
             if track:
@@ -724,9 +735,14 @@ def _make_pair_row_pass(clamp, track, keep_bits):
             e = builder.phi(v32)
             carried = [builder.phi(v32) for _ in carried0]
             col = builder.load(builder.gep(cbase, [builder.sub(j, ir.Constant(i64, 1))]), align=1)
-            idx = builder.zext(builder.add(rowoff, builder.zext(col, v32)), v64)
-            addrs = builder.inttoptr(builder.add(mbase, builder.mul(idx, four)), vptr)
-            sub = builder.call(gather, [addrs, ir.Constant(i32, 4), all_on, zero])
+            if ident:
+                colv = builder.zext(col, v32)
+                sub = builder.select(builder.icmp_signed("==", rowoff, colv), row_match, row_mis)
+                sub = builder.select(builder.icmp_signed("==", colv, padv), const(_PAD_SCORE), sub)
+            else:
+                idx = builder.zext(builder.add(rowoff, builder.zext(col, v32)), v64)
+                addrs = builder.inttoptr(builder.add(mbase, builder.mul(idx, four)), vptr)
+                sub = builder.call(gather, [addrs, ir.Constant(i32, 4), all_on, zero])
             e_ext = builder.sub(e, ext_v)
             e_open = builder.sub(hl, oe_v)
             ce = builder.icmp_signed(">", e_ext, e_open)
@@ -791,7 +807,7 @@ def _make_pair_row_pass(clamp, track, keep_bits):
 
         return sig, codegen
 
-    name = f"_pair_row_pass_c{int(clamp)}_t{track}_b{int(keep_bits)}"
+    name = f"_pair_row_pass_c{int(clamp)}_t{track}_b{int(keep_bits)}_i{int(ident)}"
     typer.__name__ = typer.__qualname__ = name
     return intrinsic(typer)
 
@@ -799,14 +815,28 @@ def _make_pair_row_pass(clamp, track, keep_bits):
 _pair_row_fill = _make_pair_row_pass(False, 0, True)
 _pair_row_global = _make_pair_row_pass(False, 0, False)
 _pair_row_local = _make_pair_row_pass(True, 2, False)
+_pair_row_fill_id = _make_pair_row_pass(False, 0, True, True)
+_pair_row_global_id = _make_pair_row_pass(False, 0, False, True)
+_pair_row_local_id = _make_pair_row_pass(True, 2, False, True)
 
 
 def _pair_matrix(matrix, transpose=False):
-    """Flat int32 matrix with one more letter (code na, the padding), and its row stride."""
+    """The pair lanes' matrix: (flat int32 array, row stride w, identity flag).
+
+    A match/mismatch matrix (one value on the diagonal, one elsewhere) gives
+    (match, mismatch, padding code), w = 1 and True: the lanes compare letters
+    instead of gathering scores.  Any other matrix gives the flat matrix with
+    one more letter (code na, the padding, scoring _PAD_SCORE), w = na + 1
+    and False.  The padding code is na in both cases.
+    """
     na = matrix.shape[0]
+    diag = np.diag(matrix)
+    off = matrix[~np.eye(na, dtype=bool)]
+    if na >= 2 and np.all(diag == diag[0]) and np.all(off == off[0]):
+        return np.array([diag[0], off[0], na], dtype=np.int32), 1, True
     ext = np.full((na + 1, na + 1), _PAD_SCORE, dtype=np.int32)
     ext[:na, :na] = matrix.T if transpose else matrix
-    return ext.ravel().copy(), na + 1
+    return ext.ravel().copy(), na + 1, False
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -828,8 +858,8 @@ def _pl_rowoff(rows, i, w, rowoff):
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def _pl_forward(qcodes, qst, qln, scodes, sst, sln, nl, mf, mft, w, pad, gap_open, gap_extend,
-                mode, best, qe, se):
+def _pl_forward(qcodes, qst, qln, scodes, sst, sln, nl, mf, mft, w, ident, pad, gap_open,
+                gap_extend, mode, best, qe, se):
     """Forward pass of up to PAIR_LANES pairs: best and end (exclusive) per lane.
 
     Local: first maximum in column-major order (as :func:`_forward_end`): the
@@ -865,11 +895,18 @@ def _pl_forward(qcodes, qst, qln, scodes, sst, sln, nl, mf, mft, w, pad, gap_ope
         se[l] = 0
     for i in range(1, m + 1):
         _pl_rowoff(rows, i, w, rowoff)
-        if local:
+        if local and ident:
+            _pair_row_local_id(rowoff, cols, mft, H, F, nobits, n, 0, tb, ti, tj, i, oe,
+                               gap_extend)
+        elif local:
             _pair_row_local(rowoff, cols, mft, H, F, nobits, n, 0, tb, ti, tj, i, oe, gap_extend)
         else:
-            _pair_row_global(rowoff, cols, mf, H, F, nobits, n, -(gap_open + i * gap_extend),
-                             tb, ti, tj, i, oe, gap_extend)
+            if ident:
+                _pair_row_global_id(rowoff, cols, mf, H, F, nobits, n,
+                                    -(gap_open + i * gap_extend), tb, ti, tj, i, oe, gap_extend)
+            else:
+                _pair_row_global(rowoff, cols, mf, H, F, nobits, n, -(gap_open + i * gap_extend),
+                                 tb, ti, tj, i, oe, gap_extend)
             for l in range(nl):
                 if qln[l] == i:  # this lane's last row
                     b = H[l]
@@ -890,8 +927,8 @@ def _pl_forward(qcodes, qst, qln, scodes, sst, sln, nl, mf, mft, w, pad, gap_ope
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def _pl_reverse(qcodes, qst, scodes, sst, nl, mft, w, pad, gap_open, gap_extend, mode, best,
-                qe, se, span_q, span_s):
+def _pl_reverse(qcodes, qst, scodes, sst, nl, mft, w, ident, pad, gap_open, gap_extend, mode,
+                best, qe, se, span_q, span_s):
     """Reverse pass of up to PAIR_LANES pairs: the spans of the start (tie rules of the module doc).
 
     Rows are the reversed subject prefixes s[:se] (subject span b), columns
@@ -944,7 +981,12 @@ def _pl_reverse(qcodes, qst, scodes, sst, nl, mft, w, pad, gap_open, gap_extend,
         b += 1
         _pl_rowoff(rows, b, w, rowoff)
         if mode == MODE_LOCAL:
-            _pair_row_local(rowoff, cols, mft, H, F, nobits, n, 0, tb, ti, tj, b, oe, gap_extend)
+            if ident:
+                _pair_row_local_id(rowoff, cols, mft, H, F, nobits, n, 0, tb, ti, tj, b, oe,
+                                   gap_extend)
+            else:
+                _pair_row_local(rowoff, cols, mft, H, F, nobits, n, 0, tb, ti, tj, b, oe,
+                                gap_extend)
             for l in range(nl):
                 if not found[l] and tb[l] > best[l]:
                     found[l] = True
@@ -952,8 +994,12 @@ def _pl_reverse(qcodes, qst, scodes, sst, nl, mft, w, pad, gap_open, gap_extend,
                     span_q[l] = tj[l]
                     span_s[l] = ti[l]
         else:
-            _pair_row_global(rowoff, cols, mft, H, F, nobits, n, -(gap_open + b * gap_extend),
-                             tb, ti, tj, b, oe, gap_extend)
+            if ident:
+                _pair_row_global_id(rowoff, cols, mft, H, F, nobits, n,
+                                    -(gap_open + b * gap_extend), tb, ti, tj, b, oe, gap_extend)
+            else:
+                _pair_row_global(rowoff, cols, mft, H, F, nobits, n,
+                                 -(gap_open + b * gap_extend), tb, ti, tj, b, oe, gap_extend)
             for l in range(nl):
                 if not found[l] and b <= se[l] and H[qe[l] * L + l] == best[l]:
                     found[l] = True
@@ -964,8 +1010,8 @@ def _pl_reverse(qcodes, qst, scodes, sst, nl, mft, w, pad, gap_open, gap_extend,
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def _pl_traceback(qcodes, qst, qln, scodes, sst, sln, nl, mf, w, pad, gap_open, gap_extend,
-                  ops, room_end, scores, counts):
+def _pl_traceback(qcodes, qst, qln, scodes, sst, sln, nl, mf, w, ident, pad, gap_open,
+                  gap_extend, ops, room_end, scores, counts):
     """Global alignments (traceback) of up to PAIR_LANES segment pairs (all non-empty).
 
     One lane-interleaved fill with direction bits (1 byte per cell and lane,
@@ -993,8 +1039,12 @@ def _pl_traceback(qcodes, qst, qln, scodes, sst, sln, nl, mf, w, pad, gap_open, 
     oe = gap_open + gap_extend
     for i in range(1, m + 1):
         _pl_rowoff(rows, i, w, rowoff)
-        _pair_row_fill(rowoff, cols, mf, H, F, bits[i - 1], n, -(gap_open + i * gap_extend),
-                       d, d, d, i, oe, gap_extend)
+        if ident:
+            _pair_row_fill_id(rowoff, cols, mf, H, F, bits[i - 1], n,
+                              -(gap_open + i * gap_extend), d, d, d, i, oe, gap_extend)
+        else:
+            _pair_row_fill(rowoff, cols, mf, H, F, bits[i - 1], n, -(gap_open + i * gap_extend),
+                           d, d, d, i, oe, gap_extend)
         for l in range(nl):
             if qln[l] == i:
                 scores[l] = H[sln[l] * L + l]
@@ -1157,8 +1207,8 @@ def _locate_lanes(q, scodes, soff, subjects, matrix, gap_open, gap_extend, narro
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def _locate_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, mft, w, matrix, gap_open,
-                  gap_extend, mode, info):
+def _locate_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, mft, w, ident, matrix,
+                  gap_open, gap_extend, mode, info):
     """Locate the aligned region of the pairs ks (at most PAIR_LANES) in pair lanes."""
     L = PAIR_LANES
     nl = ks.shape[0]
@@ -1175,9 +1225,9 @@ def _locate_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, mft, w, matrix
     best = np.zeros(L, dtype=np.int64)
     qe = np.zeros(L, dtype=np.int64)
     se = np.zeros(L, dtype=np.int64)
-    pad = w - 1
-    _pl_forward(qcodes, qst, qln, scodes, sst, sln, nl, mf, mft, w, pad, gap_open, gap_extend,
-                mode, best, qe, se)
+    pad = matrix.shape[0]
+    _pl_forward(qcodes, qst, qln, scodes, sst, sln, nl, mf, mft, w, ident, pad, gap_open,
+                gap_extend, mode, best, qe, se)
     # reverse pass for the lanes with something to align
     live = np.zeros(L, dtype=np.int64)
     nlive = 0
@@ -1201,8 +1251,8 @@ def _locate_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, mft, w, matrix
     b = np.zeros(L, dtype=np.int64)
     ok = True
     if nlive > 0:
-        ok = _pl_reverse(qcodes, rqs, scodes, rss, nlive, mft, w, pad, gap_open, gap_extend,
-                         mode, rb, rq, rs, a, b)
+        ok = _pl_reverse(qcodes, rqs, scodes, rss, nlive, mft, w, ident, pad, gap_open,
+                         gap_extend, mode, rb, rq, rs, a, b)
     for r in range(nlive):
         l = live[r]
         if not ok:  # cannot happen; the scalar pass to be safe
@@ -1219,8 +1269,8 @@ def _locate_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, mft, w, matrix
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def _traceback_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, w, gap_open, gap_extend,
-                     info, ops, room):
+def _traceback_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, w, ident, pad, gap_open,
+                     gap_extend, info, ops, room):
     """Traceback of the regions of the pairs ks (at most PAIR_LANES, non-empty) in pair lanes."""
     L = PAIR_LANES
     nl = ks.shape[0]
@@ -1238,8 +1288,8 @@ def _traceback_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, w, gap_open
         end[l] = room[k + 1]
     scores = np.zeros(L, dtype=np.int64)
     counts = np.zeros(L, dtype=np.int64)
-    _pl_traceback(qcodes, qst, qln, scodes, sst, sln, nl, mf, w, w - 1, gap_open, gap_extend,
-                  ops, end, scores, counts)
+    _pl_traceback(qcodes, qst, qln, scodes, sst, sln, nl, mf, w, ident, pad, gap_open,
+                  gap_extend, ops, end, scores, counts)
     return scores, counts
 
 
@@ -1281,25 +1331,26 @@ def _locate_chunk_query(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matr
 
 @njit(cache=True, nogil=True, boundscheck=False)
 def _locate_chunk_pairs(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open,
-                        gap_extend, mode, perm, item_start, mf, mft, w, info):
+                        gap_extend, mode, perm, item_start, mf, mft, w, ident, info):
     """Regions of chunk c's groups of PAIR_LANES pairs, in pair lanes."""
     for t in range(c, item_start.shape[0] - 1, nchunks):
         ks = perm[item_start[t]:item_start[t + 1]]
-        _locate_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, mft, w, matrix, gap_open,
-                      gap_extend, mode, info)
+        _locate_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, mft, w, ident, matrix,
+                      gap_open, gap_extend, mode, info)
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
 def _traceback_chunk(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open,
-                     gap_extend, cell_limit, mode, perm, item_start, ngroups, mf, w, info, ops,
-                     room):
+                     gap_extend, cell_limit, mode, perm, item_start, ngroups, mf, w, ident, info,
+                     ops, room):
     """Traceback of chunk c's work items: groups in pair lanes, then single regions."""
     nitems = item_start.shape[0] - 1
     for t in range(c, nitems, nchunks):
         ks = perm[item_start[t]:item_start[t + 1]]
         if t < ngroups:
             scores, counts = _traceback_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, w,
-                                              gap_open, gap_extend, info, ops, room)
+                                              ident, matrix.shape[0], gap_open, gap_extend,
+                                              info, ops, room)
         else:
             scores = np.zeros(1, dtype=np.int64)
             counts = np.zeros(1, dtype=np.int64)
@@ -1381,8 +1432,8 @@ def _align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_e
     qlen = qoff[qidx + 1] - qoff[qidx]
     slen = soff[sidx + 1] - soff[sidx]
     info = np.zeros((n, 6), dtype=np.int64)
-    mf, w = _pair_matrix(matrix)
-    mft, _ = _pair_matrix(matrix, transpose=True)
+    mf, w, ident = _pair_matrix(matrix)
+    mft = _pair_matrix(matrix, transpose=True)[0]
     given = ends.shape[0] == n
     if mode == MODE_GLOBAL:
         info[:, 2] = qlen
@@ -1409,7 +1460,7 @@ def _align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_e
             item_start = _items(perm, PAIR_LANES)
             _run_chunks(_locate_chunk_pairs, min(nchunks, len(item_start) - 1), nthreads,
                         qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                        mode, perm, item_start, mf, mft, w, info)
+                        mode, perm, item_start, mf, mft, w, ident, info)
     rq = info[:, 2] - info[:, 1]
     rs = info[:, 4] - info[:, 3]
     room = np.zeros(n + 1, dtype=np.int64)
@@ -1440,7 +1491,7 @@ def _align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_e
                        len(order) + np.arange(1, len(singles) + 1)].astype(np.int64)
     _run_chunks(_traceback_chunk, min(nchunks, len(item_start) - 1), nthreads, qcodes, qoff,
                 scodes, soff, qidx, sidx, matrix, gap_open, gap_extend, cell_limit, mode, perm,
-                item_start, ngroups, mf, w, info, ops, room)
+                item_start, ngroups, mf, w, ident, info, ops, room)
     return info, ops, room
 
 

@@ -267,15 +267,22 @@ def test_pair_lanes_equal_scalar_passes():
             b = np.concatenate([rng.integers(0, 23, int(rng.integers(0, 12))), b[t % 7:]])
             b = b.astype(np.uint8) if len(b) else a[:1].copy()
         pairs.append((a, b))
-    for mode in ("local", "global", "semiglobal"):
-        for go, ge in ((11, 1), (0, 2)):
-            scalar = align_pairs(pairs, s.matrix, go, ge, threads=1, mode=mode, pair_lanes=False)
-            lanes = align_pairs(pairs, s.matrix, go, ge, threads=2, mode=mode, pair_lanes=True)
-            assert lanes == scalar, mode
-            # a small cell limit splits the lane groups and sends large regions to
-            # the checkpointed scalar traceback
-            assert align_pairs(pairs, s.matrix, go, ge, threads=2, mode=mode,
-                               cell_limit=30_000) == scalar
+    # BLOSUM62 (gathered scores), match/mismatch (letters compared), with a wildcard (gathered)
+    dna = scheme(match=2, mismatch=-3, gap_open=5, gap_extend=2)
+    wild = scheme(match=1, mismatch=-1, wildcard="N", gap_open=0, gap_extend=2)
+    for matrix in (s.matrix, dna.matrix, wild.matrix):
+        assert A._pair_matrix(matrix)[2] == (matrix is dna.matrix)
+        dna_pairs = [(a % 5, b % 5) for a, b in pairs]  # codes of A, B, C, D, E
+        for mode in ("local", "global", "semiglobal"):
+            for go, ge in ((11, 1), (0, 2)):
+                ps = pairs if matrix is s.matrix else dna_pairs
+                scalar = align_pairs(ps, matrix, go, ge, threads=1, mode=mode, pair_lanes=False)
+                lanes = align_pairs(ps, matrix, go, ge, threads=2, mode=mode, pair_lanes=True)
+                assert lanes == scalar, mode
+                # a small cell limit splits the lane groups and sends large regions to
+                # the checkpointed scalar traceback
+                assert align_pairs(ps, matrix, go, ge, threads=2, mode=mode,
+                                   cell_limit=30_000) == scalar
 
 
 # ---------------------------------------------------------------------------
