@@ -36,12 +36,17 @@ python3 benchmarks/gpu_batched_bench.py --db $BD/bench_db.fasta --queries $Q --b
   --json "$OUT/batched.json" 2>&1 | tee "$OUT/batched.log" | tail -6
 echo "== score-shard"
 python3 -m swgpu_tools.cli shard $BD/bench_db.fasta --shards 1 --out-dir $BD/s1 2>&1 | tail -1
-for run in 1 2; do
+# runs 1, 2: resident; run 3: streamed in batches (SWGPU_GPU_MEMORY_BYTES=$BUDGET), table compared
+for run in 1 2 3; do
   t0=$(ts)
+  [ $run = 3 ] && export SWGPU_GPU_MEMORY_BYTES=$BUDGET
   python3 -m swgpu_tools.cli score-shard $BD/s1/shard-0000.swdb --queries $Q --top-k 500 --backend gpu \
-    --device auto --out $BD/h1.tsv 2> "$OUT/score_shard_$run.log"
-  t1=$(ts); echo "score-shard run $run: rc=$? wall $(el $t0 $t1) s"; sed -e 's/^/   /' "$OUT/score_shard_$run.log" | grep -v "queries [0-9]*/20 " | tail -8
+    --device auto --out $BD/h1_$run.tsv 2> "$OUT/score_shard_$run.log"
+  rc=$?; t1=$(ts); echo "score-shard run $run: rc=$rc wall $(el $t0 $t1) s"
+  sed -e 's/^/   /' "$OUT/score_shard_$run.log" | grep -v "queries \(1[0-9]\|[2-9]\)/20 " | tail -8
 done
+unset SWGPU_GPU_MEMORY_BYTES
+cmp $BD/h1_1.tsv $BD/h1_3.tsv && echo "score-shard hits: resident == batched ($(wc -l < $BD/h1_1.tsv) lines)"
 echo "== warm start (uniprot20k, first query)"
 for run in 1 2; do
   python3 benchmarks/gpu_bench.py --child-start --db gpu_bench_data/uniprot20k.fasta.gz --queries $Q --top-k 10 2>&1 | tail -1

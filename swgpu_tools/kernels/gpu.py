@@ -543,6 +543,29 @@ def fill_kernel(a, n, v):
         a[i] = v
 
 
+@cuda.jit("void(uint8[::1], int64, int32[::1])", cache=True)
+def used_kernel(codes, n, flags):
+    # flags[c] = 1 for every letter c in codes (block-local flags first)
+    sh = cuda.shared.array(256, dtype=int32)
+    tid = cuda.threadIdx.x
+    k = tid
+    while k < 256:
+        sh[k] = 0
+        k += cuda.blockDim.x
+    cuda.syncthreads()
+    i = int64(cuda.blockIdx.x) * cuda.blockDim.x + tid
+    stride = int64(cuda.gridDim.x) * cuda.blockDim.x
+    while i < n:
+        sh[codes[i]] = 1
+        i += stride
+    cuda.syncthreads()
+    k = tid
+    while k < 256:
+        if sh[k] != 0:
+            flags[k] = 1
+        k += cuda.blockDim.x
+
+
 @cuda.jit("void(uint8[::1], int64, uint8[::1])", cache=True)
 def remap_kernel(codes, n, lut):
     # database letters -> compact alphabet, in place on the GPU
@@ -696,9 +719,32 @@ class GpuSearcher:
         if self.n and self.lengths.max() >= 2**31 - 2 * PADQ:
             raise ValueError("subjects must be shorter than 2^31 residues")
         self.total_residues = int(offsets[-1])
-        # compact alphabet: code 0 = padding, then the letters the database uses
-        # (one compiled pass on the host; the re-coding itself runs on the GPU)
-        used = used_codes(codes).astype(bool) if len(codes) else np.zeros(256, bool)
+        self.order = np.argsort(self.lengths, kind="stable").astype(np.int64)
+        self.aux = _aux()
+        self.setup_times = {}
+        t = time.perf_counter()
+
+        # resident (whole database on the GPU) or streamed in batches
+        self.n_all = self.n
+        self.budget_bytes = _layout_budget(max_resident_bytes)
+        need = self.total_residues + BYTES_PER_SUBJECT * self.n
+        resident = not (self.n and need > self.budget_bytes)
+        block = 256 if not SIM else 32
+        grid = min(4096, -(-len(codes) // block)) if not SIM else 1
+        # compact alphabet: code 0 = padding, then the letters the database uses;
+        # found and re-coded on the GPU for a resident database (one compiled host
+        # pass when streaming)
+        if not len(codes):
+            used = np.zeros(256, bool)
+        elif resident:
+            self.d_codes = cuda.to_device(codes)  # original codes, re-coded below
+            self.setup_times["upload_codes"] = time.perf_counter() - t
+            d_flags = cuda.to_device(np.zeros(256, np.int32))
+            self.aux.used_kernel[grid, block](self.d_codes, len(codes), d_flags)
+            used = d_flags.copy_to_host() > 0
+        else:
+            used = used_codes(codes).astype(bool)
+        self.setup_times["alphabet"] = time.perf_counter() - t
         if used[matrix.shape[0]:].any():
             raise ValueError("database codes exceed the matrix size")
         self.cmap = np.full(256, -1, dtype=np.int64)
@@ -708,27 +754,18 @@ class GpuSearcher:
         lut = np.zeros(256, dtype=np.uint8)
         lut[self.letters] = np.arange(1, len(self.letters) + 1)
         self.lut = lut
-        self.order = np.argsort(self.lengths, kind="stable").astype(np.int64)
-        self.aux = _aux()
-
-        # resident (whole database on the GPU) or streamed in batches
-        self.n_all = self.n
-        self.budget_bytes = _layout_budget(max_resident_bytes)
-        need = self.total_residues + BYTES_PER_SUBJECT * self.n
         self.batches = None
-        if self.n and need > self.budget_bytes:
+        if not resident:
             self._init_batches(codes, offsets)
         else:
             if len(codes):
-                self.d_codes = cuda.to_device(codes)
-                block = 256 if not SIM else 32
-                grid = min(4096, -(-len(codes) // block)) if not SIM else 1
                 self.aux.remap_kernel[grid, block](self.d_codes, len(codes), cuda.to_device(lut))
             else:
                 self.d_codes = cuda.to_device(np.zeros(1, np.uint8))
             self.d_starts = cuda.to_device(offsets[:-1].copy() if self.n else np.zeros(1, np.int64))
             lens32 = self.lengths.astype(np.int32) if self.n else np.zeros(1, np.int32)
             self.d_lens = cuda.to_device(lens32)
+        self.setup_times["layout"] = time.perf_counter() - t
         nmax = self.n if self.batches is None else max(b[2] for b in self.batches)
         self.d_scores_all = self.d_scores = cuda.device_array(max(nmax, 1), dtype=np.int32)
         self._parts = {}
@@ -744,7 +781,7 @@ class GpuSearcher:
         self.timings = []  # (query index, query length, scan seconds)
         if not SIM and self.batches is None:
             cuda.synchronize()
-        self.setup_seconds = time.perf_counter() - t_setup
+        self.setup_times["total"] = self.setup_seconds = time.perf_counter() - t_setup
 
     # -- batches (database larger than the budget) -------------------------
     def _init_batches(self, codes, offsets):
@@ -959,10 +996,12 @@ class GpuSearcher:
             uchoice[sel] = np.array(others)[alt]
             active = others
         choice = uchoice[inv]
+        by_choice = np.argsort(choice, kind="stable")  # item positions grouped by shape
+        bounds = np.concatenate(([0], np.cumsum(np.bincount(choice, minlength=len(cand)))))
         parts = []
-        for k in sorted(set(choice.tolist())):
+        for k in np.unique(uchoice).tolist():
             G, R, m = cand[k]
-            sel = np.flatnonzero(choice == k)[::-1]  # longest first: long tasks start early
+            sel = by_choice[bounds[k]: bounds[k + 1]][::-1]  # longest first: long tasks start early
             it = items[sel]
             il = ilen[sel]
             ppw = (G if SIM else WARP) // G
@@ -1179,7 +1218,6 @@ class GpuSearcher:
             raise ValueError("query codes exceed the matrix size")
         tables = {"letters": qletters, self.mode: self._table(self.mode, qletters)}
         qlens = np.diff(qoffs)
-        lens_set = sorted(set(int(x) for x in qlens if x > 0))
         self.plan_seconds = 0.0
         tq = [0.0] * nq
         hits_i = [[] for _ in range(nq)]
@@ -1187,12 +1225,12 @@ class GpuSearcher:
         d_qoffs, qstarts = self._qoffs_all(qcodes, qoffs, tables[self.mode])
         nb = 1 if self.batches is None else len(self.batches)
         for j in self._iter_batches():
-            t0 = time.perf_counter()
-            for L in lens_set:
-                self.plan(self.mode, L)  # cached per length bucket (per batch)
-            self.plan_seconds += time.perf_counter() - t0
             for qi in range(nq):
                 q = qcodes[qoffs[qi]: qoffs[qi + 1]]
+                t0 = time.perf_counter()
+                if len(q):
+                    self.plan(self.mode, len(q))  # cached per length bucket (per batch)
+                self.plan_seconds += time.perf_counter() - t0
                 t0 = time.perf_counter()
                 d_q = d_qoffs[qstarts[qi]: qstarts[qi + 1]] if len(q) else None
                 self.score_query(q, tables, d_q)
@@ -1279,7 +1317,8 @@ def search(queries, database, matrix, gap_open, gap_extend, top_k, progress=None
     t0 = time.perf_counter()
     hits = s.search(queries, top_k, progress=progress)
     if os.environ.get("SWGPU_GPU_TIMINGS"):
-        print(f"[swgpu gpu] set-up {s.setup_seconds:.3f} s (layout + upload, "
+        st = " ".join(f"{k} {v:.3f}" for k, v in s.setup_times.items())
+        print(f"[swgpu gpu] set-up {s.setup_seconds:.3f} s ({st}; "
               f"{1 if s.batches is None else len(s.batches)} batch(es)), plans {s.plan_seconds:.3f} s, "
               f"search {time.perf_counter() - t0:.3f} s, scans {sum(t[2] for t in s.timings):.3f} s",
               file=sys.stderr, flush=True)
