@@ -34,6 +34,21 @@ Design (after CUDASW++ 4.0's inter-sequence scheme, written from scratch):
   a threshold that keeps at least top_k scores, and a compaction of the
   scores at or above it; only those come back to the host, which breaks ties.
 
+* Set-up: the database's letters are uploaded as they are; a GPU kernel finds
+  the letters used and another re-codes them in place (no host pass over the
+  residues).  The planner works on the distinct item lengths (a few thousand)
+  weighted by their counts, not on every item; plans are built per query as
+  its length bucket first comes up.
+* Databases larger than the device-memory budget (free memory less
+  :data:`GPU_RESERVE_BYTES`, or ``$SWGPU_GPU_MEMORY_BYTES`` /
+  ``max_resident_bytes``) are **streamed**: the length-sorted subjects are cut
+  into batches of at most half the budget; each batch (its subjects in
+  database order, so local index order is global order) is gathered and
+  re-coded on a helper thread into one of two pinned buffers and uploaded on a
+  non-blocking stream into one of two device buffers while the previous batch
+  is scanned by all queries; per-query top-k of the batches are merged exactly
+  (score descending, then lower subject index).
+
 Kernels are generated as Python source per (mode, G, R) into a cache folder
 (``$SWGPU_CACHE_DIR`` or ``~/.cache/swgpu``) and compiled with
 ``cache=True``, so a new process starts from Numba's on-disk cache.
