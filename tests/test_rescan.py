@@ -214,8 +214,9 @@ def test_killed_run_resumes_to_the_same_tables(rescan):
     _setup(work, rescan["queries"], rescan["v2"])
     cmd = [SNAKEMAKE, "-s", str(SNAKEFILE), "--directory", str(work), "--configfile",
            str(work / "config.yaml"), "--cores", "2"]
-    proc = subprocess.Popen(cmd, cwd=work.parent, env=_env(work), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    first_out = open(work / "killed-run.out", "w")
+    proc = subprocess.Popen(cmd, cwd=work.parent, env=_env(work), stdout=first_out,
+                            stderr=subprocess.STDOUT, start_new_session=True)
     logs = work / "results" / "logs" / "score_shard"
     deadline = time.time() + 120
     try:
@@ -224,7 +225,8 @@ def test_killed_run_resumes_to_the_same_tables(rescan):
                                      for p in logs.glob("*.log")):
                 break
             if proc.poll() is not None:
-                pytest.fail("snakemake finished before it could be killed")
+                pytest.fail("snakemake finished before it could be killed:\n"
+                            + (work / "killed-run.out").read_text()[-3000:])
             time.sleep(0.05)
         else:
             pytest.fail("no score_shard job started within 120 s")
@@ -235,16 +237,18 @@ def test_killed_run_resumes_to_the_same_tables(rescan):
         except ProcessLookupError:
             pass
         proc.wait()
+        first_out.close()
     hits_dir = work / "results" / "hits"
     done = sorted(hits_dir.glob("shard-*.tsv")) if hits_dir.exists() else []
-    assert len(done) < SHARDS, "killed too late: every shard was scored"
-    assert not (work / "results" / "hits.tsv").exists()
+    killed_out = (work / "killed-run.out").read_text()[-3000:]
+    assert len(done) < SHARDS, "killed too late: every shard was scored\n" + killed_out
+    assert not (work / "results" / "hits.tsv").exists(), killed_out
     for path in done:  # whatever exists is complete (atomic writes)
         table = pd.read_csv(path, sep="\t")
         assert list(table.columns) == ["qseqid", "sseqid", "score", "slen"]
     _snakemake(work, "--unlock")
     resumed = _snakemake(work)
-    assert _tables(work) == _tables(rescan["scratch"])
+    assert _tables(work) == _tables(rescan["scratch"]), resumed.stderr[-3000:]
     assert "swgpu finished" in resumed.stdout + resumed.stderr
 
 
@@ -313,3 +317,21 @@ def test_slurm_profile_sbatch_calls(tmp_path):
         assert " --mem 32000" in line
         assert " -t 720" in line
         assert "--config 'backend=gpu'" in line
+
+
+@pytest.mark.slow
+def test_report_is_self_contained_with_the_plots(rescan):
+    """`snakemake --report report.html` after the re-scan: one HTML file that
+    embeds the plots (data URIs), changes.tsv and the configuration."""
+    pytest.importorskip("matplotlib")
+    inc = rescan["inc"]
+    for name in ("scores", "evalues", "hits_per_query", "shards", "changes"):
+        png = (inc / "results/plots" / f"{name}.png").read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    _snakemake(inc, "--report", str(inc / "report.html"))
+    html = (inc / "report.html").read_text()
+    for name in ("scores.png", "evalues.png", "hits_per_query.png", "shards.png", "changes.png",
+                 "changes.tsv"):
+        assert name in html
+    assert html.count("data:image/png;") >= 5
+    assert "Configuration used" in html and "database.fasta" in html
