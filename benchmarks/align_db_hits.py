@@ -61,7 +61,10 @@ def main():
     print(f"read {len(db):,} subjects, {db.total_residues:,} residues in "
           f"{time.perf_counter() - t0:.1f} s", flush=True)
 
-    cache = ROOT / "bench_data" / f"hits_top{args.top_k}_{'_'.join(wanted)}.npz"
+    import hashlib
+
+    tag = "all" if args.queries == "all" else hashlib.sha1(",".join(wanted).encode()).hexdigest()[:12]
+    cache = ROOT / "bench_data" / f"hits_top{args.top_k}_{tag}.npz"
     if cache.exists():
         z = np.load(cache)
         qi, si, sc = z["qi"], z["si"], z["sc"]
