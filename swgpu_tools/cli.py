@@ -165,10 +165,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--matrix", default=None,
                    help="substitution matrix, any name Bio.Align.substitution_matrices.load "
                         "accepts (default: BLOSUM62 unless --match/--mismatch are given)")
-    g.add_argument("--match", type=int, default=None, metavar="N",
-                   help="score of two identical letters (with --mismatch, instead of a matrix)")
-    g.add_argument("--mismatch", type=int, default=None, metavar="N",
-                   help="score of two different letters, e.g. -1")
+    g.add_argument("--match", "--match-score", dest="match", type=int, default=None, metavar="N",
+                   help="score of two identical letters (with --mismatch, instead of a matrix; "
+                        "Biopython's match_score)")
+    g.add_argument("--mismatch", "--mismatch-score", dest="mismatch", type=int, default=None,
+                   metavar="N", help="score of two different letters, e.g. -1 (Biopython's "
+                                     "mismatch_score)")
     g.add_argument("--wildcard", default=None, metavar="LETTER",
                    help="with --match/--mismatch: a letter that scores 0 against anything (e.g. N)")
     g.add_argument("--gap-open", type=int, default=11, metavar="N",
