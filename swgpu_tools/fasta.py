@@ -146,10 +146,8 @@ def iter_fasta(path) -> Iterator[FastaRecord]:
         raise InputError(f"{name}: contains no FASTA records (empty file?)")
 
 
-def read_fasta(path) -> SequenceSet:
-    """Read a whole FASTA file into a :class:`SequenceSet`; ids must be unique."""
-    ids: list[str] = []
-    seqs: list[bytes] = []
+def iter_unique_fasta(path) -> Iterator[FastaRecord]:
+    """:func:`iter_fasta`, and an InputError at the first repeated id."""
     first_line: dict[str, int] = {}
     for rec in iter_fasta(path):
         if rec.id in first_line:
@@ -158,6 +156,14 @@ def read_fasta(path) -> SequenceSet:
                 f"(first seen at line {first_line[rec.id]})"
             )
         first_line[rec.id] = rec.line
+        yield rec
+
+
+def read_fasta(path) -> SequenceSet:
+    """Read a whole FASTA file into a :class:`SequenceSet`; ids must be unique."""
+    ids: list[str] = []
+    seqs: list[bytes] = []
+    for rec in iter_unique_fasta(path):
         ids.append(rec.id)
         seqs.append(rec.sequence)
     offsets = np.zeros(len(seqs) + 1, dtype=np.int64)

@@ -245,6 +245,17 @@ def read_hits(path) -> pd.DataFrame:
         raise InputError(f"{os.fspath(path)}: file not found") from None
 
 
+def load_subjects(shard_paths, wanted: set) -> SequenceSet:
+    """The sequences with ids in ``wanted`` from the given shard files."""
+    parts = []
+    for path in shard_paths:
+        shard = read_shard(path)
+        keep = [i for i, s in enumerate(shard.ids) if s in wanted]
+        if keep:
+            parts.append(shard.subset(keep))
+    return _concat(parts)
+
+
 def traceback_hits(hits_path, queries_path, shard_paths, out_path, scheme: ScoringScheme,
                    threads: int | None = None, log=stderr_log) -> pd.DataFrame:
     from .tables import write_alignments_table
@@ -252,13 +263,7 @@ def traceback_hits(hits_path, queries_path, shard_paths, out_path, scheme: Scori
     hits = read_hits(hits_path)
     queries = read_queries(queries_path)
     wanted = set(hits["sseqid"])
-    parts = []
-    for path in shard_paths:
-        shard = read_shard(path)
-        keep = [i for i, s in enumerate(shard.ids) if s in wanted]
-        if keep:
-            parts.append(shard.subset(keep))
-    subjects = _concat(parts)
+    subjects = load_subjects(shard_paths, wanted)
     table = traceback(hits, queries, subjects, scheme, threads, log)
     write_alignments_table(table, out_path)
     log(f"wrote {len(table):,} alignments to {os.fspath(out_path)}")
@@ -406,13 +411,7 @@ def traceback_hits_reusing(hits_path, queries_path, shard_paths, out_path, schem
     hits = read_hits(hits_path)
     queries = read_queries(queries_path)
     wanted = set(hits["sseqid"])
-    parts = []
-    for path in shard_paths:
-        shard = read_shard(path)
-        keep = [i for i, s in enumerate(shard.ids) if s in wanted]
-        if keep:
-            parts.append(shard.subset(keep))
-    subjects = _concat(parts)
+    subjects = load_subjects(shard_paths, wanted)
     q_index = {q: i for i, q in enumerate(queries.ids)}
     s_index = {s: i for i, s in enumerate(subjects.ids)}
     missing = [s for s in wanted if s not in s_index]

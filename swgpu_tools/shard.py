@@ -29,7 +29,7 @@ import zlib
 import numpy as np
 
 from .errors import InputError
-from .fasta import iter_fasta
+from .fasta import iter_unique_fasta
 from .sequences import SequenceSet
 
 MAGIC = b"SWGPUDB1"
@@ -126,16 +126,9 @@ def shard_database(database, out_dir, n_shards: int, log=None) -> dict:
     os.makedirs(out_dir, exist_ok=True)
     ids: list[list[str]] = [[] for _ in range(n_shards)]
     seqs: list[list[bytes]] = [[] for _ in range(n_shards)]
-    first_line: dict[str, int] = {}
     n_total = 0
     residues_total = 0
-    for rec in iter_fasta(database):
-        if rec.id in first_line:
-            raise InputError(
-                f"{os.fspath(database)}: line {rec.line}: duplicate sequence id '{rec.id}' "
-                f"(first seen at line {first_line[rec.id]})"
-            )
-        first_line[rec.id] = rec.line
+    for rec in iter_unique_fasta(database):
         k = shard_of(rec.id, n_shards)
         ids[k].append(rec.id)
         seqs[k].append(rec.sequence)
@@ -143,7 +136,6 @@ def shard_database(database, out_dir, n_shards: int, log=None) -> dict:
         residues_total += len(rec.sequence)
         if log and n_total % 100000 == 0:
             log(f"read {n_total:,} sequences ({residues_total:,} residues)")
-    del first_line
     per_shard = []
     for k in range(n_shards):
         header = write_shard(os.path.join(out_dir, shard_file_name(k)), ids[k], seqs[k])
