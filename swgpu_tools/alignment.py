@@ -545,6 +545,40 @@ def _load_block(p, jc, q, s, matrix, gap_open, gap_extend, sizes, d, K, ckH, ckF
     return r0
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _trace_step(t, state, i, j, pos, ops):
+    """One step back through direction bits ``t`` of cell (i, j).
+
+    state 0: in H (follow the H source), 1: in a D gap (E), 2: in an I gap (F).
+    Writes an operation at ops[pos - 1] when it consumes a column; returns the
+    new (state, i, j, pos).
+    """
+    if state == 0:
+        src = t & _H_MASK
+        if src == _H_DIAG:
+            pos -= 1
+            ops[pos] = _OP_M
+            i -= 1
+            j -= 1
+        elif src == _H_FROM_E:
+            state = 1
+        else:
+            state = 2
+    elif state == 1:
+        pos -= 1
+        ops[pos] = _OP_D
+        if not (t & _E_EXTEND):
+            state = 0
+        j -= 1
+    else:
+        pos -= 1
+        ops[pos] = _OP_I
+        if not (t & _F_EXTEND):
+            state = 0
+        i -= 1
+    return state, i, j, pos
+
+
 @njit(cache=True, nogil=True, boundscheck=False)
 def _traceback(q, s, matrix, gap_open, gap_extend, cell_limit, ops):
     """Global alignment of segments q, s; ops written backwards into ``ops``.
@@ -602,30 +636,7 @@ def _traceback(q, s, matrix, gap_open, gap_extend, cell_limit, ops):
         if i - 1 < loaded:
             loaded = _load_block(i - 1, j, q, s, matrix, gap_open, gap_extend, sizes, d, K,
                                  ckH, ckF, base, bits, H, F)
-        t = bits[i - loaded - 1, j]
-        if state == 0:
-            src = t & _H_MASK
-            if src == _H_DIAG:
-                pos -= 1
-                ops[pos] = _OP_M
-                i -= 1
-                j -= 1
-            elif src == _H_FROM_E:
-                state = 1
-            else:
-                state = 2
-        elif state == 1:
-            pos -= 1
-            ops[pos] = _OP_D
-            if not (t & _E_EXTEND):
-                state = 0
-            j -= 1
-        else:
-            pos -= 1
-            ops[pos] = _OP_I
-            if not (t & _F_EXTEND):
-                state = 0
-            i -= 1
+        state, i, j, pos = _trace_step(bits[i - loaded - 1, j], state, i, j, pos, ops)
     return score, ops.shape[0] - pos
 
 
@@ -1064,30 +1075,7 @@ def _pl_traceback(qcodes, qst, qln, scodes, sst, sln, nl, mf, w, ident, pad, gap
                 ops[pos] = _OP_I
                 i -= 1
                 continue
-            t = bits[i - 1, j * L + l]
-            if state == 0:
-                src = t & _H_MASK
-                if src == _H_DIAG:
-                    pos -= 1
-                    ops[pos] = _OP_M
-                    i -= 1
-                    j -= 1
-                elif src == _H_FROM_E:
-                    state = 1
-                else:
-                    state = 2
-            elif state == 1:
-                pos -= 1
-                ops[pos] = _OP_D
-                if not (t & _E_EXTEND):
-                    state = 0
-                j -= 1
-            else:
-                pos -= 1
-                ops[pos] = _OP_I
-                if not (t & _F_EXTEND):
-                    state = 0
-                i -= 1
+            state, i, j, pos = _trace_step(bits[i - 1, j * L + l], state, i, j, pos, ops)
         counts[l] = room_end[l] - pos
 
 
