@@ -12,9 +12,20 @@ __version__ = "0.1.0"
 
 from .errors import InputError
 from .fasta import read_fasta
-from .pipeline import merge, score, search, traceback
 from .scoring import ScoringScheme
 from .sequences import EncodedSequences, SequenceSet
+
+_PIPELINE = ("score", "merge", "traceback", "search")
+
+
+def __getattr__(name):
+    # the pipeline functions load on first use: `swgpu` commands that do not
+    # need them (and GPU start-up) skip their imports
+    if name in _PIPELINE:
+        from . import pipeline
+
+        return getattr(pipeline, name)
+    raise AttributeError(f"module 'swgpu_tools' has no attribute '{name}'")
 
 __all__ = [
     "InputError", "read_fasta", "ScoringScheme", "SequenceSet", "EncodedSequences",

@@ -18,7 +18,6 @@ import sys
 import time
 
 import numpy as np
-import pandas as pd
 
 from .backend import acquire_gpu, choose_backend, visible_gpus
 from .errors import InputError
@@ -42,27 +41,96 @@ def _quiet(message: str) -> None:
 # in-memory steps (the Python API)
 # ----------------------------------------------------------------------------
 
-def score(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme,
-          top_k: int = 500, backend: str = "auto", threads: int | None = None,
-          device="auto", log=_quiet) -> pd.DataFrame:
-    """Top-k Smith-Waterman hits of each query in ``database``.
+def process_age() -> float | None:
+    """Seconds since this process started (Linux /proc; None elsewhere)."""
+    try:
+        with open("/proc/self/stat") as fh:
+            start_ticks = float(fh.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as fh:
+            uptime = float(fh.read().split()[0])
+        return max(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 0.0)
+    except (OSError, ValueError, IndexError):
+        return None
 
-    Returns a DataFrame with columns qseqid, sseqid, score, slen, per query (in
-    query order) by descending score, ties by ascending database index.
+
+class BackendStart:
+    """The scoring backend made ready: GPU chosen and locked, backend checked, and
+    for the GPU its CUDA context opened and helper kernels loaded.
+
+    With ``background=True`` this runs on a thread, so that the CUDA driver's
+    start-up (seconds on a large GPU) overlaps reading the inputs;
+    :meth:`result` waits for it and re-raises its errors.
     """
-    if top_k < 1:
-        raise InputError(f"top_k must be at least 1, got {top_k}")
+
+    def __init__(self, backend: str = "auto", device="auto", log=_quiet,
+                 background: bool = False):
+        self._args = (backend, device, log)
+        self._result = self._error = None
+        self._thread = None
+        if background:
+            import threading
+
+            self._thread = threading.Thread(target=self._run, name="swgpu-backend-start",
+                                            daemon=True)
+            self._thread.start()
+        else:
+            self._run()
+
+    def _run(self) -> None:
+        try:
+            self._result = _start_backend(*self._args)
+        except BaseException as exc:  # re-raised in the caller's thread
+            self._error = exc
+
+    def result(self):
+        """(BackendChoice, GPU number or None, seconds per start-up step)."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+
+def _start_backend(backend, device, log):
+    steps = {}
+    t = time.perf_counter()
     gpu_id = None
     if backend != "cpu":
         gpu_id = acquire_gpu(device, log=log)
+        steps["lock"] = time.perf_counter() - t
         if visible_gpus():
             from .kernels import gpu as gpu_kernels
 
             gpu_kernels.bind(gpu_id)  # before any CUDA context exists
+    t = time.perf_counter()
     choice = choose_backend(backend)
-    log(f"backend: {choice.name} ({choice.reason})")
+    steps["check"] = time.perf_counter() - t
+    if choice.name == "gpu":
+        from .kernels import gpu as gpu_kernels
+
+        steps.update(gpu_kernels.warm_up())
+    return choice, gpu_id, steps
+
+
+def score(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme,
+          top_k: int = 500, backend: str = "auto", threads: int | None = None,
+          device="auto", log=_quiet, started: BackendStart | None = None) -> pd.DataFrame:
+    """Top-k Smith-Waterman hits of each query in ``database``.
+
+    Returns a DataFrame with columns qseqid, sseqid, score, slen, per query (in
+    query order) by descending score, ties by ascending database index.
+    ``started``: a :class:`BackendStart` begun earlier (its backend and device
+    replace ``backend`` and ``device``).
+    """
+    if top_k < 1:
+        raise InputError(f"top_k must be at least 1, got {top_k}")
     q_enc = scheme.encode(queries, "queries")
     d_enc = scheme.encode(database, "database")
+    if started is None:
+        started = BackendStart(backend, device, log)
+    choice, gpu_id, steps = started.result()
+    log(f"backend: {choice.name} ({choice.reason})")
     if threads:
         import numba
 
@@ -73,14 +141,16 @@ def score(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme,
     def progress(done: int, total: int) -> None:
         elapsed = time.perf_counter() - start
         gcups = cells_per_query[:done].sum() / max(elapsed, 1e-9) / 1e9
-        log(f"queries {done}/{total} done, {elapsed:.1f} s, {gcups:.2f} GCUPS so far")
+        age = process_age() if done == 1 else None
+        since = f" (process start to first hits: {age:.2f} s)" if age is not None else ""
+        log(f"queries {done}/{total} done, {elapsed:.1f} s, {gcups:.2f} GCUPS so far{since}")
 
     kwargs = dict(progress=progress)
     if choice.name == "gpu":
         from .kernels import gpu as kernels
 
         kwargs["device"] = gpu_id
-        log(f"using GPU {gpu_id}")
+        log(f"using GPU {gpu_id}; start-up " + ", ".join(f"{k} {v:.2f} s" for k, v in steps.items()))
     else:
         from .kernels import cpu as kernels
     hits = kernels.search(q_enc, d_enc, scheme.matrix, scheme.gap_open, scheme.gap_extend,
@@ -89,6 +159,8 @@ def score(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme,
     log(f"scored {len(queries)} queries x {len(database):,} sequences "
         f"({database.total_residues:,} residues) in {elapsed:.2f} s: "
         f"{cells_per_query.sum() / max(elapsed, 1e-9) / 1e9:.2f} GCUPS")
+    import pandas as pd
+
     ids = np.asarray(database.ids, dtype=object)
     qids = np.asarray(queries.ids, dtype=object)
     return pd.DataFrame({
@@ -112,6 +184,7 @@ def merge(hit_tables: list[pd.DataFrame], queries: SequenceSet, db_sequences: in
     the scoring scheme, bitscore and evalue are NaN (written as NA) and no
     E-value filter applies.
     """
+    import pandas as pd
     from . import stats
 
     frames = [t for t in hit_tables if len(t)]
@@ -148,6 +221,7 @@ def merge(hit_tables: list[pd.DataFrame], queries: SequenceSet, db_sequences: in
 def traceback(hits: pd.DataFrame, queries: SequenceSet, subjects: SequenceSet,
               scheme: ScoringScheme, threads: int | None = None, log=_quiet) -> pd.DataFrame:
     """Alignments (BLAST tabular columns, then ours) for every row of ``hits``."""
+    import pandas as pd
     from .alignment import align_many
     from .tables import alignment_columns
 
@@ -194,6 +268,7 @@ def write_shard_hits(df: pd.DataFrame, path) -> None:
 
 
 def read_shard_hits(path) -> pd.DataFrame:
+    import pandas as pd
     try:
         df = pd.read_csv(path, sep="\t", dtype={"qseqid": str, "sseqid": str,
                                                 "score": np.int64, "slen": np.int64},
@@ -210,11 +285,13 @@ def read_shard_hits(path) -> pd.DataFrame:
 def score_shard(shard_path, queries_path, out_path, scheme: ScoringScheme, top_k: int = 500,
                 backend: str = "auto", threads: int | None = None, device="auto",
                 log=stderr_log) -> pd.DataFrame:
+    # the GPU's start-up (lock, CUDA context, helper kernels) runs while the inputs are read
+    started = BackendStart(backend, device, log, background=backend != "cpu")
     queries = read_queries(queries_path)
     database = read_shard(shard_path)
     log(f"{os.fspath(shard_path)}: {len(database):,} sequences, {database.total_residues:,} residues; "
         f"{len(queries)} queries")
-    hits = score(queries, database, scheme, top_k, backend, threads, device, log)
+    hits = score(queries, database, scheme, top_k, threads=threads, log=log, started=started)
     write_shard_hits(hits, out_path)
     log(f"wrote {len(hits):,} hits to {os.fspath(out_path)}")
     return hits
@@ -236,6 +313,7 @@ def merge_hits(hit_paths, queries_path, database_info_path, out_path, scheme: Sc
 
 
 def read_hits(path) -> pd.DataFrame:
+    import pandas as pd
     try:
         # bitscore and evalue stay strings: they are written back exactly as merged
         return pd.read_csv(path, sep="\t", dtype={"qseqid": str, "sseqid": str,
@@ -287,12 +365,13 @@ def search(queries_path, database_path, out_dir, scheme: ScoringScheme, top_k: i
     """Search a query FASTA against a database FASTA; write hits.tsv and alignments.tsv."""
     from .tables import write_alignments_table, write_hits_table
 
+    started = BackendStart(backend, device, log, background=backend != "cpu")
     queries = read_queries(queries_path)
     database = read_fasta(database_path)
     log(f"{os.fspath(database_path)}: {len(database):,} sequences, {database.total_residues:,} residues")
     # sorted by id, as in a shard, so that ties at the top-k boundary fall the same way
     database = database.subset(sorted(range(len(database)), key=database.ids.__getitem__))
-    raw = score(queries, database, scheme, top_k, backend, threads, device, log)
+    raw = score(queries, database, scheme, top_k, threads=threads, log=log, started=started)
     hits = merge([raw], queries, len(database), database.total_residues, scheme, top_k, max_evalue)
     table = traceback(hits, queries, database, scheme, threads, log)
     os.makedirs(out_dir, exist_ok=True)
@@ -404,6 +483,7 @@ def traceback_hits_reusing(hits_path, queries_path, shard_paths, out_path, schem
     would compute again.  ``evalue``/``bitscore`` come from the new hits.  The
     output is byte-identical to :func:`traceback_hits`'s.
     """
+    import pandas as pd
     import json
 
     from .tables import ALIGNMENTS_COLUMNS, _INT_COLUMNS, atomic_write, write_alignments_table

@@ -1,0 +1,56 @@
+#!/bin/bash
+# Start-up of the real score_shard step on a GPU (issue 3, point 7):
+#   bash benchmarks/gpu_startup_run.sh        (repo root; carry .whl and gpu_bench_data)
+# 1. raw costs, one child each: python + imports, CUDA context alone;
+# 2. cold: empty kernel cache, `swgpu score-shard` (uniprot20k, 1 shard, 7 oracle queries);
+# 3. warm: the same command 4 more times, wall clock from the shell and the step's own
+#    "process start to first hits" line (it reads /proc/self/stat) and start-up steps;
+# 4. GPU tests (pytest -m gpu tests/test_kernels_gpu.py) against regressions.
+set -u
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 SWGPU_CACHE_DIR=/tmp/swgpu-cache SWGPU_LOCK_DIR=/tmp/swgpu-locks
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+ts() { date +%s.%N; }
+el() { awk "BEGIN{printf \"%.2f\", $2 - $1}"; }
+nvidia-smi --query-gpu=name,driver_version,memory.total,persistence_mode --format=csv | tee "$OUT/device.txt"
+echo "== raw costs"
+for i in 1 2; do
+  python3 - <<'EOF'
+import time
+t0 = time.perf_counter()
+import numpy  # noqa: F401
+t1 = time.perf_counter()
+import numba  # noqa: F401
+t2 = time.perf_counter()
+from numba import cuda
+t3 = time.perf_counter()
+cuda.current_context()
+t4 = time.perf_counter()
+import pandas  # noqa: F401
+t5 = time.perf_counter()
+print(f"import numpy {t1-t0:.2f} s, numba {t2-t1:.2f} s, numba.cuda {t3-t2:.2f} s; "
+      f"CUDA context {t4-t3:.2f} s; import pandas {t5-t4:.2f} s")
+EOF
+done
+D=/tmp/startup; mkdir -p $D
+python3 -m swgpu_tools.cli shard gpu_bench_data/uniprot20k.fasta.gz --shards 1 --out-dir $D/s1 2>&1 | tail -1
+Q=gpu_bench_data/oracle_queries.fasta
+rm -rf "$SWGPU_CACHE_DIR"
+for run in cold warm1 warm2 warm3 warm4; do
+  t0=$(ts)
+  python3 -m swgpu_tools.cli score-shard $D/s1/shard-0000.swdb --queries $Q --top-k 500 --backend gpu \
+    --out $D/h_$run.tsv 2> "$OUT/score_shard_$run.log"
+  rc=$?; t1=$(ts)
+  echo "$run: rc=$rc wall $(el $t0 $t1) s"
+  grep -E "using GPU|first hits|scored" "$OUT/score_shard_$run.log" | sed -e 's/^/   /'
+done
+for run in warm1 warm2 warm3 warm4; do cmp -s $D/h_cold.tsv $D/h_$run.tsv || echo "DIFFERENT: $run"; done
+echo "hits identical across runs: $(wc -l < $D/h_cold.tsv) lines"
+echo "== GPU tests"
+export SWGPU_TEST_DATA=$PWD/gpu_bench_data
+python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_kernels_gpu.py 2>&1 | tee "$OUT/tests.log" | tail -4
