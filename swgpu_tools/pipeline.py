@@ -150,7 +150,10 @@ def score(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme,
         from .kernels import gpu as kernels
 
         kwargs["device"] = gpu_id
-        log(f"using GPU {gpu_id}; start-up " + ", ".join(f"{k} {v:.2f} s" for k, v in steps.items()))
+        uuids = visible_gpus()  # which physical GPU: its UUID names its lock file too
+        uuid = f" ({uuids[gpu_id]})" if gpu_id < len(uuids) else ""
+        log(f"using GPU {gpu_id}{uuid}; start-up "
+            + ", ".join(f"{k} {v:.2f} s" for k, v in steps.items()))
     else:
         from .kernels import cpu as kernels
     hits = kernels.search(q_enc, d_enc, scheme.matrix, scheme.gap_open, scheme.gap_extend,
