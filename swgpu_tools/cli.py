@@ -88,6 +88,12 @@ written atomically (complete or not at all).  Traceback keeps at most
 --max-traceback-bytes of direction bits per alignment (default 200 MB divided
 among the threads) and recomputes rows from checkpoints beyond that, so any
 length runs in bounded memory.
+
+GPU (--backend): in local and semiglobal modes the forward pass of the batch
+(each pair's best score and end cell) runs on the GPU when one is usable
+(auto) or when asked (gpu: an error if none is usable); the reverse pass and
+the traceback run on the CPU threads.  Global mode runs on the CPU.  The
+output is the same whichever backend runs; the log says which one did and why.
 """
 
 
@@ -178,6 +184,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--gap-extend", type=int, default=1, metavar="N",
                    help="gap extension cost per residue (default: %(default)s)")
     g = p.add_argument_group("compute")
+    g.add_argument("--backend", choices=["auto", "gpu", "cpu"], default="auto",
+                   help="where the forward pass (best score and end cell of each pair) runs: "
+                        "the GPU if usable (auto), or force one; the reverse pass and the "
+                        "traceback run on the CPU, and global mode runs wholly on the CPU "
+                        "(default: %(default)s)")
     g.add_argument("--threads", type=int, default=None, metavar="N",
                    help="CPU threads (default: all cores)")
     g.add_argument("--max-traceback-bytes", type=int, default=None, metavar="N",
@@ -233,8 +244,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-dir", required=True, help="folder of the score_shard logs")
     p.add_argument("--out-dir", required=True, help="folder for the PNG files")
 
-    sub.add_parser("backend", help="say which scoring backend would be used, and why",
-                   description="Report whether a GPU is usable and which backend 'auto' picks.")
+    p = sub.add_parser("backend", help="say which scoring backend would be used, and why",
+                       description="Report whether a GPU is usable and which backend 'auto' picks; "
+                                   "with --precompile, fill the GPU kernel cache.")
+    p.add_argument("--precompile", action="store_true",
+                   help="compile every GPU scoring kernel into the disk cache now, in parallel "
+                        "processes (a first scoring job otherwise compiles the kernels it needs "
+                        "one by one); the cache is ~/.cache/swgpu or $SWGPU_CACHE_DIR")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="compiler processes for --precompile (default: CPUs, at most 8)")
     return parser
 
 
@@ -285,7 +303,7 @@ def run(args) -> int:
         if args.max_traceback_bytes is not None and args.max_traceback_bytes < 1:
             raise InputError(f"--max-traceback-bytes must be positive, got {args.max_traceback_bytes}")
         align_pair_files(args.queries, args.subjects, args.out, scheme, args.mode, args.threads,
-                         args.aligned_strings, args.max_traceback_bytes, log)
+                         args.aligned_strings, args.max_traceback_bytes, log, args.backend)
     elif args.command == "traceback-incremental":
         pipeline.traceback_hits_reusing(args.hits, args.queries, args.shards, args.out, _scheme(args),
                                         args.threads, args.previous, log)
@@ -303,6 +321,14 @@ def run(args) -> int:
         ok, why = gpu_status()
         print(f"GPU usable: {'yes' if ok else 'no'} ({why})")
         print(f"backend 'auto' uses: {choose_backend('auto').name}")
+        if args.precompile:
+            if not ok:
+                raise InputError(f"--precompile needs a usable GPU: {why}")
+            from .kernels import gpu
+
+            done = gpu.precompile(jobs=args.jobs)
+            print(f"compiled {done['kernels']} GPU kernels in {done['seconds']:.1f} s with "
+                  f"{done['jobs']} processes ({done['failed_children']} failed)")
     return 0
 
 
