@@ -80,9 +80,17 @@ subjects of one query at once (:func:`_lanes_pass`); otherwise PAIR_LANES
 for steps 1 and 2 and for the direction-bit fill of step 3 (then each lane
 is traced back on its own).  The lanes compute the very same cells as the
 scalar code, so the alignments are identical (``pair_lanes=False`` runs the
-scalar code).  GPU hook: their ``ends`` argument takes each pair's (best,
-query end, subject end) from a forward pass run elsewhere (a GPU batch
-scorer is not part of this package yet); the CPU then runs steps 2 and 3 only.
+scalar code).
+
+GPU (``backend=``, :func:`pair_backend`): in local and semi-global modes,
+step 1 of a batch runs on the GPU when one is usable
+(:func:`swgpu_tools.kernels.gpu.pair_ends`, one thread per pair, the same
+cells and tie rules, so the alignments are identical); steps 2 and 3 then
+run on the CPU threads as above (the reverse pass in pair lanes from the
+given end cells).  Global mode stays on the CPU: it has no step 1, and its
+traceback recomputes the whole matrix anyway.  The ``ends`` argument is the
+same hook for a forward pass run elsewhere: each pair's (best, query end,
+subject end).
 """
 from __future__ import annotations
 
@@ -1196,8 +1204,11 @@ def _locate_lanes(q, scodes, soff, subjects, matrix, gap_open, gap_extend, narro
 
 @njit(cache=True, nogil=True, boundscheck=False)
 def _locate_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, mft, w, ident, matrix,
-                  gap_open, gap_extend, mode, info):
-    """Locate the aligned region of the pairs ks (at most PAIR_LANES) in pair lanes."""
+                  gap_open, gap_extend, mode, info, ends):
+    """Locate the aligned region of the pairs ks (at most PAIR_LANES) in pair lanes.
+
+    ``ends`` of shape (n, 3) (an external forward pass): the reverse pass only.
+    """
     L = PAIR_LANES
     nl = ks.shape[0]
     qst = np.zeros(L, dtype=np.int64)
@@ -1214,8 +1225,14 @@ def _locate_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, mft, w, ident,
     qe = np.zeros(L, dtype=np.int64)
     se = np.zeros(L, dtype=np.int64)
     pad = matrix.shape[0]
-    _pl_forward(qcodes, qst, qln, scodes, sst, sln, nl, mf, mft, w, ident, pad, gap_open,
-                gap_extend, mode, best, qe, se)
+    if ends.shape[0] == qidx.shape[0]:  # from an external (GPU) forward pass
+        for l in range(nl):
+            best[l] = ends[ks[l], 0]
+            qe[l] = ends[ks[l], 1]
+            se[l] = ends[ks[l], 2]
+    else:
+        _pl_forward(qcodes, qst, qln, scodes, sst, sln, nl, mf, mft, w, ident, pad, gap_open,
+                    gap_extend, mode, best, qe, se)
     # reverse pass for the lanes with something to align
     live = np.zeros(L, dtype=np.int64)
     nlive = 0
@@ -1319,12 +1336,12 @@ def _locate_chunk_query(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matr
 
 @njit(cache=True, nogil=True, boundscheck=False)
 def _locate_chunk_pairs(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open,
-                        gap_extend, mode, perm, item_start, mf, mft, w, ident, info):
-    """Regions of chunk c's groups of PAIR_LANES pairs, in pair lanes."""
+                        gap_extend, mode, perm, item_start, mf, mft, w, ident, info, ends):
+    """Regions of chunk c's groups of PAIR_LANES pairs, in pair lanes (from ``ends`` if given)."""
     for t in range(c, item_start.shape[0] - 1, nchunks):
         ks = perm[item_start[t]:item_start[t + 1]]
         _locate_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, mft, w, ident, matrix,
-                      gap_open, gap_extend, mode, info)
+                      gap_open, gap_extend, mode, info, ends)
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -1400,8 +1417,10 @@ def _align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_e
     the module doc):
 
     * ``ends`` given ((n, 3) int64: best, query end, subject end per pair from
-      an external forward pass, the GPU hook; else shape (0, 3)): the reverse
-      pass only, pair by pair;
+      an external forward pass, e.g. :func:`swgpu_tools.kernels.gpu.pair_ends`;
+      else shape (0, 3)): the reverse pass only, PAIR_LANES pairs of similar
+      end cells at once with ``pair_lanes`` (:func:`_locate_group`), else
+      pair by pair;
     * global mode: nothing to locate;
     * local mode with ``query_lanes`` (many pairs per query, e.g. database
       hits): pairs of one query, ALN_LANES at a time, in query-shared lanes
@@ -1427,7 +1446,14 @@ def _align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_e
         info[:, 2] = qlen
         info[:, 4] = slen
     else:
-        if given or not (pair_lanes or (query_lanes and mode == MODE_LOCAL)):
+        if given and pair_lanes:
+            # reverse passes only: groups of similar end cells (the reversed prefixes)
+            perm = _shape_order(ends[:, 2], ends[:, 1], np.ones(n, dtype=bool))
+            item_start = _items(perm, PAIR_LANES)
+            _run_chunks(_locate_chunk_pairs, min(nchunks, len(item_start) - 1), nthreads,
+                        qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
+                        mode, perm, item_start, mf, mft, w, ident, info, ends)
+        elif given or not (pair_lanes or (query_lanes and mode == MODE_LOCAL)):
             _run_chunks(_locate_chunk_scalar, min(nchunks, n), nthreads, qcodes, qoff, scodes,
                         soff, qidx, sidx, matrix, gap_open, gap_extend, mode, ends,
                         np.argsort(-(qlen * slen), kind="stable"), info)
@@ -1448,7 +1474,7 @@ def _align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_e
             item_start = _items(perm, PAIR_LANES)
             _run_chunks(_locate_chunk_pairs, min(nchunks, len(item_start) - 1), nthreads,
                         qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                        mode, perm, item_start, mf, mft, w, ident, info)
+                        mode, perm, item_start, mf, mft, w, ident, info, ends)
     rq = info[:, 2] - info[:, 1]
     rs = info[:, 4] - info[:, 3]
     room = np.zeros(n + 1, dtype=np.int64)
@@ -1558,39 +1584,53 @@ def align_local(query_codes: np.ndarray, subject_codes: np.ndarray, matrix,
 def align_many(queries, database, query_index, subject_index, matrix, gap_open: int,
                gap_extend: int, threads: int | None = None, *,
                cell_limit: int | None = None, mode: str = "local", ends=None,
-               pair_lanes: bool | None = None) -> list[Alignment]:
+               pair_lanes: bool | None = None, backend: str = "auto",
+               stats: dict | None = None) -> list[Alignment]:
     """Align the pairs (queries[query_index[k]], database[subject_index[k]]) in parallel.
 
     queries, database: :class:`~swgpu_tools.sequences.EncodedSequences`.
     threads: Numba threads to use (default: the current setting).
     cell_limit: traceback bytes per alignment before checkpointing (default
     :data:`TRACEBACK_CELL_LIMIT` divided among the threads).
-    mode, ends, pair_lanes: as in :func:`align_pairs`.
+    mode, ends, pair_lanes, backend, stats: as in :func:`align_pairs`.
     Returns one :class:`Alignment` per pair, in input order.
     """
     return _align_arrays(queries.codes, queries.offsets, database.codes, database.offsets,
                          query_index, subject_index, matrix, gap_open, gap_extend,
-                         threads, cell_limit, mode, ends, pair_lanes)
+                         threads, cell_limit, mode, ends, pair_lanes, backend, stats)
 
 
 def align_pairs(pairs, matrix, gap_open: int, gap_extend: int, threads: int | None = None,
                 *, cell_limit: int | None = None, mode: str = "local", ends=None,
-                pair_lanes: bool | None = None) -> list[Alignment]:
+                pair_lanes: bool | None = None, backend: str = "auto",
+                stats: dict | None = None) -> list[Alignment]:
     """Align ``(query_codes, subject_codes)`` pairs in parallel (see :func:`align_many`).
 
     mode: ``"local"``, ``"global"`` or ``"semiglobal"`` (see :func:`align`).
 
-    ends (the hook for an external, e.g. GPU, forward pass; not used by this
-    package yet): an (n, 3) integer array of (best score, query end, subject
-    end) per pair, ends exclusive, as the forward pass would find them (the
-    tie rules of the module doc).  The CPU forward pass is then skipped; the
-    reverse pass and the traceback still run here.  Local and semi-global
-    modes only (global mode has no forward pass); for semi-global the query
-    end is the query length.
+    backend: where the forward pass (step 1 of the module doc) runs:
+    ``"auto"`` (the GPU when :mod:`swgpu_tools.backend` finds one usable and
+    the mode is local or semi-global, else the CPU), ``"gpu"`` (raises
+    :class:`~swgpu_tools.errors.InputError` when no GPU is usable; global
+    mode still runs on the CPU) or ``"cpu"``.  The reverse pass and the
+    traceback always run on the CPU threads.  The alignments are the same
+    whichever backend runs (see :func:`pair_backend`).
+
+    ends (the hook for an external forward pass; overrides ``backend``): an
+    (n, 3) integer array of (best score, query end, subject end) per pair,
+    ends exclusive, as the forward pass would find them (the tie rules of the
+    module doc).  The CPU forward pass is then skipped; the reverse pass and
+    the traceback still run here.  Local and semi-global modes only (global
+    mode has no forward pass); for semi-global the query end is the query
+    length.
 
     pair_lanes: run the passes PAIR_LANES pairs at a time in SIMD lanes
     (default :data:`PAIR_LANES_DEFAULT`); False: scalar passes, pair by pair.
     Both give the very same alignments.
+
+    stats: a dict that gets ``backend`` ("cpu", "gpu" or "ends"), ``reason``,
+    and seconds: ``forward_gpu_s`` (GPU forward pass with its transfers),
+    ``cpu_s`` (everything else) and ``gpu`` (the GPU step's own timings).
     """
     pairs = list(pairs)
     qs = [np.ascontiguousarray(p[0], dtype=np.uint8) for p in pairs]
@@ -1606,13 +1646,60 @@ def align_pairs(pairs, matrix, gap_open: int, gap_extend: int, threads: int | No
     sc, so = pack(ss)
     idx = np.arange(len(pairs), dtype=np.int64)
     return _align_arrays(qc, qo, sc, so, idx, idx, matrix, gap_open, gap_extend,
-                         threads, cell_limit, mode, ends, pair_lanes)
+                         threads, cell_limit, mode, ends, pair_lanes, backend, stats)
+
+
+#: Backends of the forward pass (``backend=`` of :func:`align_pairs`).
+BACKENDS = ("auto", "cpu", "gpu")
+_gpu_status_cache: list = []
+
+
+def pair_backend(backend: str = "auto", mode: str = "local"):
+    """Where the forward pass of a batch runs: a BackendChoice ("gpu" or "cpu", reason).
+
+    "auto": the GPU when :func:`swgpu_tools.backend.choose_backend` finds one
+    usable and ``mode`` is local or semi-global; "gpu": the same but raises
+    InputError (with the reason) when no GPU is usable; "cpu": the CPU.
+    Global mode always runs on the CPU (no forward pass to move: its
+    traceback recomputes the whole matrix).  Under the CUDA simulator
+    (``NUMBA_ENABLE_CUDASIM=1``, tests) "gpu" runs the kernels in the
+    simulator.  The GPU check (:func:`swgpu_tools.backend.gpu_status`) is done
+    once per process; "gpu" without a usable GPU raises through
+    :func:`swgpu_tools.backend.choose_backend`.
+    """
+    from .backend import BackendChoice, choose_backend, gpu_status
+    from .errors import InputError
+
+    backend = str(backend).lower()
+    if backend not in BACKENDS:
+        raise InputError(f"backend must be one of {', '.join(BACKENDS)}, got '{backend}'")
+    if backend == "cpu":
+        return BackendChoice("cpu", "CPU backend requested")
+    if _mode_code(mode) == MODE_GLOBAL:
+        return BackendChoice("cpu", "global mode runs on the CPU (no forward pass to move to "
+                                    "the GPU: its traceback recomputes the whole matrix)")
+    if backend == "gpu":
+        from .kernels.gpu_intrinsics import SIM
+
+        if SIM:
+            return BackendChoice("gpu", "CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
+    if not _gpu_status_cache:
+        _gpu_status_cache.append(gpu_status())
+    ok, why = _gpu_status_cache[0]
+    if ok:
+        return BackendChoice("gpu", f"forward pass on the GPU: {why}")
+    return choose_backend(backend) if backend == "gpu" else BackendChoice(
+        "cpu", f"no usable GPU, using the CPU: {why}")
 
 
 def _align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                  threads, cell_limit, mode="local", ends=None, pair_lanes=None):
+                  threads, cell_limit, mode="local", ends=None, pair_lanes=None,
+                  backend="auto", stats=None):
+    import time
+
     import numba
 
+    t_start = time.perf_counter()
     code = _mode_code(mode)
     matrix, gap_open, gap_extend = _check_params(matrix, gap_open, gap_extend)
     qidx = np.ascontiguousarray(qidx, dtype=np.int64)
@@ -1623,9 +1710,16 @@ def _align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_
         raise ValueError("query_index and subject_index must have the same length")
     if len(qidx) == 0:
         return []
+    if stats is None:
+        stats = {}
+    stats["forward_gpu_s"] = 0.0
     if ends is None:
+        choice = pair_backend(backend, mode)
+        stats["backend"], stats["reason"] = choice.name, choice.reason
         ends = np.zeros((0, 3), dtype=np.int64)
     else:
+        stats["backend"], stats["reason"] = "ends", "end cells given (ends=...)"
+        choice = None
         ends = np.ascontiguousarray(ends, dtype=np.int64)
         if code == MODE_GLOBAL:
             raise ValueError("ends are for local and semi-global modes only")
@@ -1636,6 +1730,15 @@ def _align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_
     qlen = qoff[qidx + 1] - qoff[qidx]
     slen = soff[sidx + 1] - soff[sidx]
     _check_range(int((qlen + slen).max()), matrix, gap_open, gap_extend)
+    if choice is not None and choice.name == "gpu":
+        from .kernels import gpu
+
+        t0 = time.perf_counter()
+        stats["gpu"] = {}
+        ends = gpu.pair_ends(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open,
+                             gap_extend, "local" if code == MODE_LOCAL else "semiglobal",
+                             timings=stats["gpu"])
+        stats["forward_gpu_s"] = time.perf_counter() - t0
     nthreads = numba.get_num_threads() if threads is None else max(1, int(threads))
     if cell_limit is None:
         cell_limit = max(1 << 22, TRACEBACK_CELL_LIMIT // nthreads)
@@ -1646,4 +1749,6 @@ def _align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_
         np.ascontiguousarray(scodes, dtype=np.uint8), soff,
         qidx, sidx, matrix, gap_open, gap_extend, max(1, int(cell_limit)), nthreads,
         code, ends, bool(query_lanes), bool(pair_lanes))
-    return _results(info, ops, room)
+    out = _results(info, ops, room)
+    stats["cpu_s"] = time.perf_counter() - t_start - stats["forward_gpu_s"]
+    return out

@@ -8,10 +8,15 @@ sequence can be in many pairs).  The alignments are computed by
 :func:`swgpu_tools.alignment.align_many` (local, global or semi-global mode,
 Numba threads on the CPU).
 
-GPU: scoring the batch on a GPU is not implemented; the hook for it is
-``align_many(..., ends=...)`` (a forward pass done elsewhere gives each pair's
-best score and end cell; the CPU then only runs the reverse pass and the
-traceback).
+GPU (``backend``, ``swgpu align --backend``): in local and semi-global modes
+the forward pass of the whole batch (each pair's best score and end cell)
+runs on the GPU when one is usable (``auto``, the default) or when asked
+(``gpu``, an error if none is usable), with
+:func:`swgpu_tools.kernels.gpu.pair_ends`; the reverse pass and the traceback
+then run in parallel on the CPU threads.  Global mode always runs on the CPU
+(its traceback recomputes the whole matrix, so a GPU pass would save
+nothing).  The alignments are identical either way; the log line says which
+backend scored the batch and why.
 
 Output columns (:data:`PAIR_COLUMNS`), tab-separated, one header line,
 written atomically (:func:`swgpu_tools.tables.atomic_write`):
@@ -209,9 +214,12 @@ def write_pairs_table(rows, path, aligned_strings: bool = False) -> None:
 
 def align_pair_files(first, second, out_path, scheme, mode: str = "local",
                      threads: int | None = None, aligned_strings: bool = False,
-                     cell_limit: int | None = None, log=None) -> int:
-    """Align the pairs of ``first`` (and ``second``) and write ``out_path``; returns the count."""
-    from .alignment import align_many
+                     cell_limit: int | None = None, log=None, backend: str = "auto") -> int:
+    """Align the pairs of ``first`` (and ``second``) and write ``out_path``; returns the count.
+
+    backend: "auto", "cpu" or "gpu" for the forward pass (see the module doc).
+    """
+    from .alignment import align_many, pair_backend
 
     log = log or (lambda msg: None)
     start = time.perf_counter()
@@ -219,15 +227,23 @@ def align_pair_files(first, second, out_path, scheme, mode: str = "local",
     q = scheme.encode(queries, os.fspath(first))
     s = scheme.encode(subjects, os.fspath(second if second is not None else first))
     idx = np.arange(len(queries), dtype=np.int64)
+    choice = pair_backend(backend, mode)  # InputError if "gpu" is asked for and unusable
+    log(f"backend: {choice.name} ({choice.reason})")
+    stats = {}
     t0 = time.perf_counter()
     try:
         alignments = align_many(q, s, idx, idx, scheme.matrix, scheme.gap_open,
-                                scheme.gap_extend, threads, cell_limit=cell_limit, mode=mode)
+                                scheme.gap_extend, threads, cell_limit=cell_limit, mode=mode,
+                                backend=choice.name, stats=stats)
     except ValueError as exc:  # e.g. scores beyond 32 bits for huge pairs
         raise InputError(str(exc)) from None
     t1 = time.perf_counter()
     write_pairs_table(pair_rows(queries, subjects, alignments, aligned_strings), out_path,
                       aligned_strings)
-    log(f"aligned {len(alignments):,} pairs ({mode}) in {t1 - t0:.2f} s; "
+    split = ""
+    if stats.get("backend") == "gpu":
+        split = (f" (forward pass on the GPU {stats['forward_gpu_s']:.2f} s, reverse pass and "
+                 f"traceback on the CPU {stats['cpu_s']:.2f} s)")
+    log(f"aligned {len(alignments):,} pairs ({mode}) in {t1 - t0:.2f} s{split}; "
         f"{time.perf_counter() - start:.2f} s in all; wrote {os.fspath(out_path)}")
     return len(alignments)

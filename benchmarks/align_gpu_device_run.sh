@@ -1,0 +1,46 @@
+#!/bin/bash
+# One single-GPU device session for the GPU forward pass of pair batches
+# (`swgpu align --backend gpu`, swgpu_tools.kernels.gpu.pair_ends):
+#   bash benchmarks/align_gpu_device_run.sh      (repo root; carry .whl and gpu_bench_data)
+# 1. compiles the pair kernels (R = 8, 16, 32; local, semi-global) in the background
+#    while the GPU tests compile the CPU code;
+# 2. GPU tests of the pair kernels (pytest -m gpu tests/test_pairs_gpu.py);
+# 3. benchmark: 1,000 DNA pairs x 512 bp (local) and $PAIRS protein pairs of 200-1,000
+#    residues (local, semi-global): GPU forward pass, CPU reverse + traceback, end to
+#    end, and the CPU backend on the same pairs, alignments compared.
+# Logs and JSON under $OUT.  SWGPU_COMMIT names the commit (no .git on the device).
+set -u
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+PAIRS=${PAIRS:-100000}
+export PYTHONUNBUFFERED=1 SWGPU_CACHE_DIR=/tmp/swgpu-cache
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/device.txt"
+lscpu | grep -E "^(Model name|CPU\(s\)|Thread|Core)" | tee -a "$OUT/device.txt"
+for R in 8 16 32; do
+  ( python3 -c "from swgpu_tools.kernels import gpu; import time; t=time.time(); [gpu.get_pair_kernel($R, l) for l in (True, False)]; print('pair kernels R=$R compiled in %.1f s' % (time.time()-t))" >> "$OUT/compile.log" 2>&1 ) &
+done
+wait
+cat "$OUT/compile.log"
+echo "== tests"
+timeout ${TEST_TIMEOUT:-240} python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_pairs_gpu.py 2>&1 | tee "$OUT/tests.log" | tail -15
+echo "== bench"
+timeout ${BENCH_TIMEOUT:-300} python3 benchmarks/align_pairs_gpu_bench.py --protein-pairs $PAIRS \
+  --r-values 16,32 --out "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
+echo "== swgpu align --backend gpu (CLI, 1,000 DNA pairs)"
+python3 - <<'PY'
+import sys; sys.path.insert(0, "benchmarks")
+from align_pairs_bench import dna_pairs
+with open("/tmp/dna_pairs.fa", "w") as fh:
+    for k, (a, b) in enumerate(dna_pairs(1000)):
+        fh.write(f">q{k}\n{a}\n>s{k}\n{b}\n")
+PY
+for b in gpu cpu; do
+  python3 -m swgpu_tools.cli align /tmp/dna_pairs.fa --mode local --match 1 --mismatch -1 \
+    --gap-open 0 --gap-extend 2 --backend $b --out /tmp/dna_$b.tsv 2>&1 | tee -a "$OUT/cli.log"
+done
+cmp /tmp/dna_gpu.tsv /tmp/dna_cpu.tsv && echo "CLI tables identical (gpu == cpu)" | tee -a "$OUT/cli.log"

@@ -1,0 +1,259 @@
+"""GPU forward pass for pair batches (swgpu align): swgpu_tools.kernels.gpu.pair_ends.
+
+* Simulator test (always runs, in a child process with NUMBA_ENABLE_CUDASIM=1):
+  tiny random batches, local and semi-global, affine and linear gaps, protein
+  and DNA, with ties, score-0 pairs and empty sequences, small register tiles
+  (several tiles per query); the GPU ends equal the CPU forward pass's, and
+  ``align_pairs(backend="gpu")`` gives the CPU backend's alignments.
+* PTX test (where CUDA's NVVM is installed; no GPU needed): sm_90, no local
+  memory.
+* ``@pytest.mark.gpu`` (a real GPU, ``-m gpu``): thousands of random pairs up
+  to a few thousand residues, and scores above 32,767, equal to the CPU.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SIM_SCRIPT = textwrap.dedent(
+    r'''
+    import json, sys
+    import numpy as np
+    from swgpu_tools import alignment as A
+    from swgpu_tools.kernels import gpu
+    from swgpu_tools.scoring import ScoringScheme
+
+    rng = np.random.default_rng(int(sys.argv[1]))
+    R = int(sys.argv[2])
+
+    def batch(na, n):
+        ps = [(np.zeros(0, np.uint8), np.array([1, 2], np.uint8)),       # empty query
+              (np.array([1, 2, 3], np.uint8), np.zeros(0, np.uint8)),    # empty subject
+              (np.array([0, 1, 2], np.uint8), np.array([0, 1, 2, 0, 1, 2], np.uint8)),  # ties
+              (np.array([2, 2], np.uint8), np.array([1, 2, 1, 2, 1], np.uint8))]
+        for t in range(n):
+            a = rng.integers(0, na, int(rng.integers(1, 11))).astype(np.uint8)
+            if t % 3 == 0:
+                b = rng.integers(0, na, int(rng.integers(1, 11))).astype(np.uint8)
+            else:
+                b = a.copy()
+                b[rng.random(len(b)) < 0.2] = rng.integers(0, na)
+                b = np.concatenate([rng.integers(0, na, int(rng.integers(0, 3))), b,
+                                    b[:2]]).astype(np.uint8)
+            ps.append((a, b))
+        return ps
+
+    prot = ScoringScheme("BLOSUM62", 11, 1).matrix
+    dna = ScoringScheme(match=1, mismatch=-1, gap_open=0, gap_extend=2).matrix
+    # a score-0 pair: nothing aligns positively (W against nothing-like letters)
+    out = []
+    for name, matrix, na in (("protein", prot, 20), ("dna", dna, 4)):
+        ps = batch(na, 9)
+        if name == "protein":
+            ps.append((np.array([17], np.uint8), np.array([4, 4], np.uint8)))  # W vs C C: < 0
+        qc = np.concatenate([p[0] for p in ps])
+        sc = np.concatenate([p[1] for p in ps])
+        qo = np.r_[0, np.cumsum([len(p[0]) for p in ps])]
+        so = np.r_[0, np.cumsum([len(p[1]) for p in ps])]
+        idx = np.arange(len(ps))
+        for go, ge in ((11, 1), (0, 2)):
+            for mode in ("local", "semiglobal"):
+                got = gpu.pair_ends(qc, qo, sc, so, idx, idx, matrix, go, ge, mode, R=R)
+                exp = []
+                for a, b in ps:
+                    if mode == "local":
+                        exp.append(A._forward_end(a, b, matrix, go, ge))
+                    else:
+                        best, se = A._forward_end_semi(a, b, matrix, go, ge)
+                        exp.append((best, len(a), se))
+                stats = {}
+                gpu.PAIR_R = R
+                g = A.align_pairs(ps, matrix, go, ge, threads=2, mode=mode, backend="gpu",
+                                  stats=stats)
+                c = A.align_pairs(ps, matrix, go, ge, threads=2, mode=mode, backend="cpu")
+                out.append({"case": f"{name} {go}/{ge} {mode}", "got": got.tolist(),
+                            "exp": [list(map(int, e)) for e in exp],
+                            "alignments_equal": g == c, "backend": stats["backend"],
+                            "zero_scores": sum(a.score == 0 for a in c)})
+    print("RESULT " + json.dumps(out))
+    '''
+)
+
+
+def test_pair_kernel_source():
+    from swgpu_tools.kernels import gpu
+
+    for R in (1, 2, 5, 16):
+        for local in (True, False):
+            src = gpu.pair_kernel_source(R, local, sim=False)
+            compile(src, "<pair kernel>", "exec")
+            assert ("max3_32(h, f, zero)" in src) == local
+
+
+def test_simulator_pair_ends_and_alignments_match_cpu():
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", SIM_SCRIPT, "7", "3"], capture_output=True,
+                          text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    res = json.loads(line[len("RESULT "):])
+    assert len(res) == 8
+    for r in res:
+        assert r["got"] == r["exp"], r["case"]
+        assert r["alignments_equal"], r["case"]
+        assert r["backend"] == "gpu", r["case"]
+    assert any(r["zero_scores"] for r in res if "local" in r["case"])
+
+
+def test_pair_kernels_compile_for_sm90():
+    """Needs CUDA's NVVM (e.g. pip nvidia-nvvm), but no GPU or driver."""
+    code = textwrap.dedent(
+        """
+        import sys
+        from swgpu_tools.kernels import gpu
+        try:
+            ptx = [gpu.pair_kernel_ptx(gpu.PAIR_R, local) for local in (True, False)]
+        except Exception as exc:
+            print("SKIP", type(exc).__name__, exc)
+            sys.exit(0)
+        for p in ptx:
+            assert ".target sm_90" in p
+            assert ".local" not in p
+            assert "ld.shared.b32" in p and "max.s32" in p
+        print("OK")
+        """
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    if proc.stdout.startswith("SKIP"):
+        pytest.skip(proc.stdout.strip())
+    assert "OK" in proc.stdout
+
+
+def test_align_backend_choice_and_cli(tmp_path, capsys):
+    from swgpu_tools.alignment import pair_backend
+    from swgpu_tools.backend import gpu_status
+    from swgpu_tools.cli import main
+    from swgpu_tools.errors import InputError
+
+    assert pair_backend("cpu", "local").name == "cpu"
+    assert pair_backend("auto", "global").name == "cpu"
+    assert "global" in pair_backend("gpu", "global").reason
+    with pytest.raises(InputError):
+        pair_backend("tpu", "local")
+    fa = tmp_path / "p.fa"
+    fa.write_text(">a\nMKTAYIAKQRQISFVKSHFSRQ\n>b\nMKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQ\n")
+    assert main(["align", str(fa), "--out", str(tmp_path / "o.tsv"), "--backend", "cpu"]) == 0
+    assert "backend: cpu (CPU backend requested)" in capsys.readouterr().err
+    if not gpu_status()[0]:
+        assert pair_backend("auto", "local").name == "cpu"
+        with pytest.raises(InputError):
+            pair_backend("gpu", "semiglobal")
+        assert main(["align", str(fa), "--out", str(tmp_path / "g.tsv"),
+                     "--backend", "gpu"]) == 2
+        assert "no GPU is usable" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------
+# GPU tests
+# ---------------------------------------------------------------------------
+def _gpu():
+    from swgpu_tools.kernels import gpu
+
+    ok, why = gpu.available()
+    if not ok:
+        pytest.skip(f"no usable GPU: {why}")
+    return gpu
+
+
+def _random_pairs(rng, n, na, hi, related=0.6):
+    ps = []
+    for _ in range(n):
+        a = rng.integers(0, na, int(rng.integers(1, hi + 1))).astype(np.uint8)
+        if rng.random() < related:
+            b = a.copy()
+            b[rng.random(len(b)) < rng.uniform(0.05, 0.6)] = rng.integers(0, na)
+            cut = int(rng.integers(0, max(1, len(b) // 3)))
+            b = np.concatenate([rng.integers(0, na, int(rng.integers(0, 50))), b[cut:],
+                                rng.integers(0, na, int(rng.integers(0, 50)))]).astype(np.uint8)
+            b = b if len(b) else a[:1].copy()
+        else:
+            b = rng.integers(0, na, int(rng.integers(1, hi + 1))).astype(np.uint8)
+        ps.append((a, b))
+    return ps
+
+
+def _check_batch(gpu, ps, matrix, go, ge, modes=("local", "semiglobal")):
+    from swgpu_tools.alignment import align_pairs
+
+    qc = np.concatenate([p[0] for p in ps])
+    sc = np.concatenate([p[1] for p in ps])
+    qo = np.r_[0, np.cumsum([len(p[0]) for p in ps])]
+    so = np.r_[0, np.cumsum([len(p[1]) for p in ps])]
+    idx = np.arange(len(ps))
+    for mode in modes:
+        cpu = align_pairs(ps, matrix, go, ge, mode=mode, backend="cpu")
+        exp = np.array([(a.score, a.query_end if mode == "semiglobal" or a.score else 0,
+                         a.subject_end) for a in cpu])
+        for R in sorted({gpu.PAIR_R, 8, 32}):
+            got = gpu.pair_ends(qc, qo, sc, so, idx, idx, matrix, go, ge, mode, R=R)
+            bad = np.flatnonzero((got != exp).any(axis=1))
+            assert len(bad) == 0, (mode, R, len(bad), got[bad[:3]].tolist(), exp[bad[:3]].tolist())
+        stats = {}
+        assert align_pairs(ps, matrix, go, ge, mode=mode, backend="gpu", stats=stats) == cpu, mode
+        assert stats["backend"] == "gpu" and stats["forward_gpu_s"] > 0
+    return exp
+
+
+@pytest.mark.gpu
+def test_gpu_pair_ends_protein_vs_cpu():
+    gpu = _gpu()
+    from swgpu_tools.scoring import ScoringScheme
+
+    rng = np.random.default_rng(21)
+    m = ScoringScheme("BLOSUM62", 11, 1).matrix
+    ps = _random_pairs(rng, 1500, 20, 400) + _random_pairs(rng, 300, 23, 2500)
+    ps += [(p[0], p[0].copy()) for p in ps[:40]]  # identical pairs: ties along the diagonal
+    _check_batch(gpu, ps, m, 11, 1)
+    _check_batch(gpu, ps[:600], m, 0, 3)  # linear gaps
+
+
+@pytest.mark.gpu
+def test_gpu_pair_ends_dna_vs_cpu():
+    gpu = _gpu()
+    from swgpu_tools.scoring import ScoringScheme
+
+    rng = np.random.default_rng(22)
+    mm = ScoringScheme(match=1, mismatch=-1, gap_open=0, gap_extend=2).matrix
+    ps = _random_pairs(rng, 2000, 4, 700, related=0.8)
+    _check_batch(gpu, ps, mm, 0, 2)
+    nuc = ScoringScheme("NUC.4.4", 10, 1)
+    _check_batch(gpu, ps[:800], nuc.matrix, 10, 1)
+
+
+@pytest.mark.gpu
+def test_gpu_pair_ends_scores_above_int16():
+    gpu = _gpu()
+    from swgpu_tools.scoring import ScoringScheme
+
+    rng = np.random.default_rng(23)
+    m = ScoringScheme("BLOSUM62", 11, 1).matrix
+    a = rng.integers(0, 20, 9000).astype(np.uint8)
+    b = a.copy()
+    b[rng.choice(9000, 300, replace=False)] = rng.integers(0, 20, 300)
+    b = np.concatenate([rng.integers(0, 20, 40), b[:4000], b[4005:]]).astype(np.uint8)
+    ps = [(a, b), (a, a.copy())] + _random_pairs(rng, 40, 20, 300)
+    exp = _check_batch(gpu, ps, m, 11, 1)
+    assert exp[0, 0] > 32767 and exp[1, 0] > 32767
