@@ -59,6 +59,7 @@ group per block (tests exercise the logic on tiny inputs).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import math
@@ -433,6 +434,10 @@ def _cache_dir() -> str:
         return path
 
 
+def _module_name(name: str, source: str) -> str:
+    return f"swgpu_gen_{name}_{hashlib.sha1(source.encode()).hexdigest()[:12]}"
+
+
 def _load_module(name: str, source: str):
     """Write ``source`` (once) to the cache folder and import it as a module."""
     with _lock:
@@ -440,8 +445,7 @@ def _load_module(name: str, source: str):
         mod = _modules.get(key)
         if mod is not None:
             return mod
-        digest = hashlib.sha1(source.encode()).hexdigest()[:12]
-        modname = f"swgpu_gen_{name}_{digest}"
+        modname = _module_name(name, source)
         path = os.path.join(_cache_dir(), modname + ".py")
         if not os.path.exists(path):
             tmp = f"{path}.{os.getpid()}.tmp"
@@ -467,11 +471,62 @@ def get_kernel(mode: str, G: int, R: int, multipass: bool = True):
         key = (mode, G, R, multipass)
         kern = _kernels.get(key)
         if kern is None:
-            mod = _load_module(f"{mode}_{G}x{R}{'m' if multipass else ''}{'_sim' if SIM else ''}",
-                               kernel_source(mode, G, R, SIM, multipass))
+            mod = _load_module(*_kernel_name_source(mode, G, R, multipass))
             kern = cuda.jit(mod.SIG, cache=True)(mod.kernel_py)
             _kernels[key] = kern
+            if not SIM:
+                marker = _compiled_marker(mode, G, R, multipass)
+                if not os.path.exists(marker):
+                    open(marker, "w").close()
         return kern
+
+
+def _kernel_name_source(mode, G, R, multipass):
+    return (f"{mode}_{G}x{R}{'m' if multipass else ''}{'_sim' if SIM else ''}",
+            kernel_source(mode, G, R, SIM, multipass))
+
+
+def _compiled_marker(mode, G, R, multipass) -> str:
+    """Path of the file saying this kernel is in the disk cache for this GPU kind and
+    numba-cuda version (a hint for compiling ahead in parallel; Numba's own cache
+    decides what is really reused)."""
+    cc = "".join(str(v) for v in _cc())
+    return os.path.join(_cache_dir(), f"{_module_name(*_kernel_name_source(mode, G, R, multipass))}"
+                                      f".sm{cc}.numba-cuda-{_numba_cuda_version()}.ok")
+
+
+@functools.lru_cache(maxsize=None)
+def _numba_cuda_version() -> str:
+    from importlib.metadata import version
+
+    try:
+        return version("numba-cuda")
+    except Exception:  # pragma: no cover - not installed as a distribution
+        return "unknown"
+
+
+def _compile_in_children(tasks, jobs) -> int:
+    """Compile kernels ``tasks`` ((mode, G, R, multipass) each) into the disk cache in
+    ``jobs`` child processes on this process's GPU; returns how many children failed."""
+    import json
+    import subprocess
+
+    from numba import cuda
+
+    chunks = [tasks[k::jobs] for k in range(jobs)]
+    code = ("import json, sys; from swgpu_tools.kernels import gpu; "
+            "[gpu.get_kernel(*t) for t in json.loads(sys.argv[1])]; gpu._aux()")
+    # compile-only children: one hardware queue each (many contexts with 32 queues
+    # each ran the GPU out of resources on an H100), on this process's GPU only
+    env = dict(os.environ, CUDA_DEVICE_MAX_CONNECTIONS="1")
+    try:
+        env["CUDA_VISIBLE_DEVICES"] = str(cuda.get_current_device().uuid)
+    except Exception:  # pragma: no cover - older numba-cuda: children use the default GPU
+        pass
+    procs = [subprocess.Popen([sys.executable, "-c", code, json.dumps(c)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for c in chunks if c]
+    return sum(1 for p in procs if p.wait() != 0)
 
 
 def kernel_ptx(mode: str, G: int, R: int, multipass: bool = True, cc=(9, 0)) -> str:
@@ -491,9 +546,6 @@ def precompile(modes=("s16", "s32"), jobs=None, shapes=None) -> dict:
     (NVVM and ptxas are single-threaded), which fill the on-disk cache that
     this process then loads.  Returns {"kernels": n, "seconds": s, "jobs": j}.
     """
-    import json
-    import subprocess
-
     t0 = time.perf_counter()
     tasks = []
     for mode in modes:
@@ -504,16 +556,7 @@ def precompile(modes=("s16", "s32"), jobs=None, shapes=None) -> dict:
         jobs = min(len(tasks), os.cpu_count() or 1, 8)
     failed = 0
     if jobs > 1 and not SIM:
-        chunks = [tasks[k::jobs] for k in range(jobs)]
-        code = ("import json, sys; from swgpu_tools.kernels import gpu; "
-                "[gpu.get_kernel(*t) for t in json.loads(sys.argv[1])]; gpu._aux()")
-        # compile-only children: one hardware queue each (many contexts with
-        # 32 queues each ran the GPU out of resources on an H100)
-        env = dict(os.environ, CUDA_DEVICE_MAX_CONNECTIONS="1")
-        procs = [subprocess.Popen([sys.executable, "-c", code, json.dumps(c)], env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                 for c in chunks if c]
-        failed = sum(1 for p in procs if p.wait() != 0)
+        failed = _compile_in_children(tasks, jobs)
     for t in tasks:  # loads what the children cached; compiles whatever they did not
         get_kernel(*t)
     _aux()
@@ -1258,6 +1301,7 @@ class GpuSearcher:
             raise ValueError("query codes exceed the matrix size")
         tables = {"letters": qletters, self.mode: self._table(self.mode, qletters)}
         qlens = np.diff(qoffs)
+        self._compile_ahead(qlens)
         self.plan_seconds = 0.0
         tq = [0.0] * nq
         hits_i = [[] for _ in range(nq)]
@@ -1298,6 +1342,36 @@ class GpuSearcher:
             e = np.zeros(0, np.int32)
             return TopHits(e, e.copy(), e.copy())
         return TopHits(np.concatenate(qi_parts), np.concatenate(si_parts), np.concatenate(sc_parts))
+
+    def _compile_ahead(self, qlens):
+        """First use on this machine (kernels missing from the disk cache): compile the
+        kernels these queries' plans need in parallel child processes, before the
+        first query (which would otherwise compile them one by one)."""
+        if SIM or os.environ.get("SWGPU_COMPILE_AHEAD", "1") == "0":
+            return
+        one, multi = self.shapes(self.mode)
+        menu = [(self.mode, G, R, False) for G, R in one] + [(self.mode, G, R, True) for G, R in multi]
+        if all(os.path.exists(_compiled_marker(*t)) for t in menu):
+            return  # warm: nothing to do (the usual case)
+        if self.batches is None:
+            needed = set()
+            for L in sorted({self._lrep(int(v)) for v in qlens if v}):
+                needed.update((self.mode, p.G, p.R, p.max_passes > 1)
+                              for p in self.plan(self.mode, L))
+        else:
+            needed = set(menu)
+        todo = sorted(t for t in needed if (t[0], t[1], t[2], t[3]) not in _kernels
+                      and not os.path.exists(_compiled_marker(*t)))
+        jobs = min(len(todo), os.cpu_count() or 1, 8)
+        if jobs < 2:
+            return
+        t0 = time.perf_counter()
+        print(f"[swgpu gpu] first use of {len(todo)} kernels on this machine: compiling them "
+              f"in {jobs} processes into {_cache_dir()}", file=sys.stderr, flush=True)
+        failed = _compile_in_children(todo, jobs)
+        print(f"[swgpu gpu] compiled in {time.perf_counter() - t0:.1f} s"
+              + (f" ({failed} processes failed; compiling the rest here)" if failed else ""),
+              file=sys.stderr, flush=True)
 
     def all_scores(self, queries) -> np.ndarray:
         """Full (n_queries x n_subjects) int32 score array (for tests and checks)."""
