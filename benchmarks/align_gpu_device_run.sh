@@ -2,8 +2,8 @@
 # One single-GPU device session for the GPU forward pass of pair batches
 # (`swgpu align --backend gpu`, swgpu_tools.kernels.gpu.pair_ends):
 #   bash benchmarks/align_gpu_device_run.sh      (repo root; carry .whl and gpu_bench_data)
-# 1. compiles the pair kernels (R = 8, 16, 32; local, semi-global) in the background
-#    while the GPU tests compile the CPU code;
+# 1. compiles the pair kernels (R = 8, 16, 32, 64; forward and reverse kinds) in
+#    parallel processes;
 # 2. GPU tests of the pair kernels (pytest -m gpu tests/test_pairs_gpu.py);
 # 3. benchmark: 1,000 DNA pairs x 512 bp (local) and $PAIRS protein pairs of 200-1,000
 #    residues (local, semi-global): GPU forward pass, CPU reverse + traceback, end to
@@ -21,8 +21,11 @@ else
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/device.txt"
 lscpu | grep -E "^(Model name|CPU\(s\)|Thread|Core)" | tee -a "$OUT/device.txt"
-for R in 8 16 32; do
-  ( python3 -c "from swgpu_tools.kernels import gpu; import time; t=time.time(); [gpu.get_pair_kernel($R, l) for l in (True, False)]; print('pair kernels R=$R compiled in %.1f s' % (time.time()-t))" >> "$OUT/compile.log" 2>&1 ) &
+for R in 8 16 32 64; do
+  for K in local semi local_rev global_rev; do
+    [ $R = 64 ] && [ ${K%_rev} != $K ] && continue
+    ( python3 -c "from swgpu_tools.kernels import gpu; import time; t=time.time(); gpu.get_pair_kernel($R, '$K'); print('pair kernel $K R=$R compiled in %.1f s' % (time.time()-t))" >> "$OUT/compile.log" 2>&1 ) &
+  done
 done
 wait
 cat "$OUT/compile.log"
@@ -30,7 +33,7 @@ echo "== tests"
 timeout ${TEST_TIMEOUT:-240} python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_pairs_gpu.py 2>&1 | tee "$OUT/tests.log" | tail -15
 echo "== bench"
 timeout ${BENCH_TIMEOUT:-300} python3 benchmarks/align_pairs_gpu_bench.py --protein-pairs $PAIRS \
-  --r-values 16,32 --out "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
+  --r-values ${R_VALUES:-16,32,64} --out "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
 echo "== swgpu align --backend gpu (CLI, 1,000 DNA pairs)"
 python3 - <<'PY'
 import sys; sys.path.insert(0, "benchmarks")

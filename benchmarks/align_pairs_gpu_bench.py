@@ -15,14 +15,19 @@ Per workload and mode it prints one JSON row with:
                                  pass with its transfers / its launches alone
                                  (median of --repeat), and GCUPS = sum(qlen*slen) / s;
                                  the same for each tile height in --r-values;
+  gpu_regions_s                  pair_regions: forward + reverse passes on the GPU
+                                 (default tile height), with transfers;
   cpu_after_ends_s               align_pairs(..., ends=...): reverse pass + traceback
                                  on the CPU threads;
-  gpu_path_s, gpu_path_pairs_s   align_pairs(backend="gpu") end to end;
+  gpu_path_s, gpu_path_pairs_s   align_pairs(backend="gpu") end to end (GPU score
+                                 passes, then the traceback on the CPU threads:
+                                 gpu_path_gpu_s + gpu_path_cpu_s);
   cpu_path_s, cpu_path_pairs_s   align_pairs(backend="cpu") on the first --cpu-subset
                                  pairs (all by default);
   equal                          whether the GPU path's alignments equal the CPU
                                  backend's on those pairs (score, coordinates,
-                                 operations), and the GPU ends equal the CPU ends.
+                                 operations), and the GPU ends and regions equal
+                                 the CPU's.
 
     python3 benchmarks/align_pairs_gpu_bench.py --protein-pairs 100000 --out gpu_pairs.json
 """
@@ -154,6 +159,18 @@ def bench(kind, pairs, scheme, mode, threads, repeat, r_values, cpu_subset):
     row["gpu_forward_s"] = row[f"gpu_forward_s_R{best_r}"]
     row["gpu_forward_gcups"] = row[f"gpu_forward_gcups_R{best_r}"]
     row["best_R"] = best_r
+    # forward + reverse passes on the GPU (default tile height): the regions
+    tot, fw, rv = [], [], []
+    for _ in range(repeat):
+        t = {}
+        regions = gpu.pair_regions(qc, qo, sc, so, idx, idx, m, go, ge, mode, timings=t)
+        tot.append(t["total_s"])
+        fw.append(t["forward_s"])
+        rv.append(t["reverse_s"])
+    row["gpu_regions_s"] = statistics.median(tot)
+    row["gpu_regions_forward_launch_s"] = statistics.median(fw)
+    row["gpu_regions_reverse_launch_s"] = statistics.median(rv)
+    row["reverse_cells"] = t["reverse_cells"]
     # CPU reverse pass + traceback from the GPU ends
     t0 = time.perf_counter()
     after = align_pairs(enc, m, go, ge, threads, mode=mode, ends=ends)
@@ -163,7 +180,7 @@ def bench(kind, pairs, scheme, mode, threads, repeat, r_values, cpu_subset):
     t0 = time.perf_counter()
     gp = align_pairs(enc, m, go, ge, threads, mode=mode, backend="gpu", stats=st)
     row["gpu_path_s"] = time.perf_counter() - t0
-    row["gpu_path_forward_s"] = st["forward_gpu_s"]
+    row["gpu_path_gpu_s"] = st["gpu_s"]
     row["gpu_path_cpu_s"] = st["cpu_s"]
     row["gpu_path_pairs_s"] = len(enc) / row["gpu_path_s"]
     # CPU backend (all pairs or the first cpu_subset)
@@ -176,6 +193,9 @@ def bench(kind, pairs, scheme, mode, threads, repeat, r_values, cpu_subset):
     exp = np.array([(a.score, a.query_end if mode == "semiglobal" or a.score else 0,
                      a.subject_end) for a in cp], dtype=np.int64).reshape(-1, 3)
     row["ends_equal"] = bool(np.array_equal(ends[:k], exp))
+    reg = np.array([(a.score, a.query_start, a.query_end, a.subject_start, a.subject_end)
+                    for a in cp], dtype=np.int64).reshape(-1, 5)
+    row["regions_equal"] = bool(np.array_equal(regions[:k], reg))
     row["alignments_equal"] = gp[:k] == cp and after[:k] == cp
     row["speedup_end_to_end"] = (row["cpu_path_s"] / k) / (row["gpu_path_s"] / len(enc))
     print(json.dumps(row), flush=True)

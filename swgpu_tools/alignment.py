@@ -83,14 +83,14 @@ scalar code, so the alignments are identical (``pair_lanes=False`` runs the
 scalar code).
 
 GPU (``backend=``, :func:`pair_backend`): in local and semi-global modes,
-step 1 of a batch runs on the GPU when one is usable
-(:func:`swgpu_tools.kernels.gpu.pair_ends`, one thread per pair, the same
-cells and tie rules, so the alignments are identical); steps 2 and 3 then
-run on the CPU threads as above (the reverse pass in pair lanes from the
-given end cells).  Global mode stays on the CPU: it has no step 1, and its
-traceback recomputes the whole matrix anyway.  The ``ends`` argument is the
-same hook for a forward pass run elsewhere: each pair's (best, query end,
-subject end).
+steps 1 and 2 of a batch (the score-only passes) run on the GPU when one is
+usable (:func:`swgpu_tools.kernels.gpu.pair_regions`, one thread per pair,
+the same cells and tie rules, so the alignments are identical); step 3, the
+traceback, then runs on the CPU threads as above.  Global mode stays on the
+CPU: it has no steps 1 and 2, and its traceback recomputes the whole matrix
+anyway.  The ``ends`` argument is the hook for a forward pass run elsewhere:
+each pair's (best, query end, subject end); the CPU then runs steps 2 and 3
+(step 2 in pair lanes).
 """
 from __future__ import annotations
 
@@ -1420,7 +1420,8 @@ def _align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_e
       an external forward pass, e.g. :func:`swgpu_tools.kernels.gpu.pair_ends`;
       else shape (0, 3)): the reverse pass only, PAIR_LANES pairs of similar
       end cells at once with ``pair_lanes`` (:func:`_locate_group`), else
-      pair by pair;
+      pair by pair; (n, 5) (best, qs, qe, ss, se per pair, e.g.
+      :func:`swgpu_tools.kernels.gpu.pair_regions`): nothing to locate;
     * global mode: nothing to locate;
     * local mode with ``query_lanes`` (many pairs per query, e.g. database
       hits): pairs of one query, ALN_LANES at a time, in query-shared lanes
@@ -1445,6 +1446,8 @@ def _align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_e
     if mode == MODE_GLOBAL:
         info[:, 2] = qlen
         info[:, 4] = slen
+    elif given and ends.shape[1] == 5:  # whole regions given (GPU forward + reverse passes)
+        info[:, :5] = ends
     else:
         if given and pair_lanes:
             # reverse passes only: groups of similar end cells (the reversed prefixes)
@@ -1608,13 +1611,14 @@ def align_pairs(pairs, matrix, gap_open: int, gap_extend: int, threads: int | No
 
     mode: ``"local"``, ``"global"`` or ``"semiglobal"`` (see :func:`align`).
 
-    backend: where the forward pass (step 1 of the module doc) runs:
-    ``"auto"`` (the GPU when :mod:`swgpu_tools.backend` finds one usable and
-    the mode is local or semi-global, else the CPU), ``"gpu"`` (raises
+    backend: where the score-only passes (steps 1 and 2 of the module doc:
+    the best score, the end and the start of each alignment) run: ``"auto"``
+    (the GPU when :mod:`swgpu_tools.backend` finds one usable and the mode is
+    local or semi-global, else the CPU), ``"gpu"`` (raises
     :class:`~swgpu_tools.errors.InputError` when no GPU is usable; global
-    mode still runs on the CPU) or ``"cpu"``.  The reverse pass and the
-    traceback always run on the CPU threads.  The alignments are the same
-    whichever backend runs (see :func:`pair_backend`).
+    mode still runs on the CPU) or ``"cpu"``.  The traceback always runs on
+    the CPU threads.  The alignments are the same whichever backend runs
+    (see :func:`pair_backend`).
 
     ends (the hook for an external forward pass; overrides ``backend``): an
     (n, 3) integer array of (best score, query end, subject end) per pair,
@@ -1629,7 +1633,7 @@ def align_pairs(pairs, matrix, gap_open: int, gap_extend: int, threads: int | No
     Both give the very same alignments.
 
     stats: a dict that gets ``backend`` ("cpu", "gpu" or "ends"), ``reason``,
-    and seconds: ``forward_gpu_s`` (GPU forward pass with its transfers),
+    and seconds: ``gpu_s`` (GPU score passes with their transfers),
     ``cpu_s`` (everything else) and ``gpu`` (the GPU step's own timings).
     """
     pairs = list(pairs)
@@ -1655,12 +1659,12 @@ _gpu_status_cache: list = []
 
 
 def pair_backend(backend: str = "auto", mode: str = "local"):
-    """Where the forward pass of a batch runs: a BackendChoice ("gpu" or "cpu", reason).
+    """Where the score passes of a batch run: a BackendChoice ("gpu" or "cpu", reason).
 
     "auto": the GPU when :func:`swgpu_tools.backend.choose_backend` finds one
     usable and ``mode`` is local or semi-global; "gpu": the same but raises
     InputError (with the reason) when no GPU is usable; "cpu": the CPU.
-    Global mode always runs on the CPU (no forward pass to move: its
+    Global mode always runs on the CPU (no score pass to move: its
     traceback recomputes the whole matrix).  Under the CUDA simulator
     (``NUMBA_ENABLE_CUDASIM=1``, tests) "gpu" runs the kernels in the
     simulator.  The GPU check (:func:`swgpu_tools.backend.gpu_status`) is done
@@ -1676,7 +1680,7 @@ def pair_backend(backend: str = "auto", mode: str = "local"):
     if backend == "cpu":
         return BackendChoice("cpu", "CPU backend requested")
     if _mode_code(mode) == MODE_GLOBAL:
-        return BackendChoice("cpu", "global mode runs on the CPU (no forward pass to move to "
+        return BackendChoice("cpu", "global mode runs on the CPU (no score pass to move to "
                                     "the GPU: its traceback recomputes the whole matrix)")
     if backend == "gpu":
         from .kernels.gpu_intrinsics import SIM
@@ -1687,7 +1691,7 @@ def pair_backend(backend: str = "auto", mode: str = "local"):
         _gpu_status_cache.append(gpu_status())
     ok, why = _gpu_status_cache[0]
     if ok:
-        return BackendChoice("gpu", f"forward pass on the GPU: {why}")
+        return BackendChoice("gpu", f"score passes on the GPU: {why}")
     return choose_backend(backend) if backend == "gpu" else BackendChoice(
         "cpu", f"no usable GPU, using the CPU: {why}")
 
@@ -1712,7 +1716,7 @@ def _align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_
         return []
     if stats is None:
         stats = {}
-    stats["forward_gpu_s"] = 0.0
+    stats["gpu_s"] = 0.0
     if ends is None:
         choice = pair_backend(backend, mode)
         stats["backend"], stats["reason"] = choice.name, choice.reason
@@ -1735,10 +1739,10 @@ def _align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_
 
         t0 = time.perf_counter()
         stats["gpu"] = {}
-        ends = gpu.pair_ends(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open,
-                             gap_extend, "local" if code == MODE_LOCAL else "semiglobal",
-                             timings=stats["gpu"])
-        stats["forward_gpu_s"] = time.perf_counter() - t0
+        ends = gpu.pair_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open,
+                                gap_extend, "local" if code == MODE_LOCAL else "semiglobal",
+                                timings=stats["gpu"])
+        stats["gpu_s"] = time.perf_counter() - t0
     nthreads = numba.get_num_threads() if threads is None else max(1, int(threads))
     if cell_limit is None:
         cell_limit = max(1 << 22, TRACEBACK_CELL_LIMIT // nthreads)
@@ -1750,5 +1754,5 @@ def _align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_
         qidx, sidx, matrix, gap_open, gap_extend, max(1, int(cell_limit)), nthreads,
         code, ends, bool(query_lanes), bool(pair_lanes))
     out = _results(info, ops, room)
-    stats["cpu_s"] = time.perf_counter() - t_start - stats["forward_gpu_s"]
+    stats["cpu_s"] = time.perf_counter() - t_start - stats["gpu_s"]
     return out

@@ -89,10 +89,10 @@ written atomically (complete or not at all).  Traceback keeps at most
 among the threads) and recomputes rows from checkpoints beyond that, so any
 length runs in bounded memory.
 
-GPU (--backend): in local and semiglobal modes the forward pass of the batch
-(each pair's best score and end cell) runs on the GPU when one is usable
-(auto) or when asked (gpu: an error if none is usable); the reverse pass and
-the traceback run on the CPU threads.  Global mode runs on the CPU.  The
+GPU (--backend): in local and semiglobal modes the score-only passes of the
+batch (each pair's best score, end and start cell) run on the GPU when one is
+usable (auto) or when asked (gpu: an error if none is usable); the traceback
+runs on the CPU threads.  Global mode runs on the CPU.  The
 output is the same whichever backend runs; the log says which one did and why.
 """
 
@@ -185,9 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="gap extension cost per residue (default: %(default)s)")
     g = p.add_argument_group("compute")
     g.add_argument("--backend", choices=["auto", "gpu", "cpu"], default="auto",
-                   help="where the forward pass (best score and end cell of each pair) runs: "
-                        "the GPU if usable (auto), or force one; the reverse pass and the "
-                        "traceback run on the CPU, and global mode runs wholly on the CPU "
+                   help="where the score-only passes (best score, end and start cell of each "
+                        "pair) run: the GPU if usable (auto), or force one; the traceback runs "
+                        "on the CPU, and global mode runs wholly on the CPU "
                         "(default: %(default)s)")
     g.add_argument("--threads", type=int, default=None, metavar="N",
                    help="CPU threads (default: all cores)")

@@ -9,13 +9,13 @@ sequence can be in many pairs).  The alignments are computed by
 Numba threads on the CPU).
 
 GPU (``backend``, ``swgpu align --backend``): in local and semi-global modes
-the forward pass of the whole batch (each pair's best score and end cell)
-runs on the GPU when one is usable (``auto``, the default) or when asked
-(``gpu``, an error if none is usable), with
-:func:`swgpu_tools.kernels.gpu.pair_ends`; the reverse pass and the traceback
-then run in parallel on the CPU threads.  Global mode always runs on the CPU
-(its traceback recomputes the whole matrix, so a GPU pass would save
-nothing).  The alignments are identical either way; the log line says which
+the score-only passes of the whole batch (each pair's best score, end cell
+and start cell: the forward and reverse passes) run on the GPU when one is
+usable (``auto``, the default) or when asked (``gpu``, an error if none is
+usable), with :func:`swgpu_tools.kernels.gpu.pair_regions`; the traceback of
+each region then runs in parallel on the CPU threads.  Global mode always
+runs on the CPU (its traceback recomputes the whole matrix, so a GPU pass
+would save nothing).  The alignments are identical either way; the log line says which
 backend scored the batch and why.
 
 Output columns (:data:`PAIR_COLUMNS`), tab-separated, one header line,
@@ -217,7 +217,7 @@ def align_pair_files(first, second, out_path, scheme, mode: str = "local",
                      cell_limit: int | None = None, log=None, backend: str = "auto") -> int:
     """Align the pairs of ``first`` (and ``second``) and write ``out_path``; returns the count.
 
-    backend: "auto", "cpu" or "gpu" for the forward pass (see the module doc).
+    backend: "auto", "cpu" or "gpu" for the score passes (see the module doc).
     """
     from .alignment import align_many, pair_backend
 
@@ -242,8 +242,8 @@ def align_pair_files(first, second, out_path, scheme, mode: str = "local",
                       aligned_strings)
     split = ""
     if stats.get("backend") == "gpu":
-        split = (f" (forward pass on the GPU {stats['forward_gpu_s']:.2f} s, reverse pass and "
-                 f"traceback on the CPU {stats['cpu_s']:.2f} s)")
+        split = (f" (score passes on the GPU {stats['gpu_s']:.2f} s, traceback on the CPU "
+                 f"{stats['cpu_s']:.2f} s)")
     log(f"aligned {len(alignments):,} pairs ({mode}) in {t1 - t0:.2f} s{split}; "
         f"{time.perf_counter() - start:.2f} s in all; wrote {os.fspath(out_path)}")
     return len(alignments)

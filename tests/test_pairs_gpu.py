@@ -1,10 +1,12 @@
-"""GPU forward pass for pair batches (swgpu align): swgpu_tools.kernels.gpu.pair_ends.
+"""GPU score passes for pair batches (swgpu align): swgpu_tools.kernels.gpu.pair_ends
+(forward pass) and pair_regions (forward + reverse passes).
 
 * Simulator test (always runs, in a child process with NUMBA_ENABLE_CUDASIM=1):
   tiny random batches, local and semi-global, affine and linear gaps, protein
   and DNA, with ties, score-0 pairs and empty sequences, small register tiles
-  (several tiles per query); the GPU ends equal the CPU forward pass's, and
-  ``align_pairs(backend="gpu")`` gives the CPU backend's alignments.
+  (several tiles per query); the GPU ends and regions equal the CPU forward
+  and reverse passes', and ``align_pairs(backend="gpu")`` gives the CPU
+  backend's alignments.
 * PTX test (where CUDA's NVVM is installed; no GPU needed): sm_90, no local
   memory.
 * ``@pytest.mark.gpu`` (a real GPU, ``-m gpu``): thousands of random pairs up
@@ -57,7 +59,7 @@ SIM_SCRIPT = textwrap.dedent(
     # a score-0 pair: nothing aligns positively (W against nothing-like letters)
     out = []
     for name, matrix, na in (("protein", prot, 20), ("dna", dna, 4)):
-        ps = batch(na, 9)
+        ps = batch(na, 7)
         if name == "protein":
             ps.append((np.array([17], np.uint8), np.array([4, 4], np.uint8)))  # W vs C C: < 0
         qc = np.concatenate([p[0] for p in ps])
@@ -67,7 +69,8 @@ SIM_SCRIPT = textwrap.dedent(
         idx = np.arange(len(ps))
         for go, ge in ((11, 1), (0, 2)):
             for mode in ("local", "semiglobal"):
-                got = gpu.pair_ends(qc, qo, sc, so, idx, idx, matrix, go, ge, mode, R=R)
+                reg = gpu.pair_regions(qc, qo, sc, so, idx, idx, matrix, go, ge, mode, R=R)
+                got = reg[:, [0, 2, 4]]
                 exp = []
                 for a, b in ps:
                     if mode == "local":
@@ -75,6 +78,8 @@ SIM_SCRIPT = textwrap.dedent(
                     else:
                         best, se = A._forward_end_semi(a, b, matrix, go, ge)
                         exp.append((best, len(a), se))
+                code = 0 if mode == "local" else 2
+                exp_reg = [list(map(int, A._locate(a, b, matrix, go, ge, code))) for a, b in ps]
                 stats = {}
                 gpu.PAIR_R = R
                 g = A.align_pairs(ps, matrix, go, ge, threads=2, mode=mode, backend="gpu",
@@ -82,6 +87,7 @@ SIM_SCRIPT = textwrap.dedent(
                 c = A.align_pairs(ps, matrix, go, ge, threads=2, mode=mode, backend="cpu")
                 out.append({"case": f"{name} {go}/{ge} {mode}", "got": got.tolist(),
                             "exp": [list(map(int, e)) for e in exp],
+                            "regions": reg.tolist(), "exp_regions": exp_reg,
                             "alignments_equal": g == c, "backend": stats["backend"],
                             "zero_scores": sum(a.score == 0 for a in c)})
     print("RESULT " + json.dumps(out))
@@ -93,10 +99,11 @@ def test_pair_kernel_source():
     from swgpu_tools.kernels import gpu
 
     for R in (1, 2, 5, 16):
-        for local in (True, False):
-            src = gpu.pair_kernel_source(R, local, sim=False)
+        for kind in gpu.PAIR_KINDS:
+            src = gpu.pair_kernel_source(R, kind, sim=False)
             compile(src, "<pair kernel>", "exec")
-            assert ("max3_32(h, f, zero)" in src) == local
+            assert ("max3_32(h, f, zero)" in src) == kind.startswith("local")
+            assert ("so - j" in src) == kind.endswith("_rev")
 
 
 def test_simulator_pair_ends_and_alignments_match_cpu():
@@ -109,6 +116,7 @@ def test_simulator_pair_ends_and_alignments_match_cpu():
     assert len(res) == 8
     for r in res:
         assert r["got"] == r["exp"], r["case"]
+        assert r["regions"] == r["exp_regions"], r["case"]
         assert r["alignments_equal"], r["case"]
         assert r["backend"] == "gpu", r["case"]
     assert any(r["zero_scores"] for r in res if "local" in r["case"])
@@ -121,7 +129,8 @@ def test_pair_kernels_compile_for_sm90():
         import sys
         from swgpu_tools.kernels import gpu
         try:
-            ptx = [gpu.pair_kernel_ptx(gpu.PAIR_R, local) for local in (True, False)]
+            ptx = [gpu.pair_kernel_ptx(gpu.PAIR_R if kind in ("local", "global_rev") else 4,
+                                       kind) for kind in gpu.PAIR_KINDS]
         except Exception as exc:
             print("SKIP", type(exc).__name__, exc)
             sys.exit(0)
@@ -207,13 +216,19 @@ def _check_batch(gpu, ps, matrix, go, ge, modes=("local", "semiglobal")):
         cpu = align_pairs(ps, matrix, go, ge, mode=mode, backend="cpu")
         exp = np.array([(a.score, a.query_end if mode == "semiglobal" or a.score else 0,
                          a.subject_end) for a in cpu])
-        for R in sorted({gpu.PAIR_R, 8, 32}):
+        regions = np.array([(a.score, a.query_start, a.query_end, a.subject_start,
+                             a.subject_end) for a in cpu])
+        for R in sorted({gpu.PAIR_R, 8, 16}):
             got = gpu.pair_ends(qc, qo, sc, so, idx, idx, matrix, go, ge, mode, R=R)
             bad = np.flatnonzero((got != exp).any(axis=1))
             assert len(bad) == 0, (mode, R, len(bad), got[bad[:3]].tolist(), exp[bad[:3]].tolist())
+            got = gpu.pair_regions(qc, qo, sc, so, idx, idx, matrix, go, ge, mode, R=R)
+            bad = np.flatnonzero((got != regions).any(axis=1))
+            assert len(bad) == 0, (mode, R, len(bad), got[bad[:3]].tolist(),
+                                   regions[bad[:3]].tolist())
         stats = {}
         assert align_pairs(ps, matrix, go, ge, mode=mode, backend="gpu", stats=stats) == cpu, mode
-        assert stats["backend"] == "gpu" and stats["forward_gpu_s"] > 0
+        assert stats["backend"] == "gpu" and stats["gpu_s"] > 0
     return exp
 
 
