@@ -11,11 +11,21 @@ the process exits, so concurrent scoring jobs on one node each get their own
 GPU; when all are taken it waits for one to come free.  The GPU is chosen
 (and made current) before the backend check, so that no CUDA context is ever
 opened on another GPU.
+
+How many scoring jobs Snakemake runs at once on one machine:
+``workflow_gpus`` counts the GPUs with ``nvidia-smi -L`` and
+``CUDA_VISIBLE_DEVICES`` (no CUDA in Snakemake's process) and says what each
+scoring job asks for and how many GPUs the machine offers; the workflow
+(``workflow/rules/common.smk``) registers that as Snakemake's ``gpu``
+resource unless ``--resources gpu=K`` was given.
 """
 from __future__ import annotations
 
 import fcntl
 import os
+import re
+import shutil
+import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
@@ -54,6 +64,122 @@ def choose_backend(requested: str = "auto") -> BackendChoice:
     if requested == "gpu":
         raise InputError(f"backend 'gpu' requested but no GPU is usable: {why}")
     return BackendChoice("cpu", f"no usable GPU, using the CPU: {why}")
+
+
+# ---------------------------------------------------------------------------
+# GPUs as the workflow's scheduler sees them (no CUDA here)
+# ---------------------------------------------------------------------------
+
+_SMI_GPU = re.compile(r"^GPU (\d+): .*?(?:\(UUID: ([^)\s]+)\))?\s*$")
+_SMI_MIG = re.compile(r"^\s+MIG .*\(UUID: (MIG-[^)\s]+)\)\s*$")
+
+
+def nvidia_smi_gpus(env: dict | None = None, timeout: float = 20.0) -> list[str]:
+    """UUIDs of the GPUs that a new process started with ``env`` will see, in order.
+
+    Reads ``nvidia-smi -L`` (found on env's PATH) and applies
+    ``CUDA_VISIBLE_DEVICES`` as CUDA does: a comma-separated list of GPU
+    numbers, ``GPU-``/``MIG-`` UUIDs or unique UUID prefixes, read up to the
+    first entry that names no device (so ``""`` and ``-1`` hide every GPU).
+    Never initialises CUDA, so it is safe in Snakemake's own process.  Returns
+    [] when nvidia-smi is missing, fails (no driver) or lists no GPU.
+    """
+    env = os.environ if env is None else env
+    exe = shutil.which("nvidia-smi", path=env.get("PATH"))
+    if exe is None:
+        return []
+    try:
+        listing = subprocess.run([exe, "-L"], capture_output=True, text=True,
+                                 timeout=timeout, env=dict(env))
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if listing.returncode != 0:
+        return []
+    gpus, migs = [], []
+    for line in listing.stdout.splitlines():
+        m = _SMI_GPU.match(line)
+        if m:
+            gpus.append(m.group(2) or f"index{len(gpus)}")
+            continue
+        m = _SMI_MIG.match(line)
+        if m:
+            migs.append(m.group(1))
+    mask = env.get("CUDA_VISIBLE_DEVICES")
+    if mask is None:
+        return gpus
+    visible: list[str] = []
+    for entry in mask.split(","):
+        entry = entry.strip()
+        if re.fullmatch(r"\d+", entry) and int(entry) < len(gpus):
+            found = [gpus[int(entry)]]
+        elif entry.startswith(("GPU-", "MIG-")):
+            found = [u for u in gpus + migs if u.startswith(entry)]
+        else:
+            found = []
+        if len(found) != 1 or found[0] in visible:
+            break  # CUDA stops at the first entry that names no (new) device
+        visible.append(found[0])
+    return visible
+
+
+@dataclass
+class WorkflowGpus:
+    """What the workflow's scoring jobs ask of Snakemake's ``gpu`` resource.
+
+    ``per_job``: GPUs each score_shard job declares (1 or 0).  ``machine``:
+    the ``gpu`` resource to offer on this machine when the user gave none
+    (``--resources gpu=K``), or None to leave it unset.  ``reason``: one line
+    for the user.
+    """
+    per_job: int
+    machine: int | None
+    reason: str
+
+
+def workflow_gpus(backend: str, gpus: list[str] | None = None) -> WorkflowGpus:
+    """Plan the scoring jobs' GPU use from the configured ``backend`` and the visible GPUs.
+
+    * ``cpu``, or ``auto`` with no GPU listed: scoring jobs are CPU jobs
+      (``gpu=0``), limited only by ``--cores`` and their ``threads``.
+    * ``gpu``/``auto`` with N GPUs listed: ``gpu=1`` per job and N on the
+      machine, so Snakemake runs one scoring job per GPU (each then locks its
+      own GPU, see ``acquire_gpu``).
+    * ``gpu`` with none listed (no nvidia-smi here, e.g. a cluster's login
+      node): ``gpu=1`` per job and 1 on the machine.  A cluster executor does
+      not count this local resource; a local run then scores one shard at a
+      time, as the GPU count is unknown (``--resources gpu=K`` to change).
+
+    ``gpus`` defaults to :func:`nvidia_smi_gpus` (not called for ``cpu``).
+    """
+    if backend not in BACKENDS:
+        raise InputError(f"backend must be one of {', '.join(BACKENDS)}, got '{backend}'")
+    if backend == "cpu":
+        return WorkflowGpus(0, None, "backend cpu: scoring jobs are CPU jobs")
+    if gpus is None:
+        gpus = nvidia_smi_gpus()
+    if gpus:
+        n = len(gpus)
+        return WorkflowGpus(1, n, f"{n} GPU{'s' if n > 1 else ''} visible"
+                            " (nvidia-smi -L and CUDA_VISIBLE_DEVICES)")
+    if backend == "auto":
+        return WorkflowGpus(0, None, "backend auto and no GPU listed by nvidia-smi -L:"
+                            " scoring jobs are CPU jobs")
+    return WorkflowGpus(1, 1, "backend gpu but no GPU listed by nvidia-smi -L here")
+
+
+def workflow_gpus_line(plan: WorkflowGpus, gpu_resource: int | None, given: bool) -> str:
+    """One line for the user: what the scoring jobs will use.
+
+    ``gpu_resource``: Snakemake's ``gpu`` resource in force; ``given``: whether
+    the user set it (``--resources gpu=K``) rather than the workflow.
+    """
+    if not plan.per_job:
+        return f"swgpu: {plan.reason}"
+    if gpu_resource is None:
+        return f"swgpu: {plan.reason}; no gpu resource: scoring jobs are not capped by GPUs"
+    source = "--resources" if given else "--resources gpu=K to change"
+    jobs = f"{gpu_resource} scoring job{'s' if gpu_resource != 1 else ''}"
+    return f"swgpu: {plan.reason}; up to {jobs} at once (gpu={gpu_resource}, {source})"
 
 
 _held_locks: list = []

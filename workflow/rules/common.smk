@@ -5,8 +5,7 @@
 import os
 from pathlib import Path
 import shlex
-import shutil
-import subprocess
+import sys
 
 
 # ---------------------------------------------------------------------------
@@ -59,52 +58,49 @@ def scoring_options():
 
 
 # ---------------------------------------------------------------------------
-# backend: GPU or CPU
+# backend: GPU or CPU, and how many scoring jobs at once
 # ---------------------------------------------------------------------------
 #
-# Decided once, when the DAG is built, only to set `resources: gpu=1` on the
-# scoring jobs that will use a GPU (so that `--resources gpu=N` and cluster
-# executors can count them).  The `swgpu` command itself makes the final
-# choice at run time from the same `backend` value:
+# Decided once, when the DAG is built, by swgpu_tools.backend.workflow_gpus
+# (nvidia-smi -L and CUDA_VISIBLE_DEVICES; no CUDA inside Snakemake):
 #
-#   backend: cpu   -> never a GPU job.
-#   backend: gpu   -> always a GPU job (swgpu fails clearly if none is usable).
-#   backend: auto  -> a GPU job when `nvidia-smi -L` lists a GPU on the machine
-#                     that builds the DAG and CUDA_VISIBLE_DEVICES does not hide
-#                     them all.  This is cheap (no CUDA initialisation inside
-#                     Snakemake).  If it is wrong in either direction the
-#                     results are the same; only the scheduling differs.
-#                     On a cluster the submitting host rarely has a GPU: set
-#                     backend: gpu there (profiles/slurm does).
+#   backend: cpu   -> scoring jobs are CPU jobs (gpu=0): --cores and threads
+#                     limit them, nothing else.
+#   backend: gpu   -> GPU jobs (gpu=1); swgpu fails clearly if none is usable.
+#   backend: auto  -> GPU jobs when a GPU is listed, else CPU jobs.
+#
+# With N GPUs listed, Snakemake's `gpu` resource is set to N on this machine
+# (one scoring job per GPU; each job locks its own GPU at run time), unless
+# the user gave it (`--resources gpu=K`, command line or a profile).  The
+# `swgpu` command makes the final backend choice at run time from the same
+# `backend` value, so a wrong guess changes only the scheduling, never the
+# results.  On a cluster the submitting host rarely has a GPU: set
+# backend: gpu there (profiles/slurm does); `gpu` is a local resource, so the
+# count here does not cap what a cluster executor submits.
 
 
-def gpu_visible():
-    """True when this machine shows at least one NVIDIA GPU to new processes."""
-    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if hidden is not None and hidden.strip() in ("", "-1", "NoDevFiles"):
-        return False
-    nvidia_smi = shutil.which("nvidia-smi")
-    if nvidia_smi is None:
-        return False
+def _import_backend():
+    """swgpu_tools.backend: the installed package, else this checkout's."""
     try:
-        listing = subprocess.run(
-            [nvidia_smi, "-L"], capture_output=True, text=True, timeout=20
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return listing.returncode == 0 and "GPU" in listing.stdout
+        from swgpu_tools import backend
+    except ImportError:
+        sys.path.insert(0, workflow.basedir)
+        from swgpu_tools import backend
+    return backend
 
 
-def scoring_uses_gpu():
-    """Whether score_shard jobs are planned on a GPU (see the comment above)."""
-    backend = config["backend"]
-    if backend == "auto":
-        return gpu_visible()
-    return backend == "gpu"
-
+GPU_PLAN = _import_backend().workflow_gpus(config["backend"])
 
 #: GPUs each score_shard job takes: 1 on a GPU, else 0.
-SCORE_GPUS = 1 if scoring_uses_gpu() else 0
+SCORE_GPUS = GPU_PLAN.per_job
+
+_gpu_given = "gpu" in workflow.global_resources
+if GPU_PLAN.machine is not None and not _gpu_given:
+    workflow.register_resource("gpu", GPU_PLAN.machine)
+if workflow.is_main_process:
+    _gpu = workflow.global_resources.get("gpu")
+    print(_import_backend().workflow_gpus_line(GPU_PLAN, _gpu and _gpu.value, _gpu_given),
+          file=sys.stderr)
 
 
 def scoring_backends_used():

@@ -2,9 +2,10 @@
 #
 # GPU binding (details in workflow/README.md): Snakemake never sets
 # CUDA_VISIBLE_DEVICES.  A job planned on a GPU (common.smk: SCORE_GPUS)
-# declares `resources: gpu=1`.  `gpu` is a local resource (Snakefile), so
-# `--resources gpu=N` (profiles/default sets N=1) caps the concurrent GPU jobs
-# on one machine, and the slurm executor asks for one GPU per job (--gpus=1).
+# declares `resources: gpu=1`.  `gpu` is a local resource (Snakefile); its
+# amount on this machine is the number of visible GPUs (common.smk) unless
+# `--resources gpu=N` is given, so one scoring job runs per GPU; the slurm
+# executor asks for one GPU per job (--gpus=1).
 # Inside the job, `swgpu score-shard --device auto` takes an exclusive lock
 # file on one free GPU id (under $SWGPU_LOCK_DIR or the temp dir) and holds it
 # until it exits, waiting while every GPU is taken; with one visible GPU (a
