@@ -24,6 +24,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -205,31 +206,68 @@ def _env(workdir: Path) -> dict:
     return env
 
 
+# A `swgpu` for the killed run: the first score-shard job runs the real
+# command; every later one marks itself held and waits to be killed.  So the
+# kill always finds one shard scored (and recorded by Snakemake) and scoring
+# jobs running, however fast or slow the machine is.
+GATE = r'''#!{python}
+import os, sys, time
+args = sys.argv[1:]
+if args[:1] == ["score-shard"]:
+    gate = os.environ["SWGPU_TEST_GATE"]
+    shard = os.path.basename(args[1])
+    try:
+        fd = os.open(os.path.join(gate, "first"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        open(os.path.join(gate, "held-" + shard), "w").close()
+        time.sleep(3600)  # until the test kills the run
+        sys.exit(1)
+    os.write(fd, shard.encode())
+    os.close(fd)
+os.execv({real!r}, [{real!r}] + args)
+'''
+
+
 @pytest.mark.slow
 def test_killed_run_resumes_to_the_same_tables(rescan):
     """SIGKILL to snakemake's whole process group while score_shard jobs run;
     restart as README says (`--unlock`, then the same command: the workflow
-    profile has rerun-incomplete); the tables equal the uninterrupted run's."""
+    profile has rerun-incomplete); the finished shard is kept, the others are
+    scored, and the tables equal the uninterrupted run's.
+
+    When to kill is not a matter of timing: the killed run's `swgpu` (GATE)
+    lets the first scoring job through and holds the others, and the kill
+    comes once Snakemake has logged the first job finished (it records a
+    job's completion before it logs it) and a held job is running.
+    """
     work = rescan["root"] / "killed"
     _setup(work, rescan["queries"], rescan["v2"])
+    gate = work.parent / "killed-gate"
+    (gate / "bin").mkdir(parents=True)
+    (gate / "bin" / "swgpu").write_text(GATE.format(python=sys.executable,
+                                                    real=str(BIN / "swgpu")))
+    (gate / "bin" / "swgpu").chmod(0o755)
+    env = _env(work)
+    env["PATH"] = f"{gate / 'bin'}{os.pathsep}{env['PATH']}"
+    env["SWGPU_TEST_GATE"] = str(gate)
     cmd = [SNAKEMAKE, "-s", str(SNAKEFILE), "--directory", str(work), "--configfile",
            str(work / "config.yaml"), "--cores", "2"]
     first_out = open(work / "killed-run.out", "w")
-    proc = subprocess.Popen(cmd, cwd=work.parent, env=_env(work), stdout=first_out,
+    proc = subprocess.Popen(cmd, cwd=work.parent, env=env, stdout=first_out,
                             stderr=subprocess.STDOUT, start_new_session=True)
-    logs = work / "results" / "logs" / "score_shard"
-    deadline = time.time() + 120
+    deadline = time.time() + 600  # a bound for a stuck run, not a timing assumption
     try:
-        while time.time() < deadline:
-            if logs.exists() and any("backend:" in p.read_text(errors="replace")
-                                     for p in logs.glob("*.log")):
+        while True:
+            out = (work / "killed-run.out").read_text()
+            if ("(Rule: score_shard)" in out and (gate / "first").exists()
+                    and list(gate.glob("held-*"))):
                 break
             if proc.poll() is not None:
-                pytest.fail("snakemake finished before it could be killed:\n"
-                            + (work / "killed-run.out").read_text()[-3000:])
+                pytest.fail("snakemake finished before it could be killed:\n" + out[-3000:])
+            if time.time() > deadline:
+                pytest.fail("no scoring job finished and none held within 600 s:\n"
+                            + out[-3000:])
             time.sleep(0.05)
-        else:
-            pytest.fail("no score_shard job started within 120 s")
         os.killpg(proc.pid, signal.SIGKILL)
     finally:
         try:
@@ -238,16 +276,18 @@ def test_killed_run_resumes_to_the_same_tables(rescan):
             pass
         proc.wait()
         first_out.close()
-    hits_dir = work / "results" / "hits"
-    done = sorted(hits_dir.glob("shard-*.tsv")) if hits_dir.exists() else []
+    first = (gate / "first").read_text()           # e.g. shard-0003.swdb
+    first_shard = re.fullmatch(r"shard-(\d+)\.swdb", first).group(1)
+    done = sorted(p.name for p in (work / "results" / "hits").glob("shard-*.tsv"))
     killed_out = (work / "killed-run.out").read_text()[-3000:]
-    assert len(done) < SHARDS, "killed too late: every shard was scored\n" + killed_out
+    assert done == [f"shard-{first_shard}.tsv"], killed_out
     assert not (work / "results" / "hits.tsv").exists(), killed_out
-    for path in done:  # whatever exists is complete (atomic writes)
-        table = pd.read_csv(path, sep="\t")
-        assert list(table.columns) == ["qseqid", "sseqid", "score", "slen"]
+    table = pd.read_csv(work / "results" / "hits" / done[0], sep="\t")
+    assert list(table.columns) == ["qseqid", "sseqid", "score", "slen"]
     _snakemake(work, "--unlock")
-    resumed = _snakemake(work)
+    resumed = _snakemake(work)  # the real swgpu again
+    assert _scored_shards(resumed) == [f"{i:04d}" for i in range(SHARDS)
+                                       if f"{i:04d}" != first_shard], resumed.stderr[-3000:]
     assert _tables(work) == _tables(rescan["scratch"]), resumed.stderr[-3000:]
     assert "swgpu finished" in resumed.stdout + resumed.stderr
 
