@@ -1633,7 +1633,9 @@ def align_pairs(pairs, matrix, gap_open: int, gap_extend: int, threads: int | No
     Both give the very same alignments.
 
     stats: a dict that gets ``backend`` ("cpu", "gpu" or "ends"), ``reason``,
-    and seconds: ``gpu_s`` (GPU score passes with their transfers),
+    (with ``"auto"``, a batch whose GPU passes fail runs on the CPU and the
+    reason says why), and seconds: ``gpu_s`` (GPU score passes with their
+    transfers),
     ``cpu_s`` (everything else) and ``gpu`` (the GPU step's own timings).
     """
     pairs = list(pairs)
@@ -1739,9 +1741,16 @@ def _align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_
 
         t0 = time.perf_counter()
         stats["gpu"] = {}
-        ends = gpu.pair_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open,
-                                gap_extend, "local" if code == MODE_LOCAL else "semiglobal",
-                                timings=stats["gpu"])
+        try:
+            ends = gpu.pair_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open,
+                                    gap_extend, "local" if code == MODE_LOCAL else "semiglobal",
+                                    timings=stats["gpu"])
+        except Exception as exc:  # e.g. no GPU memory left: "auto" falls back to the CPU
+            if str(backend).lower() != "auto":
+                raise
+            stats["backend"] = "cpu"
+            stats["reason"] = (f"the GPU failed ({type(exc).__name__}: {exc}); "
+                               f"the CPU ran the batch")
         stats["gpu_s"] = time.perf_counter() - t0
     nthreads = numba.get_num_threads() if threads is None else max(1, int(threads))
     if cell_limit is None:

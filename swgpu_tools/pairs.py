@@ -234,13 +234,15 @@ def align_pair_files(first, second, out_path, scheme, mode: str = "local",
     try:
         alignments = align_many(q, s, idx, idx, scheme.matrix, scheme.gap_open,
                                 scheme.gap_extend, threads, cell_limit=cell_limit, mode=mode,
-                                backend=choice.name, stats=stats)
+                                backend=backend, stats=stats)
     except ValueError as exc:  # e.g. scores beyond 32 bits for huge pairs
         raise InputError(str(exc)) from None
     t1 = time.perf_counter()
     write_pairs_table(pair_rows(queries, subjects, alignments, aligned_strings), out_path,
                       aligned_strings)
     split = ""
+    if stats.get("backend") != choice.name:
+        log(f"backend: {stats.get('backend')} ({stats.get('reason')})")
     if stats.get("backend") == "gpu":
         split = (f" (score passes on the GPU {stats['gpu_s']:.2f} s, traceback on the CPU "
                  f"{stats['cpu_s']:.2f} s)")

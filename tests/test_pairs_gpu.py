@@ -4,9 +4,9 @@
 * Simulator test (always runs, in a child process with NUMBA_ENABLE_CUDASIM=1):
   tiny random batches, local and semi-global, affine and linear gaps, protein
   and DNA, with ties, score-0 pairs and empty sequences, small register tiles
-  (several tiles per query); the GPU ends and regions equal the CPU forward
-  and reverse passes', and ``align_pairs(backend="gpu")`` gives the CPU
-  backend's alignments.
+  (several tiles per query), several launches per batch; the GPU ends and
+  regions equal the CPU forward and reverse passes', and
+  ``align_pairs(backend="gpu")`` gives the CPU backend's alignments.
 * PTX test (where CUDA's NVVM is installed; no GPU needed): sm_90, no local
   memory.
 * ``@pytest.mark.gpu`` (a real GPU, ``-m gpu``): thousands of random pairs up
@@ -36,6 +36,7 @@ SIM_SCRIPT = textwrap.dedent(
 
     rng = np.random.default_rng(int(sys.argv[1]))
     R = int(sys.argv[2])
+    gpu.PAIR_BOUNDARY_ENTRIES = 1  # launches of 8 pairs (the simulator's block): several
 
     def batch(na, n):
         ps = [(np.zeros(0, np.uint8), np.array([1, 2], np.uint8)),       # empty query
@@ -149,6 +150,30 @@ def test_pair_kernels_compile_for_sm90():
     if proc.stdout.startswith("SKIP"):
         pytest.skip(proc.stdout.strip())
     assert "OK" in proc.stdout
+
+
+def test_auto_falls_back_to_cpu_when_the_gpu_fails(monkeypatch):
+    from swgpu_tools import alignment as A
+    from swgpu_tools.backend import BackendChoice
+    from swgpu_tools.kernels import gpu
+    from swgpu_tools.scoring import ScoringScheme
+
+    m = ScoringScheme("BLOSUM62", 11, 1).matrix
+    rng = np.random.default_rng(4)
+    ps = [(rng.integers(0, 20, 30).astype(np.uint8), rng.integers(0, 20, 40).astype(np.uint8))
+          for _ in range(5)]
+    cpu = A.align_pairs(ps, m, 11, 1, backend="cpu")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("out of GPU memory (simulated)")
+
+    monkeypatch.setattr(A, "pair_backend", lambda b, mode: BackendChoice("gpu", "test"))
+    monkeypatch.setattr(gpu, "pair_regions", broken)
+    stats = {}
+    assert A.align_pairs(ps, m, 11, 1, backend="auto", stats=stats) == cpu
+    assert stats["backend"] == "cpu" and "simulated" in stats["reason"]
+    with pytest.raises(RuntimeError):
+        A.align_pairs(ps, m, 11, 1, backend="gpu")
 
 
 def test_align_backend_choice_and_cli(tmp_path, capsys):

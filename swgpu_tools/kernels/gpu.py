@@ -1636,7 +1636,8 @@ def pair_kernel_source(R: int, kind="local", sim: bool = SIM) -> str:
         if R == 1:
             w("            cm = hl0")
         else:
-            w("            cm = max32(hl0, hl1)" if R == 2 else "            cm = max3_32(hl0, hl1, hl2)")
+            w("            cm = max32(hl0, hl1)" if R == 2 else
+              "            cm = max3_32(hl0, hl1, hl2)")
             r = 2 if R == 2 else 3
             while r < R:
                 if r + 1 < R:
@@ -1774,7 +1775,7 @@ class _PairBatch:
             return res
         ntiles = m // R + 1 if kind == "global_rev" else (m + R - 1) // R
         order = np.lexsort((-n, -ntiles)).astype(np.int64)  # most tiles first
-        block = 32 if SIM else (128 if npairs >= 132 * 128 * 4 else 32)
+        block = 8 if SIM else (128 if npairs >= 132 * 128 * 4 else 32)
         nmax = int(n.max())
         S_cap = max(block, (PAIR_BOUNDARY_ENTRIES // (nmax + 1)) // block * block)
         oe = self.go + self.ge
