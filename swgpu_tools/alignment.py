@@ -1613,8 +1613,9 @@ def align_pairs(pairs, matrix, gap_open: int, gap_extend: int, threads: int | No
 
     backend: where the score-only passes (steps 1 and 2 of the module doc:
     the best score, the end and the start of each alignment) run: ``"auto"``
-    (the GPU when :mod:`swgpu_tools.backend` finds one usable and the mode is
-    local or semi-global, else the CPU), ``"gpu"`` (raises
+    (the GPU when :mod:`swgpu_tools.backend` finds one usable, the mode is
+    local or semi-global and the GPU is expected to be faster for the batch,
+    :func:`_gpu_pays`; else the CPU), ``"gpu"`` (raises
     :class:`~swgpu_tools.errors.InputError` when no GPU is usable; global
     mode still runs on the CPU) or ``"cpu"``.  The traceback always runs on
     the CPU threads.  The alignments are the same whichever backend runs
@@ -1658,14 +1659,40 @@ def align_pairs(pairs, matrix, gap_open: int, gap_extend: int, threads: int | No
 #: Backends of the forward pass (``backend=`` of :func:`align_pairs`).
 BACKENDS = ("auto", "cpu", "gpu")
 _gpu_status_cache: list = []
+#: Rates behind ``backend="auto"``'s estimate (:func:`_gpu_pays`), from the
+#: H100 runs in benchmarks/RESULTS-align.md section 4: one GPU thread aligns
+#: one pair (>= 4e7 cells/s measured), the whole GPU ~3e11 cells/s, a CPU
+#: thread's score passes ~1e9 cells/s; the first GPU use in a process costs
+#: ~1 s (CUDA context, kernels from the disk cache).
+GPU_THREAD_CELLS_PER_S = 3e7
+GPU_CELLS_PER_S = 2.5e11
+CPU_THREAD_CELLS_PER_S = 1e9
+GPU_START_S = 1.0
+_gpu_used: list = []
+
+
+def _gpu_pays(cells: int, max_cells: int, nthreads: int):
+    """(GPU expected faster, GPU estimate s, CPU estimate s) for the score passes of a batch.
+
+    Two passes (forward, reverse) each way; the GPU's time is bounded below by
+    its longest pair (one thread per pair) and includes its start-up in a
+    process that has not used it yet.  So ``"auto"`` keeps small batches and
+    batches of a few long pairs on the CPU.
+    """
+    gpu = 2 * (max_cells / GPU_THREAD_CELLS_PER_S + cells / GPU_CELLS_PER_S)
+    gpu += 0.0 if _gpu_used else GPU_START_S
+    cpu = 2 * cells / (CPU_THREAD_CELLS_PER_S * max(1, nthreads))
+    return gpu < cpu, gpu, cpu
 
 
 def pair_backend(backend: str = "auto", mode: str = "local"):
     """Where the score passes of a batch run: a BackendChoice ("gpu" or "cpu", reason).
 
     "auto": the GPU when :func:`swgpu_tools.backend.choose_backend` finds one
-    usable and ``mode`` is local or semi-global; "gpu": the same but raises
-    InputError (with the reason) when no GPU is usable; "cpu": the CPU.
+    usable and ``mode`` is local or semi-global (and then, per batch, when the
+    GPU is expected to be faster: :func:`_gpu_pays`); "gpu": the same but
+    raises InputError (with the reason) when no GPU is usable; "cpu": the
+    CPU.
     Global mode always runs on the CPU (no score pass to move: its
     traceback recomputes the whole matrix).  Under the CUDA simulator
     (``NUMBA_ENABLE_CUDASIM=1``, tests) "gpu" runs the kernels in the
@@ -1736,6 +1763,17 @@ def _align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_
     qlen = qoff[qidx + 1] - qoff[qidx]
     slen = soff[sidx + 1] - soff[sidx]
     _check_range(int((qlen + slen).max()), matrix, gap_open, gap_extend)
+    nthreads = numba.get_num_threads() if threads is None else max(1, int(threads))
+    if choice is not None and choice.name == "gpu" and str(backend).lower() == "auto":
+        cells = qlen * slen
+        pays, est_gpu, est_cpu = _gpu_pays(int(cells.sum()), int(cells.max()), nthreads)
+        if not pays:
+            choice = None
+            stats["backend"] = "cpu"
+            stats["reason"] = (f"GPU usable, but the CPU is expected to be faster for this "
+                               f"batch (score passes: GPU ~{est_gpu:.2f} s with one thread per "
+                               f"pair{'' if _gpu_used else ' and its start-up'}, CPU "
+                               f"~{est_cpu:.2f} s on {nthreads} threads)")
     if choice is not None and choice.name == "gpu":
         from .kernels import gpu
 
@@ -1751,8 +1789,9 @@ def _align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_
             stats["backend"] = "cpu"
             stats["reason"] = (f"the GPU failed ({type(exc).__name__}: {exc}); "
                                f"the CPU ran the batch")
+        else:
+            _gpu_used.append(True)
         stats["gpu_s"] = time.perf_counter() - t0
-    nthreads = numba.get_num_threads() if threads is None else max(1, int(threads))
     if cell_limit is None:
         cell_limit = max(1 << 22, TRACEBACK_CELL_LIMIT // nthreads)
     # query-shared lanes where pairs share queries (database hits), else pair lanes

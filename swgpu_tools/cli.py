@@ -91,8 +91,9 @@ length runs in bounded memory.
 
 GPU (--backend): in local and semiglobal modes the score-only passes of the
 batch (each pair's best score, end and start cell) run on the GPU when one is
-usable (auto) or when asked (gpu: an error if none is usable); the traceback
-runs on the CPU threads.  Global mode runs on the CPU.  The
+usable and expected to be faster for the batch (auto: small batches and a few
+long pairs stay on the CPU, as one GPU thread aligns one pair) or when asked
+(gpu: an error if none is usable); the traceback runs on the CPU threads.  Global mode runs on the CPU.  The
 output is the same whichever backend runs; the log says which one did and why.
 """
 
@@ -186,9 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("compute")
     g.add_argument("--backend", choices=["auto", "gpu", "cpu"], default="auto",
                    help="where the score-only passes (best score, end and start cell of each "
-                        "pair) run: the GPU if usable (auto), or force one; the traceback runs "
-                        "on the CPU, and global mode runs wholly on the CPU "
-                        "(default: %(default)s)")
+                        "pair) run: the GPU if usable and expected to be faster for the batch "
+                        "(auto), or force one; the traceback runs on the CPU, and global mode "
+                        "runs wholly on the CPU (default: %(default)s)")
     g.add_argument("--threads", type=int, default=None, metavar="N",
                    help="CPU threads (default: all cores)")
     g.add_argument("--max-traceback-bytes", type=int, default=None, metavar="N",

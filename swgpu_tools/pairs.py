@@ -11,8 +11,11 @@ Numba threads on the CPU).
 GPU (``backend``, ``swgpu align --backend``): in local and semi-global modes
 the score-only passes of the whole batch (each pair's best score, end cell
 and start cell: the forward and reverse passes) run on the GPU when one is
-usable (``auto``, the default) or when asked (``gpu``, an error if none is
-usable), with :func:`swgpu_tools.kernels.gpu.pair_regions`; the traceback of
+usable and the batch is large enough for it to pay (``auto``, the default:
+an estimate, :func:`swgpu_tools.alignment._gpu_pays`; small batches, a few
+long pairs, or a GPU that fails run on the CPU), or when asked (``gpu``, an
+error if none is usable), with
+:func:`swgpu_tools.kernels.gpu.pair_regions`; the traceback of
 each region then runs in parallel on the CPU threads.  Global mode always
 runs on the CPU (its traceback recomputes the whole matrix, so a GPU pass
 would save nothing).  The alignments are identical either way; the log line says which
@@ -227,8 +230,7 @@ def align_pair_files(first, second, out_path, scheme, mode: str = "local",
     q = scheme.encode(queries, os.fspath(first))
     s = scheme.encode(subjects, os.fspath(second if second is not None else first))
     idx = np.arange(len(queries), dtype=np.int64)
-    choice = pair_backend(backend, mode)  # InputError if "gpu" is asked for and unusable
-    log(f"backend: {choice.name} ({choice.reason})")
+    pair_backend(backend, mode)  # InputError now if "gpu" is asked for and unusable
     stats = {}
     t0 = time.perf_counter()
     try:
@@ -240,9 +242,8 @@ def align_pair_files(first, second, out_path, scheme, mode: str = "local",
     t1 = time.perf_counter()
     write_pairs_table(pair_rows(queries, subjects, alignments, aligned_strings), out_path,
                       aligned_strings)
+    log(f"backend: {stats.get('backend')} ({stats.get('reason')})")
     split = ""
-    if stats.get("backend") != choice.name:
-        log(f"backend: {stats.get('backend')} ({stats.get('reason')})")
     if stats.get("backend") == "gpu":
         split = (f" (score passes on the GPU {stats['gpu_s']:.2f} s, traceback on the CPU "
                  f"{stats['cpu_s']:.2f} s)")

@@ -170,6 +170,13 @@ def test_auto_falls_back_to_cpu_when_the_gpu_fails(monkeypatch):
     monkeypatch.setattr(A, "pair_backend", lambda b, mode: BackendChoice("gpu", "test"))
     monkeypatch.setattr(gpu, "pair_regions", broken)
     stats = {}
+    # a small batch: "auto" expects the CPU to be faster and does not try the GPU
+    assert A.align_pairs(ps, m, 11, 1, backend="auto", stats=stats) == cpu
+    assert stats["backend"] == "cpu" and "expected to be faster" in stats["reason"]
+    assert A._gpu_pays(2 * 10**10, 10**6, 16)[0]            # 100,000 protein pairs
+    assert not A._gpu_pays(40000**2, 40000**2, 16)[0]       # one long pair
+    monkeypatch.setattr(A, "_gpu_pays", lambda *args: (True, 0.0, 1.0))
+    stats = {}
     assert A.align_pairs(ps, m, 11, 1, backend="auto", stats=stats) == cpu
     assert stats["backend"] == "cpu" and "simulated" in stats["reason"]
     with pytest.raises(RuntimeError):
