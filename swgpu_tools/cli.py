@@ -93,8 +93,9 @@ GPU (--backend): in local and semiglobal modes the score-only passes of the
 batch (each pair's best score, end and start cell) run on the GPU when one is
 usable and expected to be faster for the batch (auto: small batches and a few
 long pairs stay on the CPU, as one GPU thread aligns one pair) or when asked
-(gpu: an error if none is usable); the traceback runs on the CPU threads.  Global mode runs on the CPU.  The
-output is the same whichever backend runs; the log says which one did and why.
+(gpu: an error if none is usable); the traceback runs on the CPU threads.
+Global mode runs on the CPU.  The output is the same whichever backend runs;
+the log says which one did and why.
 """
 
 
