@@ -5,7 +5,10 @@
 # 2. cold: empty kernel cache, `swgpu score-shard` (uniprot20k, 1 shard, 7 oracle queries);
 # 3. warm: the same command 4 more times, wall clock from the shell and the step's own
 #    "process start to first hits" line (it reads /proc/self/stat) and start-up steps;
-# 4. GPU tests (pytest -m gpu tests/test_kernels_gpu.py) against regressions.
+# 4. GPU tests (pytest -m gpu tests/test_kernels_gpu.py tests/test_pairs_gpu.py);
+# 5. with BENCH=1: bench200M made by synth_db.py meanwhile (the planted-hits test needs it), and
+#    the 20-query benchmark (gpu_bench.py).  COLD=precompile: fill the cache with
+#    `precompile(jobs=8)` instead of timing a cold step; SKIP_TESTS=1: stop after the start-up runs.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 SWGPU_CACHE_DIR=/tmp/swgpu-cache SWGPU_LOCK_DIR=/tmp/swgpu-locks
@@ -64,6 +67,23 @@ set -- $RUNS; first=$1
 for run in $RUNS; do cmp -s $D/h_$first.tsv $D/h_$run.tsv || echo "DIFFERENT: $run"; done
 echo "hits compared across runs: $(wc -l < $D/h_$first.tsv) lines"
 [ "${SKIP_TESTS:-0}" = 1 ] && exit 0
+BD=/tmp/bench
+if [ "${BENCH:-0}" = 1 ]; then  # bench200M for the GPU tests' planted hits and the benchmark
+  mkdir -p $BD
+  ( cd $BD && python3 $OLDPWD/gpu_bench_data/synth_db.py --template $OLDPWD/gpu_bench_data/uniprot20k.fasta.gz \
+      --residues 2e8 --db bench_db.fasta --queries bench_queries.fasta > synth.log 2>&1 ) &
+  SYNTH=$!
+fi
 echo "== GPU tests"
 export SWGPU_TEST_DATA=$PWD/gpu_bench_data
-python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_kernels_gpu.py 2>&1 | tee "$OUT/tests.log" | tail -4
+if [ "${BENCH:-0}" = 1 ]; then
+  wait $SYNTH; tail -1 $BD/synth.log
+  export SWGPU_BENCH_DB=$BD/bench_db.fasta SWGPU_BENCH_QUERIES=$BD/bench_queries.fasta
+fi
+python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_kernels_gpu.py tests/test_pairs_gpu.py 2>&1 \
+  | tee "$OUT/tests.log" | tail -6
+if [ "${BENCH:-0}" = 1 ]; then
+  echo "== bench200M, 20 queries (gpu_bench.py --repeat 2 --skip-start)"
+  python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta --repeat 2 \
+    --skip-start --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" | grep -iv "^BQ" | tail -12
+fi
