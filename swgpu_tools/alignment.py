@@ -1615,7 +1615,7 @@ def align_pairs(pairs, matrix, gap_open: int, gap_extend: int, threads: int | No
     the best score, the end and the start of each alignment) run: ``"auto"``
     (the GPU when :mod:`swgpu_tools.backend` finds one usable, the mode is
     local or semi-global and the GPU is expected to be faster for the batch,
-    :func:`_gpu_pays`; else the CPU), ``"gpu"`` (raises
+    start-up included, :func:`_batch_backend`; else the CPU), ``"gpu"`` (raises
     :class:`~swgpu_tools.errors.InputError` when no GPU is usable; global
     mode still runs on the CPU) or ``"cpu"``.  The traceback always runs on
     the CPU threads.  The alignments are the same whichever backend runs
@@ -1662,27 +1662,64 @@ _gpu_status_cache: list = []
 #: Rates behind ``backend="auto"``'s estimate (:func:`_gpu_pays`), from the
 #: H100 runs in benchmarks/RESULTS-align.md section 4: one GPU thread aligns
 #: one pair (>= 4e7 cells/s measured), the whole GPU ~3e11 cells/s, a CPU
-#: thread's score passes ~1e9 cells/s; the first GPU use in a process costs
-#: ~1 s (CUDA context, kernels from the disk cache).
+#: thread's score passes ~1e9 cells/s.  Start-up in a new process: the GPU
+#: check (numba.cuda, driver, NVVM: GPU_CHECK_S, ~2.5 s measured) and the
+#: first launches (context, kernels from the disk cache: GPU_LOAD_S, ~1 s).
 GPU_THREAD_CELLS_PER_S = 3e7
 GPU_CELLS_PER_S = 2.5e11
 CPU_THREAD_CELLS_PER_S = 1e9
-GPU_START_S = 1.0
+GPU_CHECK_S = 2.5
+GPU_LOAD_S = 1.0
 _gpu_used: list = []
+
+
+def _gpu_start_s() -> float:
+    """Seconds of GPU start-up this process has still to pay (check, first launches)."""
+    return (0.0 if _gpu_status_cache else GPU_CHECK_S) + (0.0 if _gpu_used else GPU_LOAD_S)
 
 
 def _gpu_pays(cells: int, max_cells: int, nthreads: int):
     """(GPU expected faster, GPU estimate s, CPU estimate s) for the score passes of a batch.
 
     Two passes (forward, reverse) each way; the GPU's time is bounded below by
-    its longest pair (one thread per pair) and includes its start-up in a
-    process that has not used it yet.  So ``"auto"`` keeps small batches and
-    batches of a few long pairs on the CPU.
+    its longest pair (one thread per pair) and includes the start-up this
+    process has still to pay.  So ``"auto"`` keeps small batches and batches
+    of a few long pairs on the CPU.
     """
-    gpu = 2 * (max_cells / GPU_THREAD_CELLS_PER_S + cells / GPU_CELLS_PER_S)
-    gpu += 0.0 if _gpu_used else GPU_START_S
+    gpu = 2 * (max_cells / GPU_THREAD_CELLS_PER_S + cells / GPU_CELLS_PER_S) + _gpu_start_s()
     cpu = 2 * cells / (CPU_THREAD_CELLS_PER_S * max(1, nthreads))
     return gpu < cpu, gpu, cpu
+
+
+def _batch_backend(backend, mode, qlen, slen, nthreads):
+    """The BackendChoice for one batch: :func:`pair_backend`, with the estimate for "auto".
+
+    "auto" does not even check for a GPU (seconds in a new process) when the
+    CPU's score passes are expected to take less than the GPU's start-up.
+    """
+    from .backend import BackendChoice
+
+    if str(backend).lower() != "auto" or _mode_code(mode) == MODE_GLOBAL:
+        return pair_backend(backend, mode)
+    cells = qlen * slen
+    total, most = int(cells.sum()), int(cells.max())
+    est_cpu = 2 * total / (CPU_THREAD_CELLS_PER_S * max(1, nthreads))
+    start = _gpu_start_s()
+    if est_cpu <= start:
+        return BackendChoice("cpu", f"small batch: CPU score passes ~{est_cpu:.2f} s on "
+                                    f"{nthreads} threads, less than the GPU's start-up in this "
+                                    f"process (~{start:.1f} s); GPU not checked")
+    choice = pair_backend(backend, mode)
+    if choice.name != "gpu":
+        return choice
+    pays, est_gpu, est_cpu = _gpu_pays(total, most, nthreads)
+    if not pays:
+        return BackendChoice("cpu", f"GPU usable, but the CPU is expected to be faster for "
+                                    f"this batch (score passes: GPU ~{est_gpu:.2f} s with one "
+                                    f"thread per pair and its start-up, CPU ~{est_cpu:.2f} s "
+                                    f"on {nthreads} threads)")
+    return BackendChoice("gpu", f"{choice.reason}; estimate for the score passes: GPU "
+                                f"~{est_gpu:.2f} s, CPU ~{est_cpu:.2f} s on {nthreads} threads")
 
 
 def pair_backend(backend: str = "auto", mode: str = "local"):
@@ -1690,7 +1727,7 @@ def pair_backend(backend: str = "auto", mode: str = "local"):
 
     "auto": the GPU when :func:`swgpu_tools.backend.choose_backend` finds one
     usable and ``mode`` is local or semi-global (and then, per batch, when the
-    GPU is expected to be faster: :func:`_gpu_pays`); "gpu": the same but
+    GPU is expected to be faster: :func:`_batch_backend`); "gpu": the same but
     raises InputError (with the reason) when no GPU is usable; "cpu": the
     CPU.
     Global mode always runs on the CPU (no score pass to move: its
@@ -1746,9 +1783,9 @@ def _align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_
     if stats is None:
         stats = {}
     stats["gpu_s"] = 0.0
+    choice = None
     if ends is None:
-        choice = pair_backend(backend, mode)
-        stats["backend"], stats["reason"] = choice.name, choice.reason
+        choice = "to choose"
         ends = np.zeros((0, 3), dtype=np.int64)
     else:
         stats["backend"], stats["reason"] = "ends", "end cells given (ends=...)"
@@ -1764,16 +1801,9 @@ def _align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_
     slen = soff[sidx + 1] - soff[sidx]
     _check_range(int((qlen + slen).max()), matrix, gap_open, gap_extend)
     nthreads = numba.get_num_threads() if threads is None else max(1, int(threads))
-    if choice is not None and choice.name == "gpu" and str(backend).lower() == "auto":
-        cells = qlen * slen
-        pays, est_gpu, est_cpu = _gpu_pays(int(cells.sum()), int(cells.max()), nthreads)
-        if not pays:
-            choice = None
-            stats["backend"] = "cpu"
-            stats["reason"] = (f"GPU usable, but the CPU is expected to be faster for this "
-                               f"batch (score passes: GPU ~{est_gpu:.2f} s with one thread per "
-                               f"pair{'' if _gpu_used else ' and its start-up'}, CPU "
-                               f"~{est_cpu:.2f} s on {nthreads} threads)")
+    if choice is not None:
+        choice = _batch_backend(backend, mode, qlen, slen, nthreads)
+        stats["backend"], stats["reason"] = choice.name, choice.reason
     if choice is not None and choice.name == "gpu":
         from .kernels import gpu
 

@@ -12,8 +12,9 @@ GPU (``backend``, ``swgpu align --backend``): in local and semi-global modes
 the score-only passes of the whole batch (each pair's best score, end cell
 and start cell: the forward and reverse passes) run on the GPU when one is
 usable and the batch is large enough for it to pay (``auto``, the default:
-an estimate, :func:`swgpu_tools.alignment._gpu_pays`; small batches, a few
-long pairs, or a GPU that fails run on the CPU), or when asked (``gpu``, an
+an estimate, start-up included, :func:`swgpu_tools.alignment._batch_backend`;
+small batches, a few long pairs, or a GPU that fails run on the CPU), or
+when asked (``gpu``, an
 error if none is usable), with
 :func:`swgpu_tools.kernels.gpu.pair_regions`; the traceback of
 each region then runs in parallel on the CPU threads.  Global mode always
@@ -230,7 +231,8 @@ def align_pair_files(first, second, out_path, scheme, mode: str = "local",
     q = scheme.encode(queries, os.fspath(first))
     s = scheme.encode(subjects, os.fspath(second if second is not None else first))
     idx = np.arange(len(queries), dtype=np.int64)
-    pair_backend(backend, mode)  # InputError now if "gpu" is asked for and unusable
+    if str(backend).lower() == "gpu":
+        pair_backend(backend, mode)  # InputError now if no GPU is usable
     stats = {}
     t0 = time.perf_counter()
     try:

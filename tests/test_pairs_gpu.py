@@ -167,13 +167,24 @@ def test_auto_falls_back_to_cpu_when_the_gpu_fails(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("out of GPU memory (simulated)")
 
-    monkeypatch.setattr(A, "pair_backend", lambda b, mode: BackendChoice("gpu", "test"))
+    checked = []
+
+    def gpu_choice(b, mode):
+        checked.append(b)
+        return BackendChoice("gpu", "test")
+
+    monkeypatch.setattr(A, "pair_backend", gpu_choice)
     monkeypatch.setattr(gpu, "pair_regions", broken)
+    # a small batch: "auto" expects the CPU to be faster, and does not even check the GPU
     stats = {}
-    # a small batch: "auto" expects the CPU to be faster and does not try the GPU
     assert A.align_pairs(ps, m, 11, 1, backend="auto", stats=stats) == cpu
-    assert stats["backend"] == "cpu" and "expected to be faster" in stats["reason"]
-    assert A._gpu_pays(2 * 10**10, 10**6, 16)[0]            # 100,000 protein pairs
+    assert stats["backend"] == "cpu" and "GPU not checked" in stats["reason"] and not checked
+    monkeypatch.setattr(A, "_gpu_start_s", lambda: 0.0)
+    monkeypatch.setattr(A, "_gpu_used", [True])
+    stats = {}
+    assert A.align_pairs(ps, m, 11, 1, backend="auto", stats=stats) == cpu
+    assert stats["backend"] == "cpu" and "expected to be faster" in stats["reason"] and checked
+    assert A._gpu_pays(2 * 10**10, 10**6, 2)[0]             # 100,000 protein pairs, 2 threads
     assert not A._gpu_pays(40000**2, 40000**2, 16)[0]       # one long pair
     monkeypatch.setattr(A, "_gpu_pays", lambda *args: (True, 0.0, 1.0))
     stats = {}
