@@ -82,11 +82,13 @@ is traced back on its own).  The lanes compute the very same cells as the
 scalar code, so the alignments are identical (``pair_lanes=False`` runs the
 scalar code).
 
-GPU (``backend=``, :func:`pair_backend`): in local and semi-global modes,
-steps 1 and 2 of a batch (the score-only passes) run on the GPU when one is
-usable (:func:`swgpu_tools.kernels.gpu.pair_regions`, one thread per pair,
-the same cells and tie rules, so the alignments are identical); step 3, the
-traceback, then runs on the CPU threads as above.  Global mode stays on the
+GPU (``backend=``, :func:`pair_backend`, :func:`_batch_backend`): in local
+and semi-global modes, steps 1 and 2 of a batch (the score-only passes) run
+on the GPU (:func:`swgpu_tools.kernels.gpu.pair_regions`, one thread per
+pair, the same cells and tie rules, so the alignments are identical) when
+one is usable and, with ``"auto"``, when an estimate expects it to be faster
+than the CPU, its start-up included; step 3, the traceback, then runs on the
+CPU threads as above.  Global mode stays on the
 CPU: it has no steps 1 and 2, and its traceback recomputes the whole matrix
 anyway.  The ``ends`` argument is the hook for a forward pass run elsewhere:
 each pair's (best, query end, subject end); the CPU then runs steps 2 and 3

@@ -10,16 +10,15 @@ Numba threads on the CPU).
 
 GPU (``backend``, ``swgpu align --backend``): in local and semi-global modes
 the score-only passes of the whole batch (each pair's best score, end cell
-and start cell: the forward and reverse passes) run on the GPU when one is
-usable and the batch is large enough for it to pay (``auto``, the default:
-an estimate, start-up included, :func:`swgpu_tools.alignment._batch_backend`;
-small batches, a few long pairs, or a GPU that fails run on the CPU), or
-when asked (``gpu``, an
-error if none is usable), with
-:func:`swgpu_tools.kernels.gpu.pair_regions`; the traceback of
-each region then runs in parallel on the CPU threads.  Global mode always
-runs on the CPU (its traceback recomputes the whole matrix, so a GPU pass
-would save nothing).  The alignments are identical either way; the log line says which
+and start cell: the forward and reverse passes) run on the GPU, with
+:func:`swgpu_tools.kernels.gpu.pair_regions`, when one is usable and the
+batch is large enough for it to pay (``auto``, the default: an estimate,
+start-up included, :func:`swgpu_tools.alignment._batch_backend`; small
+batches, a few long pairs, or a GPU that fails run on the CPU), or when
+asked (``gpu``: an error if none is usable); the traceback of each region
+then runs in parallel on the CPU threads.  Global mode always runs on the
+CPU (its traceback recomputes the whole matrix, so a GPU pass would save
+nothing).  The alignments are identical either way; the log line says which
 backend scored the batch and why.
 
 Output columns (:data:`PAIR_COLUMNS`), tab-separated, one header line,
