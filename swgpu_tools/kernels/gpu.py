@@ -1777,6 +1777,9 @@ class _PairBatch:
         order = np.lexsort((-n, -ntiles)).astype(np.int64)  # most tiles first
         block = 8 if SIM else (128 if npairs >= 132 * 128 * 4 else 32)
         nmax = int(n.max())
+        if (nmax + 1) * block >= 2**31:  # int32 boundary-row indices
+            raise ValueError(f"a sequence of {nmax:,} residues is too long for the GPU pair "
+                             f"kernels")
         S_cap = max(block, (PAIR_BOUNDARY_ENTRIES // (nmax + 1)) // block * block)
         oe = self.go + self.ge
         if target is None:
