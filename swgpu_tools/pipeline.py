@@ -238,8 +238,10 @@ def traceback(hits: pd.DataFrame, queries: SequenceSet, subjects: SequenceSet,
     q_enc = scheme.encode(queries, "queries")
     s_enc = scheme.encode(subjects, "database")
     start = time.perf_counter()
+    # the CPU: the traceback step of the workflow is a CPU job (no GPU lock); the
+    # hits share queries, which the CPU's query lanes exploit
     alignments = align_many(q_enc, s_enc, qi, si, scheme.matrix, scheme.gap_open,
-                            scheme.gap_extend, threads=threads)
+                            scheme.gap_extend, threads=threads, backend="cpu")
     log(f"aligned {len(alignments):,} hits in {time.perf_counter() - start:.2f} s")
     rows = []
     for row, aln, a, b in zip(hits.itertuples(index=False), alignments, qi, si):
