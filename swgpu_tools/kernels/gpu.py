@@ -211,6 +211,19 @@ def _cc() -> tuple[int, int]:
 # kernel source generation
 # ---------------------------------------------------------------------------
 
+def _emit_table_copy(w) -> None:
+    """Kernel source: the block copies the score table ``tblg[:tbl_n]`` into the shared
+    array ``tbl`` (threads striding by the block size), then synchronises; defines
+    ``tid`` and ``bdim``."""
+    w("    tid = int32(cuda.threadIdx.x)")
+    w("    bdim = int32(cuda.blockDim.x)")
+    w("    k = tid")
+    w("    while k < tbl_n:")
+    w("        tbl[k] = tblg[k]")
+    w("        k = int32(k + bdim)")
+    w("    cuda.syncthreads()")
+
+
 def kernel_source(mode: str, G: int, R: int, sim: bool = SIM, multipass: bool = True) -> str:
     """Python source of the scoring kernel for ``mode`` ('s16' or 's32') and shape (G, R).
 
@@ -278,13 +291,7 @@ def kernel_source(mode: str, G: int, R: int, sim: bool = SIM, multipass: bool = 
     w("    tbl = cuda.shared.array(0, dtype=int32)")
     if sim:
         w(f"    xch = cuda.shared.array({G}, dtype=int32)")
-    w("    tid = int32(cuda.threadIdx.x)")
-    w("    bdim = int32(cuda.blockDim.x)")
-    w("    k = tid")
-    w("    while k < tbl_n:")
-    w("        tbl[k] = tblg[k]")
-    w("        k = int32(k + bdim)")
-    w("    cuda.syncthreads()")
+    _emit_table_copy(w)
     w("    sbase = shared_base(tbl)")
     w("    gtid = int64(cuda.blockIdx.x) * int64(bdim) + int64(tid)")
     w(f"    lane = int32(tid & {G - 1})")
@@ -1528,13 +1535,7 @@ def pair_kernel_source(R: int, kind="local", sim: bool = SIM) -> str:
     w("def kernel_py(qcodes, qst, qln, scodes, sst, sln, npairs, tblg, tbl_n, noe, nxt, gop,")
     w("              gex, bH, bF, S, tgt, out):")
     w(f"    tbl = cuda.shared.array({_PAIR_TBL}, dtype=int32)")
-    w("    tid = int32(cuda.threadIdx.x)")
-    w("    bdim = int32(cuda.blockDim.x)")
-    w("    k = tid")
-    w("    while k < tbl_n:")
-    w("        tbl[k] = tblg[k]")
-    w("        k = int32(k + bdim)")
-    w("    cuda.syncthreads()")
+    _emit_table_copy(w)
     w("    slot = int32(int32(cuda.blockIdx.x) * bdim + tid)")
     w("    if slot >= npairs:")
     w("        return")
