@@ -315,3 +315,17 @@ def test_gpu_pair_ends_scores_above_int16():
     ps = [(a, b), (a, a.copy())] + _random_pairs(rng, 40, 20, 300)
     exp = _check_batch(gpu, ps, m, 11, 1)
     assert exp[0, 0] > 32767 and exp[1, 0] > 32767
+
+
+@pytest.mark.gpu
+def test_gpu_pair_batches_in_many_launches_equal_cpu(monkeypatch):
+    """A batch whose boundary rows exceed PAIR_BOUNDARY_ENTRIES runs in several launches
+    (one buffer reused); forced here with a tiny limit: launches of one block each."""
+    gpu = _gpu()
+    from swgpu_tools.scoring import ScoringScheme
+
+    monkeypatch.setattr(gpu, "PAIR_BOUNDARY_ENTRIES", 1 << 12)
+    rng = np.random.default_rng(23)
+    m = ScoringScheme("BLOSUM62", 11, 1).matrix
+    ps = _random_pairs(rng, 1200, 20, 300) + _random_pairs(rng, 40, 20, 1200)
+    _check_batch(gpu, ps, m, 11, 1)
