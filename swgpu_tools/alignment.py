@@ -879,6 +879,21 @@ def _pl_rowoff(rows, i, w, rowoff):
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
+def _pl_state(n):
+    """Score rows of a pair-lane pass over n columns: H, F ((n + 1) x PAIR_LANES), the
+    per-lane best (value, row, column), no direction bits, and the row offsets."""
+    L = PAIR_LANES
+    H = np.zeros((n + 1) * L, dtype=np.int32)
+    F = np.full((n + 1) * L, _NEG, dtype=np.int32)
+    tb = np.zeros(L, dtype=np.int32)
+    ti = np.zeros(L, dtype=np.int32)
+    tj = np.zeros(L, dtype=np.int32)
+    nobits = np.zeros(0, dtype=np.uint8)
+    rowoff = np.empty(L, dtype=np.int32)
+    return H, F, tb, ti, tj, nobits, rowoff
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
 def _pl_forward(qcodes, qst, qln, scodes, sst, sln, nl, mf, mft, w, ident, pad, gap_open,
                 gap_extend, mode, best, qe, se):
     """Forward pass of up to PAIR_LANES pairs: best and end (exclusive) per lane.
@@ -902,13 +917,7 @@ def _pl_forward(qcodes, qst, qln, scodes, sst, sln, nl, mf, mft, w, ident, pad, 
     else:
         rows = _pl_pack(qcodes, qst, qln, nl, m, False, pad)
         cols = _pl_pack(scodes, sst, sln, nl, n, False, pad)
-    H = np.zeros((n + 1) * L, dtype=np.int32)
-    F = np.full((n + 1) * L, _NEG, dtype=np.int32)
-    tb = np.zeros(L, dtype=np.int32)
-    ti = np.zeros(L, dtype=np.int32)
-    tj = np.zeros(L, dtype=np.int32)
-    nobits = np.zeros(0, dtype=np.uint8)
-    rowoff = np.empty(L, dtype=np.int32)
+    H, F, tb, ti, tj, nobits, rowoff = _pl_state(n)
     oe = gap_open + gap_extend
     for l in range(nl):
         best[l] = 0
@@ -969,13 +978,7 @@ def _pl_reverse(qcodes, qst, scodes, sst, nl, mft, w, ident, pad, gap_open, gap_
         n = max(n, qe[l])
     rows = _pl_pack(scodes, sst, se, nl, m, True, pad)
     cols = _pl_pack(qcodes, qst, qe, nl, n, True, pad)
-    H = np.zeros((n + 1) * L, dtype=np.int32)
-    F = np.full((n + 1) * L, _NEG, dtype=np.int32)
-    tb = np.zeros(L, dtype=np.int32)
-    ti = np.zeros(L, dtype=np.int32)
-    tj = np.zeros(L, dtype=np.int32)
-    nobits = np.zeros(0, dtype=np.uint8)
-    rowoff = np.empty(L, dtype=np.int32)
+    H, F, tb, ti, tj, nobits, rowoff = _pl_state(n)
     oe = gap_open + gap_extend
     found = np.zeros(L, dtype=np.bool_)
     for l in range(nl, L):
