@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ptx_check import run_ptx_check
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -142,14 +143,7 @@ def test_pair_kernels_compile_for_sm90():
         print("OK")
         """
     )
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    env.pop("NUMBA_ENABLE_CUDASIM", None)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    if proc.stdout.startswith("SKIP"):
-        pytest.skip(proc.stdout.strip())
-    assert "OK" in proc.stdout
+    run_ptx_check(code)
 
 
 def test_auto_falls_back_to_cpu_when_the_gpu_fails(monkeypatch):
