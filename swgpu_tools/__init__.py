@@ -10,6 +10,11 @@ The Python API::
 """
 __version__ = "0.1.0"
 
+from .cache import configure_numba as _configure_numba
+
+_configure_numba()  # before any kernel module is imported
+
+
 from .errors import InputError
 from .fasta import read_fasta
 from .scoring import ScoringScheme

@@ -41,8 +41,21 @@ class BackendChoice:
     reason: str
 
 
+_GPU_STATUS: list = []
+
+
 def gpu_status() -> tuple[bool, str]:
-    """(usable, explanation) for the GPU backend; never raises."""
+    """(usable, explanation) for the GPU backend; never raises.
+
+    Checked once per process (the check loads numba-cuda and the CUDA driver);
+    later calls return the first answer.
+    """
+    if not _GPU_STATUS:
+        _GPU_STATUS.append(_check_gpu())
+    return _GPU_STATUS[0]
+
+
+def _check_gpu() -> tuple[bool, str]:
     try:
         from .kernels import gpu
     except Exception as exc:  # numba-cuda missing or broken
@@ -185,8 +198,20 @@ def workflow_gpus_line(plan: WorkflowGpus, gpu_resource: int | None, given: bool
 _held_locks: list = []
 
 
+_VISIBLE: list = []
+
+
 def visible_gpus() -> list[str]:
-    """Stable names (UUIDs) of the GPUs this process sees, in CUDA order; [] without a driver."""
+    """Stable names (UUIDs) of the GPUs this process sees, in CUDA order; [] without a driver.
+
+    Listed once per process (CUDA_VISIBLE_DEVICES cannot change for it).
+    """
+    if not _VISIBLE:
+        _VISIBLE.append(_list_gpus())
+    return list(_VISIBLE[0])
+
+
+def _list_gpus() -> list[str]:
     try:
         from numba import cuda
 

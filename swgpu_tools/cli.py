@@ -133,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("shard", help="a shard file written by 'swgpu shard'")
     p.add_argument("--queries", required=True, help="query FASTA")
     p.add_argument("--out", required=True, help="output TSV")
+    p.add_argument("--stats", default=None, metavar="JSON",
+                   help="write the step's statistics (timings, GCUPS, backend, device) here")
     _add_selection(p, evalue=False)
     _add_scoring(p)
     _add_compute(p)
@@ -279,7 +281,7 @@ def run(args) -> int:
             f"{args.shards} shards, {time.perf_counter() - start:.1f} s")
     elif args.command == "score-shard":
         pipeline.score_shard(args.shard, args.queries, args.out, _scheme(args), args.top_k,
-                             args.backend, args.threads, args.device, log)
+                             args.backend, args.threads, args.device, log, args.stats)
     elif args.command == "merge":
         pipeline.merge_hits(args.hits, args.queries, args.database_info, args.out, _scheme(args),
                             args.top_k, args.max_evalue, log)

@@ -115,13 +115,15 @@ def _start_backend(backend, device, log):
 
 def score(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme,
           top_k: int = 500, backend: str = "auto", threads: int | None = None,
-          device="auto", log=_quiet, started: BackendStart | None = None) -> pd.DataFrame:
+          device="auto", log=_quiet, started: BackendStart | None = None,
+          stats: dict | None = None) -> pd.DataFrame:
     """Top-k Smith-Waterman hits of each query in ``database``.
 
     Returns a DataFrame with columns qseqid, sseqid, score, slen, per query (in
     query order) by descending score, ties by ascending database index.
     ``started``: a :class:`BackendStart` begun earlier (its backend and device
-    replace ``backend`` and ``device``).
+    replace ``backend`` and ``device``).  ``stats``: a dict that gets backend,
+    reason, device, queries, sequences, residues, cells, kernel_s, gcups.
     """
     if top_k < 1:
         raise InputError(f"top_k must be at least 1, got {top_k}")
@@ -159,6 +161,16 @@ def score(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme,
     hits = kernels.search(q_enc, d_enc, scheme.matrix, scheme.gap_open, scheme.gap_extend,
                           top_k, **kwargs)
     elapsed = time.perf_counter() - start
+    if stats is not None:
+        cells = float(cells_per_query.sum())
+        stats.update(backend=choice.name, reason=choice.reason,
+                     device=(kwargs.get("device") if choice.name == "gpu" else None),
+                     device_uuid=(visible_gpus()[gpu_id] if choice.name == "gpu"
+                                  and gpu_id < len(visible_gpus()) else None),
+                     queries=len(queries), query_residues=queries.total_residues,
+                     sequences=len(database), residues=database.total_residues,
+                     cells=cells, kernel_s=elapsed, gcups=cells / max(elapsed, 1e-9) / 1e9,
+                     startup_s=steps)
     log(f"scored {len(queries)} queries x {len(database):,} sequences "
         f"({database.total_residues:,} residues) in {elapsed:.2f} s: "
         f"{cells_per_query.sum() / max(elapsed, 1e-9) / 1e9:.2f} GCUPS")
@@ -289,15 +301,25 @@ def read_shard_hits(path) -> pd.DataFrame:
 
 def score_shard(shard_path, queries_path, out_path, scheme: ScoringScheme, top_k: int = 500,
                 backend: str = "auto", threads: int | None = None, device="auto",
-                log=stderr_log) -> pd.DataFrame:
+                log=stderr_log, stats_path=None) -> pd.DataFrame:
+    from .io.stepstats import StepTimer
+
+    timer = StepTimer("score_shard")
     # the GPU's start-up (lock, CUDA context, helper kernels) runs while the inputs are read
     started = BackendStart(backend, device, log, background=backend != "cpu")
-    queries = read_queries(queries_path)
-    database = read_shard(shard_path)
+    with timer.phase("read"):
+        queries = read_queries(queries_path)
+        database = read_shard(shard_path)
     log(f"{os.fspath(shard_path)}: {len(database):,} sequences, {database.total_residues:,} residues; "
         f"{len(queries)} queries")
-    hits = score(queries, database, scheme, top_k, threads=threads, log=log, started=started)
-    write_shard_hits(hits, out_path)
+    timer.fields["shard"] = os.path.basename(os.fspath(shard_path))
+    with timer.phase("score"):
+        hits = score(queries, database, scheme, top_k, threads=threads, log=log, started=started,
+                     stats=timer.fields)
+    with timer.phase("write"):
+        write_shard_hits(hits, out_path)
+    timer.fields["hits"] = len(hits)
+    timer.write(stats_path)
     log(f"wrote {len(hits):,} hits to {os.fspath(out_path)}")
     return hits
 

@@ -3,11 +3,15 @@
 Parameter names follow the BLAST convention, which is also SSEARCH's
 ``-f``/``-g``: a gap of length k costs ``gap_open + k * gap_extend``.  With
 the default BLOSUM62, 11, 1 a one-residue gap costs 12 and a two-residue gap
-13.  (parasail and opal call the same costs "open 12, extend 1".)  Linear gap
-costs are ``gap_open=0``.
+13.  (parasail and opal call the same costs "open 12, extend 1"; Biopython's
+``PairwiseAligner`` has ``open_gap_score = -(gap_open + gap_extend)`` and
+``extend_gap_score = -gap_extend``.)  Linear gap costs are ``gap_open=0``.
 
-Kernels receive the matrix as a small int32 array indexed by residue codes,
-plus the two gap costs as positive integers; see :mod:`swgpu_tools.kernels`.
+:class:`ScoringScheme` is **frozen and validated once**, when it is made;
+every backend (CPU and GPU search, pair passes, traceback) receives the whole
+object and trusts it: the matrix is an int32 array (the scheme's own; never
+modify it) indexed by the codes :meth:`ScoringScheme.encode` gives, at most
+:data:`MAX_ALPHABET` rows.
 
 Instead of a matrix, ``match`` and ``mismatch`` scores (Biopython
 PairwiseAligner's ``match_score``/``mismatch_score``; e.g. +1/-1 for DNA,
@@ -16,15 +20,18 @@ BLASTN's +2/-3) build an integer matrix over every stored letter
 ``mismatch``.  An optional ``wildcard`` letter (e.g. ``N``) scores 0 against
 everything, as PairwiseAligner's ``wildcard``.  Nucleotide matrices that
 Biopython ships (``NUC.4.4``, ``BLASTN``, ``MEGABLAST``, ``HOXD70``) work by
-name, with IUPAC ambiguity codes (see :mod:`swgpu_tools.alphabet`).
+name, with IUPAC ambiguity codes (see :mod:`swgpu_tools.alphabet`).  Matrix
+names are case-insensitive (``blosum62`` is ``BLOSUM62``).
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
-from .alphabet import letter_codes
+from .alphabet import is_nucleotide_alphabet, letter_codes
 from .errors import InputError
 from .sequences import EncodedSequences, SequenceSet
 
@@ -51,15 +58,29 @@ def identity_matrix(match: int, mismatch: int, wildcard: str | None = None,
     return m
 
 
-def load_matrix(name: str) -> tuple[str, np.ndarray]:
-    """Load a Biopython substitution matrix by name: (alphabet, int32 square array)."""
+@lru_cache(maxsize=None)
+def matrix_names() -> tuple[str, ...]:
+    """Names of the substitution matrices Biopython ships (canonical spelling)."""
     from Bio.Align import substitution_matrices
 
-    try:
-        m = substitution_matrices.load(name)
-    except (FileNotFoundError, ValueError, OSError):
-        known = ", ".join(substitution_matrices.load())
-        raise InputError(f"unknown substitution matrix '{name}'; known: {known}") from None
+    return tuple(substitution_matrices.load())
+
+
+def canonical_matrix_name(name: str) -> str:
+    """The canonical spelling of a matrix name (case-insensitive), or InputError."""
+    wanted = str(name).strip().upper()
+    for known in matrix_names():
+        if known.upper() == wanted:
+            return known
+    raise InputError(f"unknown substitution matrix '{name}'; known (any case): "
+                     f"{', '.join(matrix_names())}")
+
+
+@lru_cache(maxsize=None)
+def _load_matrix(name: str) -> tuple[str, np.ndarray]:
+    from Bio.Align import substitution_matrices
+
+    m = substitution_matrices.load(name)
     alphabet = m.alphabet
     if not isinstance(alphabet, str) or len(m.shape) != 2:
         raise InputError(f"substitution matrix '{name}' is not a square letter matrix")
@@ -74,9 +95,24 @@ def load_matrix(name: str) -> tuple[str, np.ndarray]:
     return alphabet, values.astype(np.int32)
 
 
-@dataclass
+def load_matrix(name: str) -> tuple[str, np.ndarray]:
+    """Load a Biopython substitution matrix by name (any case): (alphabet, int32 square array)."""
+    return _load_matrix(canonical_matrix_name(name))
+
+
+def _int_param(key: str, value, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer, float)) \
+            or int(value) != value:
+        raise InputError(f"{key} must be an integer, got {value!r}")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise InputError(f"{key} must be at least {minimum}, got {value}")
+    return value
+
+
+@dataclass(frozen=True, eq=False)
 class ScoringScheme:
-    """A substitution matrix and BLAST-convention affine gap costs.
+    """A substitution matrix and BLAST-convention affine gap costs; frozen, validated.
 
     >>> s = ScoringScheme("BLOSUM62", gap_open=11, gap_extend=1)
     >>> s.gap_cost(1), s.gap_cost(2)
@@ -89,6 +125,9 @@ class ScoringScheme:
     >>> dna = ScoringScheme(match=2, mismatch=-3, gap_open=5, gap_extend=2)
     >>> dna.score_pair("A", "A"), dna.score_pair("A", "G")
     (2, -3)
+
+    Two schemes are equal when they score every pair of letters the same way
+    (same name, gaps, match/mismatch/wildcard).
     """
 
     matrix_name: str = "BLOSUM62"
@@ -102,37 +141,78 @@ class ScoringScheme:
     codes_of_letters: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        for key in ("gap_open", "gap_extend"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or int(value) != value or value < 0:
-                raise InputError(f"{key} must be a non-negative integer, got {value!r}")
-            setattr(self, key, int(value))
+        put = object.__setattr__
+        put(self, "gap_open", _int_param("gap_open", self.gap_open, 0))
+        put(self, "gap_extend", _int_param("gap_extend", self.gap_extend, 0))
         if self.gap_open + self.gap_extend == 0:
             raise InputError("gap_open + gap_extend must be positive (a gap must cost something)")
         if self.match is None and self.mismatch is None:
             if self.wildcard is not None:
                 raise InputError("a wildcard letter goes with match/mismatch scores, not a matrix")
-            self.alphabet, self.matrix = load_matrix(self.matrix_name)
+            name = canonical_matrix_name(self.matrix_name)
+            put(self, "matrix_name", name)
+            alphabet, matrix = _load_matrix(name)
+            matrix = matrix.copy()  # each scheme owns its array (kernels take it as is)
         else:
             for key in ("match", "mismatch"):
                 value = getattr(self, key)
                 if value is None:
                     raise InputError("match and mismatch scores go together: give both")
-                if isinstance(value, bool) or int(value) != value:
-                    raise InputError(f"{key} must be an integer, got {value!r}")
-                setattr(self, key, int(value))
+                put(self, key, _int_param(key, value))
             if self.match <= 0:
                 raise InputError(f"match must be positive, got {self.match}")
             if self.wildcard is not None:
                 wc = str(self.wildcard).upper()
                 if len(wc) != 1 or wc not in IDENTITY_ALPHABET:
                     raise InputError(f"wildcard must be one letter, got {self.wildcard!r}")
-                self.wildcard = wc
-            self.alphabet = IDENTITY_ALPHABET
-            self.matrix = identity_matrix(self.match, self.mismatch, self.wildcard)
-            self.matrix_name = f"match={self.match},mismatch={self.mismatch}" + (
-                f",wildcard={self.wildcard}" if self.wildcard else "")
-        self.codes_of_letters = letter_codes(self.alphabet)
+                put(self, "wildcard", wc)
+            alphabet = IDENTITY_ALPHABET
+            matrix = identity_matrix(self.match, self.mismatch, self.wildcard)
+            put(self, "matrix_name", f"match={self.match},mismatch={self.mismatch}" + (
+                f",wildcard={self.wildcard}" if self.wildcard else ""))
+        put(self, "alphabet", alphabet)
+        put(self, "matrix", matrix)
+        put(self, "codes_of_letters", letter_codes(alphabet))
+
+    # -- identity -----------------------------------------------------------
+    def _key(self) -> tuple:
+        return (self.matrix_name, self.gap_open, self.gap_extend, self.match, self.mismatch,
+                self.wildcard)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ScoringScheme) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    @property
+    def digest(self) -> str:
+        """A short hex digest of everything that decides scores (names, gaps, matrix values)."""
+        h = hashlib.blake2b(digest_size=8)
+        h.update(repr(self._key()).encode())
+        h.update(np.ascontiguousarray(self.matrix).tobytes())
+        return h.hexdigest()
+
+    # -- properties the backends and the statistics use ---------------------
+    @property
+    def is_nucleotide(self) -> bool:
+        """True for a nucleotide matrix (an alphabet of IUPAC nucleotide codes only)."""
+        return self.match is None and is_nucleotide_alphabet(self.alphabet)
+
+    @property
+    def max_score(self) -> int:
+        """The largest substitution score."""
+        return int(self.matrix.max())
+
+    @property
+    def min_score(self) -> int:
+        """The smallest substitution score."""
+        return int(self.matrix.min())
+
+    def description(self) -> str:
+        """One line: ``BLOSUM62, gaps 11/1 (a gap of k costs 11 + k)``."""
+        return (f"{self.matrix_name}, gaps {self.gap_open}/{self.gap_extend} "
+                f"(a gap of k costs {self.gap_open} + {self.gap_extend}k)")
 
     def gap_cost(self, length: int) -> int:
         """Cost of one gap of ``length`` residues."""

@@ -30,6 +30,7 @@ import numpy as np
 
 from .errors import InputError
 from .fasta import iter_unique_fasta
+from .io.atomic import atomic_write
 from .sequences import SequenceSet
 
 MAGIC = b"SWGPUDB1"
@@ -64,21 +65,13 @@ def write_shard(path, ids: list[str], sequences: list[bytes]) -> dict:
         "blake2b": digest.hexdigest(),
     }
     header_bytes = json.dumps(header, sort_keys=True).encode("utf-8")
-    tmp = f"{os.fspath(path)}.tmp.{os.getpid()}"
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(MAGIC)
-            fh.write(struct.pack("<Q", len(header_bytes)))
-            fh.write(header_bytes)
-            fh.write(ids_blob)
-            fh.write(offsets.tobytes())
-            fh.write(residues)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_write(path, "wb") as fh:
+        fh.write(MAGIC)
+        fh.write(struct.pack("<Q", len(header_bytes)))
+        fh.write(header_bytes)
+        fh.write(ids_blob)
+        fh.write(offsets.tobytes())
+        fh.write(residues)
     return header
 
 
@@ -146,8 +139,6 @@ def shard_database(database, out_dir, n_shards: int, log=None) -> dict:
             log(f"wrote shard {k + 1}/{n_shards}: {header['sequences']:,} sequences, "
                 f"{header['residues']:,} residues")
     summary = {"sequences": n_total, "residues": residues_total, "shards": per_shard}
-    from .tables import atomic_write
-
     with atomic_write(os.path.join(out_dir, "database.json")) as fh:
         json.dump(summary, fh, indent=1, sort_keys=True)
         fh.write("\n")

@@ -34,15 +34,13 @@ Ours, not BLAST's: ``cigar`` (``=`` identical pair, ``X`` different pair,
 from __future__ import annotations
 
 import math
-import os
-import tempfile
-from contextlib import contextmanager
 from numbers import Integral
-from typing import Iterable, Iterator, TextIO
+from typing import Iterable
 
 import numpy as np
 
 from .alignment import Alignment
+from .io.atomic import atomic_write
 from .stats import NA, format_bitscore, format_evalue
 
 __all__ = [
@@ -65,68 +63,6 @@ ALIGNMENTS_COLUMNS = [
 _INT_COLUMNS = {"score", "qlen", "slen", "length", "mismatch", "gapopen",
                 "qstart", "qend", "sstart", "send"}
 _STRING_COLUMNS = {"qseqid", "sseqid", "cigar", "btop", "qaln", "saln"}
-
-# The process umask, read once, so that replaced files get ordinary permissions
-# (mkstemp creates 0600 files).
-_UMASK = os.umask(0)
-os.umask(_UMASK)
-
-
-# ---------------------------------------------------------------------------
-# atomic writes
-# ---------------------------------------------------------------------------
-
-@contextmanager
-def atomic_write(path, encoding: str = "utf-8") -> Iterator[TextIO]:
-    """Open ``path`` for writing text so that it appears complete or not at all.
-
-    >>> with atomic_write("out.tsv") as fh:        # doctest: +SKIP
-    ...     fh.write("a\\tb\\n")
-
-    Writes go to a hidden temporary file in the same directory (so the final
-    ``os.replace`` is atomic on POSIX file systems); on success it is flushed,
-    fsynced, given the permissions a newly created file would have (or those of
-    the file it replaces) and renamed over ``path``; the directory is then
-    fsynced (best effort).  If the ``with`` body raises, the temporary file is
-    removed, ``path`` is untouched and the exception propagates.  Lines are not
-    translated: write ``\\n``.
-    """
-    path = os.fspath(path)
-    directory = os.path.dirname(path) or "."
-    base = os.path.basename(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding=encoding, newline="") as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        try:
-            mode = os.stat(path).st_mode & 0o7777
-        except FileNotFoundError:
-            mode = 0o666 & ~_UMASK
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_directory(directory)
-
-
-def _fsync_directory(directory: str) -> None:
-    try:
-        dfd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
-
 
 # ---------------------------------------------------------------------------
 # per-alignment columns

@@ -1,14 +1,19 @@
-"""Scoring kernels: one module for the CPU (:mod:`.cpu`), one for the GPU (:mod:`.gpu`).
+"""Scoring kernels: the contract every backend implements, and the result type.
 
-Both backends implement the same contract::
+Two backends implement it, :mod:`.cpu` (Numba, SIMD lanes, all cores) and
+:mod:`.gpu` (Numba CUDA).  :mod:`swgpu_tools.backend` decides which one runs
+and hands out an object that satisfies these protocols; nothing else picks a
+backend.
 
-    search(queries, database, matrix, gap_open, gap_extend, top_k, progress=None) -> TopHits
+:class:`SearchBackend` -- database search::
+
+    backend.search(queries, database, scheme, top_k, progress=None) -> TopHits
 
 * ``queries``, ``database``: :class:`~swgpu_tools.sequences.EncodedSequences`
-  (uint8 matrix codes, int64 offsets).
-* ``matrix``: int32 square array indexed by those codes (at most 32 x 32).
-* ``gap_open``, ``gap_extend``: BLAST convention, a gap of length k costs
-  ``gap_open + k * gap_extend`` (both >= 0, not both 0).
+  (uint8 matrix codes, int64 offsets), encoded by ``scheme``.
+* ``scheme``: the frozen, validated :class:`~swgpu_tools.scoring.ScoringScheme`
+  (int32 matrix of at most 32 x 32; BLAST gap convention, a gap of length k
+  costs ``gap_open + k * gap_extend``).  Backends do not validate it again.
 * ``top_k``: hits kept per query (the best scores of the database; ties broken
   by the lower database index, which is the lower id inside a shard).
 * ``progress``: optional callable ``progress(queries_done, n_queries)``.
@@ -16,12 +21,30 @@ Both backends implement the same contract::
 It returns the exact local-alignment (Smith-Waterman) score of every kept
 (query, subject) pair, as 32-bit integers, for sequences of any length.  Pairs
 with score 0 are kept like any other when top_k reaches them.
+
+:class:`PairBackend` -- the score-only passes of given pairs (the part of an
+alignment before its traceback)::
+
+    backend.pair_regions(queries, subjects, query_index, subject_index, scheme, mode)
+        -> int64 array (n, 5): best score, query start, query end, subject start,
+           subject end (0-based, ends exclusive), per pair
+
+``mode`` is ``"local"`` or ``"semiglobal"``; the tie rules are those of
+:mod:`swgpu_tools.align`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
 
 import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..scoring import ScoringScheme
+    from ..sequences import EncodedSequences
+
+#: ``progress(queries_done, n_queries)``
+Progress = Callable[[int, int], None]
 
 
 @dataclass
@@ -38,6 +61,30 @@ class TopHits:
 
     def __len__(self) -> int:
         return len(self.score)
+
+
+@runtime_checkable
+class SearchBackend(Protocol):
+    """Scores every query against a database; keeps the top k per query."""
+
+    #: "cpu" or "gpu"
+    name: str
+
+    def search(self, queries: EncodedSequences, database: EncodedSequences,
+               scheme: ScoringScheme, top_k: int, progress: Progress | None = None
+               ) -> TopHits: ...
+
+
+@runtime_checkable
+class PairBackend(Protocol):
+    """Score-only passes (best score, end and start cell) of given pairs."""
+
+    #: "cpu" or "gpu"
+    name: str
+
+    def pair_regions(self, queries: EncodedSequences, subjects: EncodedSequences,
+                     query_index: np.ndarray, subject_index: np.ndarray,
+                     scheme: ScoringScheme, mode: str) -> np.ndarray: ...
 
 
 def top_k_from_scores(scores: np.ndarray, top_k: int) -> TopHits:

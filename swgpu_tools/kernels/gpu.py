@@ -424,10 +424,9 @@ def kernel_source(mode: str, G: int, R: int, sim: bool = SIM, multipass: bool = 
 
 
 def _cache_dir() -> str:
-    base = os.environ.get("SWGPU_CACHE_DIR")
-    if not base:
-        base = os.path.join(os.path.expanduser("~"), ".cache", "swgpu")
-    path = os.path.join(base, "kernels")
+    from ..cache import cache_dir
+
+    path = os.path.join(cache_dir(), "kernels")
     try:
         os.makedirs(path, exist_ok=True)
         probe = os.path.join(path, f".probe{os.getpid()}")

@@ -24,6 +24,7 @@ rule score_shard:
         queries=config["queries"],
     output:
         hits="results/hits/shard-{shard}.tsv",
+        stats="results/stats/score_shard/shard-{shard}.json",
     params:
         scoring=scoring_options(),
         top_k=config["top_k"],
@@ -38,7 +39,7 @@ rule score_shard:
         gpu=SCORE_GPUS,
     shell:
         "( swgpu score-shard {input.shard:q} --queries {input.queries:q}"
-        " --out {output.hits:q} {params.scoring} --top-k {params.top_k}"
+        " --out {output.hits:q} --stats {output.stats:q} {params.scoring} --top-k {params.top_k}"
         " --backend {params.backend} --threads {threads} --device auto"
         " || {{ swgpu check-shards --quarantine {params.quarantine:q} {input.shard:q}; exit 1; }}"
         " ) > {log:q} 2>&1"

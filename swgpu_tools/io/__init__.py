@@ -1,0 +1,2 @@
+"""Everything that touches files: FASTA input, shard files, tables and other
+output formats, written atomically (:mod:`.atomic`)."""

@@ -1,0 +1,119 @@
+"""Step statistics as data: one small JSON file per workflow step or command.
+
+Each step writes what it measured (seconds per phase, GCUPS, backend, device,
+sizes, peak memory) with :func:`write_step_stats`; the report and the
+workflow read these files with :func:`read_step_stats`, never log text.
+
+Format (JSON object, sorted keys)::
+
+    {"step": "score_shard", "format": 1, "swgpu": "0.1.0",
+     "started": "2026-11-23T03:40:00Z", "finished": "...", "wall_s": 1.23,
+     "host": "node1", "peak_rss_bytes": 123456789, ... step fields ...}
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import socket
+import sys
+import time
+
+from ..errors import InputError
+from .atomic import atomic_write
+
+FORMAT = 1
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident memory of this process so far (bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+class StepTimer:
+    """Collects a step's phases and fields; :meth:`write` saves them.
+
+    >>> t = StepTimer("merge_hits")          # doctest: +SKIP
+    >>> with t.phase("read"): ...             # doctest: +SKIP
+    >>> t.fields["hits"] = 1234               # doctest: +SKIP
+    >>> t.write("results/stats/merge_hits.json")  # doctest: +SKIP
+    """
+
+    def __init__(self, step: str):
+        self.step = step
+        self.start = time.time()
+        self._t0 = time.perf_counter()
+        self.phases: dict[str, float] = {}
+        self.fields: dict = {}
+
+    def phase(self, name: str):
+        timer = self
+
+        class _Phase:
+            def __enter__(self_inner):
+                self_inner.t = time.perf_counter()
+                return self_inner
+
+            def __exit__(self_inner, *exc):
+                timer.phases[name] = timer.phases.get(name, 0.0) + time.perf_counter() - self_inner.t
+                return False
+
+        return _Phase()
+
+    def record(self) -> dict:
+        from .. import __version__
+
+        now = time.time()
+        out = {"step": self.step, "format": FORMAT, "swgpu": __version__,
+               "started": _iso(self.start), "finished": _iso(now),
+               "wall_s": round(time.perf_counter() - self._t0, 6),
+               "phases_s": {k: round(v, 6) for k, v in self.phases.items()},
+               "host": socket.gethostname(), "peak_rss_bytes": peak_rss_bytes()}
+        out.update(self.fields)
+        return out
+
+    def write(self, path) -> dict:
+        rec = self.record()
+        if path:
+            write_step_stats(path, rec)
+        return rec
+
+
+def write_step_stats(path, record: dict) -> None:
+    """Write one step's statistics (a JSON object) atomically."""
+    os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
+    with atomic_write(path) as fh:
+        json.dump(record, fh, indent=1, sort_keys=True, default=_jsonable)
+        fh.write("\n")
+
+
+def _jsonable(x):
+    try:
+        import numpy as np
+
+        if isinstance(x, np.integer):
+            return int(x)
+        if isinstance(x, np.floating):
+            return float(x)
+    except ImportError:  # pragma: no cover
+        pass
+    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
+
+
+def read_step_stats(path) -> dict:
+    """Read a file written by :func:`write_step_stats`; InputError if it is not one."""
+    try:
+        with open(path) as fh:
+            rec = json.load(fh)
+    except FileNotFoundError:
+        raise InputError(f"{os.fspath(path)}: file not found") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{os.fspath(path)}: not a step statistics file ({exc})") from None
+    if not isinstance(rec, dict) or "step" not in rec:
+        raise InputError(f"{os.fspath(path)}: not a step statistics file (no 'step')")
+    return rec
