@@ -6,33 +6,32 @@ The Python API::
     queries = sw.read_fasta("queries.fasta")
     database = sw.read_fasta("database.fasta.gz")
     scheme = sw.ScoringScheme("BLOSUM62", gap_open=11, gap_extend=1)
-    hits = sw.score(queries, database, scheme, top_k=10)
+    result = sw.search(queries, database, scheme, top_k=10)
+    result.hits, result.alignments          # pandas DataFrames
+    aln = sw.align("MKTAYIAKQR", "MKTAHIAKQR", scheme, mode="global")
 """
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from .cache import configure_numba as _configure_numba
 
 _configure_numba()  # before any kernel module is imported
 
+from .errors import InputError, OutputError  # noqa: E402
+from .io.fasta import read_fasta  # noqa: E402
+from .scoring import ScoringScheme  # noqa: E402
+from .sequences import SequenceSet  # noqa: E402
 
-from .errors import InputError
-from .fasta import read_fasta
-from .scoring import ScoringScheme
-from .sequences import EncodedSequences, SequenceSet
-
-_PIPELINE = ("score", "merge", "traceback", "search")
+_LAZY = {"search": "api", "align": "api", "SearchResult": "api", "Alignment": "alignment"}
 
 
 def __getattr__(name):
-    # the pipeline functions load on first use: `swgpu` commands that do not
-    # need them (and GPU start-up) skip their imports
-    if name in _PIPELINE:
-        from . import pipeline
+    # loaded on first use: `swgpu` commands that do not need them skip their imports
+    if name in _LAZY:
+        import importlib
 
-        return getattr(pipeline, name)
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'swgpu_tools' has no attribute '{name}'")
 
-__all__ = [
-    "InputError", "read_fasta", "ScoringScheme", "SequenceSet", "EncodedSequences",
-    "score", "merge", "traceback", "search", "__version__",
-]
+
+__all__ = ["InputError", "OutputError", "read_fasta", "ScoringScheme", "SequenceSet",
+           "search", "align", "SearchResult", "Alignment", "__version__"]

@@ -68,3 +68,15 @@ def letter_codes(matrix_alphabet: str) -> np.ndarray:
             code = index.get(fallbacks.get(letter, ""), wildcard)
         table[byte] = code
     return table
+
+
+_NUCLEOTIDE_LETTERS = np.zeros(256, dtype=bool)
+_NUCLEOTIDE_LETTERS[np.frombuffer(b"ACGTUN", dtype=np.uint8)] = True
+
+
+def nucleotide_fraction(residues: np.ndarray) -> float:
+    """Share of the stored letters that are A, C, G, T, U or N (0 for none)."""
+    residues = np.asarray(residues, dtype=np.uint8)
+    if len(residues) == 0:
+        return 0.0
+    return float(_NUCLEOTIDE_LETTERS[residues].mean())

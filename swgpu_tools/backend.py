@@ -1,4 +1,11 @@
-"""Choosing the scoring backend (GPU or CPU) and the GPU a job runs on.
+"""The one place that decides the backend (GPU or CPU), binds the GPU, and says why.
+
+* :func:`choose_backend` / :func:`gpu_status`: which backend, and why;
+* :func:`acquire_gpu` / :func:`bind_gpu`: which GPU a job runs on (a lock per
+  GPU UUID), made current before any CUDA context exists;
+* :class:`BackendStart`: all of that on a thread while the inputs are read;
+  its result hands out a :class:`~swgpu_tools.kernels.SearchBackend`;
+* :func:`workflow_gpus`: what the workflow's scoring jobs ask of Snakemake.
 
 ``choose_backend("auto")`` uses the GPU when one is usable and the CPU
 otherwise, and always says why.  ``"gpu"`` fails with the reason when no GPU
@@ -27,10 +34,14 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import InputError
+from .logs import get_logger
+
+log = get_logger(__name__)
 
 BACKENDS = ("auto", "gpu", "cpu")
 
@@ -227,7 +238,7 @@ def _list_gpus() -> list[str]:
     return names
 
 
-def acquire_gpu(device="auto", wait_seconds: float = 7 * 24 * 3600, log=None) -> int:
+def acquire_gpu(device="auto", wait_seconds: float = 7 * 24 * 3600) -> int:
     """Return the GPU number this process should use; with "auto", lock a free one.
 
     Locks are keyed by the GPU's UUID, not its number, so jobs that see
@@ -259,7 +270,131 @@ def acquire_gpu(device="auto", wait_seconds: float = 7 * 24 * 3600, log=None) ->
             return i
         if time.monotonic() > deadline:
             raise InputError(f"no free GPU among {len(gpus)} after waiting {wait_seconds:.0f} s")
-        if log and not announced:
-            log(f"all {len(gpus)} visible GPUs are in use by other swgpu jobs; waiting for one")
+        if not announced:
+            log.warning(f"all {len(gpus)} visible GPUs are in use by other swgpu jobs; "
+                        f"waiting for one")
             announced = True
         time.sleep(1.0)
+
+
+# ---------------------------------------------------------------------------
+# starting a backend for a scoring job
+# ---------------------------------------------------------------------------
+
+@dataclass
+class StartedBackend:
+    """A backend ready to search: which one, why, on which GPU, and start-up seconds."""
+
+    choice: BackendChoice
+    gpu_id: int | None = None
+    steps: dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.choice.name
+
+    @property
+    def device_uuid(self) -> str | None:
+        if self.gpu_id is None:
+            return None
+        uuids = visible_gpus()
+        return uuids[self.gpu_id] if self.gpu_id < len(uuids) else None
+
+    def describe(self) -> str:
+        """One line for the log: backend, reason, and the GPU with its UUID."""
+        text = f"backend: {self.choice.name} ({self.choice.reason})"
+        if self.choice.name == "gpu":
+            uuid = self.device_uuid
+            text += f"; GPU {self.gpu_id}" + (f" ({uuid})" if uuid else "")
+        return text
+
+    def searcher(self):
+        """The :class:`~swgpu_tools.kernels.SearchBackend` to search with."""
+        if self.choice.name == "gpu":
+            return _GpuSearch(self.gpu_id)
+        return _CpuSearch()
+
+
+class _CpuSearch:
+    name = "cpu"
+
+    def search(self, queries, database, scheme, top_k, progress=None):
+        from .kernels import cpu
+
+        return cpu.search(queries, database, scheme.matrix, scheme.gap_open, scheme.gap_extend,
+                          top_k, progress=progress)
+
+
+class _GpuSearch:
+    name = "gpu"
+
+    def __init__(self, device):
+        self.device = device
+
+    def search(self, queries, database, scheme, top_k, progress=None):
+        from .kernels import gpu
+
+        return gpu.search(queries, database, scheme.matrix, scheme.gap_open, scheme.gap_extend,
+                          top_k, progress=progress, device=self.device)
+
+
+def bind_gpu(gpu_id: int) -> None:
+    """Make GPU ``gpu_id`` current for this thread, before any CUDA context exists."""
+    if visible_gpus():
+        from .kernels import gpu as gpu_kernels
+
+        gpu_kernels.bind(gpu_id)
+
+
+def start_backend(backend: str = "auto", device="auto") -> StartedBackend:
+    """Choose the backend; for the GPU: lock and bind one, open its context, load helpers."""
+    steps: dict[str, float] = {}
+    t = time.perf_counter()
+    gpu_id = None
+    if backend != "cpu":
+        gpu_id = acquire_gpu(device)
+        steps["lock"] = time.perf_counter() - t
+        bind_gpu(gpu_id)
+    t = time.perf_counter()
+    choice = choose_backend(backend)
+    steps["check"] = time.perf_counter() - t
+    if choice.name == "gpu":
+        from .kernels import gpu as gpu_kernels
+
+        steps.update(gpu_kernels.warm_up())
+    return StartedBackend(choice, gpu_id if choice.name == "gpu" else None, steps)
+
+
+class BackendStart:
+    """:func:`start_backend`, optionally on a thread.
+
+    With ``background=True`` the start runs on a thread, so that the CUDA
+    driver's start-up (seconds on a large GPU) overlaps reading the inputs;
+    :meth:`result` waits for it and re-raises its errors.
+    """
+
+    def __init__(self, backend: str = "auto", device="auto", background: bool = False):
+        self._args = (backend, device)
+        self._result: StartedBackend | None = None
+        self._error: BaseException | None = None
+        self._thread = None
+        if background:
+            self._thread = threading.Thread(target=self._run, name="swgpu-backend-start",
+                                            daemon=True)
+            self._thread.start()
+        else:
+            self._run()
+
+    def _run(self) -> None:
+        try:
+            self._result = start_backend(*self._args)
+        except BaseException as exc:  # re-raised in the caller's thread
+            self._error = exc
+
+    def result(self) -> StartedBackend:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            raise self._error
+        return self._result

@@ -43,11 +43,68 @@ import os
 import time
 
 import numpy as np
-from numba import njit
 
 from .errors import InputError
-from .fasta import iter_fasta
+from .logs import get_logger
+from .io.fasta import iter_fasta
 from .sequences import SequenceSet
+
+log = get_logger(__name__)
+
+ALIGN_DESCRIPTION = """\
+Align given pairs of sequences (protein or DNA) with full traceback and write
+one TSV row per pair.
+
+Pairs input: either two FASTA files aligned record by record (record k of
+QUERIES with record k of SUBJECTS; both files must have the same number of
+records), or one interleaved FASTA file (records 1+2 are pair 1, 3+4 pair 2,
+...; the first of each two is the query).  Plain or gzip; ids may repeat.
+
+Modes (--mode):
+  local       Smith-Waterman: the best-scoring pair of segments (score >= 0).
+  global      Needleman-Wunsch: both sequences aligned end to end.
+  semiglobal  the whole query against any part of the subject: gaps at the
+              ends of the subject are free, as in SSEARCH's glsearch.
+
+Scoring: a substitution matrix (--matrix, any name Biopython ships: BLOSUM62,
+PAM30, NUC.4.4, BLASTN, ...), or --match/--mismatch scores (Biopython
+PairwiseAligner's match_score/mismatch_score) over all letters, with an
+optional --wildcard letter (e.g. N) that scores 0: identical letters score
+--match, as in Biopython (so U against T is a mismatch there; nucleotide
+matrices score U as T).  DNA letters: A C G T U and the IUPAC ambiguity codes
+(R Y S W K M B D H V N).
+Gap costs follow BLAST: a gap of k residues costs GAP_OPEN + k * GAP_EXTEND;
+linear gaps are --gap-open 0.  Examples: BLASTN's +2/-3 with 5/2 is
+  --match 2 --mismatch -3 --gap-open 5 --gap-extend 2
+and +1/-1 with a cost of 2 per gap residue is
+  --match 1 --mismatch -1 --gap-open 0 --gap-extend 2
+(Biopython's open_gap_score is -(GAP_OPEN + GAP_EXTEND), its extend_gap_score
+-GAP_EXTEND.)
+
+Ties between optimal alignments: local: the smallest subject end, then the
+smallest query end; then the shortest subject span, then the shortest query
+span; semiglobal: the smallest subject end, then the shortest subject span;
+inside that region (and in global mode) the traceback from the end prefers a
+diagonal step to a subject-residue gap (D) to a query-residue gap (I), and
+ends a gap as soon as that is optimal.
+
+Output columns: qseqid sseqid score qstart qend sstart send (1-based,
+inclusive; 0 0 for an empty range) qlen slen length identities pident cigar
+(=, X, I, D; * if empty), and with --aligned-strings qaln saln.  The file is
+written atomically (complete or not at all).  Traceback keeps at most
+--max-traceback-bytes of direction bits per alignment (default 200 MB divided
+among the threads) and recomputes rows from checkpoints beyond that, so any
+length runs in bounded memory.
+
+GPU (--backend): in local and semiglobal modes the score-only passes of the
+batch (each pair's best score, end and start cell) run on the GPU when one is
+usable and expected to be faster for the batch (auto: small batches and a few
+long pairs stay on the CPU, as one GPU thread aligns one pair) or when asked
+(gpu: an error if none is usable); the traceback runs on the CPU threads.
+Global mode runs on the CPU.  The output is the same whichever backend runs;
+the log says which one did and why.
+"""
+
 
 PAIR_COLUMNS = ["qseqid", "sseqid", "score", "qstart", "qend", "sstart", "send", "qlen",
                 "slen", "length", "identities", "pident", "cigar"]
@@ -55,12 +112,8 @@ ALIGNED_COLUMNS = ["qaln", "saln"]
 
 
 def _set(records) -> SequenceSet:
-    ids = [r.id for r in records]
-    seqs = [r.sequence for r in records]
-    offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
-    np.cumsum([len(s) for s in seqs], out=offsets[1:])
-    residues = np.frombuffer(b"".join(seqs), dtype=np.uint8).copy()
-    return SequenceSet(ids, residues, offsets)
+    return SequenceSet.from_sequences([r.id for r in records], [r.sequence for r in records],
+                                      [r.header for r in records])
 
 
 def read_pairs(first, second=None) -> tuple[SequenceSet, SequenceSet]:
@@ -89,118 +142,34 @@ def read_pairs(first, second=None) -> tuple[SequenceSet, SequenceSet]:
     return _set(a), _set(b)
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
-def _columns(qres, qoff, sres, soff, coords, ops, ops_off, want_rows):
-    """Identities, CIGAR text and (optionally) aligned rows of every alignment.
-
-    qres/sres: ASCII letters of the query/subject sets; coords[k] = (query
-    start, subject start) of alignment k (0-based); ops: all operation strings
-    (M/I/D) concatenated, alignment k's at ops[ops_off[k]:ops_off[k + 1]].
-    Returns (identities, cigar bytes, cigar offsets, query row, subject row);
-    the rows share ops_off (one letter or '-' per column).
-    """
-    n = coords.shape[0]
-    ident = np.zeros(n, dtype=np.int64)
-    cig = np.empty(max(1, 21 * ops.shape[0] + 1), dtype=np.uint8)  # <= 21 bytes a run
-    cig_off = np.zeros(n + 1, dtype=np.int64)
-    rows = ops.shape[0] if want_rows else 0
-    qrow = np.empty(rows, dtype=np.uint8)
-    srow = np.empty(rows, dtype=np.uint8)
-    digits = np.empty(20, dtype=np.uint8)
-    pos = 0
-    for k in range(n):
-        i = qoff[k] + coords[k, 0]
-        j = soff[k] + coords[k, 1]
-        run_cls = 0
-        run_len = 0
-        for t in range(ops_off[k], ops_off[k + 1] + 1):
-            if t < ops_off[k + 1]:
-                op = ops[t]
-                if op == 77:  # M
-                    a = qres[i]
-                    b = sres[j]
-                    c = 61 if a == b else 88  # '=' or 'X'
-                    if a == b:
-                        ident[k] += 1
-                    i += 1
-                    j += 1
-                elif op == 73:  # I: query residue, gap in the subject
-                    a = qres[i]
-                    b = 45
-                    c = 73
-                    i += 1
-                else:  # D
-                    a = 45
-                    b = sres[j]
-                    c = 68
-                    j += 1
-                if want_rows:
-                    qrow[t] = a
-                    srow[t] = b
-            else:
-                c = 0  # flush the last run
-            if c == run_cls:
-                run_len += 1
-                continue
-            if run_len > 0:
-                nd = 0
-                x = run_len
-                while x > 0:
-                    digits[nd] = 48 + x % 10
-                    x //= 10
-                    nd += 1
-                for d in range(nd - 1, -1, -1):
-                    cig[pos] = digits[d]
-                    pos += 1
-                cig[pos] = run_cls
-                pos += 1
-            run_cls = c
-            run_len = 1
-        if ops_off[k + 1] == ops_off[k]:
-            cig[pos] = 42  # '*': empty alignment
-            pos += 1
-        cig_off[k + 1] = pos
-    return ident, cig, cig_off, qrow, srow
-
-
-def pair_rows(queries: SequenceSet, subjects: SequenceSet, alignments,
+def pair_rows(queries: SequenceSet, subjects: SequenceSet, alignments, scheme,
               aligned_strings: bool = False):
     """Yield one tuple per pair in the order of :data:`PAIR_COLUMNS` (+ aligned rows)."""
-    from .tables import format_pident
+    from .io.fields import alignment_fields
+    from .io.tables import format_pident
 
     n = len(alignments)
     if n == 0:
         return
-    coords = np.array([(a.query_start, a.subject_start) for a in alignments], dtype=np.int64)
-    ops_off = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum([len(a.operations) for a in alignments], out=ops_off[1:])
-    ops = np.frombuffer(b"".join(a.operations for a in alignments), dtype=np.uint8)
-    ident, cig, cig_off, qrow, srow = _columns(
-        queries.residues, queries.offsets, subjects.residues, subjects.offsets, coords, ops,
-        ops_off, aligned_strings)
-    cig_text = cig[:cig_off[n]].tobytes().decode("ascii")
-    if aligned_strings:
-        qtext = qrow.tobytes().decode("ascii")
-        stext = srow.tobytes().decode("ascii")
-    qlen = np.diff(queries.offsets).tolist()
-    slen = np.diff(subjects.offsets).tolist()
-    co, oo, idl = cig_off.tolist(), ops_off.tolist(), ident.tolist()
-    for k, aln in enumerate(alignments):
-        length = oo[k + 1] - oo[k]
-        qs, qe = (aln.query_start + 1, aln.query_end) if aln.query_end > aln.query_start else (0, 0)
-        ss, se = ((aln.subject_start + 1, aln.subject_end) if aln.subject_end > aln.subject_start
-                  else (0, 0))
-        row = (queries.ids[k], subjects.ids[k], aln.score, qs, qe, ss, se, qlen[k], slen[k],
-               length, idl[k], format_pident(100.0 * idl[k] / length if length else 0.0),
-               cig_text[co[k]:co[k + 1]])
+    idx = np.arange(n, dtype=np.int64)
+    f = alignment_fields(queries, subjects, idx, idx, alignments, scheme)
+    qids, sids = queries.seqids, subjects.seqids
+    cols = [f[c].tolist() if isinstance(f[c], np.ndarray) else f[c]
+            for c in ("score", "qstart", "qend", "sstart", "send", "qlen", "slen", "length",
+                      "nident", "pident", "cigar", "qseq", "sseq")]
+    for k in range(n):
+        score, qs, qe, ss, se, ql, sl, length, ident, pident, cigar, qseq, sseq = (
+            c[k] for c in cols)
+        row = (qids[k], sids[k], score, qs, qe, ss, se, ql, sl, length, ident,
+               format_pident(pident), cigar)
         if aligned_strings:
-            row += (qtext[oo[k]:oo[k + 1]], stext[oo[k]:oo[k + 1]])
+            row += (qseq, sseq)
         yield row
 
 
 def write_pairs_table(rows, path, aligned_strings: bool = False) -> None:
     """Write :func:`pair_rows` atomically."""
-    from .tables import atomic_write
+    from .io.atomic import atomic_write
 
     columns = PAIR_COLUMNS + (ALIGNED_COLUMNS if aligned_strings else [])
     with atomic_write(path) as fh:
@@ -217,14 +186,13 @@ def write_pairs_table(rows, path, aligned_strings: bool = False) -> None:
 
 def align_pair_files(first, second, out_path, scheme, mode: str = "local",
                      threads: int | None = None, aligned_strings: bool = False,
-                     cell_limit: int | None = None, log=None, backend: str = "auto") -> int:
+                     cell_limit: int | None = None, backend: str = "auto") -> int:
     """Align the pairs of ``first`` (and ``second``) and write ``out_path``; returns the count.
 
     backend: "auto", "cpu" or "gpu" for the score passes (see the module doc).
     """
     from .alignment import align_many, pair_backend
 
-    log = log or (lambda msg: None)
     start = time.perf_counter()
     queries, subjects = read_pairs(first, second)
     q = scheme.encode(queries, os.fspath(first))
@@ -241,13 +209,13 @@ def align_pair_files(first, second, out_path, scheme, mode: str = "local",
     except ValueError as exc:  # e.g. scores beyond 32 bits for huge pairs
         raise InputError(str(exc)) from None
     t1 = time.perf_counter()
-    write_pairs_table(pair_rows(queries, subjects, alignments, aligned_strings), out_path,
-                      aligned_strings)
-    log(f"backend: {stats.get('backend')} ({stats.get('reason')})")
+    write_pairs_table(pair_rows(queries, subjects, alignments, scheme, aligned_strings),
+                      out_path, aligned_strings)
+    log.info(f"backend: {stats.get('backend')} ({stats.get('reason')})")
     split = ""
     if stats.get("backend") == "gpu":
         split = (f" (score passes on the GPU {stats['gpu_s']:.2f} s, traceback on the CPU "
                  f"{stats['cpu_s']:.2f} s)")
-    log(f"aligned {len(alignments):,} pairs ({mode}) in {t1 - t0:.2f} s{split}; "
+    log.info(f"aligned {len(alignments):,} pairs ({mode}) in {t1 - t0:.2f} s{split}; "
         f"{time.perf_counter() - start:.2f} s in all; wrote {os.fspath(out_path)}")
     return len(alignments)

@@ -31,7 +31,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .alphabet import is_nucleotide_alphabet, letter_codes
+from .alphabet import is_nucleotide_alphabet, letter_codes, nucleotide_fraction
 from .errors import InputError
 from .sequences import EncodedSequences, SequenceSet
 
@@ -231,6 +231,27 @@ class ScoringScheme:
                 f"'{self.matrix_name}' (alphabet {self.alphabet})"
             )
         return EncodedSequences(codes.astype(np.uint8), sequences.offsets.copy())
+
+    def check_letters(self, sequences: SequenceSet, source: str,
+                      sample: int = 1_000_000) -> None:
+        """InputError when the sequences' letters do not suit the scheme: mostly
+        nucleotides with a protein matrix, or mostly protein letters with a
+        nucleotide matrix (judged on at most ``sample`` residues, at least 50)."""
+        res = sequences.residues[:sample]
+        if len(res) < 50 or self.match is not None:
+            return
+        frac = nucleotide_fraction(res)
+        if not self.is_nucleotide and frac >= 0.9:
+            raise InputError(
+                f"{source}: {100 * frac:.0f}% of the letters are A, C, G, T, U or N: these look "
+                f"like nucleotide sequences, but matrix {self.matrix_name} scores proteins. "
+                f"Give protein sequences, or align nucleotides with swgpu align and a "
+                f"nucleotide matrix (--matrix NUC.4.4) or --match/--mismatch")
+        if self.is_nucleotide and frac < 0.5:
+            raise InputError(
+                f"{source}: only {100 * frac:.0f}% of the letters are A, C, G, T, U or N: these "
+                f"look like protein sequences, but matrix {self.matrix_name} scores "
+                f"nucleotides; use a protein matrix such as BLOSUM62")
 
     def score_pair(self, a: str, b: str) -> int:
         """Substitution score of two letters (after fallbacks)."""

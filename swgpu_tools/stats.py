@@ -267,6 +267,36 @@ def lookup(matrix_name: str, gap_open: int, gap_extend: int) -> KarlinAltschul |
     return _PARAMS.get(key)
 
 
+#: BLAST+ blastp's default gap costs per matrix (what ``blastp -matrix M`` prints
+#: as "Gap Penalties", read off blastp 2.12).
+BLAST_DEFAULT_GAPS: dict[str, tuple[int, int]] = {
+    "BLOSUM45": (14, 2), "BLOSUM50": (13, 2), "BLOSUM62": (11, 1), "BLOSUM80": (10, 1),
+    "BLOSUM90": (10, 1), "PAM30": (9, 1), "PAM70": (10, 1), "PAM250": (14, 2),
+}
+
+
+def gap_pairs(matrix_name: str) -> list[tuple[int, int]]:
+    """The (gap_open, gap_extend) pairs BLAST has statistics for with this matrix."""
+    name = str(matrix_name).upper()
+    return sorted((go, ge) for (m, go, ge) in _PARAMS if m == name)
+
+
+def no_statistics_message(matrix_name: str, gap_open: int, gap_extend: int) -> str:
+    """One line saying E-values are off for this scheme and what BLAST would use."""
+    name = str(matrix_name).upper()
+    pairs = gap_pairs(name)
+    if not pairs:
+        return (f"BLAST has no statistics for matrix {matrix_name}: bit scores and E-values "
+                f"are NA and no E-value cut-off applies (every query keeps its top_k hits)")
+    default = BLAST_DEFAULT_GAPS.get(name)
+    hint = (f"BLAST's default gaps for {name} are {default[0]}/{default[1]}"
+            if default else f"BLAST has statistics for {name} with gaps "
+            + ", ".join(f"{a}/{b}" for a, b in pairs))
+    return (f"BLAST has no statistics for {name} with gaps {gap_open}/{gap_extend} ({hint}; "
+            f"any of {', '.join(f'{a}/{b}' for a, b in pairs)} has them): bit scores and "
+            f"E-values are NA and no E-value cut-off applies (every query keeps its top_k hits)")
+
+
 def supported() -> list[tuple[str, int, int]]:
     """All (matrix, gap_open, gap_extend) triples with BLAST statistics, sorted."""
     return sorted(_PARAMS)
@@ -392,8 +422,11 @@ def spouge_evalue(raw, query_length, subject_length, db_residues: int,
     ``Blast_GumbelBlkLoadFromTables``: ``a = alpha``, ``b = 2G(alpha_un - alpha)``,
     ``Alpha = alpha_v``, ``Beta = 2G(alpha_v_un - alpha_v)``,
     ``Tau = 2G(alpha_v_un - sigma)``, ``G = gap_open + gap_extend``.
-    Note BLAST's ``P = 0.5 + 0.5 erf(x)`` (not ``erf(x/sqrt 2)``), kept as is.
-    ``math.erf`` stands in for ``BLAST_Erf`` (both are double-precision erf).
+    ``P(x)`` is the normal CDF, ``erfc(-x / sqrt 2) / 2``, as BLAST+ 2.12 and later
+    compute it (``P_m_F = ErfC(-m_F / sqrt(2.0)) / 2.0`` in ``BLAST_SpougeStoE``;
+    some older copies of blast_stat.c had ``0.5 + 0.5 * BLAST_Erf(m_F)``, which
+    disagrees with the blastp 2.12 binary: tests/data/blast/ holds the fixture).
+    ``math.erfc`` stands in for NCBI's ``ErfC`` (both double-precision erfc).
     ``raw``, ``query_length`` and ``subject_length`` may be numbers or arrays.
     """
     lambda_ = params.lambda_
@@ -415,14 +448,14 @@ def spouge_evalue(raw, query_length, subject_length, db_residues: int,
     vi_y = np.maximum(2.0 * alpha_v / lambda_, alpha_v * y + beta_v)
     sqrt_vi_y = np.sqrt(vi_y)
     m_F = m_li_y / sqrt_vi_y
-    P_m_F = 0.5 + 0.5 * _erf(m_F)
+    P_m_F = 0.5 * _erfc(-m_F / _SQRT2)
     p1 = m_li_y * P_m_F + sqrt_vi_y * const_val * np.exp(-0.5 * m_F * m_F)
 
     n_lj_y = n - (a * y + b)
     vj_y = np.maximum(2.0 * alpha_v / lambda_, alpha_v * y + beta_v)
     sqrt_vj_y = np.sqrt(vj_y)
     n_F = n_lj_y / sqrt_vj_y
-    P_n_F = 0.5 + 0.5 * _erf(n_F)
+    P_n_F = 0.5 * _erfc(-n_F / _SQRT2)
     p2 = n_lj_y * P_n_F + sqrt_vj_y * const_val * np.exp(-0.5 * n_F * n_F)
 
     c_y = np.maximum(2.0 * sigma / lambda_, sigma * y + tau)
@@ -430,7 +463,8 @@ def spouge_evalue(raw, query_length, subject_length, db_residues: int,
     return _out(area * params.K * np.exp(-lambda_ * y) * db_scale_factor)
 
 
-_erf = np.vectorize(math.erf, otypes=[np.float64])
+_erfc = np.vectorize(math.erfc, otypes=[np.float64])
+_SQRT2 = math.sqrt(2.0)
 
 
 def _missing(x) -> bool:

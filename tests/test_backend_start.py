@@ -1,4 +1,4 @@
-"""The scoring backend's start-up on a thread (pipeline.BackendStart), without a GPU.
+"""The scoring backend's start-up on a thread (BackendStart), without a GPU.
 
 CI has no GPU: 'gpu' must fail with the reason, from the thread, in the caller;
 'auto' falls back to the CPU and scores the same as 'cpu'.
@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from swgpu_tools import pipeline
-from swgpu_tools.backend import gpu_status
+from swgpu_tools.backend import BackendStart, gpu_status
+from swgpu_tools.engine.scan import score
 from swgpu_tools.errors import InputError
 from swgpu_tools.scoring import ScoringScheme
 from swgpu_tools.sequences import SequenceSet
@@ -20,15 +20,11 @@ pytestmark = pytest.mark.skipif(gpu_status()[0], reason="these check the no-GPU 
 
 
 def _set(ids, seqs):
-    import numpy as np
-
-    off = np.zeros(len(seqs) + 1, dtype=np.int64)
-    np.cumsum([len(s) for s in seqs], out=off[1:])
-    return SequenceSet(ids, np.frombuffer("".join(seqs).encode(), dtype=np.uint8).copy(), off)
+    return SequenceSet.from_sequences(ids, seqs)
 
 
 def test_gpu_request_fails_in_the_caller_with_the_reason():
-    start = pipeline.BackendStart("gpu", "auto", background=True)
+    start = BackendStart("gpu", "auto", background=True)
     with pytest.raises(InputError, match="no GPU is usable"):
         start.result()
 
@@ -37,11 +33,11 @@ def test_auto_falls_back_to_cpu_and_scores_like_cpu():
     scheme = ScoringScheme("BLOSUM62", 11, 1)
     queries = _set(["q1", "q2"], ["MKTAYIAKQRQISFVKSHFSRQ", "WWWWCCCHHH"])
     db = _set(["a", "b", "c"], ["MKTAYIAKQRQ", "QISFVKSHFSRQMKT", "CCCHHHWW"])
-    choice, gpu_id, steps = pipeline.BackendStart("auto", "auto", background=True).result()
-    assert choice.name == "cpu" and "no usable GPU" in choice.reason
-    started = pipeline.BackendStart("auto", "auto", background=True)
-    a = pipeline.score(queries, db, scheme, top_k=3, started=started)
-    b = pipeline.score(queries, db, scheme, top_k=3, backend="cpu")
+    run = BackendStart("auto", "auto", background=True).result()
+    assert run.name == "cpu" and "no usable GPU" in run.choice.reason and run.gpu_id is None
+    started = BackendStart("auto", "auto", background=True)
+    a = score(queries, db, scheme, top_k=3, started=started)
+    b = score(queries, db, scheme, top_k=3, backend="cpu")
     assert a.equals(b)
     assert list(a["score"])[:1] == [int(a["score"].max())]
 
@@ -51,7 +47,7 @@ def test_process_age_is_the_age_of_this_process():
         pytest.skip("needs Linux /proc")
     t0 = time.time()
     out = subprocess.run([sys.executable, "-c", "import time; time.sleep(0.5); "
-                          "from swgpu_tools.pipeline import process_age; print(process_age())"],
+                          "from swgpu_tools.engine.scan import process_age; print(process_age())"],
                          capture_output=True, text=True, check=True)
     age = float(out.stdout)
     assert 0.5 <= age <= time.time() - t0 + 0.05

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from swgpu_tools.errors import InputError
-from swgpu_tools.fasta import parse_id, read_fasta
+from swgpu_tools.io.fasta import parse_id, read_fasta
 from swgpu_tools.scoring import ScoringScheme
 from swgpu_tools.sequences import SequenceSet
 
@@ -93,7 +93,7 @@ def test_missing_file_and_corrupt_gzip(tmp_path):
 def test_unknown_matrix_and_bad_gaps():
     with pytest.raises(InputError, match="unknown substitution matrix 'BLOSUM63'"):
         ScoringScheme("BLOSUM63")
-    with pytest.raises(InputError, match="gap_open must be a non-negative integer"):
+    with pytest.raises(InputError, match="gap_open must be at least 0, got -1"):
         ScoringScheme("BLOSUM62", gap_open=-1)
     with pytest.raises(InputError, match="must be positive"):
         ScoringScheme("BLOSUM62", gap_open=0, gap_extend=0)
@@ -111,7 +111,7 @@ def test_letter_a_matrix_cannot_score(tmp_path):
     (GOOD_DB + ">sp|P00001|DUP x\nMK\n", GOOD_Q, "duplicate sequence id 'P00001'"),
     ("", GOOD_Q, "db.fa: contains no FASTA records"),
     ("not fasta\n", GOOD_Q, "db.fa: not a FASTA file"),
-    (None, GOOD_Q, "db.fa: file not found"),
+    (None, GOOD_Q, "db.fa: database file not found"),
 ])
 def test_cli_bad_input_exits_2_without_output(tmp_path, db_text, q_text, needle):
     db = tmp_path / "db.fa"
@@ -133,3 +133,23 @@ def test_cli_help_answers():
         assert cmd in r.stdout
     r = swgpu("search", "--help")
     assert "gap of length k costs" in r.stdout and "--top-k" in r.stdout
+
+
+def test_bom_is_skipped_and_control_characters_named(tmp_path):
+    s = read_fasta(write(tmp_path / "bom.fa", b"\xef\xbb\xbf>x desc\nMKT\n", "wb"))
+    assert s.ids == ["x"] and s.sequence(0) == "MKT"
+    with pytest.raises(InputError, match="line 1: the sequence id contains a control character"):
+        read_fasta(write(tmp_path / "ctl.fa", b">x\x01y desc\nMKT\n", "wb"))
+    # a tab in a title becomes a space (tables are tab-separated)
+    s = read_fasta(write(tmp_path / "tab.fa", b">x a\tb\nMKT\n", "wb"))
+    assert s.titles == ["a b"]
+
+
+def test_ids_titles_like_blast_parse_seqids(tmp_path):
+    """sseqid: the first word; sacc: the UniProt accession (else the first word); stitle:
+    the rest after one separator, 'N/A' when empty (as blastp -parse_seqids prints them)."""
+    s = read_fasta(write(tmp_path / "t.fa", ">s1\nMKT\n>s2   lead spaces  trail  \nMKT\n"
+                         ">sp|P99999|XX_HUMAN desc one\nMKT\n"))
+    assert s.ids == ["s1", "s2", "P99999"]
+    assert s.seqids == ["s1", "s2", "sp|P99999|XX_HUMAN"]
+    assert s.titles == ["N/A", "  lead spaces  trail  ", "desc one"]

@@ -34,8 +34,8 @@ import pytest
 from test_workflow import (BIN, DATA, SNAKEFILE, SNAKEMAKE, STANDARD, _mutate, _read_fasta,
                            _snakemake, _write_config, _write_fasta)
 
-from swgpu_tools.changes import CHANGES_COLUMNS, compare
-from swgpu_tools.shard import shard_of
+from swgpu_tools.io.shardfile import shard_of
+from swgpu_tools.steps.changes import CHANGES_COLUMNS, compare
 
 pytestmark = pytest.mark.skipif(SNAKEMAKE is None, reason="snakemake is not installed")
 
@@ -126,15 +126,15 @@ def test_rescan_tables_equal_a_scratch_scan(rescan):
     assert _tables(rescan["inc"])["hits.tsv"] != rescan["tables_v1"]["hits.tsv"]
     # the traceback reused the unchanged pairs' alignments and aligned the changed ones
     log = (rescan["inc"] / "results/logs/traceback.log").read_text()
-    m = re.search(r"(\d+) alignments reused from \S+, (\d+) to compute", log)
-    assert m and int(m.group(1)) > 0 and int(m.group(2)) >= 2, log
+    m = re.search(r"aligned (\d+) hits in \S+ s; reused (\d+) alignments", log)
+    assert m and int(m.group(2)) > 0 and int(m.group(1)) >= 2, log
 
 
 @pytest.mark.slow
 def test_previous_scan_is_kept(rescan):
     prev = rescan["inc"] / "results" / "previous"
     assert (prev / "hits.tsv").read_bytes() == rescan["tables_v1"]["hits.tsv"]
-    assert (prev / "alignments.tsv").read_bytes() == rescan["tables_v1"]["alignments.tsv"]
+    assert (prev / "alignments.parquet").exists()
     # scratch run: no previous scan, every hit is new
     ch = pd.read_csv(rescan["scratch"] / "results/changes.tsv", sep="\t", keep_default_na=False)
     hits = pd.read_csv(rescan["scratch"] / "results/hits.tsv", sep="\t", keep_default_na=False)
@@ -179,9 +179,11 @@ def test_changes_table_lists_the_constructed_changes(rescan):
 
 def test_compare_constructed_case():
     prev = pd.DataFrame({"qseqid": ["a", "a", "a", "b"], "sseqid": ["x", "y", "z", "x"],
+                         "qacc": ["a", "a", "a", "b"], "sacc": ["x", "y", "z", "x"],
                          "score": ["50", "40", "30", "20"], "evalue": ["1e-5", "1e-3", "0.1", "2"],
                          "slen": ["10", "11", "12", "10"]})
     cur = pd.DataFrame({"qseqid": ["b", "a", "a", "a"], "sseqid": ["w", "x", "y", "v"],
+                        "qacc": ["b", "a", "a", "a"], "sacc": ["w", "x", "y", "v"],
                         "score": ["25", "50", "45", "35"], "evalue": ["1", "2e-5", "1e-4", "0.01"],
                         "slen": ["9", "10", "11", "13"]})
     out = compare(prev, cur, ["a", "b"])
@@ -283,7 +285,7 @@ def test_killed_run_resumes_to_the_same_tables(rescan):
     assert done == [f"shard-{first_shard}.tsv"], killed_out
     assert not (work / "results" / "hits.tsv").exists(), killed_out
     table = pd.read_csv(work / "results" / "hits" / done[0], sep="\t")
-    assert list(table.columns) == ["qseqid", "sseqid", "score", "slen"]
+    assert list(table.columns) == ["qacc", "sacc", "score", "slen", "sseqid", "stitle"]
     _snakemake(work, "--unlock")
     resumed = _snakemake(work)  # the real swgpu again
     assert _scored_shards(resumed) == [f"{i:04d}" for i in range(SHARDS)
@@ -317,7 +319,7 @@ def test_truncated_shard_is_detected_and_rebuilt(rescan):
     assert re.search(r"^(?:local)?checkpoint shard_db:", out, re.MULTILINE)
     assert "0001" in _scored_shards(rebuilt)
     hits = pd.read_csv(work / "results/hits.tsv", sep="\t", keep_default_na=False)
-    assert {shard_of(x, 2) for x in hits["sseqid"]} == {0, 1}  # both shards' hits are there
+    assert {shard_of(x, 2) for x in hits["sacc"]} == {0, 1}  # both shards' hits are there
 
 
 def test_slurm_profile_sbatch_calls(tmp_path):

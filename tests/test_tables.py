@@ -1,4 +1,5 @@
-"""Tests for swgpu_tools.tables: BLAST tabular columns, CIGAR/BTOP, atomic writes."""
+"""Tests for swgpu_tools.io.fields and io.tables: BLAST tabular fields, CIGAR/BTOP,
+the table writer and reader, atomic writes."""
 from __future__ import annotations
 
 import os
@@ -11,18 +12,35 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from swgpu_tools.alignment import Alignment
+from swgpu_tools.errors import InputError, OutputError
+from swgpu_tools.io.atomic import atomic_write
+from swgpu_tools.io.fields import FIELDS, STD, alignment_fields, parse_columns
+from swgpu_tools.io.tables import HITS_COLUMNS, format_pident, read_table, write_table
 from swgpu_tools.scoring import ScoringScheme
-from swgpu_tools.tables import (
-    ALIGNMENTS_COLUMNS,
-    HITS_COLUMNS,
-    alignment_columns,
-    atomic_write,
-    format_pident,
-    write_alignments_table,
-    write_hits_table,
-)
+from swgpu_tools.sequences import SequenceSet
 
 SCHEME = ScoringScheme("BLOSUM62", 11, 1)
+ALIGNMENTS_COLUMNS = parse_columns("std score qlen slen cigar btop qseq sseq")
+
+
+def alignment_columns(query: str, subject: str, aln: Alignment, scheme=SCHEME) -> dict:
+    """The fields of one alignment, under the names these tests use."""
+    q = SequenceSet.from_sequences(["q"], [query])
+    s = SequenceSet.from_sequences(["s"], [subject])
+    f = alignment_fields(q, s, [0], [0], [aln], scheme)
+    c = {k: (v[0].item() if isinstance(v, np.ndarray) else v[0]) for k, v in f.items()}
+    c.update(identities=c["nident"], qaln=c["qseq"], saln=c["sseq"])
+    return c
+
+
+def write_hits_table(df, path):
+    write_table(df, path, HITS_COLUMNS)
+
+
+def write_alignments_table(rows, path):
+    if isinstance(rows, list):
+        rows = pd.DataFrame(rows)
+    write_table(rows, path, ALIGNMENTS_COLUMNS)
 
 
 def from_rows(qaln: str, saln: str, q_offset: int = 0, s_offset: int = 0):
@@ -112,7 +130,8 @@ def test_real_blast_hsps_from_biopython_test_suite():
 
 def test_empty_alignment():
     c = alignment_columns("ACD", "EFG", Alignment(0, 1, 1, 2, 2, b""))
-    assert (c["length"], c["pident"], c["cigar"], c["btop"], c["gapopen"]) == (0, 0.0, "", "", 0)
+    assert (c["length"], c["pident"], c["cigar"], c["btop"], c["gapopen"]) == (0, 0.0, "*", "", 0)
+    assert (c["qstart"], c["qend"], c["sstart"], c["send"]) == (0, 0, 0, 0)
 
 
 @pytest.mark.parametrize(
@@ -174,9 +193,10 @@ def test_atomic_write_keeps_old_file_on_error(tmp_path):
 
 def test_writer_error_leaves_no_file(tmp_path):
     target = tmp_path / "hits.tsv"
-    bad = pd.DataFrame({"qseqid": ["q1", "q2"], "sseqid": ["s1", "s\t2"], "score": [10, 9],
-                        "bitscore": [8.0, 7.0], "evalue": [1.0, 2.0], "qlen": [5, 5],
-                        "slen": [6, 6]})
+    bad = pd.DataFrame({"qseqid": ["q1", "q2"], "sseqid": ["s1", "s\t2"], "qacc": ["q1", "q2"],
+                        "sacc": ["s1", "s2"], "score": [10, 9], "bitscore": [8.0, 7.0],
+                        "evalue": [1.0, 2.0], "qlen": [5, 5], "slen": [6, 6],
+                        "stitle": ["a", "b"]})
     with pytest.raises(ValueError, match="tab"):
         write_hits_table(bad, target)
     assert os.listdir(tmp_path) == []
@@ -192,6 +212,9 @@ def hits_frame():
     return pd.DataFrame({
         "qseqid": ["q1", "q1", "q2"],
         "sseqid": ["sp|P1|A", "sp|P2|B", "s3"],
+        "qacc": ["q1", "q1", "q2"],
+        "sacc": ["P1", "P2", "s3"],
+        "stitle": ["one", "N/A", "three"],
         "score": np.array([350, 29, 40], dtype=np.int64),
         "bitscore": [139.42808385111766, 15.779019981647249, np.nan],
         "evalue": [1.69e-46, 7.12269, np.nan],
@@ -205,10 +228,10 @@ def test_write_hits_table_exact_bytes(tmp_path):
     target = tmp_path / "hits.tsv"
     write_hits_table(hits_frame(), target)
     assert target.read_text() == (
-        "qseqid\tsseqid\tscore\tbitscore\tevalue\tqlen\tslen\n"
-        "q1\tsp|P1|A\t350\t139\t1.69e-46\t102\t100\n"
-        "q1\tsp|P2|B\t29\t15.8\t7.1\t102\t132\n"
-        "q2\ts3\t40\tNA\tNA\t30\t50\n"
+        "qseqid\tsseqid\tqacc\tsacc\tscore\tbitscore\tevalue\tqlen\tslen\tstitle\n"
+        "q1\tsp|P1|A\tq1\tP1\t350\t139\t1.69e-46\t102\t100\tone\n"
+        "q1\tsp|P2|B\tq1\tP2\t29\t15.8\t7.1\t102\t132\tN/A\n"
+        "q2\ts3\tq2\ts3\t40\tNA\tNA\t30\t50\tthree\n"
     )
     first = target.read_bytes()
     write_hits_table(hits_frame(), target)
@@ -219,18 +242,18 @@ def test_write_hits_table_empty_and_preformatted(tmp_path):
     target = tmp_path / "hits.tsv"
     write_hits_table(hits_frame().iloc[:0], target)
     assert target.read_text() == "\t".join(HITS_COLUMNS) + "\n"
-    write_hits_table([], target)
+    write_hits_table({c: [] for c in HITS_COLUMNS}, target)
     assert target.read_text() == "\t".join(HITS_COLUMNS) + "\n"
     df = hits_frame()
     df["evalue"] = ["1.69e-46", "10.0", "NA"]  # strings are written as given
     write_hits_table(df, target)
-    assert target.read_text().splitlines()[2].split("\t")[4] == "10.0"
+    assert target.read_text().splitlines()[2].split("\t")[6] == "10.0"
 
 
 def test_write_alignments_table_from_dicts(tmp_path):
     q, s, aln = from_rows("MKVLAAGIVALLLAAGCS", "MKVLSAGIV--LLAAGCS")
     row = alignment_columns(q, s, aln)
-    row.update(qseqid="q1", sseqid="s1", evalue=2.5e-5, bitscore=43.51, score=101,
+    row.update(qaccver="q1", saccver="s1", evalue=2.5e-5, bitscore=43.51, score=101,
                qlen=len(q), slen=len(s))
     target = tmp_path / "alignments.tsv"
     write_alignments_table([row], target)
@@ -340,7 +363,7 @@ def test_rescoring_printed_rows_gives_the_score(example, scheme_args):
     query, subject, aln = example
     scheme = _scheme(scheme_args)
     aln.score = score_from_ops(query, subject, aln, scheme)
-    c = alignment_columns(query, subject, aln)
+    c = alignment_columns(query, subject, aln, scheme)
 
     assert rescore_rows(c["qaln"], c["saln"], scheme) == aln.score
     # the rows are the aligned residues with gaps
@@ -362,5 +385,95 @@ def test_rescoring_printed_rows_gives_the_score(example, scheme_args):
     assert c["gapopen"] == len(re.findall("-+", c["qaln"])) + len(re.findall("-+", c["saln"]))
     if c["length"]:
         assert c["pident"] == 100.0 * identities / c["length"]
-    assert (c["qstart"], c["qend"]) == (aln.query_start + 1, aln.query_end)
-    assert (c["sstart"], c["send"]) == (aln.subject_start + 1, aln.subject_end)
+    def span(a, b):  # 1-based inclusive; 0 0 for an empty range
+        return (a + 1, b) if b > a else (0, 0)
+
+    assert (c["qstart"], c["qend"]) == span(aln.query_start, aln.query_end)
+    assert (c["sstart"], c["send"]) == span(aln.subject_start, aln.subject_end)
+    # BLAST's positives: identical letters, or a substitution score above 0
+    positives = sum(a != "-" and b != "-" and (a == b or scheme.score_pair(a, b) > 0)
+                    for a, b in zip(c["qaln"], c["saln"]))
+    assert c["positive"] == positives
+    if c["length"]:
+        assert c["ppos"] == 100.0 * positives / c["length"]
+
+
+# ------------------------------------------------------------- field names
+
+
+def test_std_expands_as_blast_and_unknown_names_are_listed():
+    assert parse_columns("std") == STD
+    assert STD[:2] == ["qaccver", "saccver"] and STD[-2:] == ["evalue", "bitscore"]
+    assert parse_columns("qseqid,std qseqid") == ["qseqid"] + STD
+    with pytest.raises(InputError, match="unknown output field 'qsequid'.*valid fields: std qseqid"):
+        parse_columns("std qsequid")
+    for required in ("qseqid qacc sseqid sacc stitle salltitles qlen slen length pident nident "
+                     "mismatch positive ppos gapopen gaps qstart qend sstart send qcovhsp evalue "
+                     "bitscore score qseq sseq btop cigar").split():
+        assert required in FIELDS
+
+
+@pytest.mark.parametrize("qstart, qend, qlen, expected", [
+    (6, 59, 59, 92), (12, 59, 59, 81),   # round half up below 99
+    (1, 1932, 1934, 99), (7, 4291, 4291, 99),  # 99.9 and 99.86 print 99 (BLAST)
+    (1, 59, 59, 100), (0, 0, 10, 0),
+])
+def test_qcovhsp_rounds_as_blastp(qstart, qend, qlen, expected):
+    from swgpu_tools.io.fields import qcov
+
+    got = qcov(np.array([qstart]), np.array([qend]), np.array([qlen]))
+    assert int(got[0]) == expected
+
+
+# ------------------------------------------------------------- reading back
+
+
+HOSTILE_IDS = ['"s1', "NA", "nan", "#x", 'sp|"Q1|X_HUMAN', "N/A", "null", "-", "1e5", "TRUE"]
+
+
+def test_tables_round_trip_hostile_ids(tmp_path):
+    df = pd.DataFrame({
+        "qseqid": HOSTILE_IDS, "sseqid": list(reversed(HOSTILE_IDS)), "qacc": HOSTILE_IDS,
+        "sacc": HOSTILE_IDS, "score": np.arange(len(HOSTILE_IDS), dtype=np.int64),
+        "bitscore": [np.nan] * len(HOSTILE_IDS), "evalue": [1e-5] * len(HOSTILE_IDS),
+        "qlen": [5] * len(HOSTILE_IDS), "slen": [7] * len(HOSTILE_IDS),
+        "stitle": ['a "quoted" title', "NA", "#", "", "x", "y", "z", "w", "v", "u"],
+    })
+    path = tmp_path / "hits.tsv"
+    write_table(df, path, HITS_COLUMNS)
+    back = read_table(path, HITS_COLUMNS)
+    assert back["qseqid"].tolist() == HOSTILE_IDS
+    assert back["sseqid"].tolist() == list(reversed(HOSTILE_IDS))
+    assert back["stitle"].tolist() == df["stitle"].tolist()
+    assert back["score"].tolist() == df["score"].tolist()
+    assert back["bitscore"].tolist() == ["NA"] * len(HOSTILE_IDS)
+    write_table(back, tmp_path / "again.tsv", HITS_COLUMNS)
+    assert (tmp_path / "again.tsv").read_bytes() == path.read_bytes()
+
+
+def test_headerless_table_reads_back_with_given_columns(tmp_path):
+    df = hits_frame()
+    path = tmp_path / "h.tsv"
+    write_table(df, path, HITS_COLUMNS, header=False)
+    assert not path.read_text().startswith("qseqid")
+    back = read_table(path, HITS_COLUMNS, header=False)
+    assert back["sseqid"].tolist() == df["sseqid"].tolist()
+
+
+def test_write_errors_name_the_file(tmp_path, monkeypatch):
+    (tmp_path / "plain").write_text("a file, not a folder")
+    with pytest.raises(OutputError, match=r"plain/x.tsv: cannot write: a part of the path"):
+        write_table(hits_frame(), tmp_path / "plain" / "x.tsv", HITS_COLUMNS)
+    with pytest.raises(OutputError, match="does not exist"):
+        write_table(hits_frame(), tmp_path / "missing" / "x.tsv", HITS_COLUMNS)
+
+    import errno
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    target = tmp_path / "full.tsv"
+    with pytest.raises(OutputError, match=r"full.tsv: cannot write: no space left .*disk full"):
+        write_table(hits_frame(), target, HITS_COLUMNS)
+    assert not target.exists() and os.listdir(tmp_path) == ["plain"]

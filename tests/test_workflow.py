@@ -34,8 +34,9 @@ SNAKEMAKE = shutil.which("snakemake", path=str(BIN)) or shutil.which("snakemake"
 
 MATRIX, GAP_OPEN, GAP_EXTEND = "BLOSUM62", 11, 1
 STANDARD = set("ACDEFGHIKLMNPQRSTVWY")
-HITS_COLUMNS = ["qseqid", "sseqid", "score", "bitscore", "evalue", "qlen", "slen"]
-BLAST12 = ["qseqid", "sseqid", "pident", "length", "mismatch", "gapopen",
+HITS_COLUMNS = ["qseqid", "sseqid", "qacc", "sacc", "score", "bitscore", "evalue", "qlen",
+                "slen", "stitle"]
+BLAST12 = ["qaccver", "saccver", "pident", "length", "mismatch", "gapopen",
            "qstart", "qend", "sstart", "send", "evalue", "bitscore"]
 RULES = ["shard_db", "score_shard", "merge_hits", "traceback", "keep_previous", "changes", "plots"]
 
@@ -283,17 +284,17 @@ def test_alignments_table(runs):
     hits, aln = runs["run1"]["hits"], runs["run1"]["alignments"]
     queries, database = runs["queries"], runs["database"]
     assert list(aln.columns[:12]) == BLAST12
-    for col in ["score", "qlen", "slen", "qaln", "saln"]:
+    for col in ["score", "qlen", "slen", "qseq", "sseq", "qseqid", "sseqid", "stitle"]:
         assert col in aln.columns
     # one alignment per hit, in the same order, with the same score
     assert list(zip(aln["qseqid"], aln["sseqid"])) == list(zip(hits["qseqid"], hits["sseqid"]))
     assert list(aln["score"]) == list(hits["score"])
     for row in aln.itertuples(index=False):
         q, s = queries[row.qseqid], database[row.sseqid]
-        assert row.qaln.replace("-", "") == q[row.qstart - 1:row.qend]
-        assert row.saln.replace("-", "") == s[row.sstart - 1:row.send]
-        assert len(row.qaln) == len(row.saln) == row.length
-        assert _score_of_columns(row.qaln, row.saln) == row.score, (row.qseqid, row.sseqid)
+        assert row.qseq.replace("-", "") == q[row.qstart - 1:row.qend]
+        assert row.sseq.replace("-", "") == s[row.sstart - 1:row.send]
+        assert len(row.qseq) == len(row.sseq) == row.length
+        assert _score_of_columns(row.qseq, row.sseq) == row.score, (row.qseqid, row.sseqid)
 
 
 @pytest.mark.slow

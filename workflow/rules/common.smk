@@ -57,6 +57,26 @@ def scoring_options():
     )
 
 
+def output_options():
+    """--columns/--no-header/--format of the traceback step, from the config."""
+    opts = f"--columns {shlex.quote(str(config['columns']))}"
+    if not config["header"]:
+        opts += " --no-header"
+    return opts + " --format " + shlex.quote(",".join(["tsv"] + list(config["formats"])))
+
+
+ALIGNMENT_SUFFIXES = {"sam": ".sam", "parquet": ".parquet", "pairwise": ".txt"}
+
+
+def alignment_format_files():
+    """The alignment files besides results/alignments.tsv, one per extra format."""
+    return [
+        f"results/alignments{ALIGNMENT_SUFFIXES[f]}"
+        for f in dict.fromkeys(config["formats"])
+        if f != "tsv"
+    ]
+
+
 # ---------------------------------------------------------------------------
 # backend: GPU or CPU, and how many scoring jobs at once
 # ---------------------------------------------------------------------------
@@ -104,12 +124,17 @@ if workflow.is_main_process:
 
 
 def scoring_backends_used():
-    """The distinct "backend: ..." lines of the scoring logs (what ran where, and why)."""
+    """The distinct backends (with their reasons) of the scoring jobs, from their
+    statistics files (results/stats/score_shard/*.json)."""
+    import json
+
     seen = []
-    for log in sorted(Path("results/logs/score_shard").glob("*.log")):
-        for line in log.read_text(errors="replace").splitlines():
-            if "] backend: " in line:
-                text = line.split("] backend: ", 1)[1]
-                if text not in seen:
-                    seen.append(text)
+    for path in sorted(Path("results/stats/score_shard").glob("*.json")):
+        try:
+            rec = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        text = f"{rec.get('backend')} ({rec.get('reason')})"
+        if text not in seen:
+            seen.append(text)
     return seen

@@ -4,7 +4,7 @@
 # keep the old results/hits.tsv itself.  This rule has the same inputs and
 # parameters as merge_hits, so it reruns exactly when the merge will, and
 # merge_hits takes its marker as an input, so it runs first: it copies
-# results/hits.tsv and results/alignments.tsv (still the last complete scan)
+# results/hits.tsv and results/internal/alignments.parquet (still the last complete scan)
 # to results/previous/.  Only the marker results/previous/scan.json is a
 # declared output; the copies are not, so Snakemake never deletes them, and
 # when the current tables are not a complete scan (first run; a run killed
@@ -23,12 +23,12 @@ rule keep_previous:
         top_k=config["top_k"],
         max_evalue=config["max_evalue"],
         current_hits="results/hits.tsv",
-        current_alignments="results/alignments.tsv",
+        current_internal="results/internal/alignments.parquet",
         out_dir=lambda wildcards, output: os.path.dirname(output.marker),
     log:
         "results/logs/keep_previous.log",
     threads: 1
     shell:
         "swgpu keep-previous --hits {params.current_hits:q}"
-        " --alignments {params.current_alignments:q} --out-dir {params.out_dir:q}"
+        " --internal {params.current_internal:q} --out-dir {params.out_dir:q}"
         " --marker {output.marker:q} > {log:q} 2>&1"

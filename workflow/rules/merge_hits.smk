@@ -12,10 +12,12 @@ rule merge_hits:
         previous="results/previous/scan.json",
     output:
         hits="results/hits.tsv",
+        stats="results/stats/merge_hits.json",
     params:
         scoring=scoring_options(),
         top_k=config["top_k"],
         max_evalue=config["max_evalue"],
+        dbsize=f"--dbsize {config['dbsize']}" if config.get("dbsize") else "",
     log:
         "results/logs/merge_hits.log",
     benchmark:
@@ -23,5 +25,6 @@ rule merge_hits:
     threads: 1
     shell:
         "swgpu merge --queries {input.queries:q} --database-info {input.info:q}"
-        " --out {output.hits:q} {params.scoring} --top-k {params.top_k}"
-        " --max-evalue {params.max_evalue} {input.hits:q} > {log:q} 2>&1"
+        " --out {output.hits:q} --stats {output.stats:q} {params.scoring}"
+        " --top-k {params.top_k} --max-evalue {params.max_evalue} {params.dbsize}"
+        " {input.hits:q} > {log:q} 2>&1"

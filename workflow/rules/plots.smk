@@ -7,7 +7,7 @@ rule plots:
     input:
         hits="results/hits.tsv",
         changes="results/changes.tsv",
-        benchmarks=expand("results/benchmarks/score_shard/shard-{shard}.tsv", shard=SHARD_IDS),
+        stats=expand("results/stats/score_shard/shard-{shard}.json", shard=SHARD_IDS),
     output:
         scores=report("results/plots/scores.png", caption="../report/scores.rst",
                       category="Hits"),
@@ -20,12 +20,10 @@ rule plots:
         changes=report("results/plots/changes.png", caption="../report/changes.rst",
                        category="Changes since the previous scan"),
     params:
-        log_dir="results/logs/score_shard",
         out_dir=lambda wildcards, output: os.path.dirname(output.scores),
     log:
         "results/logs/plots.log",
     threads: 1
     shell:
         "swgpu plots --hits {input.hits:q} --changes {input.changes:q}"
-        " --log-dir {params.log_dir:q} --out-dir {params.out_dir:q}"
-        " {input.benchmarks:q} > {log:q} 2>&1"
+        " --out-dir {params.out_dir:q} {input.stats:q} > {log:q} 2>&1"

@@ -19,6 +19,7 @@ checkpoint shard_db:
     output:
         shards=shard_files(),
         info="results/shards/database.json",
+        stats="results/stats/shard_db.json",
     params:
         shards=config["shards"],
         out_dir=lambda wildcards, output: os.path.dirname(output.info),
@@ -29,4 +30,4 @@ checkpoint shard_db:
     threads: 1
     shell:
         "swgpu shard {input.database:q} --shards {params.shards}"
-        " --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        " --out-dir {params.out_dir:q} --stats {output.stats:q} > {log:q} 2>&1"

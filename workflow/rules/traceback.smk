@@ -1,12 +1,13 @@
-# Align every merged hit (on the CPU) and write the alignment table.  A corrupt
-# shard found here is moved aside as in score_shard.smk, to be rebuilt.
+# Align every merged hit (on the CPU) and write the alignment table, in every
+# format of config["formats"].  A corrupt shard found here is moved aside as in
+# score_shard.smk, to be rebuilt.
 #
-# After a re-scan, rows of the previous scan's table (results/previous/, kept
-# by keep_previous) are reused for hits with the same query, subject and score
-# whose query and subject sequences, scoring scheme and alignment code are
-# unchanged, as recorded in results/alignments.fingerprints.json (written with
-# the table; not a declared output).  The table is byte-identical to a full
-# traceback.
+# results/internal/alignments.parquet keeps, per alignment, its coordinates,
+# CIGAR and the hashes of both sequences; after a re-scan, alignments of hits
+# whose query, subject, score, sequences and alignment code are unchanged are
+# taken from the previous scan's copy (results/previous/, kept by
+# keep_previous) instead of computed again.  The tables are byte-identical to
+# a full traceback.
 
 
 rule traceback:
@@ -16,19 +17,24 @@ rule traceback:
         shards=shard_files(),
     output:
         alignments="results/alignments.tsv",
+        extra=alignment_format_files(),
+        internal="results/internal/alignments.parquet",
+        stats="results/stats/traceback.json",
     params:
         scoring=scoring_options(),
+        outputs=output_options(),
         quarantine=QUARANTINE_DIR,
-        previous="results/previous/alignments.tsv",
+        previous="results/previous/alignments.parquet",
     log:
         "results/logs/traceback.log",
     benchmark:
         "results/benchmarks/traceback.tsv"
     threads: config["threads"]
     shell:
-        "( swgpu traceback-incremental --hits {input.hits:q} --queries {input.queries:q}"
-        " --out {output.alignments:q} --previous {params.previous:q}"
-        " {params.scoring} --threads {threads}"
+        "( swgpu traceback --hits {input.hits:q} --queries {input.queries:q}"
+        " --out {output.alignments:q} {params.outputs}"
+        " --internal {output.internal:q} --previous {params.previous:q}"
+        " --stats {output.stats:q} {params.scoring} --threads {threads}"
         " {input.shards:q}"
         " || {{ swgpu check-shards --quarantine {params.quarantine:q} {input.shards:q}; exit 1; }}"
         " ) > {log:q} 2>&1"

@@ -1,47 +1,60 @@
-"""Reading FASTA files (plain or gzip) with clear errors.
+"""Reading FASTA files (plain or gzip, or standard input as ``-``) with clear errors.
 
-Ids: a UniProt header (``>sp|P12345|NAME_HUMAN desc`` or ``>tr|...``) gives
-its accession (``P12345``); any other header gives its first word.
+Ids follow BLAST with ``-parse_seqids``: the **sequence id** (``seqid``,
+BLAST's ``qseqid``/``sseqid``) is the header's first word
+(``sp|P02232|LGB1_VICFA``); the **accession** (``id``, BLAST's
+``qacc``/``sacc``) is the UniProt accession of ``sp|ACC|NAME`` and
+``tr|ACC|NAME`` headers (``P02232``) and the first word otherwise.  The
+accession keys every record inside swgpu (duplicates, shards, re-scans).  The
+**title** (BLAST's ``stitle``) is the rest of the header after the first word
+and one separator character, as makeblastdb stores it (``N/A`` when there is
+none).
 
 Every problem is an :class:`~swgpu_tools.errors.InputError` naming the file,
 and where it applies the line, the record id and the residue position:
 missing or unreadable file, empty file, a file that is not FASTA, a record
-with no residues, a duplicate id, a character that is not a residue.
+with no residues, a duplicate id, a character that is not a residue, an id
+with control characters.  A UTF-8 byte-order mark at the start of the file is
+skipped.  Tabs and other control characters inside a title are replaced by
+spaces (tables are tab-separated).
 """
 from __future__ import annotations
 
 import gzip
 import os
 import re
+import sys
 import zlib
 from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from .alphabet import canonical, invalid_characters
-from .errors import InputError
-from .sequences import SequenceSet
+from ..alphabet import canonical, invalid_characters
+from ..errors import InputError
+from ..ids import parse_id, seqid_of, title_of  # noqa: F401 (re-exported)
+from ..sequences import SequenceSet
 
-_UNIPROT = re.compile(rb"^(?:sp|tr)\|([^|\s]+)\|")
+_CONTROL = re.compile(rb"[\x00-\x1f\x7f]")
+_BOM = b"\xef\xbb\xbf"
+
+#: What ``-`` as a file name reads.
+STDIN = "-"
 
 
 class FastaRecord(NamedTuple):
-    id: str
-    header: str
+    id: str          # accession (see the module doc)
+    header: str      # the header line without '>' and its line end
     sequence: bytes  # canonical letters
-    line: int  # 1-based line number of the header
+    line: int        # 1-based line number of the header
 
 
-def parse_id(header: bytes) -> bytes:
-    """Sequence id from a header line without its ``>``."""
-    m = _UNIPROT.match(header)
-    if m:
-        return m.group(1)
-    parts = header.split(None, 1)
-    return parts[0] if parts else b""
-
-
-def _open(path) -> "object":
+def _open(path):
+    if os.fspath(path) == STDIN:
+        data = sys.stdin.buffer
+        head = data.peek(2)[:2] if hasattr(data, "peek") else b""
+        if head == b"\x1f\x8b":
+            return gzip.open(data, "rb")
+        return data
     path = os.fspath(path)
     if not os.path.exists(path):
         raise InputError(f"{path}: file not found")
@@ -69,15 +82,19 @@ def _describe(byte: int) -> str:
     return f"a control character (0x{byte:02x})"
 
 
+def _display_name(path) -> str:
+    return "standard input" if os.fspath(path) == STDIN else os.fspath(path)
+
+
 def iter_fasta(path) -> Iterator[FastaRecord]:
     """Yield the records of a FASTA file, validated, in file order.
 
     Raises InputError for every problem listed in the module docstring except
     duplicate ids (see :func:`read_fasta`).
     """
-    name = os.fspath(path)
+    name = _display_name(path)
     fh = _open(path)
-    header = None
+    header: bytes | None = None
     header_line = 0
     chunks: list[bytes] = []
     n_residues = 0
@@ -87,13 +104,18 @@ def iter_fasta(path) -> Iterator[FastaRecord]:
     def finish():
         seq = b"".join(chunks)
         sid = parse_id(header)
+        bad = _CONTROL.search(seqid_of(header.decode("latin-1")).encode("latin-1"))
+        if bad:
+            raise InputError(
+                f"{name}: line {header_line}: the sequence id contains "
+                f"{_describe(bad.group()[0])}, which tables cannot hold")
         try:
             sid_str = sid.decode("ascii")
-            header_str = header.decode("utf-8", "replace").rstrip("\r")
         except UnicodeDecodeError:
             raise InputError(
                 f"{name}: line {header_line}: the sequence id is not plain ASCII"
             ) from None
+        header_str = _CONTROL.sub(b" ", header).decode("utf-8", "replace")
         if not sid_str:
             raise InputError(f"{name}: line {header_line}: header has no sequence id")
         if not seq:
@@ -104,12 +126,14 @@ def iter_fasta(path) -> Iterator[FastaRecord]:
         with fh:
             for raw in fh:
                 lineno += 1
+                if lineno == 1 and raw.startswith(_BOM):
+                    raw = raw[len(_BOM):]
                 line = raw.rstrip(b"\n")
                 if line.startswith(b">"):
                     if header is not None:
                         yield finish()
                         n_records += 1
-                    header = line[1:].strip()
+                    header = line[1:].rstrip(b"\r")
                     header_line = lineno
                     chunks = []
                     n_residues = 0
@@ -123,12 +147,11 @@ def iter_fasta(path) -> Iterator[FastaRecord]:
                     )
                 bad = invalid_characters(line)
                 if bad:
+                    if not line.strip():
+                        continue  # a blank line inside a record is harmless
                     col = line.index(bad[:1]) + 1
                     sid = parse_id(header).decode("ascii", "replace")
                     residue = n_residues + len(canonical(line[: col - 1])) + 1
-                    if not line.strip():
-                        # a blank line inside a record is harmless
-                        continue
                     raise InputError(
                         f"{name}: line {lineno}, column {col}: record '{sid}': "
                         f"{_describe(bad[0])} at residue position {residue} is not "
@@ -147,26 +170,29 @@ def iter_fasta(path) -> Iterator[FastaRecord]:
 
 
 def iter_unique_fasta(path) -> Iterator[FastaRecord]:
-    """:func:`iter_fasta`, and an InputError at the first repeated id."""
+    """:func:`iter_fasta`, and an InputError at the first repeated accession."""
     first_line: dict[str, int] = {}
     for rec in iter_fasta(path):
         if rec.id in first_line:
             raise InputError(
-                f"{os.fspath(path)}: line {rec.line}: duplicate sequence id '{rec.id}' "
+                f"{_display_name(path)}: line {rec.line}: duplicate sequence id '{rec.id}' "
                 f"(first seen at line {first_line[rec.id]})"
             )
         first_line[rec.id] = rec.line
         yield rec
 
 
-def read_fasta(path) -> SequenceSet:
-    """Read a whole FASTA file into a :class:`SequenceSet`; ids must be unique."""
+def read_fasta(path, unique: bool = True) -> SequenceSet:
+    """Read a whole FASTA file (``-``: standard input) into a :class:`SequenceSet`.
+
+    With ``unique`` (the default) accessions must be unique.
+    """
+    records = iter_unique_fasta(path) if unique else iter_fasta(path)
     ids: list[str] = []
+    headers: list[str] = []
     seqs: list[bytes] = []
-    for rec in iter_unique_fasta(path):
+    for rec in records:
         ids.append(rec.id)
+        headers.append(rec.header)
         seqs.append(rec.sequence)
-    offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs)), out=offsets[1:])
-    residues = np.frombuffer(b"".join(seqs), dtype=np.uint8).copy()
-    return SequenceSet(ids, residues, offsets)
+    return SequenceSet.from_sequences(ids, seqs, headers)

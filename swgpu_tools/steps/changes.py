@@ -34,35 +34,52 @@ import time
 import numpy as np
 import pandas as pd
 
-from .errors import InputError
-from .tables import atomic_write
+from ..errors import InputError
+from ..io.atomic import atomic_write
+from ..io.tables import read_table, write_table
+from ..logs import get_logger
 
-CHANGES_COLUMNS = ["qseqid", "sseqid", "change", "previous_score", "score",
+log = get_logger(__name__)
+
+CHANGES_COLUMNS = ["qseqid", "sseqid", "qacc", "sacc", "change", "previous_score", "score",
                    "previous_evalue", "evalue", "slen"]
 CHANGE_ORDER = {"new": 0, "score": 1, "gone": 2}
 
 
 def _read_table(path) -> pd.DataFrame:
-    return pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+    df = read_table(path)
+    return df.astype(str)
 
 
-def _is_complete_scan(hits_path, alignments_path) -> tuple[bool, str]:
-    """Whether hits.tsv and alignments.tsv exist and describe the same hits."""
+def _is_complete_scan(hits_path, internal_path) -> tuple[bool, str]:
+    """Whether hits.tsv and the internal alignment table exist and describe the same hits."""
     if not os.path.exists(hits_path):
         return False, f"{os.fspath(hits_path)} does not exist"
-    if not os.path.exists(alignments_path):
-        return False, f"{os.fspath(alignments_path)} does not exist"
+    if not os.path.exists(internal_path):
+        return False, f"{os.fspath(internal_path)} does not exist"
     try:
+        import pyarrow.parquet as pq
+
         hits = _read_table(hits_path)
-        aln = _read_table(alignments_path)
-        key = ["qseqid", "sseqid", "score"]
+        aln = pq.read_table(internal_path, columns=["qacc", "sacc", "score"]).to_pandas()
+        aln["score"] = aln["score"].astype(str)
+        key = ["qacc", "sacc", "score"]
         same = (len(hits) == len(aln)
                 and hits[key].reset_index(drop=True).equals(aln[key].reset_index(drop=True)))
-    except (ValueError, KeyError, pd.errors.ParserError) as exc:
+    except (ValueError, KeyError, OSError, InputError) as exc:
         return False, f"unreadable table ({exc})"
     if not same:
         return False, "alignments.tsv does not match hits.tsv (the traceback did not finish)"
     return True, "complete"
+
+
+def _copy_binary(src, dst) -> None:
+    with open(src, "rb") as fin, atomic_write(dst, "wb") as fout:
+        while True:
+            chunk = fin.read(1 << 20)
+            if not chunk:
+                break
+            fout.write(chunk)
 
 
 def _copy_atomic(src, dst) -> None:
@@ -74,24 +91,19 @@ def _copy_atomic(src, dst) -> None:
             fout.write(chunk)
 
 
-def keep_previous(hits_path, alignments_path, out_dir, marker_path, log=None) -> dict:
-    """Copy the current scan's tables to ``out_dir`` (see the module doc)."""
+def keep_previous(hits_path, internal_path, out_dir, marker_path) -> dict:
+    """Copy the current scan's hits and internal alignment table to ``out_dir``
+    (see the module doc)."""
     os.makedirs(out_dir, exist_ok=True)
     prev_hits = os.path.join(out_dir, "hits.tsv")
-    prev_aln = os.path.join(out_dir, "alignments.tsv")
-    complete, why = _is_complete_scan(hits_path, alignments_path)
+    prev_aln = os.path.join(out_dir, "alignments.parquet")
+    complete, why = _is_complete_scan(hits_path, internal_path)
     if complete:
-        from .pipeline import fingerprints_path
-
-        # the fingerprints side file (what each alignment was computed from,
-        # used to reuse alignments) goes last, and a stale one first goes away
-        prev_fp, cur_fp = fingerprints_path(prev_aln), fingerprints_path(alignments_path)
-        if os.path.exists(prev_fp):
-            os.unlink(prev_fp)
+        # the alignment cache (used to reuse alignments) goes last, a stale one first
+        if os.path.exists(prev_aln):
+            os.unlink(prev_aln)
         _copy_atomic(hits_path, prev_hits)
-        _copy_atomic(alignments_path, prev_aln)
-        if os.path.exists(cur_fp):
-            _copy_atomic(cur_fp, prev_fp)
+        _copy_binary(internal_path, prev_aln)
         kept = "copied"
         message = f"kept the last scan: {prev_hits}, {prev_aln}"
     elif os.path.exists(prev_hits):
@@ -109,21 +121,20 @@ def keep_previous(hits_path, alignments_path, out_dir, marker_path, log=None) ->
     with atomic_write(marker_path) as fh:
         json.dump(info, fh, indent=1, sort_keys=True)
         fh.write("\n")
-    if log:
-        log(message)
+    log.info(message)
     return info
 
 
 def compare(previous: pd.DataFrame | None, current: pd.DataFrame,
             query_order: list[str] | None = None) -> pd.DataFrame:
     """The ``changes.tsv`` rows between two hits tables (string-typed columns)."""
-    cols = ["qseqid", "sseqid", "score", "evalue", "slen"]
+    cols = ["qseqid", "sseqid", "qacc", "sacc", "score", "evalue", "slen"]
     cur = current[cols].copy()
     if previous is None:
         prev = pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
     else:
         prev = previous[cols].copy()
-    both = prev.merge(cur, on=["qseqid", "sseqid"], how="outer", suffixes=("_prev", ""),
+    both = prev.merge(cur, on=["qacc", "sacc"], how="outer", suffixes=("_prev", ""),
                       indicator=True)
     change = np.where(both["_merge"] == "right_only", "new",
                       np.where(both["_merge"] == "left_only", "gone", "same"))
@@ -132,10 +143,15 @@ def compare(previous: pd.DataFrame | None, current: pd.DataFrame,
     moved = same & (both["score_prev"].astype(str) != both["score"].astype(str))
     both.loc[moved, "change"] = "score"
     both = both[both["change"] != "same"].copy()
-    both["slen"] = both["slen"].where(both["change"] != "gone", both["slen_prev"])
+    gone = both["change"] == "gone"
+    both["slen"] = both["slen"].where(~gone, both["slen_prev"])
+    both["qseqid"] = both["qseqid"].where(~gone, both["qseqid_prev"])
+    both["sseqid"] = both["sseqid"].where(~gone, both["sseqid_prev"])
     out = pd.DataFrame({
         "qseqid": both["qseqid"],
         "sseqid": both["sseqid"],
+        "qacc": both["qacc"],
+        "sacc": both["sacc"],
         "change": both["change"],
         "previous_score": both["score_prev"],
         "score": both["score"],
@@ -144,19 +160,19 @@ def compare(previous: pd.DataFrame | None, current: pd.DataFrame,
         "slen": both["slen"],
     }).fillna("NA")
     if query_order is None:
-        query_order = list(dict.fromkeys(list(cur["qseqid"]) + list(prev["qseqid"])))
+        query_order = list(dict.fromkeys(list(cur["qacc"]) + list(prev["qacc"])))
     rank = {q: i for i, q in enumerate(query_order)}
-    out["_q"] = out["qseqid"].map(lambda q: rank.get(q, len(rank)))
+    out["_q"] = out["qacc"].map(lambda q: rank.get(q, len(rank)))
     out["_c"] = out["change"].map(CHANGE_ORDER)
     best = [max(int(a) if a != "NA" else -1, int(b) if b != "NA" else -1)
             for a, b in zip(out["previous_score"], out["score"])]
     out["_s"] = np.asarray(best, dtype=np.int64) if len(out) else np.zeros(0, np.int64)
-    out = out.sort_values(["_q", "qseqid", "_c", "_s", "sseqid"],
+    out = out.sort_values(["_q", "qacc", "_c", "_s", "sacc"],
                           ascending=[True, True, True, False, True], kind="mergesort")
     return out[CHANGES_COLUMNS].reset_index(drop=True)
 
 
-def write_changes(hits_path, marker_path, out_path, queries_path=None, log=None) -> pd.DataFrame:
+def write_changes(hits_path, marker_path, out_path, queries_path=None) -> pd.DataFrame:
     """Write ``changes.tsv`` comparing ``hits_path`` with the snapshot named in the marker."""
     try:
         with open(marker_path) as fh:
@@ -169,16 +185,15 @@ def write_changes(hits_path, marker_path, out_path, queries_path=None, log=None)
         previous = _read_table(info["hits"])
     order = None
     if queries_path is not None:
-        from .fasta import read_fasta
+        from ..io.fasta import read_fasta
 
         order = list(read_fasta(queries_path).ids)
     table = compare(previous, current, order)
-    with atomic_write(out_path) as fh:
-        table.to_csv(fh, sep="\t", index=False, lineterminator="\n")
-    if log:
+    write_table(table, out_path, CHANGES_COLUMNS)
+    if True:
         counts = table["change"].value_counts().to_dict()
         against = info["hits"] if previous is not None else "no previous scan (every hit is new)"
-        log(f"compared {len(current):,} hits with {against}: "
+        log.info(f"compared {len(current):,} hits with {against}: "
             f"{counts.get('new', 0):,} new, {counts.get('gone', 0):,} gone, "
             f"{counts.get('score', 0):,} changed score -> {os.fspath(out_path)}")
     return table

@@ -1,0 +1,178 @@
+"""The workflow's step commands (``swgpu shard``, ``score-shard``, ``merge``,
+``traceback``, ``check-shards``, ``keep-previous``, ``changes``, ``plots``): each
+one calls one function of :mod:`swgpu_tools.steps` with the paths the
+Snakemake rule gives."""
+from __future__ import annotations
+
+import argparse
+
+from .options import SCORING_NOTE, add_compute, add_scoring, add_selection, check_common, scheme_from
+
+#: (name, help) of the step commands, in workflow order, for ``swgpu --help``.
+STEPS = [
+    ("shard", "split a database into stable shards (rule shard_db)"),
+    ("score-shard", "score all queries against one shard (rule score_shard)"),
+    ("merge", "merge shard hits into hits.tsv (rule merge_hits)"),
+    ("traceback", "align the merged hits (rule traceback)"),
+    ("check-shards", "verify shard files; move corrupt ones aside"),
+    ("keep-previous", "keep the last scan's tables (rule keep_previous)"),
+    ("changes", "hits new, gone or changed since the previous scan (rule changes)"),
+    ("plots", "plots and tables for the report (rule plots)"),
+]
+_HELP = dict(STEPS)
+
+
+def _parser(sub, name: str, description: str, **kw) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=argparse.SUPPRESS, description=description, **kw)
+
+
+def add_steps(sub) -> None:
+    p = _parser(sub, "shard", "Split a database FASTA into N shard files and database.json. A "
+                              "sequence's shard depends only on its accession, so a new release "
+                              "changes only the shards that hold changed entries.")
+    p.add_argument("database", help="database FASTA (plain or .gz)")
+    p.add_argument("--shards", type=int, required=True, metavar="N", help="number of shards")
+    p.add_argument("--out-dir", required=True, help="folder for shard-NNNN.swdb and database.json")
+    p.add_argument("--stats", default=None, metavar="JSON", help="write the step's statistics here")
+    p.set_defaults(run=run_shard)
+
+    p = _parser(sub, "score-shard", "Score every query against one shard and write its top-k "
+                                    "hits (qacc sacc score slen sseqid stitle) as TSV.",
+                epilog=SCORING_NOTE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("shard", help="a shard file written by 'swgpu shard'")
+    p.add_argument("--queries", required=True, help="query FASTA")
+    p.add_argument("--out", required=True, help="output TSV")
+    p.add_argument("--stats", default=None, metavar="JSON",
+                   help="write the step's statistics (timings, GCUPS, backend, device) here")
+    add_selection(p, evalue=False)
+    add_scoring(p)
+    add_compute(p)
+    p.set_defaults(run=run_score_shard)
+
+    p = _parser(sub, "merge", "Merge the hits of all shards: top-k per query, with bit scores "
+                              "and E-values over the whole database.")
+    p.add_argument("hits", nargs="+", help="shard hit tables written by 'swgpu score-shard'")
+    p.add_argument("--queries", required=True, help="query FASTA")
+    p.add_argument("--database-info", required=True, help="database.json written by 'swgpu shard'")
+    p.add_argument("--out", required=True, help="output hits.tsv")
+    p.add_argument("--stats", default=None, metavar="JSON", help="write the step's statistics here")
+    add_selection(p)
+    add_scoring(p)
+    p.set_defaults(run=run_merge)
+
+    p = _parser(sub, "traceback", "Align every row of hits.tsv on the CPU and write the "
+                                  "alignment table (and the other chosen formats beside it).")
+    p.add_argument("shards", nargs="+", help="the shard files holding the subjects")
+    p.add_argument("--hits", required=True, help="hits.tsv written by 'swgpu merge'")
+    p.add_argument("--queries", required=True, help="query FASTA")
+    p.add_argument("--out", required=True, help="output alignments.tsv")
+    p.add_argument("--columns", default=None, help="output fields (BLAST names; default: ours)")
+    p.add_argument("--no-header", dest="header", action="store_false",
+                   help="no header line (BLAST's -outfmt 6)")
+    p.add_argument("--format", default="tsv", help="formats: tsv, sam, parquet, pairwise")
+    p.add_argument("--internal", default=None,
+                   help="keep the full alignment table here (Parquet), for reuse by the next run")
+    p.add_argument("--previous", default=None,
+                   help="a previous run's full alignment table (--internal) to reuse from")
+    p.add_argument("--stats", default=None, metavar="JSON", help="write the step's statistics here")
+    p.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads (default: all)")
+    add_scoring(p)
+    p.set_defaults(run=run_traceback)
+
+    p = _parser(sub, "check-shards", "Verify shard files (format, sizes, blake2b digest).  Exit "
+                                     "status 2 and a message naming each corrupt or truncated "
+                                     "shard; with --quarantine DIR, move those into DIR so that "
+                                     "the workflow's shard_db step rebuilds them on the next run.")
+    p.add_argument("shards", nargs="+", help="shard files written by 'swgpu shard'")
+    p.add_argument("--quarantine", default=None, metavar="DIR",
+                   help="move corrupt shards into DIR (default: only report them)")
+    p.set_defaults(run=run_check_shards)
+
+    p = _parser(sub, "keep-previous", "Before a re-scan replaces them, copy hits.tsv and the "
+                                      "internal alignment table to OUT_DIR when they form a "
+                                      "complete scan, and write a marker JSON.")
+    p.add_argument("--hits", required=True, help="current hits.tsv")
+    p.add_argument("--internal", required=True, help="current internal alignment table")
+    p.add_argument("--out-dir", required=True, help="folder for the previous scan's tables")
+    p.add_argument("--marker", required=True, help="marker JSON to write")
+    p.set_defaults(run=run_keep_previous)
+
+    p = _parser(sub, "changes", "Compare hits.tsv with the previous scan and write changes.tsv: "
+                                "qseqid sseqid qacc sacc change previous_score score "
+                                "previous_evalue evalue slen; change is new, gone or score.")
+    p.add_argument("--hits", required=True, help="current hits.tsv")
+    p.add_argument("--previous", required=True, help="marker JSON written by 'swgpu keep-previous'")
+    p.add_argument("--queries", default=None, help="query FASTA (for the query order)")
+    p.add_argument("--out", required=True, help="output changes.tsv")
+    p.set_defaults(run=run_changes)
+
+    p = _parser(sub, "plots", "Plots and per-query tables for the workflow report.")
+    p.add_argument("stats", nargs="*", help="step statistics files (results/stats/**/*.json)")
+    p.add_argument("--hits", required=True, help="hits.tsv")
+    p.add_argument("--changes", required=True, help="changes.tsv")
+    p.add_argument("--out-dir", required=True, help="folder for the pictures and tables")
+    p.set_defaults(run=run_plots)
+
+
+def run_shard(args) -> int:
+    from ..steps.shard_db import shard_database
+
+    shard_database(args.database, args.out_dir, args.shards, stats_path=args.stats)
+    return 0
+
+
+def run_score_shard(args) -> int:
+    from ..steps.score_shard import score_shard
+
+    check_common(args)
+    score_shard(args.shard, args.queries, args.out, scheme_from(args), args.top_k, args.backend,
+                args.threads, args.device, stats_path=args.stats)
+    return 0
+
+
+def run_merge(args) -> int:
+    from ..steps.merge_hits import merge_hits
+
+    check_common(args)
+    merge_hits(args.hits, args.queries, args.database_info, args.out, scheme_from(args),
+               args.top_k, args.max_evalue, args.dbsize, stats_path=args.stats)
+    return 0
+
+
+def run_traceback(args) -> int:
+    from ..steps.traceback import traceback_hits
+    from .user import _formats
+
+    check_common(args)
+    traceback_hits(args.hits, args.queries, args.shards, args.out, scheme_from(args),
+                   args.threads, args.columns, args.header, _formats(args.format),
+                   args.internal, args.previous, stats_path=args.stats)
+    return 0
+
+
+def run_check_shards(args) -> int:
+    from ..steps.shard_db import check_shards
+
+    check_shards(args.shards, args.quarantine)
+    return 0
+
+
+def run_keep_previous(args) -> int:
+    from ..steps.changes import keep_previous
+
+    keep_previous(args.hits, args.internal, args.out_dir, args.marker)
+    return 0
+
+
+def run_changes(args) -> int:
+    from ..steps.changes import write_changes
+
+    write_changes(args.hits, args.previous, args.out, args.queries)
+    return 0
+
+
+def run_plots(args) -> int:
+    from ..report import make_plots
+
+    make_plots(args.hits, args.changes, [], "", args.out_dir)  # until the report rewrite lands
+    return 0

@@ -1,0 +1,163 @@
+"""Traceback: one optimal alignment per hit, with every output field.
+
+:func:`traceback` aligns the hits on the CPU threads (the workflow's traceback
+is a CPU job, so GPUs stay free for scoring) and returns the full alignment
+table: every field of :data:`swgpu_tools.io.fields.FIELDS` plus the hashes that
+let a later run reuse an alignment (:func:`reusable`).
+
+Reuse: an alignment depends only on the two sequences, the scoring scheme and
+the alignment code.  :func:`traceback` takes the previous run's full table
+and reuses its rows (coordinates and CIGAR) for hits with the same query,
+subject and score whose sequence hashes (``qhash``, ``shash``) and
+:func:`code_digest` are unchanged; every field is then computed again from
+them, so the table is byte-identical to a traceback from scratch.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+
+import numpy as np
+
+from ..errors import InputError
+from ..io.fields import FIELDS, alignment_fields
+from ..logs import get_logger
+from ..scoring import ScoringScheme
+from ..sequences import SequenceSet
+
+log = get_logger(__name__)
+
+#: Columns of the internal table kept for reuse, beside the output fields.
+REUSE_COLUMNS = ["qacc", "sacc", "score", "qstart", "qend", "sstart", "send", "cigar",
+                 "qhash", "shash"]
+
+
+def sequence_hashes(seqs: SequenceSet, indices) -> list[str]:
+    """blake2b (16 hex digits) of the residues of each sequence at ``indices``."""
+    out = []
+    res, off = seqs.residues, seqs.offsets
+    for i in indices:
+        out.append(hashlib.blake2b(res[off[i]:off[i + 1]].tobytes(), digest_size=8).hexdigest())
+    return out
+
+
+def code_digest(scheme: ScoringScheme) -> str:
+    """What an alignment depends on besides the sequences: the scheme and the align code."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(scheme.digest.encode())
+    for path in _align_sources():
+        with open(path, "rb") as fh:
+            h.update(os.path.basename(path).encode())
+            h.update(fh.read())
+    return h.hexdigest()
+
+
+def _align_sources() -> list[str]:
+    """The source files of the alignment code (the ``align`` package)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("swgpu_tools.align")
+    if spec is None or not spec.submodule_search_locations:
+        from .. import alignment
+
+        return [alignment.__file__]
+    root = list(spec.submodule_search_locations)[0]
+    out = []
+    for dirpath, _dirs, files in sorted(os.walk(root)):
+        out.extend(os.path.join(dirpath, f) for f in sorted(files) if f.endswith(".py"))
+    return out
+
+
+_CIGAR = re.compile(r"(\d+)([=XID])")
+
+
+def _ops_from_cigar(cigar: str) -> bytes:
+    if cigar == "*":
+        return b""
+    parts = []
+    for n, op in _CIGAR.findall(cigar):
+        parts.append((b"M" if op in "=X" else op.encode()) * int(n))
+    return b"".join(parts)
+
+
+def traceback(hits, queries: SequenceSet, subjects: SequenceSet, scheme: ScoringScheme,
+              threads: int | None = None, previous=None, previous_code: str | None = None,
+              stats: dict | None = None):
+    """The full alignment table of ``hits`` (rows with qacc, sacc, score, and
+    qseqid, sseqid, stitle, evalue, bitscore as merged), in the order of ``hits``.
+
+    ``previous``: a full table of an earlier run (columns :data:`REUSE_COLUMNS`)
+    made with alignment code ``previous_code``; rows are reused where exact.
+    """
+    import pandas as pd
+
+    from ..alignment import Alignment, align_many
+
+    q_index = {q: i for i, q in enumerate(queries.ids)}
+    s_index = {s: i for i, s in enumerate(subjects.ids)}
+    qi = hits["qacc"].map(q_index)
+    si = hits["sacc"].map(s_index)
+    if qi.isna().any():
+        raise InputError(f"hits name queries that are not in the query file: "
+                         f"{sorted(set(hits['qacc'][qi.isna()]))[:5]}")
+    if si.isna().any():
+        raise InputError(f"hits name subjects that are not in the database: "
+                         f"{sorted(set(hits['sacc'][si.isna()]))[:5]}")
+    qi = qi.to_numpy(np.int64)
+    si = si.to_numpy(np.int64)
+    n = len(hits)
+    qhash = sequence_hashes(queries, qi)
+    shash = sequence_hashes(subjects, si)
+    scores = hits["score"].to_numpy(np.int64)
+    alignments: list = [None] * n
+    reused = 0
+    if previous is not None and previous_code is not None and len(previous) and n:
+        code = code_digest(scheme)
+        if code != previous_code:
+            log.info("previous alignments not reused: scoring scheme or alignment code changed")
+        else:
+            prev = {(r["qacc"], r["sacc"], int(r["score"]), r["qhash"], r["shash"]): r
+                    for r in previous[REUSE_COLUMNS].to_dict("records")}
+            qacc, sacc = hits["qacc"].tolist(), hits["sacc"].tolist()
+            for k in range(n):
+                r = prev.get((qacc[k], sacc[k], int(scores[k]), qhash[k], shash[k]))
+                if r is None:
+                    continue
+                q0 = int(r["qstart"]) - 1 if int(r["qstart"]) else 0
+                s0 = int(r["sstart"]) - 1 if int(r["sstart"]) else 0
+                alignments[k] = Alignment(int(r["score"]), q0, int(r["qend"]), s0,
+                                          int(r["send"]), _ops_from_cigar(r["cigar"]))
+                reused += 1
+    todo = np.array([k for k in range(n) if alignments[k] is None], dtype=np.int64)
+    t0 = time.perf_counter()
+    if len(todo):
+        q_enc = scheme.encode(queries, "queries")
+        s_enc = scheme.encode(subjects, "database")
+        # the CPU: the traceback step is a CPU job (no GPU lock)
+        done = align_many(q_enc, s_enc, qi[todo], si[todo], scheme.matrix, scheme.gap_open,
+                          scheme.gap_extend, threads=threads, backend="cpu")
+        for k, aln in zip(todo.tolist(), done):
+            alignments[k] = aln
+    align_s = time.perf_counter() - t0
+    log.info(f"aligned {len(todo):,} hits in {align_s:.2f} s; reused {reused:,} alignments")
+    for k in range(n):
+        if alignments[k].score != scores[k]:
+            raise RuntimeError(
+                f"internal error: traceback score {alignments[k].score} != scan score "
+                f"{scores[k]} for {hits['qacc'].iat[k]} vs {hits['sacc'].iat[k]}")
+    fields = alignment_fields(queries, subjects, qi, si, alignments, scheme)
+    table = pd.DataFrame(fields)
+    for c in ("qseqid", "sseqid", "qacc", "sacc", "stitle", "evalue", "bitscore"):
+        table[c] = hits[c].to_numpy()
+    table["qaccver"] = table["qacc"]
+    table["saccver"] = table["sacc"]
+    table["sallacc"] = table["sacc"]
+    table["sallseqid"] = table["sseqid"]
+    table["salltitles"] = table["stitle"]
+    table["qhash"] = qhash
+    table["shash"] = shash
+    if stats is not None:
+        stats.update(alignments=n, aligned=int(len(todo)), reused=reused, align_s=align_s)
+    return table[list(FIELDS) + ["qhash", "shash"]]

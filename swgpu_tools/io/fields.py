@@ -1,0 +1,355 @@
+"""Output fields by BLAST's names (``-outfmt 6`` field names), and their values.
+
+:data:`FIELDS` lists every field an alignment table can hold, with BLAST+'s
+definition (``CBlastTabularInfo`` in ``objtools/align_format/tabular.cpp``).
+:func:`parse_columns` reads a column list (``"std qlen slen stitle"``),
+expanding ``std`` as BLAST does; an unknown name is an InputError listing the
+valid ones.  :func:`alignment_fields` computes every field of many alignments
+at once (a Numba pass over the alignment operations); :func:`cigar_btop` is the
+one place CIGAR and BTOP strings are made.
+
+Definitions (BLAST's unless marked *ours*):
+
+* ``length``: alignment columns, gap columns included; ``nident``: columns
+  of identical letters; ``pident = 100 * nident / length`` (``%.3f``);
+* ``positive``: identical columns plus columns whose substitution score is
+  > 0; ``ppos = 100 * positive / length`` (``%.2f``);
+* ``mismatch``: aligned pairs of different letters
+  (``length - nident - gaps``); ``gaps``: gap columns; ``gapopen``: gap runs;
+* ``qcovhsp``: ``100 * (qend - qstart + 1) / qlen``, plus 0.5 below 99 and
+  truncated (so 99.9 prints 99: BLAST's rounding); ``qcovs``: the same, as
+  each subject has one alignment here;
+* ``btop``: runs of identical pairs as a number, every other column as two
+  letters, query first (``AG``, ``A-``, ``-A``);
+* ``cigar`` (*ours*): runs of ``=`` (identical pair), ``X`` (different pair),
+  ``I`` (query residue against a gap), ``D`` (subject residue against a gap);
+  ``*`` for an empty alignment;
+* ``qseq``/``sseq``: the aligned parts with ``-`` for gaps;
+* ``evalue``/``bitscore``: as BLAST+ prints them
+  (:func:`swgpu_tools.stats.format_evalue`/``format_bitscore``), ``NA`` where
+  the scheme has no statistics; ``score``: the raw score;
+* ``qseqid``/``sseqid``: the header's first word; ``qacc``/``sacc``: the
+  accession (UniProt accession, else the first word); ``qaccver``/``saccver``:
+  the same as the accession (FASTA headers carry no separate version);
+  ``sallseqid``/``sallacc``: the same as ``sseqid``/``sacc`` (one id per
+  record); ``stitle``/``salltitles``: the header after the first word.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from ..errors import InputError
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    kind: str  # "str", "int", "evalue", "bitscore", "pct3", "pct2"
+    description: str
+
+
+_F = [
+    ("qseqid", "str", "query sequence id (the header's first word)"),
+    ("qacc", "str", "query accession"),
+    ("qaccver", "str", "query accession.version (= accession)"),
+    ("qlen", "int", "query length"),
+    ("sseqid", "str", "subject sequence id (the header's first word)"),
+    ("sallseqid", "str", "all subject sequence ids (= sseqid)"),
+    ("sacc", "str", "subject accession"),
+    ("saccver", "str", "subject accession.version (= accession)"),
+    ("sallacc", "str", "all subject accessions (= sacc)"),
+    ("slen", "int", "subject length"),
+    ("stitle", "str", "subject title (the header after its first word)"),
+    ("salltitles", "str", "all subject titles (= stitle)"),
+    ("qstart", "int", "start of the alignment in the query (1-based)"),
+    ("qend", "int", "end of the alignment in the query (1-based, inclusive)"),
+    ("sstart", "int", "start of the alignment in the subject (1-based)"),
+    ("send", "int", "end of the alignment in the subject (1-based, inclusive)"),
+    ("qseq", "str", "aligned part of the query, '-' for gaps"),
+    ("sseq", "str", "aligned part of the subject, '-' for gaps"),
+    ("evalue", "evalue", "expect value (BLAST statistics over the whole database)"),
+    ("bitscore", "bitscore", "bit score"),
+    ("score", "int", "raw score"),
+    ("length", "int", "alignment length (columns)"),
+    ("pident", "pct3", "percentage of identical columns"),
+    ("nident", "int", "number of identical columns"),
+    ("mismatch", "int", "number of mismatches"),
+    ("positive", "int", "number of positive-scoring columns (identities included)"),
+    ("gapopen", "int", "number of gap openings"),
+    ("gaps", "int", "number of gap columns"),
+    ("ppos", "pct2", "percentage of positive-scoring columns"),
+    ("qcovs", "int", "query coverage per subject (one alignment per subject here)"),
+    ("qcovhsp", "int", "query coverage of the alignment"),
+    ("btop", "str", "BLAST traceback operations"),
+    ("cigar", "str", "CIGAR: runs of = X I D (ours)"),
+]
+
+#: Every field an alignment table can hold, in this order.
+FIELDS: dict[str, Field] = {n: Field(n, k, d) for n, k, d in _F}
+
+#: BLAST's ``std`` (BLAST+ 2.2.30 and later).
+STD = ["qaccver", "saccver", "pident", "length", "mismatch", "gapopen", "qstart", "qend",
+       "sstart", "send", "evalue", "bitscore"]
+
+#: The default columns of the alignments table.
+DEFAULT_COLUMNS = "std qseqid sseqid score qlen slen qcovhsp cigar btop qseq sseq stitle"
+
+
+def parse_columns(spec) -> list[str]:
+    """Column names from a space- (or comma-) separated string or a list; ``std`` expands.
+
+    Raises InputError naming an unknown field and listing the valid ones.
+    """
+    if spec is None:
+        spec = DEFAULT_COLUMNS
+    words = spec.replace(",", " ").split() if isinstance(spec, str) else [str(w) for w in spec]
+    if not words:
+        raise InputError("columns: give at least one field name (e.g. 'std')")
+    out: list[str] = []
+    for w in words:
+        names = STD if w == "std" else [w]
+        for n in names:
+            if n not in FIELDS:
+                raise InputError(
+                    f"unknown output field '{w}'; valid fields: std "
+                    + " ".join(FIELDS))
+            if n not in out:
+                out.append(n)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# per-alignment values
+# ---------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _columns_kernel(qres, qoff, sres, soff, qidx, sidx, qstart, sstart, ops, ops_off, positive):
+    """Counts, CIGAR, BTOP and aligned rows of every alignment.
+
+    qres/sres: ASCII letters; alignment k aligns query qidx[k] from qstart[k]
+    and subject sidx[k] from sstart[k] (0-based) with ops[ops_off[k]:ops_off[k+1]]
+    (M, I, D).  positive: 256 x 256 uint8, 1 where a letter pair scores > 0 or
+    is identical.  Returns (counts (n, 5): nident, positive, mismatch, gaps,
+    gapopen; cigar bytes, offsets; btop bytes, offsets; query row; subject row).
+    """
+    n = ops_off.shape[0] - 1
+    total = ops.shape[0]
+    counts = np.zeros((n, 5), dtype=np.int64)
+    cig = np.empty(max(1, 21 * total + n), dtype=np.uint8)
+    cig_off = np.zeros(n + 1, dtype=np.int64)
+    bt = np.empty(max(1, 21 * total + n), dtype=np.uint8)
+    bt_off = np.zeros(n + 1, dtype=np.int64)
+    qrow = np.empty(total, dtype=np.uint8)
+    srow = np.empty(total, dtype=np.uint8)
+    digits = np.empty(20, dtype=np.uint8)
+    cpos = 0
+    bpos = 0
+    for k in range(n):
+        i = qoff[qidx[k]] + qstart[k]
+        j = soff[sidx[k]] + sstart[k]
+        run_cls = 0
+        run_len = 0
+        same_run = 0
+        prev_gap = 0
+        for t in range(ops_off[k], ops_off[k + 1] + 1):
+            if t < ops_off[k + 1]:
+                op = ops[t]
+                if op == 77:  # M
+                    a = qres[i]
+                    b = sres[j]
+                    i += 1
+                    j += 1
+                    if a == b:
+                        c = 61  # '='
+                        counts[k, 0] += 1
+                        counts[k, 1] += 1
+                    else:
+                        c = 88  # 'X'
+                        counts[k, 2] += 1
+                        if positive[a, b]:
+                            counts[k, 1] += 1
+                    gap = 0
+                elif op == 73:  # I: query residue, gap in the subject
+                    a = qres[i]
+                    b = 45
+                    c = 73
+                    i += 1
+                    gap = 1
+                else:  # D: subject residue, gap in the query
+                    a = 45
+                    b = sres[j]
+                    c = 68
+                    j += 1
+                    gap = 2
+                qrow[t] = a
+                srow[t] = b
+                if gap:
+                    counts[k, 3] += 1
+                    if gap != prev_gap:
+                        counts[k, 4] += 1
+                prev_gap = gap
+                # BTOP: identical runs as numbers, others as letter pairs
+                if c == 61:
+                    same_run += 1
+                else:
+                    if same_run > 0:
+                        nd = 0
+                        x = same_run
+                        while x > 0:
+                            digits[nd] = 48 + x % 10
+                            x //= 10
+                            nd += 1
+                        for d in range(nd - 1, -1, -1):
+                            bt[bpos] = digits[d]
+                            bpos += 1
+                        same_run = 0
+                    bt[bpos] = a
+                    bt[bpos + 1] = b
+                    bpos += 2
+            else:
+                c = 0  # flush the last runs
+                if same_run > 0:
+                    nd = 0
+                    x = same_run
+                    while x > 0:
+                        digits[nd] = 48 + x % 10
+                        x //= 10
+                        nd += 1
+                    for d in range(nd - 1, -1, -1):
+                        bt[bpos] = digits[d]
+                        bpos += 1
+            if c == run_cls:
+                run_len += 1
+                continue
+            if run_len > 0:
+                nd = 0
+                x = run_len
+                while x > 0:
+                    digits[nd] = 48 + x % 10
+                    x //= 10
+                    nd += 1
+                for d in range(nd - 1, -1, -1):
+                    cig[cpos] = digits[d]
+                    cpos += 1
+                cig[cpos] = run_cls
+                cpos += 1
+            run_cls = c
+            run_len = 1
+        if ops_off[k + 1] == ops_off[k]:
+            cig[cpos] = 42  # '*': empty alignment
+            cpos += 1
+        cig_off[k + 1] = cpos
+        bt_off[k + 1] = bpos
+    return counts, cig, cig_off, bt, bt_off, qrow, srow
+
+
+def positive_table(scheme) -> np.ndarray:
+    """256 x 256 uint8: 1 where two stored letters are identical or score > 0 under ``scheme``."""
+    codes = scheme.codes_of_letters.astype(np.int64)
+    ok = codes >= 0
+    table = np.zeros((256, 256), dtype=np.uint8)
+    idx = np.flatnonzero(ok)
+    sub = scheme.matrix[np.ix_(codes[idx], codes[idx])] > 0
+    table[np.ix_(idx, idx)] = sub
+    np.fill_diagonal(table, 1)
+    return table
+
+
+def _split(blob: np.ndarray, offsets: np.ndarray) -> list[str]:
+    text = blob[:offsets[-1]].tobytes().decode("ascii")
+    off = offsets.tolist()
+    return [text[off[k]:off[k + 1]] for k in range(len(off) - 1)]
+
+
+def qcov(qstart: np.ndarray, qend: np.ndarray, qlen: np.ndarray) -> np.ndarray:
+    """BLAST's ``qcovhsp``: ``100 * span / qlen``, +0.5 below 99, truncated."""
+    span = np.where(qstart > 0, qend - qstart + 1, 0)
+    pct = 100.0 * span / np.maximum(qlen, 1)
+    pct = np.where(pct < 99, pct + 0.5, pct)
+    return pct.astype(np.int64)
+
+
+def alignment_fields(queries, subjects, query_index, subject_index, alignments, scheme
+                     ) -> dict[str, object]:
+    """Every alignment-derived field of :data:`FIELDS` for many alignments.
+
+    ``queries``/``subjects``: :class:`~swgpu_tools.sequences.SequenceSet`;
+    alignment k (an :class:`~swgpu_tools.align.Alignment`, 0-based, end-exclusive)
+    aligns ``queries[query_index[k]]`` with ``subjects[subject_index[k]]``.
+    Returns a dict of numpy arrays (ints) and lists (strings): qstart, qend,
+    sstart, send (1-based inclusive; 0 0 for an empty range), length, nident,
+    positive, mismatch, gaps, gapopen, pident, ppos, qcovhsp, qcovs, cigar,
+    btop, qseq, sseq, score, qlen, slen.
+    """
+    n = len(alignments)
+    qidx = np.asarray(query_index, dtype=np.int64)
+    sidx = np.asarray(subject_index, dtype=np.int64)
+    score = np.fromiter((a.score for a in alignments), dtype=np.int64, count=n)
+    q0 = np.fromiter((a.query_start for a in alignments), dtype=np.int64, count=n)
+    q1 = np.fromiter((a.query_end for a in alignments), dtype=np.int64, count=n)
+    s0 = np.fromiter((a.subject_start for a in alignments), dtype=np.int64, count=n)
+    s1 = np.fromiter((a.subject_end for a in alignments), dtype=np.int64, count=n)
+    ops_off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.fromiter((len(a.operations) for a in alignments), dtype=np.int64, count=n),
+              out=ops_off[1:])
+    ops = np.frombuffer(b"".join(a.operations for a in alignments), dtype=np.uint8)
+    qlen = queries.lengths[qidx] if n else np.zeros(0, np.int64)
+    slen = subjects.lengths[sidx] if n else np.zeros(0, np.int64)
+    if n and (np.any(q1 > qlen) or np.any(s1 > slen) or np.any(q0 < 0) or np.any(s0 < 0)):
+        raise ValueError("alignment coordinates do not fit the sequences")
+    bad = np.setdiff1d(np.unique(ops), np.frombuffer(b"DIM", dtype=np.uint8))
+    if len(bad):
+        raise ValueError(f"alignment operations must be M, I or D; found {bytes(bad)!r}")
+    if n:
+        used_q = (ops == 77) | (ops == 73)
+        used_s = (ops == 77) | (ops == 68)
+        nq = np.add.reduceat(used_q.astype(np.int64), ops_off[:-1]) if len(ops) else np.zeros(n, np.int64)
+        ns = np.add.reduceat(used_s.astype(np.int64), ops_off[:-1]) if len(ops) else np.zeros(n, np.int64)
+        empty = ops_off[1:] == ops_off[:-1]
+        nq = np.where(empty, 0, nq)
+        ns = np.where(empty, 0, ns)
+        if np.any(nq != q1 - q0) or np.any(ns != s1 - s0):
+            k = int(np.flatnonzero((nq != q1 - q0) | (ns != s1 - s0))[0])
+            raise ValueError(f"alignment {k}: operations consume {nq[k]} query and {ns[k]} "
+                             f"subject residues, but the coordinates span {q1[k] - q0[k]} and "
+                             f"{s1[k] - s0[k]}")
+    counts, cig, cig_off, bt, bt_off, qrow, srow = _columns_kernel(
+        queries.residues, queries.offsets, subjects.residues, subjects.offsets, qidx, sidx,
+        q0, s0, ops, ops_off, positive_table(scheme))
+    length = np.diff(ops_off)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pident = np.where(length > 0, 100.0 * counts[:, 0] / np.maximum(length, 1), 0.0)
+        ppos = np.where(length > 0, 100.0 * counts[:, 1] / np.maximum(length, 1), 0.0)
+    has_q = q1 > q0
+    has_s = s1 > s0
+    qstart = np.where(has_q, q0 + 1, 0)
+    qend = np.where(has_q, q1, 0)
+    sstart = np.where(has_s, s0 + 1, 0)
+    send = np.where(has_s, s1, 0)
+    cov = qcov(qstart, qend, qlen)
+    return {
+        "score": score, "qlen": qlen.astype(np.int64), "slen": slen.astype(np.int64),
+        "qstart": qstart, "qend": qend, "sstart": sstart, "send": send,
+        "length": length, "nident": counts[:, 0], "positive": counts[:, 1],
+        "mismatch": counts[:, 2], "gaps": counts[:, 3], "gapopen": counts[:, 4],
+        "pident": pident, "ppos": ppos, "qcovhsp": cov, "qcovs": cov.copy(),
+        "cigar": _split(cig, cig_off), "btop": _split(bt, bt_off),
+        "qseq": _split(qrow, ops_off), "sseq": _split(srow, ops_off),
+    }
+
+
+def cigar_btop(query_seq: str, subject_seq: str, alignment, scheme=None) -> tuple[str, str]:
+    """The CIGAR and BTOP strings of one alignment (see the module doc)."""
+    from ..sequences import SequenceSet
+
+    q = SequenceSet.from_sequences(["q"], [query_seq])
+    s = SequenceSet.from_sequences(["s"], [subject_seq])
+    if scheme is None:
+        from ..scoring import ScoringScheme
+
+        scheme = ScoringScheme(match=1, mismatch=-1)
+    f = alignment_fields(q, s, [0], [0], [alignment], scheme)
+    return f["cigar"][0], f["btop"][0]

@@ -1,0 +1,193 @@
+"""Tab-separated tables: one writer and one reader for every table swgpu makes.
+
+Writing (:func:`write_table`): one header line (unless ``header=False``, BLAST's
+headerless ``-outfmt 6``), ``\\n`` line ends, no quoting, written atomically
+(:func:`~swgpu_tools.io.atomic.atomic_write`).  Cells are formatted by the
+field's kind (:data:`swgpu_tools.io.fields.FIELDS`): E-values and bit scores as
+BLAST+ prints them, ``pident`` ``%.3f``, ``ppos`` ``%.2f``, integers plainly,
+text as is (a tab or line break inside text is an error).  Missing statistics
+are ``NA``.
+
+Reading (:func:`read_table`): no quoting and no NA interpretation, so every id
+(``"s1``, ``NA``, ``nan``, ``#x``) comes back as written; columns are text
+unless listed as integers.
+
+Tables:
+
+* ``hits.tsv`` (:data:`HITS_COLUMNS`): every merged hit;
+* per-shard hit tables (:data:`SHARD_HITS_COLUMNS`): the scoring step's output;
+* ``alignments.tsv``: the columns the user chose (:func:`swgpu_tools.io.fields.parse_columns`).
+"""
+from __future__ import annotations
+
+import csv
+import math
+import os
+from numbers import Integral
+
+import numpy as np
+
+from ..errors import InputError
+from ..stats import NA, format_bitscore, format_evalue
+from .atomic import atomic_write
+from .fields import FIELDS
+
+#: ``hits.tsv``: ids as BLAST prints them, accessions, scores, statistics, lengths, title.
+HITS_COLUMNS = ["qseqid", "sseqid", "qacc", "sacc", "score", "bitscore", "evalue", "qlen",
+                "slen", "stitle"]
+#: A scoring job's table of one shard's top hits (keyed by accessions).
+SHARD_HITS_COLUMNS = ["qacc", "sacc", "score", "slen", "sseqid", "stitle"]
+#: Integer columns of the tables above.
+INT_COLUMNS = {n for n, f in FIELDS.items() if f.kind == "int"} | {"previous_score"}
+
+
+def format_pident(p) -> str:
+    """Percent identity as BLAST+ prints it: ``%.3f`` (``87.500``)."""
+    return NA if _missing(p) else ("%.3f" % float(p))
+
+
+def _missing(x) -> bool:
+    if x is None:
+        return True
+    if isinstance(x, str):
+        return False
+    try:
+        return bool(math.isnan(x))
+    except (TypeError, ValueError):
+        try:
+            import pandas as pd
+
+            return x is pd.NA or x is pd.NaT
+        except ImportError:  # pragma: no cover
+            return False
+
+
+def _number(fmt, values) -> list[str]:
+    out = []
+    for v in values:
+        if isinstance(v, str):
+            out.append(_text_cell(v, "number"))
+        else:
+            out.append(fmt(None if _missing(v) else float(v)))
+    return out
+
+
+def _text_cell(x, column: str) -> str:
+    if not isinstance(x, str):
+        raise ValueError(f"column {column!r}: expected text, got {x!r}")
+    if "\t" in x or "\n" in x or "\r" in x:
+        raise ValueError(f"column {column!r}: value {x!r} contains a tab or line break")
+    return x
+
+
+def format_column(name: str, values) -> list[str]:
+    """The cells of one column as text, by the field's kind."""
+    kind = FIELDS[name].kind if name in FIELDS else ("int" if name in INT_COLUMNS else "str")
+    if kind == "evalue":
+        return _number(format_evalue, values)
+    if kind == "bitscore":
+        return _number(format_bitscore, values)
+    if kind == "pct3":
+        return _number(lambda v: NA if v is None else "%.3f" % v, values)
+    if kind == "pct2":
+        return _number(lambda v: NA if v is None else "%.2f" % v, values)
+    if kind == "int":
+        out = []
+        for v in values:
+            if isinstance(v, (Integral, np.integer)):
+                out.append(str(int(v)))
+            elif isinstance(v, str) and (v.lstrip("-").isdigit() or v == NA):
+                out.append(v)
+            elif isinstance(v, (float, np.floating)) and float(v).is_integer():
+                out.append(str(int(v)))
+            elif _missing(v):
+                out.append(NA)
+            else:
+                raise ValueError(f"column {name!r}: expected an integer, got {v!r}")
+        return out
+    return [_text_cell(v, name) for v in values]
+
+
+def _column_values(rows, name: str):
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover
+        pd = None
+    if pd is not None and isinstance(rows, pd.DataFrame):
+        col = rows[name]
+        return col.tolist()
+    vals = rows[name]
+    return vals.tolist() if isinstance(vals, np.ndarray) else list(vals)
+
+
+def _has_column(rows, name: str) -> bool:
+    try:
+        return name in rows.columns  # DataFrame
+    except AttributeError:
+        return name in rows
+
+
+def _n_rows(rows) -> int:
+    if hasattr(rows, "columns"):
+        return len(rows)
+    for v in rows.values():
+        return len(v)
+    return 0
+
+
+def write_table(rows, path, columns: list[str], header: bool = True) -> None:
+    """Write ``rows`` (a DataFrame or a dict of columns) atomically as TSV with ``columns``."""
+    n = _n_rows(rows)
+    missing = [c for c in columns if not _has_column(rows, c)]
+    if missing and n:
+        raise ValueError(f"table is missing columns {missing}")
+    cols = [format_column(c, _column_values(rows, c)) for c in columns] if n else []
+    with atomic_write(path) as fh:
+        if header:
+            fh.write("\t".join(columns) + "\n")
+        lines = []
+        for row in zip(*cols):
+            lines.append("\t".join(row))
+            if len(lines) >= 65536:
+                fh.write("\n".join(lines) + "\n")
+                lines.clear()
+        if lines:
+            fh.write("\n".join(lines) + "\n")
+
+
+def read_table(path, columns: list[str] | None = None, header: bool = True,
+               what: str = "table"):
+    """Read a TSV written by :func:`write_table` into a DataFrame of text and integer columns.
+
+    No quoting and no NA interpretation: ids come back exactly as written.
+    ``columns``: the columns it must have (in this order when ``header`` is
+    False).  Integer columns (:data:`INT_COLUMNS`) are converted unless they
+    hold ``NA``.  InputError names the file when it is missing or not such a table.
+    """
+    import pandas as pd
+
+    name = os.fspath(path)
+    try:
+        df = pd.read_csv(name, sep="\t", quoting=csv.QUOTE_NONE, keep_default_na=False,
+                         na_filter=False, dtype=str, header=0 if header else None,
+                         names=None if header else columns, comment=None,
+                         lineterminator="\n", engine="c")
+    except FileNotFoundError:
+        raise InputError(f"{name}: file not found") from None
+    except pd.errors.EmptyDataError:
+        df = pd.DataFrame({c: pd.Series(dtype=str) for c in (columns or [])})
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise InputError(f"{name}: not a {what} ({exc})") from None
+    if columns is not None:
+        lacking = [c for c in columns if c not in df.columns]
+        if lacking:
+            raise InputError(f"{name}: not a {what}: columns {lacking} are missing "
+                             f"(it has {list(df.columns)})")
+    for c in df.columns:
+        if c in INT_COLUMNS and len(df) and not (df[c] == NA).any():
+            try:
+                df[c] = df[c].astype(np.int64)
+            except ValueError:
+                raise InputError(f"{name}: column {c} holds a value that is not an "
+                                 f"integer") from None
+    return df

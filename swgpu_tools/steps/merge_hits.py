@@ -1,0 +1,42 @@
+"""Step ``merge_hits``: the hits of all shards -> ``hits.tsv`` (top-k per query,
+BLAST bit scores and E-values over the whole database)."""
+from __future__ import annotations
+
+import os
+
+from ..engine.merge import merge
+from ..io.fasta import read_fasta
+from ..io.shardfile import read_database_info
+from ..io.stepstats import StepTimer
+from ..io.tables import HITS_COLUMNS, write_table
+from ..logs import get_logger
+from ..scoring import ScoringScheme
+from .score_shard import read_shard_hits
+
+log = get_logger(__name__)
+
+
+def merge_hits(hit_paths, queries_path, database_info_path, out_path, scheme: ScoringScheme,
+               top_k: int = 500, max_evalue: float | None = 10.0, dbsize: int | None = None,
+               stats_path=None):
+    """Merge the shard hit tables into ``out_path`` (hits.tsv).
+
+    ``dbsize``: the database size (residues) for E-values, as BLAST's ``-dbsize``
+    (default: the whole database's residues from ``database.json``).
+    """
+    timer = StepTimer("merge_hits")
+    with timer.phase("read"):
+        queries = read_fasta(queries_path)
+        info = read_database_info(database_info_path)
+        tables = [read_shard_hits(p) for p in hit_paths]
+    residues = int(dbsize) if dbsize else int(info["residues"])
+    with timer.phase("merge"):
+        hits = merge(tables, queries, residues, scheme, top_k, max_evalue)
+    with timer.phase("write"):
+        write_table(hits, out_path, HITS_COLUMNS)
+    timer.fields.update(shard_hits=sum(len(t) for t in tables), hits=len(hits),
+                        shards=len(tables), db_residues=residues)
+    timer.write(stats_path)
+    log.info(f"merged {sum(len(t) for t in tables):,} shard hits from {len(tables)} shards into "
+             f"{len(hits):,} hits: {os.fspath(out_path)}")
+    return hits

@@ -1,0 +1,47 @@
+"""Step ``score_shard``: every query against one shard -> that shard's top-k hits."""
+from __future__ import annotations
+
+import os
+
+from ..backend import BackendStart
+from ..engine.scan import score
+from ..io.fasta import read_fasta
+from ..io.shardfile import read_shard
+from ..io.stepstats import StepTimer
+from ..io.tables import SHARD_HITS_COLUMNS, read_table, write_table
+from ..logs import get_logger
+from ..scoring import ScoringScheme
+
+log = get_logger(__name__)
+
+
+def write_shard_hits(df, path) -> None:
+    write_table(df, path, SHARD_HITS_COLUMNS)
+
+
+def read_shard_hits(path):
+    return read_table(path, SHARD_HITS_COLUMNS, what="shard hits table")
+
+
+def score_shard(shard_path, queries_path, out_path, scheme: ScoringScheme, top_k: int = 500,
+                backend: str = "auto", threads: int | None = None, device="auto",
+                stats_path=None):
+    """Score every query of ``queries_path`` against one shard; write its top-k hits."""
+    timer = StepTimer("score_shard")
+    # the GPU's start-up (lock, CUDA context, helper kernels) runs while the inputs are read
+    started = BackendStart(backend, device, background=backend != "cpu")
+    with timer.phase("read"):
+        queries = read_fasta(queries_path)
+        database = read_shard(shard_path)
+    log.info(f"{os.fspath(shard_path)}: {len(database):,} sequences, "
+             f"{database.total_residues:,} residues; {len(queries)} queries")
+    timer.fields["shard"] = os.path.basename(os.fspath(shard_path))
+    with timer.phase("score"):
+        hits = score(queries, database, scheme, top_k, threads=threads, started=started,
+                     stats=timer.fields)
+    with timer.phase("write"):
+        write_shard_hits(hits, out_path)
+    timer.fields["hits"] = len(hits)
+    timer.write(stats_path)
+    log.info(f"wrote {len(hits):,} hits to {os.fspath(out_path)}")
+    return hits

@@ -1,0 +1,129 @@
+"""Step ``traceback``: ``hits.tsv`` -> one alignment per hit, in every chosen format.
+
+Writes the alignment table (TSV with the chosen BLAST columns, with or
+without a header), and where asked the same alignments as SAM, Parquet and
+pairwise text, next to it (``alignments.sam``, ``alignments.parquet``,
+``alignments.txt``).  With ``internal_path`` it also keeps the full table
+(every field, sequence hashes, the alignment code's digest) as Parquet, from
+which the next run reuses unchanged alignments (:mod:`swgpu_tools.engine.traceback`).
+"""
+from __future__ import annotations
+
+import os
+
+from ..engine.traceback import REUSE_COLUMNS, code_digest, traceback
+from ..io.fasta import read_fasta
+from ..io.fields import parse_columns
+from ..io.formats import FORMATS, write_pairwise, write_parquet, write_sam
+from ..io.shardfile import read_shard, shard_of
+from ..io.stepstats import StepTimer
+from ..io.tables import HITS_COLUMNS, read_table, write_table
+from ..logs import get_logger
+from ..scoring import ScoringScheme
+from ..sequences import SequenceSet
+
+log = get_logger(__name__)
+
+
+def read_hits(path):
+    return read_table(path, HITS_COLUMNS, what="hits table")
+
+
+def load_subjects(shard_paths, wanted: set) -> SequenceSet:
+    """The sequences with accessions in ``wanted`` from the given shard files.
+
+    Only shards that can hold a wanted accession are read (a sequence's shard
+    depends only on its accession).
+    """
+    paths = [os.fspath(p) for p in shard_paths]
+    needed = set(range(len(paths)))
+    names = [os.path.basename(p) for p in paths]
+    if all(n.startswith("shard-") and n.endswith(".swdb") for n in names) and paths:
+        numbers = [int(n[6:-5]) for n in names]
+        if sorted(numbers) == list(range(len(paths))):
+            needed = {numbers.index(shard_of(a, len(paths))) for a in wanted}
+    parts = []
+    for k, path in enumerate(paths):
+        if k not in needed:
+            continue
+        shard = read_shard(path)
+        keep = [i for i, s in enumerate(shard.ids) if s in wanted]
+        if keep:
+            parts.append(shard.subset(keep))
+    return SequenceSet.concat(parts)
+
+
+def output_paths(out_path, formats) -> dict[str, str]:
+    """Where each format goes: the TSV at ``out_path``, the others beside it."""
+    base = os.fspath(out_path)
+    stem = base[:-4] if base.endswith(".tsv") else base
+    return {f: (base if f == "tsv" else stem + FORMATS[f]) for f in formats}
+
+
+def write_alignments(table, queries, subjects, scheme, paths: dict[str, str], columns,
+                     header: bool = True) -> dict[str, str]:
+    """Write the alignment table in each format of ``paths`` ({format: path})."""
+    for fmt in paths:  # the TSV (the workflow's declared output) last
+        if fmt == "sam":
+            write_sam(table, queries, subjects, paths[fmt])
+        elif fmt == "parquet":
+            write_parquet(table, paths[fmt], columns)
+        elif fmt == "pairwise":
+            write_pairwise(table, queries, scheme, paths[fmt])
+    if "tsv" in paths:
+        write_table(table, paths["tsv"], columns, header=header)
+    return paths
+
+
+def traceback_hits(hits_path, queries_path, shard_paths, out_path, scheme: ScoringScheme,
+                   threads: int | None = None, columns=None, header: bool = True,
+                   formats=("tsv",), internal_path=None, previous_internal=None,
+                   stats_path=None):
+    """Align every hit of ``hits_path`` and write the alignment outputs."""
+    import pandas as pd
+
+    cols = parse_columns(columns)
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        raise ValueError(f"unknown formats {unknown}")
+    timer = StepTimer("traceback")
+    with timer.phase("read"):
+        hits = read_hits(hits_path)
+        queries = read_fasta(queries_path)
+        subjects = load_subjects(shard_paths, set(hits["sacc"]))
+    previous, previous_code = None, None
+    if previous_internal and os.path.exists(previous_internal):
+        try:
+            import pyarrow.parquet as pq
+
+            tbl = pq.read_table(previous_internal, columns=REUSE_COLUMNS)
+            previous = tbl.to_pandas()
+            meta = tbl.schema.metadata or {}
+            previous_code = meta.get(b"swgpu_code", b"").decode() or None
+        except Exception as exc:  # an unreadable cache is only a missed reuse
+            log.warning(f"previous alignments {previous_internal} not used ({exc})")
+    with timer.phase("align"):
+        table = traceback(hits, queries, subjects, scheme, threads, previous, previous_code,
+                          stats=timer.fields)
+    with timer.phase("write"):
+        if internal_path:
+            _write_internal(table, internal_path, code_digest(scheme))
+        paths = write_alignments(table, queries, subjects, scheme,
+                                 output_paths(out_path, formats), cols, header)
+    timer.fields["formats"] = list(formats)
+    timer.write(stats_path)
+    log.info(f"wrote {len(table):,} alignments: {', '.join(paths.values())}")
+    return table if isinstance(table, pd.DataFrame) else pd.DataFrame(table)
+
+
+def _write_internal(table, path, code: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..io.atomic import atomic_write
+
+    os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
+    tbl = pa.Table.from_pandas(table[REUSE_COLUMNS], preserve_index=False)
+    tbl = tbl.replace_schema_metadata({b"swgpu_code": code.encode()})
+    with atomic_write(path, "wb") as fh:
+        pq.write_table(tbl, fh, compression="zstd")
