@@ -16,7 +16,7 @@
 
 from pathlib import Path
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("9.0")
 
@@ -29,7 +29,9 @@ if Path("config/config.yaml").exists():
     configfile: "config/config.yaml"
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
+# Everything the configuration can get wrong is checked here, before any job
+# (workflow/rules/config.smk).
+include: "workflow/rules/config.smk"
 
 
 wildcard_constraints:

@@ -97,3 +97,35 @@ def progress(items: Iterable[T], total: int | None = None, desc: str = "",
             last = now
             of = f"/{total:,}" if total else ""
             logger.info(f"{desc}: {done:,}{of} {unit} ({now - start:.0f} s)")
+
+
+class ProgressBar:
+    """A progress display for work reported as counts: a tqdm bar when a person
+    watches (standard error is a terminal), else nothing (the caller logs its
+    own lines for log files).  ``update(done)`` takes the running total."""
+
+    def __init__(self, total: int, desc: str, unit: str = "it",
+                 logger: logging.Logger | None = None):
+        self._bar = None
+        logger = logger or get_logger()
+        if _interactive() and logger.isEnabledFor(logging.INFO):
+            try:
+                from tqdm import tqdm
+
+                self._bar = tqdm(total=total, desc=desc, unit=unit, leave=False,
+                                 file=sys.stderr, dynamic_ncols=True)
+            except ImportError:  # pragma: no cover
+                self._bar = None
+
+    @property
+    def shown(self) -> bool:
+        return self._bar is not None
+
+    def update(self, done: int) -> None:
+        if self._bar is not None:
+            self._bar.update(done - self._bar.n)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None

@@ -122,7 +122,9 @@ while True:
         sys.exit(3)
     time.sleep(0.05)
 with open(args[args.index("--out") + 1], "w") as fh:
-    fh.write("qseqid\tsseqid\tscore\tslen\n")
+    fh.write("qacc\tsacc\tscore\tslen\tsseqid\tstitle\n")
+with open(args[args.index("--stats") + 1], "w") as fh:
+    fh.write('{{"step": "score_shard"}}\n')
 with open(os.path.join(d, "seen-" + name), "w") as fh:
     fh.write(str(seen))
 open(os.path.join(d, "end-" + name), "w").close()

@@ -111,7 +111,7 @@ def _make_inputs(workdir: Path) -> tuple[dict[str, str], dict[str, str]]:
 def _write_config(workdir: Path, **overrides) -> Path:
     config = dict(database="database.fasta", queries="queries.fasta", matrix=MATRIX,
                   gap_open=GAP_OPEN, gap_extend=GAP_EXTEND, top_k=500, max_evalue=10.0,
-                  shards=4, backend="cpu", threads=1)
+                  shards=4, backend="cpu", threads=1, min_shard_sequences=1)
     config.update(overrides)
     path = workdir / "config.yaml"
     path.write_text("".join(f"{k}: {v}\n" for k, v in config.items()))
@@ -394,8 +394,9 @@ def test_bad_config_is_refused(tmp_path, override, key):
     proc = _snakemake(tmp_path, "-n", "--config", override, check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert "Error validating config" in out
+    assert "swgpu: the configuration cannot be used:" in out
     assert key in out
+    assert "properties" not in out  # one line per problem, no schema dump
 
 
 def test_lint(tmp_path):

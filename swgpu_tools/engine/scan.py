@@ -9,7 +9,7 @@ import numpy as np
 from ..backend import BackendStart, StartedBackend
 from ..errors import InputError
 from ..io.tables import SHARD_HITS_COLUMNS
-from ..logs import get_logger
+from ..logs import ProgressBar, get_logger
 from ..scoring import ScoringScheme
 from ..sequences import SequenceSet
 
@@ -60,15 +60,26 @@ def score(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme,
         numba.set_num_threads(max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS)))
     cells_per_query = queries.lengths.astype(np.float64) * float(database.total_residues)
     start = time.perf_counter()
+    bar = ProgressBar(len(queries), "scoring", "queries", log)
+    last = [start]
 
     def progress(done: int, total: int) -> None:
-        elapsed = time.perf_counter() - start
+        now = time.perf_counter()
+        elapsed = now - start
         gcups = cells_per_query[:done].sum() / max(elapsed, 1e-9) / 1e9
-        age = process_age() if done == 1 else None
-        since = f" (process start to first hits: {age:.2f} s)" if age is not None else ""
-        log.info(f"queries {done}/{total} done, {elapsed:.1f} s, {gcups:.2f} GCUPS so far{since}")
+        bar.update(done)
+        if done == 1:
+            age = process_age()
+            if age is not None:
+                log.info(f"process start to first hits: {age:.2f} s")
+        if done == total or now - last[0] >= 5.0 or log.isEnabledFor(10):
+            last[0] = now
+            log.info(f"queries {done}/{total} done, {elapsed:.1f} s, {gcups:.2f} GCUPS so far")
 
-    hits = run.searcher().search(q_enc, d_enc, scheme, top_k, progress=progress)
+    try:
+        hits = run.searcher().search(q_enc, d_enc, scheme, top_k, progress=progress)
+    finally:
+        bar.close()
     elapsed = time.perf_counter() - start
     cells = float(cells_per_query.sum())
     gcups = cells / max(elapsed, 1e-9) / 1e9

@@ -8,7 +8,7 @@ rule changes:
         hits="results/hits.tsv",
         alignments="results/alignments.tsv",
         previous="results/previous/scan.json",
-        queries=config["queries"],
+        queries=QUERIES,
     output:
         changes=report(
             "results/changes.tsv",

@@ -9,6 +9,35 @@ import sys
 
 
 # ---------------------------------------------------------------------------
+# inputs (paths with braces are file names, not wildcards)
+# ---------------------------------------------------------------------------
+
+def _input_path(key):
+    """config[key] as a rule input.  Snakemake reads braces in a path as wildcards
+    (there is no escape in input paths), so a path with braces is used through
+    a symbolic link results/inputs/<key>.<suffix> to it."""
+    path = str(config[key])
+    if "{" not in path and "}" not in path:
+        return path
+    suffix = ".fasta.gz" if path.endswith(".gz") else ".fasta"
+    link = f"results/inputs/{key}{suffix}"
+    target = os.path.abspath(path)
+    if not (os.path.islink(link) and os.readlink(link) == target):
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        tmp = f"{link}.{os.getpid()}.tmp"
+        os.symlink(target, tmp)
+        os.replace(tmp, link)
+    if workflow.is_main_process:
+        print(f"swgpu: the {key} path {path!r} has braces, which Snakemake reads as "
+              f"wildcards; reading it through the link {link}", file=sys.stderr)
+    return link
+
+
+DATABASE = _input_path("database")
+QUERIES = _input_path("queries")
+
+
+# ---------------------------------------------------------------------------
 # shards
 # ---------------------------------------------------------------------------
 
@@ -59,10 +88,9 @@ def scoring_options():
 
 def output_options():
     """--columns/--no-header/--format of the traceback step, from the config."""
-    opts = f"--columns {shlex.quote(str(config['columns']))}"
-    if not config["header"]:
-        opts += " --no-header"
-    return opts + " --format " + shlex.quote(",".join(["tsv"] + list(config["formats"])))
+    formats = ",".join(dict.fromkeys(["tsv", *config["formats"]]))
+    header = "" if config["header"] else " --no-header"
+    return f"--columns {shlex.quote(str(config['columns']))}{header} --format {formats}"
 
 
 ALIGNMENT_SUFFIXES = {"sam": ".sam", "parquet": ".parquet", "pairwise": ".txt"}
@@ -100,12 +128,9 @@ def alignment_format_files():
 
 
 def _import_backend():
-    """swgpu_tools.backend: the installed package, else this checkout's."""
-    try:
-        from swgpu_tools import backend
-    except ImportError:
-        sys.path.insert(0, workflow.basedir)
-        from swgpu_tools import backend
+    """swgpu_tools.backend (the Snakefile made the package importable)."""
+    from swgpu_tools import backend
+
     return backend
 
 

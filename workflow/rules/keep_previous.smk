@@ -14,7 +14,7 @@
 rule keep_previous:
     input:
         hits=shard_hit_tables(),
-        queries=config["queries"],
+        queries=QUERIES,
         info="results/shards/database.json",
     output:
         marker="results/previous/scan.json",

@@ -7,7 +7,7 @@
 rule merge_hits:
     input:
         hits=shard_hit_tables(),
-        queries=config["queries"],
+        queries=QUERIES,
         info="results/shards/database.json",
         previous="results/previous/scan.json",
     output:

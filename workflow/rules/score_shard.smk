@@ -21,7 +21,7 @@
 rule score_shard:
     input:
         shard=shard_file,
-        queries=config["queries"],
+        queries=QUERIES,
     output:
         hits="results/hits/shard-{shard}.tsv",
         stats="results/stats/score_shard/shard-{shard}.json",

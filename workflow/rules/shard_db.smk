@@ -15,7 +15,7 @@
 
 checkpoint shard_db:
     input:
-        database=config["database"],
+        database=DATABASE,
     output:
         shards=shard_files(),
         info="results/shards/database.json",

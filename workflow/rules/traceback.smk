@@ -13,7 +13,7 @@
 rule traceback:
     input:
         hits="results/hits.tsv",
-        queries=config["queries"],
+        queries=QUERIES,
         shards=shard_files(),
     output:
         alignments="results/alignments.tsv",
