@@ -3,10 +3,11 @@
 #   shard_db     database FASTA     -> results/shards/shard-NNNN.swdb + database.json
 #   score_shard  queries x 1 shard  -> results/hits/shard-NNNN.tsv      (one job per shard)
 #   merge_hits   all shard hits     -> results/hits.tsv                 (top-k, E-values)
-#   traceback    merged hits        -> results/alignments.tsv
-#   keep_previous before a re-merge: last scan's tables -> results/previous/
-#   changes      hits vs previous   -> results/changes.tsv
-#   plots        tables, benchmarks -> results/plots/*.png (snakemake --report report.html)
+#   traceback    merged hits        -> results/alignments.tsv (+ .sam/.parquet/.txt)
+#   history      this release       -> results/history/<release>/ (+ current.json)
+#   changes      release vs previous release -> results/changes.tsv
+#   plots        tables, statistics -> results/plots/ (snakemake --report report.html)
+#   manifest     every output       -> results/swgpu-run.json, written last
 #
 # Every step is a thin shell call to the installed `swgpu` command; all logic
 # lives in the swgpu_tools package.  See workflow/README.md and config/README.md.
@@ -41,9 +42,10 @@ wildcard_constraints:
 # Small steps run where Snakemake runs, never as cluster jobs.
 localrules:
     all,
-    keep_previous,
+    history,
     changes,
     plots,
+    manifest,
 
 
 # GPUs count per machine, not across a cluster (also set in profiles/default,
@@ -57,9 +59,10 @@ include: "workflow/rules/shard_db.smk"
 include: "workflow/rules/score_shard.smk"
 include: "workflow/rules/merge_hits.smk"
 include: "workflow/rules/traceback.smk"
-include: "workflow/rules/keep_previous.smk"
+include: "workflow/rules/history.smk"
 include: "workflow/rules/changes.smk"
 include: "workflow/rules/plots.smk"
+include: "workflow/rules/manifest.smk"
 
 
 # snakemake --report report.html: a self-contained page with the plots of rule
@@ -69,11 +72,13 @@ report: "workflow/report/workflow.rst"
 
 rule all:
     input:
-        "results/hits.tsv",
-        "results/alignments.tsv",
-        "results/changes.tsv",
-        rules.plots.output,
+        "results/swgpu-run.json",
     default_target: True
+
+
+onstart:
+    # the outputs are about to change: the manifest of the last run goes first
+    Path("results/swgpu-run.json").unlink(missing_ok=True)
 
 
 onsuccess:
@@ -81,8 +86,8 @@ onsuccess:
         "swgpu finished:\n"
         f"  hits:       {Path('results/hits.tsv').resolve()}\n"
         f"  alignments: {Path('results/alignments.tsv').resolve()}\n"
-        f"  changes:    {Path('results/changes.tsv').resolve()} (since the previous scan,"
-        f" kept in {Path('results/previous').resolve()})\n"
+        f"  changes:    {Path('results/changes.tsv').resolve()} (since the previous release;"
+        f" releases kept in {Path('results/history').resolve()})\n"
         f"  plots:      {Path('results/plots').resolve()}"
         " (snakemake --report report.html for one page with them)"
     )

@@ -147,3 +147,10 @@ class EncodedSequences:
     @property
     def total_residues(self) -> int:
         return int(self.offsets[-1])
+
+    def subset(self, indices) -> "EncodedSequences":
+        """The sequences at ``indices``, in that order."""
+        indices = np.asarray(indices, dtype=np.int64)
+        parts = [self.codes[self.offsets[i]:self.offsets[i + 1]] for i in indices]
+        codes = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+        return EncodedSequences(codes, _offsets(np.diff(self.offsets)[indices]))

@@ -15,11 +15,12 @@ from ..errors import InputError
 from ..logs import configure
 from .options import SCORING_NOTE, add_verbosity
 from .steps import STEPS, add_steps
-from .user import add_align, add_backend, add_search
+from .user import add_align, add_backend, add_changes, add_search
 
 USER_COMMANDS = [
     ("search", "search queries against a database; write hits and alignments"),
     ("align", "align given pairs (local, global or semi-global)"),
+    ("changes", "hits new, gone or changed between two kept releases; list, prune"),
     ("backend", "which backend (GPU or CPU) would run, and why; precompile kernels"),
 ]
 
@@ -45,6 +46,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
                                 help=argparse.SUPPRESS)
     add_search(sub)
     add_align(sub)
+    add_changes(sub)
     add_backend(sub)
     add_steps(sub)
     for name, p in sub.choices.items():

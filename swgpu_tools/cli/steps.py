@@ -5,6 +5,7 @@ Snakemake rule gives."""
 from __future__ import annotations
 
 import argparse
+import os
 
 from .options import SCORING_NOTE, add_compute, add_scoring, add_selection, check_common, scheme_from
 
@@ -15,9 +16,9 @@ STEPS = [
     ("merge", "merge shard hits into hits.tsv (rule merge_hits)"),
     ("traceback", "align the merged hits (rule traceback)"),
     ("check-shards", "verify shard files; move corrupt ones aside"),
-    ("keep-previous", "keep the last scan's tables (rule keep_previous)"),
-    ("changes", "hits new, gone or changed since the previous scan (rule changes)"),
+    ("record-release", "keep this scan in results/history/<release>/ (rule history)"),
     ("plots", "plots and tables for the report (rule plots)"),
+    ("write-manifest", "list the outputs with their digests, last (rule manifest)"),
 ]
 _HELP = dict(STEPS)
 
@@ -44,6 +45,11 @@ def add_steps(sub) -> None:
     p.add_argument("--out", required=True, help="output TSV")
     p.add_argument("--stats", default=None, metavar="JSON",
                    help="write the step's statistics (timings, GCUPS, backend, device) here")
+    p.add_argument("--state", default=None, metavar="NPZ",
+                   help="the job's memory of this shard: read first, so that only new and "
+                        "changed sequences are scored, and written after the table")
+    p.add_argument("--margin", type=int, default=None, metavar="M",
+                   help="hits kept per query in --state beyond --top-k (default: top-k)")
     add_selection(p, evalue=False)
     add_scoring(p)
     add_compute(p)
@@ -73,7 +79,8 @@ def add_steps(sub) -> None:
     p.add_argument("--internal", default=None,
                    help="keep the full alignment table here (Parquet), for reuse by the next run")
     p.add_argument("--previous", default=None,
-                   help="a previous run's full alignment table (--internal) to reuse from")
+                   help="a previous run's full alignment table (--internal) to reuse from, or "
+                        "a history folder (the newest kept release's)")
     p.add_argument("--stats", default=None, metavar="JSON", help="write the step's statistics here")
     p.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads (default: all)")
     add_scoring(p)
@@ -88,23 +95,25 @@ def add_steps(sub) -> None:
                    help="move corrupt shards into DIR (default: only report them)")
     p.set_defaults(run=run_check_shards)
 
-    p = _parser(sub, "keep-previous", "Before a re-scan replaces them, copy hits.tsv and the "
-                                      "internal alignment table to OUT_DIR when they form a "
-                                      "complete scan, and write a marker JSON.")
-    p.add_argument("--hits", required=True, help="current hits.tsv")
-    p.add_argument("--internal", required=True, help="current internal alignment table")
-    p.add_argument("--out-dir", required=True, help="folder for the previous scan's tables")
-    p.add_argument("--marker", required=True, help="marker JSON to write")
-    p.set_defaults(run=run_keep_previous)
+    p = _parser(sub, "record-release", "Keep this scan's hits.tsv, alignments.tsv and full "
+                                       "alignment table in HISTORY/<release>/ with a manifest, "
+                                       "and write the marker naming the current release.")
+    p.add_argument("--hits", required=True, help="hits.tsv")
+    p.add_argument("--alignments", required=True, help="alignments.tsv")
+    p.add_argument("--internal", required=True, help="the full alignment table (Parquet)")
+    p.add_argument("--database-info", required=True, help="database.json")
+    p.add_argument("--history", required=True, help="the history folder")
+    p.add_argument("--marker", required=True, help="marker JSON to write (the current release)")
+    p.add_argument("--release", default=None, help="release name (default: from the database's "
+                                                   "content digest)")
+    p.add_argument("--config-json", default=None, help="the workflow configuration, as JSON")
+    p.set_defaults(run=run_record_release)
 
-    p = _parser(sub, "changes", "Compare hits.tsv with the previous scan and write changes.tsv: "
-                                "qseqid sseqid qacc sacc change previous_score score "
-                                "previous_evalue evalue slen; change is new, gone or score.")
-    p.add_argument("--hits", required=True, help="current hits.tsv")
-    p.add_argument("--previous", required=True, help="marker JSON written by 'swgpu keep-previous'")
-    p.add_argument("--queries", default=None, help="query FASTA (for the query order)")
-    p.add_argument("--out", required=True, help="output changes.tsv")
-    p.set_defaults(run=run_changes)
+    p = _parser(sub, "write-manifest", "Write a manifest (files, sizes, blake2b digests) of the "
+                                       "given output files; the workflow writes it last.")
+    p.add_argument("files", nargs="+", help="the output files")
+    p.add_argument("--out", required=True, help="the manifest JSON")
+    p.set_defaults(run=run_write_manifest)
 
     p = _parser(sub, "plots", "Plots and per-query tables for the workflow report.")
     p.add_argument("stats", nargs="*", help="step statistics files (results/stats/**/*.json)")
@@ -125,8 +134,13 @@ def run_score_shard(args) -> int:
     from ..steps.score_shard import score_shard
 
     check_common(args)
+    if args.margin is not None and args.margin < 0:
+        from ..errors import InputError
+
+        raise InputError(f"--margin must be 0 or more, got {args.margin}")
     score_shard(args.shard, args.queries, args.out, scheme_from(args), args.top_k, args.backend,
-                args.threads, args.device, stats_path=args.stats)
+                args.threads, args.device, stats_path=args.stats, state_path=args.state,
+                margin=args.margin)
     return 0
 
 
@@ -144,9 +158,14 @@ def run_traceback(args) -> int:
     from .user import _formats
 
     check_common(args)
+    previous = args.previous
+    if previous and os.path.isdir(previous):
+        from ..steps.history import newest_internal
+
+        previous = newest_internal(previous)
     traceback_hits(args.hits, args.queries, args.shards, args.out, scheme_from(args),
                    args.threads, args.columns, args.header, _formats(args.format),
-                   args.internal, args.previous, stats_path=args.stats)
+                   args.internal, previous, stats_path=args.stats)
     return 0
 
 
@@ -157,17 +176,21 @@ def run_check_shards(args) -> int:
     return 0
 
 
-def run_keep_previous(args) -> int:
-    from ..steps.changes import keep_previous
+def run_record_release(args) -> int:
+    import json
 
-    keep_previous(args.hits, args.internal, args.out_dir, args.marker)
+    from ..steps.history import record_release
+
+    config = json.loads(args.config_json) if args.config_json else None
+    record_release(args.hits, args.alignments, args.internal, args.database_info, args.history,
+                   args.marker, args.release, config)
     return 0
 
 
-def run_changes(args) -> int:
-    from ..steps.changes import write_changes
+def run_write_manifest(args) -> int:
+    from ..io.outputset import write_manifest
 
-    write_changes(args.hits, args.previous, args.out, args.queries)
+    write_manifest(args.out, args.files)
     return 0
 
 

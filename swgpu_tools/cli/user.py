@@ -236,3 +236,67 @@ def run_align(args) -> int:
     align_pair_files(args.queries, args.subjects, args.out, scheme, args.mode, args.threads,
                      args.aligned_strings, args.max_traceback_bytes, args.backend)
     return 0
+
+
+def add_changes(sub) -> None:
+    p = sub.add_parser(
+        "changes", help="hits new, gone or changed between two releases",
+        description="Compare two database releases kept in the history folder: with A and B, "
+                    "the changes from release A to release B; in the workflow (--hits, "
+                    "--current), this scan against the previous release.  Rows: qseqid "
+                    "sseqid qacc sacc change previous_score score previous_evalue evalue "
+                    "slen; change is new, gone or score.",
+        epilog="Examples:\n  swgpu changes --list\n  swgpu changes 2026_04 2026_05 -o "
+               "changes.tsv\n  swgpu changes --prune 3      # keep the 3 newest releases",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("releases", nargs="*", metavar="RELEASE", help="two kept releases: A B")
+    p.add_argument("--history", default="results/history",
+                   help="the history folder (default: %(default)s)")
+    p.add_argument("-o", "--out", default=None, help="output TSV (default: standard output)")
+    p.add_argument("--list", action="store_true", help="list the kept releases")
+    p.add_argument("--prune", type=int, default=None, metavar="N",
+                   help="remove all but the N newest kept releases")
+    g = p.add_argument_group("workflow step (rule changes)")
+    g.add_argument("--hits", default=None, help="the current hits.tsv")
+    g.add_argument("--current", default=None, help="the marker naming the current release")
+    g.add_argument("--queries", default=None, help="query FASTA (for the query order)")
+    p.set_defaults(run=run_changes)
+
+
+def run_changes(args) -> int:
+    import sys
+
+    from ..io.tables import write_table
+    from ..steps import history
+    from ..steps.changes import CHANGES_COLUMNS
+
+    if args.list:
+        for m in history.releases(args.history):
+            db = m.get("database", {})
+            print(f"{m['release']}\t{m.get('scanned')}\t{db.get('sequences')} sequences\t"
+                  f"{db.get('residues')} residues\t{m['_dir']}")
+        return 0
+    if args.prune is not None:
+        gone = history.prune(args.history, args.prune)
+        print(f"removed {len(gone)} release(s): {', '.join(gone) or 'none'}")
+        return 0
+    if args.hits or args.current:
+        if not (args.hits and args.current and args.out):
+            raise InputError("the workflow form needs --hits, --current and --out")
+        history.write_changes(args.hits, args.current, args.history, args.out, args.queries)
+        return 0
+    if len(args.releases) != 2:
+        raise InputError("give two kept releases (A B), or --list (see swgpu changes --help)")
+    table = history.compare_releases(args.history, *args.releases)
+    if args.out:
+        check_output_file(args.out)
+        write_table(table, args.out, CHANGES_COLUMNS)
+    else:
+        import io
+
+        buf = io.StringIO()
+        buf.write("\t".join(CHANGES_COLUMNS) + "\n")
+        for row in table[CHANGES_COLUMNS].itertuples(index=False):
+            buf.write("\t".join(str(x) for x in row) + "\n")
+        sys.stdout.write(buf.getvalue())
+    return 0

@@ -28,6 +28,56 @@ def process_age() -> float | None:
         return None
 
 
+class SubsetSearch:
+    """The :data:`~swgpu_tools.engine.increment.Search` of a backend over encoded
+    queries and subjects: scores subsets, maps the hits back to whole-set
+    indices, and counts the cells and seconds it spent."""
+
+    def __init__(self, searcher, q_enc, d_enc, scheme: ScoringScheme, progress=None):
+        self.searcher, self.q_enc, self.d_enc, self.scheme = searcher, q_enc, d_enc, scheme
+        self.progress = progress
+        self.cells = 0.0
+        self.seconds = 0.0
+        self.calls = 0
+
+    def __call__(self, qi: np.ndarray, si: np.ndarray | None, k: int) -> list:
+        qi = np.asarray(qi, dtype=np.int64)
+        q = self.q_enc.subset(qi)
+        d = self.d_enc if si is None else self.d_enc.subset(si)
+        t = time.perf_counter()
+        hits = self.searcher.search(q, d, self.scheme, k, progress=self.progress)
+        self.seconds += time.perf_counter() - t
+        self.cells += float(q.lengths.sum()) * float(d.total_residues)
+        self.calls += 1
+        bounds = np.searchsorted(hits.query_index, np.arange(len(qi) + 1))
+        out = []
+        for p in range(len(qi)):
+            a, b = bounds[p], bounds[p + 1]
+            sub = hits.subject_index[a:b].astype(np.int64)
+            if si is not None:
+                sub = np.asarray(si, dtype=np.int64)[sub]
+            out.append((sub, hits.score[a:b].astype(np.int64)))
+        return out
+
+
+def hits_table(queries: SequenceSet, database: SequenceSet, top: list):
+    """The per-shard hits table (SHARD_HITS_COLUMNS) of per-query (subject indices, scores)."""
+    import pandas as pd
+
+    counts = [len(t[0]) for t in top]
+    qi = np.repeat(np.arange(len(top)), counts)
+    si = np.concatenate([t[0] for t in top]).astype(np.int64) if top else np.zeros(0, np.int64)
+    sc = np.concatenate([t[1] for t in top]).astype(np.int64) if top else np.zeros(0, np.int64)
+    return pd.DataFrame({
+        "qacc": np.asarray(queries.ids, dtype=object)[qi],
+        "sacc": np.asarray(database.ids, dtype=object)[si],
+        "score": sc,
+        "slen": database.lengths[si].astype(np.int64),
+        "sseqid": np.asarray(database.seqids, dtype=object)[si],
+        "stitle": np.asarray(database.titles, dtype=object)[si],
+    }, columns=SHARD_HITS_COLUMNS)
+
+
 def score(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme,
           top_k: int = 500, backend: str = "auto", threads: int | None = None,
           device="auto", started: BackendStart | None = None,
@@ -42,7 +92,19 @@ def score(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme,
     that gets backend, reason, device, queries, sequences, residues, cells,
     kernel_s, gcups, startup_s.
     """
-    import pandas as pd
+    table, _ = scan(queries, database, scheme, top_k, backend=backend, threads=threads,
+                    device=device, started=started, stats=stats)
+    return table
+
+
+def scan(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme, top_k: int = 500,
+         margin: int = 0, previous=None, backend: str = "auto", threads: int | None = None,
+         device="auto", started: BackendStart | None = None, stats: dict | None = None):
+    """:func:`score`, keeping ``margin`` more hits per query in the returned state
+    and reusing ``previous`` (a :class:`~swgpu_tools.io.statefile.ShardState` of an
+    earlier release of ``database``) where exact; returns (table, new state).
+    See :mod:`swgpu_tools.engine.increment`."""
+    from .increment import scan_shard
 
     if top_k < 1:
         raise InputError(f"top_k must be at least 1, got {top_k}")
@@ -58,49 +120,44 @@ def score(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme,
         import numba
 
         numba.set_num_threads(max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS)))
-    cells_per_query = queries.lengths.astype(np.float64) * float(database.total_residues)
     start = time.perf_counter()
     bar = ProgressBar(len(queries), "scoring", "queries", log)
     last = [start]
+    first = [True]
 
     def progress(done: int, total: int) -> None:
         now = time.perf_counter()
-        elapsed = now - start
-        gcups = cells_per_query[:done].sum() / max(elapsed, 1e-9) / 1e9
         bar.update(done)
-        if done == 1:
+        if first[0]:
+            first[0] = False
             age = process_age()
             if age is not None:
                 log.info(f"process start to first hits: {age:.2f} s")
-        if done == total or now - last[0] >= 5.0 or log.isEnabledFor(10):
+        if done == total or now - last[0] >= 5.0:
             last[0] = now
-            log.info(f"queries {done}/{total} done, {elapsed:.1f} s, {gcups:.2f} GCUPS so far")
+            log.info(f"queries {done}/{total} of a pass done, {now - start:.1f} s")
 
+    search = SubsetSearch(run.searcher(), q_enc, d_enc, scheme, progress)
     try:
-        hits = run.searcher().search(q_enc, d_enc, scheme, top_k, progress=progress)
+        result = scan_shard(queries, database, scheme.digest, top_k, margin, previous, search)
     finally:
         bar.close()
     elapsed = time.perf_counter() - start
-    cells = float(cells_per_query.sum())
-    gcups = cells / max(elapsed, 1e-9) / 1e9
+    gcups = search.cells / max(search.seconds, 1e-9) / 1e9
+    info = dict(result.stats)
+    info.update(backend=run.name, reason=run.choice.reason, device=run.gpu_id,
+                device_uuid=run.device_uuid, query_residues=queries.total_residues,
+                sequences=len(database), residues=database.total_residues,
+                cells=search.cells, kernel_s=search.seconds, scan_s=elapsed, gcups=gcups,
+                passes=search.calls, startup_s=run.steps,
+                full_scan_cells=float(queries.total_residues) * float(database.total_residues))
     if stats is not None:
-        stats.update(backend=run.name, reason=run.choice.reason, device=run.gpu_id,
-                     device_uuid=run.device_uuid, queries=len(queries),
-                     query_residues=queries.total_residues, sequences=len(database),
-                     residues=database.total_residues, cells=cells, kernel_s=elapsed,
-                     gcups=gcups, startup_s=run.steps)
+        stats.update(info)
+    what = (f"{info['mode']}: {info['delta_sequences']:,} new or changed sequences, "
+            f"{info['full_queries']} of {len(queries)} queries against the whole shard"
+            f" ({info['margin_ran_out']} where the margin ran out); "
+            if info["mode"] == "incremental" else "")
     log.info(f"scored {len(queries)} queries x {len(database):,} sequences "
-             f"({database.total_residues:,} residues) in {elapsed:.2f} s: {gcups:.2f} GCUPS")
-    qacc = np.asarray(queries.ids, dtype=object)
-    sacc = np.asarray(database.ids, dtype=object)
-    seqids = np.asarray(database.seqids, dtype=object)
-    titles = np.asarray(database.titles, dtype=object)
-    si = hits.subject_index
-    return pd.DataFrame({
-        "qacc": qacc[hits.query_index],
-        "sacc": sacc[si],
-        "score": hits.score.astype(np.int64),
-        "slen": database.lengths[si].astype(np.int64),
-        "sseqid": seqids[si],
-        "stitle": titles[si],
-    }, columns=SHARD_HITS_COLUMNS)
+             f"({database.total_residues:,} residues): {what}{search.cells:.3g} cells in "
+             f"{search.seconds:.2f} s, {gcups:.2f} GCUPS")
+    return hits_table(queries, database, result.top), result.state

@@ -122,6 +122,23 @@ class OutputSet:
             self._lock.release()
 
 
+def write_manifest(path, files) -> dict:
+    """Write a manifest at ``path`` for ``files`` (paths; named relative to the
+    manifest's folder), as :meth:`OutputSet.commit` does: after the files."""
+    d = os.path.dirname(os.path.abspath(os.fspath(path)))
+    entries = {}
+    for f in files:
+        rel = os.path.relpath(os.path.abspath(os.fspath(f)), d)
+        entries[rel] = {"bytes": os.path.getsize(f), "blake2b": _digest(os.fspath(f))}
+    manifest = {"run": uuid.uuid4().hex[:12],
+                "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "files": entries}
+    with atomic_write(path) as fh:
+        json.dump(manifest, fh, indent=1, sort_keys=True)
+        fh.write("\n")
+    return manifest
+
+
 def read_manifest(directory) -> dict:
     """The manifest of a complete output set, checked against the files' digests.
 

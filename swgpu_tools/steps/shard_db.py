@@ -10,6 +10,7 @@ the next run of the workflow rebuilds them.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -38,8 +39,10 @@ def shard_database(database, out_dir, n_shards: int, stats_path=None) -> dict:
     heads: list[list[str]] = [[] for _ in range(n_shards)]
     n_total = 0
     residues_total = 0
+    content = hashlib.blake2b(digest_size=32)  # the records, whatever the compression
     with timer.phase("read"):
         for rec in iter_unique_fasta(database):
+            content.update(rec.header.encode("utf-8") + b"\n" + rec.sequence + b"\n")
             k = shard_of(rec.id, n_shards)
             ids[k].append(rec.id)
             seqs[k].append(rec.sequence)
@@ -58,7 +61,8 @@ def shard_database(database, out_dir, n_shards: int, stats_path=None) -> dict:
             ids[k] = seqs[k] = heads[k] = None  # free memory as we go
             log.debug(f"wrote shard {k + 1}/{n_shards}: {header['sequences']:,} sequences, "
                       f"{header['residues']:,} residues")
-    summary = {"sequences": n_total, "residues": residues_total, "shards": per_shard}
+    summary = {"sequences": n_total, "residues": residues_total, "shards": per_shard,
+               "content_blake2b": content.hexdigest()}
     with atomic_write(os.path.join(out_dir, "database.json")) as fh:
         json.dump(summary, fh, indent=1, sort_keys=True)
         fh.write("\n")

@@ -1,23 +1,27 @@
-# What changed since the previous scan: results/changes.tsv (new, gone and
-# changed-score hits per query, with both scores).  Runs after the traceback
-# so that it describes a finished scan.
+# What changed since the previous database release: results/changes.tsv (new,
+# gone and changed-score hits per query, with both scores).  The current
+# release (results/history/current.json) is compared with the newest other
+# release kept in results/history/, never with an earlier run of the same
+# release.
 
 
 rule changes:
     input:
         hits="results/hits.tsv",
-        alignments="results/alignments.tsv",
-        previous="results/previous/scan.json",
+        current="results/history/current.json",
         queries=QUERIES,
     output:
         changes=report(
             "results/changes.tsv",
             caption="../report/changes_table.rst",
-            category="Changes since the previous scan",
+            category="Changes since the previous release",
         ),
+    params:
+        history="results/history",
     log:
         "results/logs/changes.log",
     threads: 1
     shell:
-        "swgpu changes --hits {input.hits:q} --previous {input.previous:q}"
-        " --queries {input.queries:q} --out {output.changes:q} > {log:q} 2>&1"
+        "swgpu changes --hits {input.hits:q} --current {input.current:q}"
+        " --history {params.history:q} --queries {input.queries:q}"
+        " --out {output.changes:q} > {log:q} 2>&1"

@@ -93,6 +93,19 @@ def output_options():
     return f"--columns {shlex.quote(str(config['columns']))}{header} --format {formats}"
 
 
+def release_option():
+    """--release NAME when the config names the database release."""
+    release = config.get("release")
+    return f"--release {shlex.quote(str(release))}" if release else ""
+
+
+def config_json():
+    """The configuration as one line of JSON (kept in each release's manifest)."""
+    import json
+
+    return json.dumps(config, sort_keys=True, default=str)
+
+
 ALIGNMENT_SUFFIXES = {"sam": ".sam", "parquet": ".parquet", "pairwise": ".txt"}
 
 

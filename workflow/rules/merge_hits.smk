@@ -1,7 +1,6 @@
 # Merge the shards' hits: top-k per query over the whole database, bit scores
-# and E-values computed with the size of the whole database (database.json).
-# `previous` (keep_previous.smk) makes the snapshot of the last scan run first;
-# the merge does not read it.
+# and E-values computed with the size of the whole database (database.json),
+# or config["dbsize"] residues (BLAST's -dbsize).
 
 
 rule merge_hits:
@@ -9,7 +8,6 @@ rule merge_hits:
         hits=shard_hit_tables(),
         queries=QUERIES,
         info="results/shards/database.json",
-        previous="results/previous/scan.json",
     output:
         hits="results/hits.tsv",
         stats="results/stats/merge_hits.json",

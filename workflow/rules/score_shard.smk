@@ -11,6 +11,13 @@
 # until it exits, waiting while every GPU is taken; with one visible GPU (a
 # slurm job, a single-GPU workstation) it uses GPU 0.
 #
+# Re-scans: each job keeps its memory of the shard in results/state/shard-NNNN.npz
+# (not a declared output, so Snakemake never deletes it): every subject's
+# content hash and each query's best top_k + margin hits.  When the shard
+# changes in a new release, the job scores only the new and changed sequences
+# and reuses the rest (swgpu_tools/engine/increment.py); a query whose margin
+# ran out, or whose sequence changed, is scored against the whole shard.
+#
 # A corrupt or truncated shard: `swgpu score-shard` fails with a message naming
 # it; `swgpu check-shards --quarantine` then moves the bad shard to
 # results/shards/corrupt/, so the next run of the workflow finds an output of
@@ -29,6 +36,8 @@ rule score_shard:
         scoring=scoring_options(),
         top_k=config["top_k"],
         backend=config["backend"],
+        margin=config["margin"] if config.get("margin") is not None else config["top_k"],
+        state=lambda wildcards: f"results/state/shard-{wildcards.shard}.npz",
         quarantine=QUARANTINE_DIR,
     log:
         "results/logs/score_shard/shard-{shard}.log",
@@ -39,7 +48,8 @@ rule score_shard:
         gpu=SCORE_GPUS,
     shell:
         "( swgpu score-shard {input.shard:q} --queries {input.queries:q}"
-        " --out {output.hits:q} --stats {output.stats:q} {params.scoring} --top-k {params.top_k}"
+        " --out {output.hits:q} --stats {output.stats:q} --state {params.state:q}"
+        " --margin {params.margin} {params.scoring} --top-k {params.top_k}"
         " --backend {params.backend} --threads {threads} --device auto"
         " || {{ swgpu check-shards --quarantine {params.quarantine:q} {input.shard:q}; exit 1; }}"
         " ) > {log:q} 2>&1"

@@ -5,9 +5,8 @@
 # results/internal/alignments.parquet keeps, per alignment, its coordinates,
 # CIGAR and the hashes of both sequences; after a re-scan, alignments of hits
 # whose query, subject, score, sequences and alignment code are unchanged are
-# taken from the previous scan's copy (results/previous/, kept by
-# keep_previous) instead of computed again.  The tables are byte-identical to
-# a full traceback.
+# taken from the newest kept release (results/history/, rule history) instead
+# of computed again.  The tables are byte-identical to a full traceback.
 
 
 rule traceback:
@@ -24,7 +23,7 @@ rule traceback:
         scoring=scoring_options(),
         outputs=output_options(),
         quarantine=QUARANTINE_DIR,
-        previous="results/previous/alignments.parquet",
+        previous="results/history",
     log:
         "results/logs/traceback.log",
     benchmark:
