@@ -1,24 +1,28 @@
-"""Incremental re-scan versus scratch scan with the Snakemake workflow.
+"""A database release re-scanned with the workflow, against a scan from scratch.
 
-    .venv/bin/python benchmarks/workflow_rescan.py --database ../shared/data/uniprot20k.fasta.gz \
-        --queries ../shared/data/oracle_queries.fasta --shards 16 --workdir /tmp/rescan
+    python benchmarks/workflow_rescan.py --database bench_db.fasta --queries bench_queries.fasta \
+        --shards 4 --cores 16 --backend gpu --workdir /tmp/rescan
 
-Makes release v2 of the database by changing a fraction of its entries (half
-of them substituted at one position, a quarter removed, a quarter added as
-mutated copies under new ids), then times, with backend cpu:
+Makes release v2 of the database (issue 12's case: 1% of the entries changed
+at one position, 0.5% removed, 0.5% added as mutated copies under new ids,
+spread over every shard), then runs ``snakemake`` three times:
 
-  1. scratch scan of v1            (folder v1then2)
-  2. incremental re-scan to v2     (same folder, config.database -> v2)
-  3. scratch scan of v2            (folder v2)
+  1. v1 from scratch                  (folder inc)
+  2. v2 in the same folder            (incremental: only what changed is scored)
+  3. v2 from scratch                  (folder scratch)
 
-and reports the jobs each run executed and whether the tables of 2 and 3 are
-byte-identical.  A second change set (--small-fraction) shows the other end.
+and prints, for runs 2 and 3: wall clock, scoring jobs, residues scored
+(cells / query residues, from results/stats/score_shard/*.json), scoring
+(GPU or CPU kernel) seconds, the traceback's reused alignments, and whether
+hits.tsv and alignments.tsv are byte-identical.  ``--json`` writes the
+numbers.
 """
 from __future__ import annotations
 
 import argparse
 import filecmp
 import gzip
+import json
 import os
 import random
 import re
@@ -52,35 +56,34 @@ def read_fasta(path):
 def write_fasta(path, recs):
     with open(path, "w") as fh:
         for h, s in recs:
-            fh.write(f">{h}\n")
-            for i in range(0, len(s), 60):
-                fh.write(s[i:i + 60] + "\n")
+            fh.write(f">{h}\n{s}\n")
 
 
-def release_v2(recs, fraction, seed):
+def release_v2(recs, changed, removed, added, seed):
+    """v2: fractions of entries changed (one residue), removed, added (mutated copies)."""
     rng = random.Random(seed)
-    n = max(4, round(len(recs) * fraction))
-    idx = rng.sample(range(len(recs)), n)
-    change, remove, copy = idx[: n // 2], set(idx[n // 2: 3 * n // 4]), idx[3 * n // 4:]
-    out = [list(r) for r in recs]
+    n = len(recs)
+    idx = rng.sample(range(n), round(n * (changed + removed + added)))
+    nc, nr = round(n * changed), round(n * removed)
+    change, remove, copy = idx[:nc], set(idx[nc:nc + nr]), idx[nc + nr:]
     letters = "ACDEFGHIKLMNPQRSTVWY"
+    out = [list(r) for r in recs]
     for i in change:
-        h, s = out[i]
+        s = out[i][1]
         p = rng.randrange(len(s))
         out[i][1] = s[:p] + rng.choice([c for c in letters if c != s[p]]) + s[p + 1:]
-    added = []
+    new = []
     for k, i in enumerate(copy):
-        h, s = recs[i]
-        s = "".join(rng.choice(letters) if rng.random() < 0.1 else c for c in s)
-        added.append((f"sp|NEW{k:05d}|NEW{k:05d}_TEST added in v2", s))
-    v2 = [tuple(r) for i, r in enumerate(out) if i not in remove] + added
-    return v2, dict(changed=len(change), removed=len(remove), added=len(added))
+        s = "".join(rng.choice(letters) if rng.random() < 0.1 else c for c in recs[i][1])
+        new.append((f"sp|NEW{k:06d}|NEW{k:06d}_TEST added in v2", s))
+    v2 = [tuple(r) for i, r in enumerate(out) if i not in remove] + new
+    return v2, dict(entries=n, changed=len(change), removed=len(remove), added=len(new))
 
 
-def snakemake(workdir, database, args):
-    (workdir / "config.yaml").write_text(
-        f"database: {database}\nqueries: {args.queries}\nshards: {args.shards}\n"
-        f"backend: cpu\nthreads: 1\n")
+def run(workdir: Path, database, args) -> dict:
+    cfg = {"database": str(database), "queries": str(args.queries), "shards": args.shards,
+           "backend": args.backend, "threads": args.threads, "top_k": args.top_k}
+    (workdir / "config.yaml").write_text("".join(f"{k}: {v}\n" for k, v in cfg.items()))
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
     start = time.perf_counter()
     proc = subprocess.run([str(BIN / "snakemake"), "-s", str(REPO / "Snakefile"), "--directory",
@@ -88,22 +91,48 @@ def snakemake(workdir, database, args):
                            "--cores", str(args.cores)], env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
     if proc.returncode:
-        sys.exit(proc.stderr[-4000:])
+        sys.exit(proc.stdout[-3000:] + proc.stderr[-4000:])
+    out = proc.stdout + proc.stderr
     jobs = {}
-    for m in re.finditer(r"^(?:local)?(?:rule|checkpoint) (\w+):", proc.stdout + proc.stderr, re.M):
+    for m in re.finditer(r"^(?:local)?(?:rule|checkpoint) (\w+):", out, re.M):
         jobs[m.group(1)] = jobs.get(m.group(1), 0) + 1
-    return wall, jobs
+    scored = re.findall(r"wildcards: shard=(\d+)", out)
+    stats = [json.loads((workdir / f"results/stats/score_shard/shard-{s}.json").read_text())
+             for s in scored]
+    tb = json.loads((workdir / "results/stats/traceback.json").read_text())
+    steps = {}
+    for p in (workdir / "results/benchmarks").rglob("*.tsv"):
+        rows = p.read_text().splitlines()
+        if len(rows) > 1:
+            steps[str(p.relative_to(workdir / "results/benchmarks"))] = float(rows[-1].split("\t")[0])
+    return {
+        "wall_s": wall, "jobs": jobs, "scoring_jobs": len(scored),
+        "cells": sum(s["cells"] for s in stats),
+        "full_scan_cells": sum(s["full_scan_cells"] for s in stats),
+        "kernel_s": sum(s["kernel_s"] for s in stats),
+        "delta_sequences": sum(s.get("delta_sequences", 0) for s in stats),
+        "full_queries": [s.get("full_queries") for s in stats],
+        "margin_ran_out": sum(s.get("margin_ran_out", 0) for s in stats),
+        "modes": sorted({s.get("mode") for s in stats}),
+        "traceback": {k: tb.get(k) for k in ("alignments", "aligned", "reused", "wall_s")},
+        "steps_s": steps,
+    }
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--database", required=True)
     ap.add_argument("--queries", required=True)
-    ap.add_argument("--shards", type=int, default=16)
+    ap.add_argument("--shards", type=int, default=4)
     ap.add_argument("--cores", type=int, default=2)
-    ap.add_argument("--fraction", type=float, default=0.01)
-    ap.add_argument("--small-fraction", type=float, default=0.0005)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--top-k", type=int, default=500)
+    ap.add_argument("--backend", default="cpu")
+    ap.add_argument("--changed", type=float, default=0.01)
+    ap.add_argument("--removed", type=float, default=0.005)
+    ap.add_argument("--added", type=float, default=0.005)
     ap.add_argument("--workdir", default="/tmp/rescan")
+    ap.add_argument("--json", default=None)
     args = ap.parse_args()
     args.queries = os.path.abspath(args.queries)
     root = Path(args.workdir)
@@ -111,37 +140,32 @@ def main():
     root.mkdir(parents=True)
     recs = read_fasta(args.database)
     write_fasta(root / "v1.fasta", recs)
-    rows = []
-    for label, fraction, seed in [("1%", args.fraction, 1), ("small", args.small_fraction, 2)]:
-        v2, what = release_v2(recs, fraction, seed)
-        write_fasta(root / f"v2-{label}.fasta", v2)
-        inc = root / f"inc-{label}"
-        scratch = root / f"scratch-{label}"
-        inc.mkdir()
-        scratch.mkdir()
-        t1, j1 = snakemake(inc, root / "v1.fasta", args)
-        t2, j2 = snakemake(inc, root / f"v2-{label}.fasta", args)
-        t3, j3 = snakemake(scratch, root / f"v2-{label}.fasta", args)
-        same = all(filecmp.cmp(inc / "results" / f, scratch / "results" / f, shallow=False)
-                   for f in ("hits.tsv", "alignments.tsv"))
-        rows.append((label, what, t1, j1, t2, j2, t3, j3, same))
-        print(f"[{label}] v2 = {what}", flush=True)
-        print(f"  scratch v1:        {t1:7.1f} s  jobs {j1}", flush=True)
-        print(f"  incremental v1->v2:{t2:7.1f} s  jobs {j2}", flush=True)
-        print(f"  scratch v2:        {t3:7.1f} s  jobs {j3}", flush=True)
-        print(f"  hits.tsv and alignments.tsv byte-identical (incremental vs scratch): {same}",
-              flush=True)
-        for name, d in (("incremental", inc), ("scratch", scratch)):
-            tb = (d / "results/benchmarks/traceback.tsv").read_text().splitlines()[-1].split("\t")[0]
-            reuse = [ln.split("] ", 1)[1] for ln in
-                     (d / "results/logs/traceback.log").read_text().splitlines() if "reused" in ln]
-            print(f"  {name} traceback: {tb} s ({reuse[0] if reuse else '?'})", flush=True)
-        changes = (inc / "results" / "changes.tsv").read_text().splitlines()[1:]
-        kinds = {}
-        for line in changes:
-            k = line.split("\t")[2]
-            kinds[k] = kinds.get(k, 0) + 1
-        print(f"  changes.tsv: {kinds}", flush=True)
+    v2, what = release_v2(recs, args.changed, args.removed, args.added, seed=7)
+    write_fasta(root / "v2.fasta", v2)
+    del recs, v2
+    print(f"v2: {what}", flush=True)
+    inc, scratch = root / "inc", root / "scratch"
+    inc.mkdir()
+    scratch.mkdir()
+    r1 = run(inc, root / "v1.fasta", args)
+    print(f"v1 scratch: {r1['wall_s']:.1f} s wall, {r1['kernel_s']:.2f} s scoring", flush=True)
+    r2 = run(inc, root / "v2.fasta", args)
+    r3 = run(scratch, root / "v2.fasta", args)
+    same = {f: filecmp.cmp(inc / "results" / f, scratch / "results" / f, shallow=False)
+            for f in ("hits.tsv", "alignments.tsv")}
+    print(f"{'':24}{'incremental v1->v2':>20}{'scratch v2':>14}{'ratio':>8}")
+    for label, key in (("wall clock (s)", "wall_s"), ("scoring jobs", "scoring_jobs"),
+                       ("cells scored", "cells"), ("scoring seconds", "kernel_s")):
+        a, b = r2[key], r3[key]
+        fmt = (lambda x: f"{x:.3g}") if key == "cells" else (lambda x: f"{x:.2f}")
+        print(f"{label:24}{fmt(a):>20}{fmt(b):>14}{(a / b if b else float('nan')):>8.3f}")
+    print(f"delta sequences scored: {r2['delta_sequences']:,}; queries against whole shards "
+          f"per job: {r2['full_queries']} (margin ran out {r2['margin_ran_out']})")
+    print(f"traceback: incremental {r2['traceback']}, scratch {r3['traceback']}")
+    print(f"tables byte-identical (incremental vs scratch): {same}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"release": what, "v1": r1, "incremental": r2,
+                                               "scratch": r3, "identical": same}, indent=1))
 
 
 if __name__ == "__main__":

@@ -6,10 +6,14 @@ mutated copy of each of 2 queries, in 6 shards; v2 changes 4 entries (about
 1%): one altered entry, one altered copy of a query (its score drops), one
 removed (a hit is gone) and one added (a new hit).
 
-* v1 then v2 in one folder (incremental) versus v2 from scratch: exactly the
-  shards holding the changed ids are scored again, and hits.tsv and
-  alignments.tsv are byte-identical; changes.tsv lists the constructed changes;
-  results/previous/ holds the v1 tables.
+* v1 then v2 in one folder (incremental) versus v2 from scratch: only the
+  shards holding the changed ids get a scoring job, and each scores only the
+  new and changed sequences; hits.tsv and alignments.tsv are byte-identical;
+  changes.tsv lists the constructed changes against release v1; both releases
+  are kept in results/history/.
+* the same release again with other filters: no new release, and changes.tsv
+  still compares with the previous release; an unchanged release scores
+  nothing, nor does touching the database file.
 * v2 killed with SIGKILL (snakemake and its children, the process group) while
   scoring, then restarted as README says: the same tables as the uninterrupted
   scratch run, and no output half-written.
@@ -19,6 +23,7 @@ removed (a hit is gone) and one added (a new hit).
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -99,23 +104,35 @@ def rescan(tmp_path_factory):
     _setup(inc, queries, v1)
     first = _snakemake(inc)
     tables_v1 = _tables(inc)
+    release_v1 = json.loads((inc / "results/history/current.json").read_text())["release"]
     _write_fasta(inc / "database.fasta", v2)
     second = _snakemake(inc)
     _setup(scratch, queries, v2)
     third = _snakemake(scratch)
     return dict(root=root, inc=inc, scratch=scratch, queries=queries, v1=v1, v2=v2,
                 changed_ids=changed_ids, first=first, second=second, third=third,
-                tables_v1=tables_v1)
+                tables_v1=tables_v1, release_v1=release_v1)
+
+
+def _stats(workdir: Path, shard: str) -> dict:
+    return json.loads((workdir / f"results/stats/score_shard/shard-{shard}.json").read_text())
 
 
 @pytest.mark.slow
-def test_rescan_scores_only_the_changed_shards(rescan):
+def test_rescan_scores_only_the_new_and_changed_sequences(rescan):
     expected = sorted({f"{shard_of(i, SHARDS):04d}" for i in rescan["changed_ids"]})
     assert 0 < len(expected) < SHARDS
     assert _scored_shards(rescan["first"]) == [f"{i:04d}" for i in range(SHARDS)]
     assert _scored_shards(rescan["second"]) == expected
+    changed = set(rescan["changed_ids"]) - {"mut_q0"}  # mut_q0 was removed
+    for shard in expected:
+        st = _stats(rescan["inc"], shard)
+        assert st["mode"] == "incremental" and st["full_queries"] == 0
+        ids = {i for i in changed if f"{shard_of(i, SHARDS):04d}" == shard}
+        assert st["delta_sequences"] == len(ids)
+        assert st["cells"] < 0.2 * st["full_scan_cells"]
     out = rescan["second"].stdout + rescan["second"].stderr
-    for rule in ("keep_previous", "merge_hits", "traceback", "changes", "plots"):
+    for rule in ("merge_hits", "traceback", "history", "changes", "plots", "manifest"):
         assert re.search(rf"^(?:local)?rule {rule}:", out, re.MULTILINE), rule
 
 
@@ -131,15 +148,56 @@ def test_rescan_tables_equal_a_scratch_scan(rescan):
 
 
 @pytest.mark.slow
-def test_previous_scan_is_kept(rescan):
-    prev = rescan["inc"] / "results" / "previous"
-    assert (prev / "hits.tsv").read_bytes() == rescan["tables_v1"]["hits.tsv"]
-    assert (prev / "alignments.parquet").exists()
-    # scratch run: no previous scan, every hit is new
+def test_both_releases_are_kept(rescan):
+    history = rescan["inc"] / "results" / "history"
+    v1 = history / rescan["release_v1"]
+    assert (v1 / "hits.tsv").read_bytes() == rescan["tables_v1"]["hits.tsv"]
+    assert (v1 / "alignments.tsv").read_bytes() == rescan["tables_v1"]["alignments.tsv"]
+    manifest = json.loads((v1 / "manifest.json").read_text())
+    assert manifest["database"]["sequences"] == len(rescan["v1"])
+    assert manifest["config"]["top_k"] == 500
+    current = json.loads((history / "current.json").read_text())["release"]
+    assert current != rescan["release_v1"] and current.startswith("db-")
+    assert (history / current / "hits.tsv").read_bytes() == _tables(rescan["inc"])["hits.tsv"]
+    # swgpu changes A B compares any two kept releases: v1 -> v2 is changes.tsv
+    out = rescan["root"] / "v1_v2.tsv"
+    proc = subprocess.run([str(BIN / "swgpu"), "changes", rescan["release_v1"], current,
+                           "--history", str(history), "-o", str(out)], capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes() == (rescan["inc"] / "results/changes.tsv").read_bytes()
+    # scratch run: no previous release, every hit is new
     ch = pd.read_csv(rescan["scratch"] / "results/changes.tsv", sep="\t", keep_default_na=False)
     hits = pd.read_csv(rescan["scratch"] / "results/hits.tsv", sep="\t", keep_default_na=False)
     assert set(ch["change"]) == {"new"} and len(ch) == len(hits)
-    assert not (rescan["scratch"] / "results/previous/hits.tsv").exists()
+
+
+@pytest.mark.slow
+def test_same_release_with_other_filters_is_not_a_new_release(rescan, tmp_path):
+    """Changing max_evalue re-merges, replaces the release's entry, and changes.tsv
+    still compares with the previous release; an unchanged rerun and a touched
+    database score nothing."""
+    work = tmp_path / "filters"
+    shutil.copytree(rescan["inc"], work, symlinks=True)
+    before = (work / "results/changes.tsv").read_bytes()
+    proc = _snakemake(work, "--config", "max_evalue=1e-3")
+    assert _scored_shards(proc) == []
+    kept = sorted(p.name for p in (work / "results/history").iterdir() if p.is_dir())
+    assert len(kept) == 2
+    ch = pd.read_csv(work / "results/changes.tsv", sep="\t", keep_default_na=False, dtype=str)
+    assert (work / "results/changes.tsv").read_bytes() != before  # the filter moved hits
+    old = pd.read_csv(work / "results/history" / rescan["release_v1"] / "hits.tsv", sep="\t",
+                      keep_default_na=False, dtype=str)
+    new = pd.read_csv(work / "results/hits.tsv", sep="\t", keep_default_na=False, dtype=str)
+    assert (new["evalue"].astype(float) <= 1e-3).all()
+    _check_changes(old, new, ch)  # against release v1, not the earlier run of this release
+    # nothing to do: no job at all
+    proc = _snakemake(work, "--config", "max_evalue=1e-3")
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+    # the database touched, not changed: shard_db again, no scoring
+    os.utime(work / "database.fasta")
+    proc = _snakemake(work, "--config", "max_evalue=1e-3")
+    assert _scored_shards(proc) == []
 
 
 @pytest.mark.slow
@@ -148,7 +206,8 @@ def test_changes_table_lists_the_constructed_changes(rescan):
     ch = pd.read_csv(inc / "results/changes.tsv", sep="\t", keep_default_na=False,
                      dtype=str)
     assert list(ch.columns) == CHANGES_COLUMNS
-    old = pd.read_csv(inc / "results/previous/hits.tsv", sep="\t", keep_default_na=False, dtype=str)
+    old = pd.read_csv(inc / "results/history" / rescan["release_v1"] / "hits.tsv", sep="\t",
+                      keep_default_na=False, dtype=str)
     new = pd.read_csv(inc / "results/hits.tsv", sep="\t", keep_default_na=False, dtype=str)
     rows = {(r.qseqid, r.sseqid): r for r in ch.itertuples(index=False)}
     # the added near-copy of q0 is a new hit of q0; the removed copy is gone
@@ -163,10 +222,18 @@ def test_changes_table_lists_the_constructed_changes(rescan):
     assert r.change == "score" and int(r.score) < int(r.previous_score)
     # nothing else changed score (unchanged pairs keep their scores)
     assert set(ch[ch.change == "score"]["sseqid"]) <= {"self_q1", "d0010"}
-    # every listed row is right against the two tables
-    both = old.merge(new, on=["qseqid", "sseqid"], how="outer", suffixes=("_o", "_n"))
+    _check_changes(old, new, ch)
+
+
+def _check_changes(old, new, ch):
+    """Every row of changes.tsv is right against the two hits tables, and every
+    difference is listed."""
+    rows = {(r.qacc, r.sacc): r for r in ch.itertuples(index=False)}
+    both = old.merge(new, on=["qacc", "sacc"], how="outer", suffixes=("_o", "_n"))
+    assert len(both) > 0
+    listed = 0
     for b in both.itertuples(index=False):
-        key = (b.qseqid, b.sseqid)
+        key = (b.qacc, b.sacc)
         if pd.isna(b.score_o):
             assert rows[key].change == "new"
         elif pd.isna(b.score_n):
@@ -175,6 +242,9 @@ def test_changes_table_lists_the_constructed_changes(rescan):
             assert rows[key].change == "score"
         else:
             assert key not in rows
+            continue
+        listed += 1
+    assert listed == len(ch)
 
 
 def test_compare_constructed_case():
