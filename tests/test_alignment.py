@@ -141,25 +141,49 @@ def test_lane_passes_agree_with_scalar_passes():
         subjects = [x if len(x) else q[:1].copy() for x in subjects]
         for probe in (np.zeros(1, np.int16), np.zeros(1, np.int32)):
             lanes = 32 // probe.itemsize
-            check_lane_passes(q, subjects[:lanes], s, go, ge, probe)
+            check_lane_passes(q, subjects[:lanes], s, go, ge, probe, check_grid=trial < 6)
 
 
-def check_lane_passes(q, subjects, s, go, ge, probe):
+def local_dp(q, d, matrix, go, ge):
+    """The whole local DP matrix H (rows 0..len(q), columns 0..len(d)), plain Python."""
+    neg = -10**9
+    H = np.zeros((len(q) + 1, len(d) + 1), dtype=np.int64)
+    F = [neg] * (len(d) + 1)
+    for i in range(1, len(q) + 1):
+        e = neg
+        for j in range(1, len(d) + 1):
+            e = max(e - ge, H[i, j - 1] - go - ge)
+            F[j] = max(F[j] - ge, H[i - 1, j] - go - ge)
+            H[i, j] = max(0, H[i - 1, j - 1] + int(matrix[q[i - 1], d[j - 1]]), e, F[j])
+    return H
+
+
+def check_lane_passes(q, subjects, s, go, ge, probe, check_grid):
     codes = np.concatenate(subjects)
     off = np.r_[0, np.cumsum([len(x) for x in subjects])].astype(np.int64)
     n = len(subjects)
     idx = np.arange(n, dtype=np.int64)
     best, qe, se = (np.zeros(QL.ALN_LANES, np.int64) for _ in range(3))
+    lanes = 32 // probe.itemsize
+    grid, step, ncols = QL.forward_grid(len(q), off, idx, lanes)
     assert QL.lanes_pass(q, codes, off, idx, s.matrix, go, ge, False, qe, se, best, best, qe,
-                         se, probe)
+                         se, probe, grid, step)
     live = np.flatnonzero(best[:n] > 0)
     for k in range(n):
         assert (best[k], qe[k], se[k]) == scalar.forward_end(q, subjects[k], s.matrix, go, ge)
+        if check_grid:  # the forward pass's samples for the bands: DP values at grid points
+            H = local_dp(q, subjects[k], s.matrix, go, ge)
+            for c in range(1, grid.shape[0]):
+                j = min(c * step, ncols)
+                if j <= len(subjects[k]):
+                    rows = [min(r * step, len(q)) for r in range(1, grid.shape[1])]
+                    assert list(grid[c, 1:, k]) == [H[i, j] for i in rows]
     if len(live) == 0:
         return
     found, a, b = (np.zeros(QL.ALN_LANES, np.int64) for _ in range(3))
+    nogrid = np.zeros((0, 0, 0), np.int32)
     assert QL.lanes_pass(q, codes, off, idx[live], s.matrix, go, ge, True, qe[live].copy(),
-                         se[live].copy(), best[live].copy(), found, a, b, probe)
+                         se[live].copy(), best[live].copy(), found, a, b, probe, nogrid, 1)
     for r, k in enumerate(live):
         assert found[r] == best[k] + 1
         assert (a[r], b[r]) == scalar.reverse_start(q, subjects[k], qe[k], se[k], best[k],

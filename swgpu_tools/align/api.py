@@ -20,14 +20,19 @@ from .scalar import locate
 from .traceback import TRACEBACK_CELL_LIMIT, traceback
 
 
-def results(info: np.ndarray, ops: np.ndarray, room: np.ndarray) -> list[Alignment]:
-    """The Alignment objects of a batch (info, ops, room of :func:`.batch.align_batch`)."""
+def results(info: np.ndarray, parts) -> list[Alignment]:
+    """The Alignment objects of a batch (info and parts of :func:`.batch.align_batch`)."""
+    source = np.zeros(info.shape[0], dtype=np.int64)
+    for p, (_, _, mask) in enumerate(parts):
+        source[mask] = p
     out = []
-    for k in range(info.shape[0]):
+    for k, p in enumerate(source.tolist()):
         score, qs, qe, ss, se, count = (int(x) for x in info[k])
         if count < 0:
             raise AssertionError(f"traceback of pair {k} did not reproduce score {score}")
-        out.append(Alignment(score, qs, qe, ss, se, ops[room[k + 1] - count:room[k + 1]].tobytes()))
+        ops, room = parts[p][0], parts[p][1]
+        out.append(Alignment(score, qs, qe, ss, se,
+                             ops[room[k + 1] - count:room[k + 1]].tobytes()))
     return out
 
 
@@ -206,11 +211,12 @@ def align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_e
         cell_limit = max(1 << 22, TRACEBACK_CELL_LIMIT // nthreads)
     # query-shared lanes where pairs share queries (database hits), else pair lanes
     query_lanes = len(qidx) >= 4 * len(np.unique(qidx))
-    info, ops, room = align_batch(
+    info, parts, fallbacks = align_batch(
         np.ascontiguousarray(qcodes, dtype=np.uint8), qoff,
         np.ascontiguousarray(scodes, dtype=np.uint8), soff,
         qidx, sidx, matrix, gap_open, gap_extend, max(1, int(cell_limit)), nthreads,
         code, ends, bool(query_lanes), bool(pair_lanes))
-    out = results(info, ops, room)
+    out = results(info, parts)
+    stats["band_fallbacks"] = int(fallbacks.sum())
     stats["cpu_s"] = time.perf_counter() - t_start - stats["gpu_s"]
     return out

@@ -19,9 +19,10 @@ from numba import njit
 
 from .modes import MODE_GLOBAL, MODE_LOCAL, mode_code
 from .pair_lanes import PAIR_LANES, locate_chunk_pairs, pair_matrix, traceback_group
+from . import query_lanes
 from .query_lanes import ALN_LANES, locate_chunk_query
 from .scalar import locate, start_from_end
-from .traceback import traceback
+from .traceback import TRACEBACK_CELL_LIMIT, traceback
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -151,17 +152,9 @@ def locate_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap
                    soff, qidx, sidx, matrix, gap_open, gap_extend, mode, ends,
                    np.argsort(-(qlen * slen), kind="stable"), info)
     elif mode == MODE_LOCAL and query_lanes:
-        # pairs of one query, similar subject lengths, ALN_LANES at a time
-        perm = np.lexsort((-slen, qidx)).astype(np.int64)
-        new_query = np.flatnonzero(np.diff(qidx[perm])) + 1
-        bounds = [0]
-        for lo, hi in zip(np.r_[0, new_query], np.r_[new_query, len(perm)]):
-            bounds.extend(range(int(lo) + ALN_LANES, int(hi), ALN_LANES))
-            bounds.append(int(hi))
-        item_start = np.asarray(bounds, dtype=np.int64)
-        run_chunks(locate_chunk_query, min(nchunks, len(item_start) - 1), nthreads,
-                   qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                   perm, item_start, info)
+        hits_in_lanes(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
+                      nthreads, False, TRACEBACK_CELL_LIMIT, info, np.zeros(0, np.uint8),
+                      np.zeros(n + 1, np.int64), np.zeros(n, np.int64))
     else:
         perm = shape_order(qlen, slen, np.ones(n, dtype=bool))
         item_start = items(perm, PAIR_LANES)
@@ -171,8 +164,9 @@ def locate_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap
 
 
 def traceback_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                      cell_limit, nthreads, mode, pair_lanes, info):
-    """Step 3: the traceback of every located region; returns (ops, room) and fills info[:, 5].
+                      cell_limit, nthreads, mode, pair_lanes, info, subset=None):
+    """Step 3: the traceback of every located region (or of the pairs in the mask ``subset``);
+    returns (ops, room) and fills info[:, 5].
 
     Regions of similar shapes PAIR_LANES at a time (:func:`.pair_lanes.traceback_group`)
     where the group's direction bytes fit ``cell_limit``; larger regions one at
@@ -183,10 +177,12 @@ def traceback_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, 
     mf, w, ident = pair_matrix(matrix)
     rq = info[:, 2] - info[:, 1]
     rs = info[:, 4] - info[:, 3]
-    room = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(rq + rs, out=room[1:])
-    ops = np.zeros(int(room[n]), dtype=np.uint8)
     todo = (info[:, 0] > 0) | (mode != MODE_LOCAL)
+    if subset is not None:
+        todo &= subset
+    room = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.where(todo, rq + rs, 0), out=room[1:])
+    ops = np.zeros(int(room[n]), dtype=np.uint8)
     lanes_ok = np.zeros(n, dtype=bool)
     if pair_lanes:
         lanes_ok = todo & (rq > 0) & (rs > 0) & (rq * (rs + 1) * PAIR_LANES <= cell_limit)
@@ -215,15 +211,82 @@ def traceback_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, 
     return ops, room
 
 
+def lpt_chunks(cost, nchunks):
+    """Chunk of each work item: longest first, each to the least loaded chunk so far."""
+    chunk = np.zeros(len(cost), dtype=np.int64)
+    load = [0.0] * nchunks
+    for t in np.argsort(-np.asarray(cost, dtype=np.float64), kind="stable"):
+        c = min(range(nchunks), key=load.__getitem__)
+        chunk[t] = c
+        load[c] += float(cost[t])
+    return chunk
+
+
+def hits_in_lanes(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
+                  nthreads, do_trace, cell_limit, info, ops, room, fallbacks, band_min=None):
+    """Local alignments of database hits: subjects of one query in query lanes, then bands.
+
+    Pairs of one query, similar subject lengths, ALN_LANES at a time
+    (:func:`.query_lanes.locate_chunk_query`: the forward pass in SIMD lanes,
+    then, for hits scoring at least ``band_min`` (default
+    :data:`.query_lanes.BAND_MIN_SCORE`), the start and, with
+    ``do_trace``, the traceback on the bands of :mod:`.band`; weaker hits get
+    the reverse pass in lanes and info[k, 5] = -2, to be traced back).
+    Groups go to the threads longest first, each to the least loaded thread
+    (by the cells of its forward pass).
+    """
+    n = len(qidx)
+    if band_min is None:
+        band_min = query_lanes.BAND_MIN_SCORE
+    slen = soff[sidx + 1] - soff[sidx]
+    perm = np.lexsort((-slen, qidx)).astype(np.int64)
+    new_query = np.flatnonzero(np.diff(qidx[perm])) + 1
+    bounds = [0]
+    for lo, hi in zip(np.r_[0, new_query], np.r_[new_query, n]):
+        bounds.extend(range(int(lo) + ALN_LANES, int(hi), ALN_LANES))
+        bounds.append(int(hi))
+    item_start = np.asarray(bounds, dtype=np.int64)
+    first = perm[item_start[:-1]]  # the longest subject of each group comes first
+    cost = (qoff[qidx[first] + 1] - qoff[qidx[first]]) * slen[first]
+    nchunks = min(nthreads, len(cost))
+    run_chunks(locate_chunk_query, nchunks, nthreads, qcodes, qoff, scodes, soff, qidx, sidx,
+               matrix, gap_open, gap_extend, perm, item_start, lpt_chunks(cost, nchunks),
+               do_trace, cell_limit, band_min, info, ops, room, fallbacks)
+
+
 def align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
                 cell_limit, nthreads, mode, ends, query_lanes, pair_lanes):
-    """Align pairs (qidx[k], sidx[k]) in ``mode``: (info, ops, room), see the module doc."""
-    info = np.zeros((len(qidx), 6), dtype=np.int64)
+    """Align pairs (qidx[k], sidx[k]) in ``mode``; see the module doc.
+
+    Returns (info, parts, fallbacks): pair k's operations are
+    ``ops[room[k + 1] - info[k, 5]:room[k + 1]]`` for the (ops, room, mask)
+    of ``parts`` whose mask holds k; fallbacks[k] = 1 where a database hit's
+    band was too large and scalar passes ran.
+    """
+    n = len(qidx)
+    info = np.zeros((n, 6), dtype=np.int64)
+    fallbacks = np.zeros(n, dtype=np.int64)
+    if mode == MODE_LOCAL and query_lanes and ends.shape[0] != n:
+        qlen = qoff[qidx + 1] - qoff[qidx]
+        slen = soff[sidx + 1] - soff[sidx]
+        room = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(qlen + slen, out=room[1:])
+        ops = np.zeros(int(room[n]), dtype=np.uint8)
+        hits_in_lanes(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
+                      nthreads, True, cell_limit, info, ops, room, fallbacks)
+        rest = info[:, 5] == -2  # weaker hits: short regions, traced back in pair lanes
+        parts = [(ops, room, ~rest)]
+        if rest.any():
+            ops2, room2 = traceback_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix,
+                                            gap_open, gap_extend, cell_limit, nthreads, mode,
+                                            pair_lanes, info, rest)
+            parts.append((ops2, room2, rest))
+        return info, parts, fallbacks
     locate_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
                    nthreads, mode, ends, query_lanes, pair_lanes, info)
     ops, room = traceback_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open,
                                   gap_extend, cell_limit, nthreads, mode, pair_lanes, info)
-    return info, ops, room
+    return info, [(ops, room, np.ones(n, dtype=bool))], fallbacks
 
 
 def pair_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
