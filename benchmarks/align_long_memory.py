@@ -30,7 +30,8 @@ import numpy as np
 sys.path.insert(0, sys.argv[1])
 sys.path.insert(0, sys.argv[1] + "/benchmarks")
 from align_pairs_bench import mutate, uniprot_templates
-from swgpu_tools.alignment import align, _checkpoint_plan
+from swgpu_tools.align import align
+from swgpu_tools.align.traceback import checkpoint_plan
 from swgpu_tools.scoring import ScoringScheme
 
 length, limit, mode, template = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
@@ -64,7 +65,7 @@ for op in ops:
     else:
         score -= 1 + (11 if prev != 68 else 0); j += 1
     prev = op
-rb, depth, K = _checkpoint_plan(len(q), len(d), limit)
+rb, depth, K = checkpoint_plan(len(q), len(d), limit)
 print("RESULT " + json.dumps({
     "length": length, "mode": mode, "cell_limit": limit, "seconds": dt,
     "baseline_rss_mb": base / 1024, "peak_rss_mb": peak / 1024,

@@ -21,8 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reference import alignment_score
-from swgpu_tools import alignment as A
-from swgpu_tools.alignment import Alignment, align, align_pairs
+from swgpu_tools.align import Alignment, align, align_many, align_pairs
+from swgpu_tools.align.pair_lanes import pair_matrix
+from swgpu_tools.align.traceback import checkpoint_plan
 from swgpu_tools.cli import main
 from swgpu_tools.errors import InputError
 from swgpu_tools.scoring import ScoringScheme
@@ -222,14 +223,14 @@ def test_linear_memory_path_equals_full_matrix_path():
     b = "MKV" + "".join(b) + a[:40]
     q, d = codes(s, a), codes(s, b)
     for limit in (20_000, 3_000, 700):
-        rb, depth, K = A._checkpoint_plan(len(a), len(b), limit)
+        rb, depth, K = checkpoint_plan(len(a), len(b), limit)
         assert rb * (len(b) + 1) <= max(limit, len(b) + 1) and depth >= 1
         if limit == 700:
             assert depth >= 3  # several levels of checkpoints
         for mode in ("global", "semiglobal", "local"):
             full = align(q, d, s.matrix, 11, 1, mode=mode)
             assert align(q, d, s.matrix, 11, 1, mode=mode, cell_limit=limit) == full
-    assert A._checkpoint_plan(len(a), len(b), 200_000_000)[1] == 0  # one block
+    assert checkpoint_plan(len(a), len(b), 200_000_000)[1] == 0  # one block
 
 
 def test_align_pairs_modes_and_ends_hook():
@@ -271,7 +272,7 @@ def test_pair_lanes_equal_scalar_passes():
     dna = scheme(match=2, mismatch=-3, gap_open=5, gap_extend=2)
     wild = scheme(match=1, mismatch=-1, wildcard="N", gap_open=0, gap_extend=2)
     for matrix in (s.matrix, dna.matrix, wild.matrix):
-        assert A._pair_matrix(matrix)[2] == (matrix is dna.matrix)
+        assert pair_matrix(matrix)[2] == (matrix is dna.matrix)
         dna_pairs = [(a % 5, b % 5) for a, b in pairs]  # codes of A, B, C, D, E
         for mode in ("local", "global", "semiglobal"):
             for go, ge in ((11, 1), (0, 2)):
@@ -320,7 +321,7 @@ def test_pair_rows_match_alignment_columns():
     q, d = s.encode(qs), s.encode(ss)
     idx = np.arange(len(texts))
     for mode in ("local", "global"):
-        alns = A.align_many(q, d, idx, idx, s.matrix, 5, 1, mode=mode)
+        alns = align_many(q, d, idx, idx, s.matrix, 5, 1, mode=mode)
         for k, row in enumerate(pair_rows(qs, ss, alns, aligned_strings=True)):
             c = alignment_columns(qs.sequence(k), ss.sequence(k), alns[k])
             assert row[9:] == (c["length"], c["identities"], "%.3f" % c["pident"],

@@ -10,7 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reference import alignment_score, sw_score
-from swgpu_tools.alignment import Alignment, align_local, align_many, align_pairs
+from swgpu_tools.align import Alignment, align_local, align_many, align_pairs
+from swgpu_tools.align import query_lanes as QL
+from swgpu_tools.align import scalar
 from swgpu_tools.fasta import read_fasta
 from swgpu_tools.kernels import cpu
 from swgpu_tools.scoring import ScoringScheme
@@ -122,15 +124,13 @@ def test_align_many_matches_align_local():
 
 def test_lane_passes_agree_with_scalar_passes():
     """The SIMD forward/reverse passes find the same cells as the scalar ones."""
-    from swgpu_tools import alignment as A
-
     s = scheme("BLOSUM62")
     rng = np.random.default_rng(21)
     for trial in range(40):
         go, ge = (11, 1) if trial % 2 else (int(rng.integers(0, 6)), int(rng.integers(1, 4)))
         q = rng.integers(0, 23, rng.integers(1, 80)).astype(np.uint8)
         subjects = []
-        for _ in range(rng.integers(1, A.ALN_LANES + 1)):
+        for _ in range(rng.integers(1, QL.ALN_LANES + 1)):
             if rng.random() < 0.5:  # related: a mutated piece of the query
                 piece = q[rng.integers(0, len(q)):].copy()
                 piece[rng.random(len(piece)) < 0.2] = rng.integers(0, 23)
@@ -141,28 +141,52 @@ def test_lane_passes_agree_with_scalar_passes():
         subjects = [x if len(x) else q[:1].copy() for x in subjects]
         for probe in (np.zeros(1, np.int16), np.zeros(1, np.int32)):
             lanes = 32 // probe.itemsize
-            check_lane_passes(A, q, subjects[:lanes], s, go, ge, probe)
+            check_lane_passes(q, subjects[:lanes], s, go, ge, probe, check_grid=trial < 6)
 
 
-def check_lane_passes(A, q, subjects, s, go, ge, probe):
+def local_dp(q, d, matrix, go, ge):
+    """The whole local DP matrix H (rows 0..len(q), columns 0..len(d)), plain Python."""
+    neg = -10**9
+    H = np.zeros((len(q) + 1, len(d) + 1), dtype=np.int64)
+    F = [neg] * (len(d) + 1)
+    for i in range(1, len(q) + 1):
+        e = neg
+        for j in range(1, len(d) + 1):
+            e = max(e - ge, H[i, j - 1] - go - ge)
+            F[j] = max(F[j] - ge, H[i - 1, j] - go - ge)
+            H[i, j] = max(0, H[i - 1, j - 1] + int(matrix[q[i - 1], d[j - 1]]), e, F[j])
+    return H
+
+
+def check_lane_passes(q, subjects, s, go, ge, probe, check_grid):
     codes = np.concatenate(subjects)
     off = np.r_[0, np.cumsum([len(x) for x in subjects])].astype(np.int64)
     n = len(subjects)
     idx = np.arange(n, dtype=np.int64)
-    best, qe, se = (np.zeros(A.ALN_LANES, np.int64) for _ in range(3))
-    assert A._lanes_pass(q, codes, off, idx, s.matrix, go, ge, False, qe, se, best, best, qe,
-                         se, probe)
+    best, qe, se = (np.zeros(QL.ALN_LANES, np.int64) for _ in range(3))
+    lanes = 32 // probe.itemsize
+    grid, step, ncols = QL.forward_grid(len(q), off, idx, lanes)
+    assert QL.lanes_pass(q, codes, off, idx, s.matrix, go, ge, False, qe, se, best, best, qe,
+                         se, probe, grid, step)
     live = np.flatnonzero(best[:n] > 0)
     for k in range(n):
-        assert (best[k], qe[k], se[k]) == A._forward_end(q, subjects[k], s.matrix, go, ge)
+        assert (best[k], qe[k], se[k]) == scalar.forward_end(q, subjects[k], s.matrix, go, ge)
+        if check_grid:  # the forward pass's samples for the bands: DP values at grid points
+            H = local_dp(q, subjects[k], s.matrix, go, ge)
+            for c in range(1, grid.shape[0]):
+                j = min(c * step, ncols)
+                if j <= len(subjects[k]):
+                    rows = [min(r * step, len(q)) for r in range(1, grid.shape[1])]
+                    assert list(grid[c, 1:, k]) == [H[i, j] for i in rows]
     if len(live) == 0:
         return
-    found, a, b = (np.zeros(A.ALN_LANES, np.int64) for _ in range(3))
-    assert A._lanes_pass(q, codes, off, idx[live], s.matrix, go, ge, True, qe[live].copy(),
-                         se[live].copy(), best[live].copy(), found, a, b, probe)
+    found, a, b = (np.zeros(QL.ALN_LANES, np.int64) for _ in range(3))
+    nogrid = np.zeros((0, 0, 0), np.int32)
+    assert QL.lanes_pass(q, codes, off, idx[live], s.matrix, go, ge, True, qe[live].copy(),
+                         se[live].copy(), best[live].copy(), found, a, b, probe, nogrid, 1)
     for r, k in enumerate(live):
         assert found[r] == best[k] + 1
-        assert (a[r], b[r]) == A._reverse_start(q, subjects[k], qe[k], se[k], best[k],
+        assert (a[r], b[r]) == scalar.reverse_start(q, subjects[k], qe[k], se[k], best[k],
                                                 s.matrix, go, ge)
 
 

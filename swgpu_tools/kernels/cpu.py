@@ -1,7 +1,10 @@
 """CPU backend (Numba): exact Smith-Waterman scores with affine (BLAST-style) gaps.
 
-Implements the contract of :mod:`swgpu_tools.kernels` (``search``) plus
-``score_all`` (full score array, for tests and benchmarks on small data).
+:class:`CpuBackend` implements the contract of :mod:`swgpu_tools.kernels`
+(``SearchBackend.search`` here; ``PairBackend.pair_regions`` through the lane
+engines of :mod:`swgpu_tools.align`).  The module functions :func:`search`
+and :func:`score_all` (full score array, for tests and benchmarks on small
+data) take a scheme or a matrix and gap costs.
 
 How it works
 ------------
@@ -9,7 +12,7 @@ How it works
   (longest first) and interleaved in groups of ``LANES`` (32) subjects that
   are aligned in lock-step, one subject per SIMD lane.  The inner loop is
   emitted as LLVM IR with explicit vector types through a Numba intrinsic
-  (:func:`_make_column_pass`; Numba's promotion of small integers to int64
+  (:func:`swgpu_tools.kernels.simd.make_column_pass`; Numba's promotion of small integers to int64
   defeats LLVM's auto-vectoriser): per query row it updates ``COLS`` (4)
   subject columns of all lanes, keeping diagonal, vertical-gap and best
   vectors in registers, so H/E make one memory round trip per 4 columns.
@@ -19,7 +22,8 @@ How it works
 * Lane widths form a ladder: int8 lanes first; a lane whose best score comes
   within ``max(matrix)`` of the lane type's maximum is flagged, and the
   flagged subjects are recomputed with int16 lanes; the (rare) ones flagged
-  again are rescored exactly with a scalar int32 Gotoh.  A level is skipped
+  again are rescored exactly with the scalar int32 Gotoh of
+  :func:`swgpu_tools.align.scalar.forward_end`.  A level is skipped
   when the gap costs or matrix values do not fit it (with extreme
   parameters everything runs in int32 lanes, which are exact).
 * Negative E/F values never influence H (H >= 0), so every value stays in
@@ -38,11 +42,14 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, get_num_threads, types
+from numba import get_num_threads, njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from ..align.params import kernel_scoring
+from ..align.scalar import forward_end
 from . import TopHits
+from .simd import make_column_pass
 
 #: Subjects aligned in lock-step (32 x int8 = one AVX2 register).
 LANES = 32
@@ -64,237 +71,8 @@ def _host_has_avx2() -> bool:
 _HAVE_AVX2 = _host_has_avx2()
 
 
-# ---------------------------------------------------------------------------
-# scalar int32 Gotoh with a query profile (exact; used to rescore saturated
-# lanes and for single pairs)
-# ---------------------------------------------------------------------------
-@njit(cache=True, nogil=True, boundscheck=False)
-def _query_profile(q, matrix):
-    """prof[c, i] = matrix[q[i], c]: one contiguous row per subject letter."""
-    m = q.shape[0]
-    na = matrix.shape[0]
-    prof = np.empty((na, m), dtype=np.int32)
-    for c in range(na):
-        for i in range(m):
-            prof[c, i] = matrix[q[i], c]
-    return prof
-
-
-@njit(cache=True, nogil=True, boundscheck=False, fastmath=True)
-def _sw_scalar(prof, m, s, gap_open, gap_extend, hrow, erow):
-    """Best local score of the query (given as profile) against subject ``s``.
-
-    Loop over subject letters (outer) and query positions (inner); hrow/erow
-    are scratch of length >= m + 1.  E is the gap along the query (vertical
-    in this loop order), F along the subject.
-    """
-    oe = gap_open + gap_extend
-    ext = gap_extend
-    for i in range(m + 1):
-        hrow[i] = 0
-        erow[i] = -oe  # any value <= 0 acts as "no gap" (H >= 0)
-    best = 0
-    for j in range(s.shape[0]):
-        p = prof[s[j]]
-        diag = 0  # H[0][j-1]
-        f = -oe
-        for i in range(1, m + 1):
-            e = erow[i]
-            h = diag + p[i - 1]
-            if e > h:
-                h = e
-            if f > h:
-                h = f
-            if h < 0:
-                h = 0
-            diag = hrow[i]
-            hrow[i] = h
-            if h > best:
-                best = h
-            t = h - oe
-            e -= ext
-            erow[i] = e if e > t else t
-            f -= ext
-            f = f if f > t else t
-    return best
-
-
-# ---------------------------------------------------------------------------
-# lane kernel: one subject column for LANES subjects, written in LLVM IR with
-# explicit vector types (Numba's integer promotion to int64 defeats the
-# auto-vectoriser, so the inner loop is emitted directly).
-# ---------------------------------------------------------------------------
-def _vmax(builder, a, b):
-    return builder.select(builder.icmp_signed(">", a, b), a, b)
-
-
-def _splat(builder, value, vty):
-    undef = ir.Constant(vty, ir.Undefined)
-    v = builder.insert_element(undef, value, ir.Constant(ir.IntType(32), 0))
-    mask = ir.Constant(ir.VectorType(ir.IntType(32), vty.count), [0] * vty.count)
-    return builder.shuffle_vector(v, undef, mask)
-
-
-def _make_column_pass(lanes, cols, track):
-    """Build an intrinsic computing ``cols`` DP columns for ``lanes`` subjects.
-
-    ``lanes=None``: as many lanes as fit one 256-bit register for the lane
-    type of the arrays (32 int8, 16 int16, 8 int32).
-
-    ``_column_pass(q, prof, pstride, H, E, best, oe, ext)`` (track=False) and
-    ``_column_pass(q, prof, pstride, H, E, bc, ic, oe, ext)`` (track=True).
-
-    Column c's profile is prof[c*pstride:], its letter a at [a*lanes : +lanes].
-    H[i], E[i] hold, per row i, H of the previous column and E for the next
-    column.  For i in range(len(q)), with d_c (diagonal H) and f_c (gap along
-    the subject) per column carried in registers::
-
-        e = E[i];  hl = H[i]
-        for c in range(cols):
-            h = max(d_c + prof_c[q[i]], e, f_c, 0)
-            d_c = hl;  hl = h;  b = max(b, h)
-            t = h - oe;  e = max(e - ext, t);  f_c = max(f_c - ext, t)
-        H[i] = hl;  E[i] = e
-
-    d_c starts at 0 and f_c at -oe.  Without tracking, b (one best per lane)
-    is read from and written back to ``best``.  With tracking, every column
-    keeps its own best bc[c] and the first row reaching it, ic[c] (both read
-    and written back; a cell replaces them only when strictly greater).
-    Arithmetic wraps in the lane type: callers keep values in range.
-    """
-
-    def typer_impl(args):
-        arrays = [t for t in args if isinstance(t, types.Array)]
-        nargs = 9 if track else 8
-        if len(args) != nargs or len(arrays) != nargs - 3:
-            return None
-        lane_arrays = arrays[1:]
-        if any(t.dtype != lane_arrays[0].dtype for t in lane_arrays):
-            return None
-        if not isinstance(lane_arrays[0].dtype, types.Integer):
-            return None
-        bits = lane_arrays[0].dtype.bitwidth
-        nlanes = lanes if lanes is not None else 256 // bits
-        sig = types.void(args[0], args[1], types.int64, *args[3:nargs - 2],
-                         types.int64, types.int64)
-
-        def codegen(context, builder, signature, cargs):
-            tys = signature.args
-            qa = context.make_array(tys[0])(context, builder, cargs[0])
-            pa = context.make_array(tys[1])(context, builder, cargs[1])
-            ha = context.make_array(tys[3])(context, builder, cargs[3])
-            ea = context.make_array(tys[4])(context, builder, cargs[4])
-            i64 = ir.IntType(64)
-            elt = ir.IntType(bits)
-            vty = ir.VectorType(elt, nlanes)
-            vptr = vty.as_pointer()
-            align = bits // 8
-            m = builder.extract_value(qa.shape, 0)
-            oe_v = _splat(builder, builder.trunc(cargs[nargs - 2], elt), vty)
-            ext_v = _splat(builder, builder.trunc(cargs[nargs - 1], elt), vty)
-            zero_v = ir.Constant(vty, [0] * nlanes)
-            neg_oe = builder.sub(zero_v, oe_v)
-            pstride_v = builder.udiv(cargs[2], ir.Constant(i64, nlanes))
-            pbase0 = builder.bitcast(pa.data, vptr)
-            pbases = [builder.gep(pbase0, [builder.mul(pstride_v, ir.Constant(i64, c))])
-                      for c in range(cols)]
-            hbase = builder.bitcast(ha.data, vptr)
-            ebase = builder.bitcast(ea.data, vptr)
-            if track:
-                bca = context.make_array(tys[5])(context, builder, cargs[5])
-                ica = context.make_array(tys[6])(context, builder, cargs[6])
-                bptrs = [builder.gep(builder.bitcast(bca.data, vptr), [ir.Constant(i64, c)])
-                         for c in range(cols)]
-                iptrs = [builder.gep(builder.bitcast(ica.data, vptr), [ir.Constant(i64, c)])
-                         for c in range(cols)]
-                carried0 = ([builder.load(p, align=align) for p in bptrs]
-                            + [builder.load(p, align=align) for p in iptrs])
-            else:
-                ba = context.make_array(tys[5])(context, builder, cargs[5])
-                bptrs = [builder.bitcast(ba.data, vptr)]
-                carried0 = [builder.load(bptrs[0], align=align)]
-            entry = builder.block
-            loop = builder.append_basic_block("col_loop")
-            done = builder.append_basic_block("col_done")
-            builder.cbranch(builder.icmp_signed(">", m, ir.Constant(i64, 0)), loop, done)
-
-            builder.position_at_end(loop)
-            i = builder.phi(i64)
-            ds = [builder.phi(vty) for _ in range(cols)]
-            fs = [builder.phi(vty) for _ in range(cols)]
-            carried = [builder.phi(vty) for _ in carried0]
-            code = builder.zext(builder.load(builder.gep(qa.data, [i])), i64)
-            hp = builder.gep(hbase, [i])
-            ep = builder.gep(ebase, [i])
-            e = builder.load(ep, align=align)
-            hl = builder.load(hp, align=align)
-            if track:
-                row_v = _splat(builder, builder.trunc(i, elt), vty)
-            ds_new, fs_new, hs = [], [], []
-            carried_new = list(carried)
-            for c in range(cols):
-                p = builder.load(builder.gep(pbases[c], [code]), align=align)
-                h = builder.add(ds[c], p)
-                h = _vmax(builder, h, e)
-                h = _vmax(builder, h, fs[c])
-                h = _vmax(builder, h, zero_v)
-                ds_new.append(hl)
-                hl = h
-                hs.append(h)
-                if track:
-                    better = builder.icmp_signed(">", h, carried[c])
-                    carried_new[c] = builder.select(better, h, carried[c])
-                    carried_new[cols + c] = builder.select(better, row_v, carried[cols + c])
-                t = builder.sub(h, oe_v)
-                e = _vmax(builder, builder.sub(e, ext_v), t)
-                fs_new.append(_vmax(builder, builder.sub(fs[c], ext_v), t))
-            builder.store(hl, hp, align=align)
-            builder.store(e, ep, align=align)
-            if not track:
-                while len(hs) > 1:  # tree of maxima, then one step on the carried best
-                    hs = [_vmax(builder, hs[k], hs[k + 1]) if k + 1 < len(hs) else hs[k]
-                          for k in range(0, len(hs), 2)]
-                carried_new[0] = _vmax(builder, carried[0], hs[0])
-            i_next = builder.add(i, ir.Constant(i64, 1))
-            i.add_incoming(ir.Constant(i64, 0), entry)
-            i.add_incoming(i_next, loop)
-            for c in range(cols):
-                ds[c].add_incoming(zero_v, entry)
-                ds[c].add_incoming(ds_new[c], loop)
-                fs[c].add_incoming(neg_oe, entry)
-                fs[c].add_incoming(fs_new[c], loop)
-            for phi, v0, v1 in zip(carried, carried0, carried_new):
-                phi.add_incoming(v0, entry)
-                phi.add_incoming(v1, loop)
-            builder.cbranch(builder.icmp_signed("<", i_next, m), loop, done)
-
-            builder.position_at_end(done)
-            ptrs = bptrs + iptrs if track else bptrs
-            outs = []
-            for v0, v1 in zip(carried0, carried_new):  # phis first, then stores
-                out = builder.phi(vty)
-                out.add_incoming(v0, entry)
-                out.add_incoming(v1, loop)
-                outs.append(out)
-            for ptr, out in zip(ptrs, outs):
-                builder.store(out, ptr, align=align)
-            return context.get_dummy_value()
-
-        return sig, codegen
-
-    if track:
-        def typer(typingctx, q, prof, pstride, H, E, bc, ic, oe, ext):
-            return typer_impl((q, prof, pstride, H, E, bc, ic, oe, ext))
-    else:
-        def typer(typingctx, q, prof, pstride, H, E, best, oe, ext):
-            return typer_impl((q, prof, pstride, H, E, best, oe, ext))
-    name = f"_column_pass_{lanes or 'reg'}x{cols}" + ("_track" if track else "")
-    typer.__name__ = typer.__qualname__ = name
-    return intrinsic(typer)
-
-
 #: The search kernel's column pass: LANES x COLS, best score per lane.
-_column_pass = _make_column_pass(LANES, COLS, False)
+_column_pass = make_column_pass(LANES, COLS, False)
 
 
 def _profile_shuffle_ir(builder, inter_ptr, pos, table_ptr, n_letters, prof_ptr, lane_bits):
@@ -463,15 +241,14 @@ def _score_groups(q, inter, goff, gncols, gsubj, table8, matT, use_shuffle,
 
 @njit(cache=True, nogil=True, parallel=True)
 def _rescore(q, matrix, codes, offsets, subjects, gap_open, gap_extend, out):
-    """Exact int32 scores of query ``q`` against ``subjects`` (written to out[s])."""
-    prof = _query_profile(q, matrix)
-    m = q.shape[0]
+    """Exact int32 scores of query ``q`` against ``subjects`` (written to out[s]).
+
+    The scalar Gotoh of :func:`swgpu_tools.align.scalar.forward_end`.
+    """
     for t in prange(subjects.shape[0]):
         s = subjects[t]
-        hrow = np.empty(m + 1, dtype=np.int32)
-        erow = np.empty(m + 1, dtype=np.int32)
-        out[s] = _sw_scalar(prof, m, codes[offsets[s]:offsets[s + 1]],
-                            gap_open, gap_extend, hrow, erow)
+        out[s] = forward_end(q, codes[offsets[s]:offsets[s + 1]], matrix, gap_open,
+                             gap_extend)[0]
 
 
 # ---------------------------------------------------------------------------
@@ -503,11 +280,7 @@ class _Prepared:
     """Per-database, per-scheme state shared by all queries."""
 
     def __init__(self, database, matrix, gap_open, gap_extend):
-        matrix = np.ascontiguousarray(matrix, dtype=np.int32)
-        if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1] or matrix.shape[0] == 0:
-            raise ValueError("matrix must be a non-empty square array")
-        if gap_open < 0 or gap_extend < 0 or gap_open + gap_extend <= 0:
-            raise ValueError("gap costs must be >= 0 and not both 0")
+        """matrix, gap costs: as :func:`kernel_scoring` returns them (trusted here)."""
         self.matrix = matrix
         self.gap_open = int(gap_open)
         self.gap_extend = int(gap_extend)
@@ -578,9 +351,12 @@ def _query_codes(queries, qi):
     return queries.codes[queries.offsets[qi]:queries.offsets[qi + 1]]
 
 
-def score_all(queries, database, matrix, gap_open, gap_extend) -> np.ndarray:
-    """Exact SW scores of every query against every subject: int32 (n_queries, n_subjects)."""
-    prep = _Prepared(database, matrix, gap_open, gap_extend)
+def score_all(queries, database, matrix, gap_open=None, gap_extend=None) -> np.ndarray:
+    """Exact SW scores of every query against every subject: int32 (n_queries, n_subjects).
+
+    matrix: a ScoringScheme, or a square int matrix with the gap costs.
+    """
+    prep = _Prepared(database, *kernel_scoring(matrix, gap_open, gap_extend))
     nq, ns = len(queries), len(database)
     result = np.zeros((nq, ns), dtype=np.int32)
     flags = np.zeros(ns, dtype=np.uint8)
@@ -610,8 +386,19 @@ def select_top_k(scores: np.ndarray, top_k: int) -> np.ndarray:
     return chosen[order].astype(np.int64)
 
 
-def search(queries, database, matrix, gap_open, gap_extend, top_k, progress=None) -> TopHits:
-    """Top ``top_k`` hits per query by exact SW score (see :mod:`swgpu_tools.kernels`)."""
+def search(queries, database, matrix, gap_open=None, gap_extend=None, top_k=None,
+           progress=None) -> TopHits:
+    """Top ``top_k`` hits per query by exact SW score (see :mod:`swgpu_tools.kernels`).
+
+    matrix: a ScoringScheme, or a square int matrix with the gap costs.
+    """
+    if top_k is None:
+        raise TypeError("search() needs top_k")
+    return _search(queries, database, *kernel_scoring(matrix, gap_open, gap_extend), top_k,
+                   progress)
+
+
+def _search(queries, database, matrix, gap_open, gap_extend, top_k, progress) -> TopHits:
     prep = _Prepared(database, matrix, gap_open, gap_extend)
     nq, ns = len(queries), len(database)
     row = np.zeros(ns, dtype=np.int32)
@@ -630,3 +417,31 @@ def search(queries, database, matrix, gap_open, gap_extend, top_k, progress=None
         empty = np.zeros(0, np.int32)
         return TopHits(empty, empty.copy(), empty.copy())
     return TopHits(np.concatenate(q_parts), np.concatenate(s_parts), np.concatenate(v_parts))
+
+
+class CpuBackend:
+    """The CPU backend: :class:`~swgpu_tools.kernels.SearchBackend` and
+    :class:`~swgpu_tools.kernels.PairBackend` (scheme passed whole, trusted).
+
+    ``threads``: Numba threads for the pair passes (default: Numba's setting);
+    the search uses Numba's setting (``numba.set_num_threads``).
+    """
+
+    name = "cpu"
+
+    def __init__(self, threads: int | None = None):
+        self.threads = threads
+
+    def search(self, queries, database, scheme, top_k: int, progress=None) -> TopHits:
+        """Top ``top_k`` hits per query (contract: :class:`~swgpu_tools.kernels.SearchBackend`)."""
+        return _search(queries, database, scheme.matrix, scheme.gap_open, scheme.gap_extend,
+                       top_k, progress)
+
+    def pair_regions(self, queries, subjects, query_index, subject_index, scheme,
+                     mode: str) -> np.ndarray:
+        """(best, qs, qe, ss, se) per pair, int64 (n, 5): steps 1-2 of :mod:`swgpu_tools.align`."""
+        from ..align.batch import pair_regions
+
+        return pair_regions(queries.codes, queries.offsets, subjects.codes, subjects.offsets,
+                            query_index, subject_index, scheme.matrix, scheme.gap_open,
+                            scheme.gap_extend, mode, self.threads)

@@ -1,0 +1,274 @@
+"""Exact traceback of a local alignment on a band: only the cells near its optimal paths.
+
+After the forward pass (:mod:`.query_lanes`) a database hit has its best score
+S and its end cell; the rest of the alignment -- the start (step 2 of
+:mod:`swgpu_tools.align`) and the traceback (step 3) -- needs only the cells
+that can lie on an optimal path.  Both are computed here on such a band, with
+the very values and tie rules of the full computation, so the alignments are
+identical to :func:`.scalar.reverse_start` + :func:`.traceback.traceback`.
+
+Why a band is exact
+-------------------
+Let W be the DP computed on a set B of cells, with every cell outside B taken
+as minus infinity.  W never exceeds the full DP's value.  If B holds every
+cell of every optimal path, then along an optimal path W equals the full
+value (its prefix lies in B); at each cell of an optimal path the candidates
+that reach the cell's value are themselves on optimal paths (exact), the
+others are smaller in both computations: every comparison, hence every
+direction bit and tie, comes out the same.  So the start found and the path
+traced back are the full computation's.
+
+Which cells to keep (the pruning): a cell whose value plus an upper bound of
+what can still be added to it stays below S cannot be on an optimal path.
+By induction along an optimal path its cells are never pruned (their value is
+exact, and value + bound >= value + the true rest = S), so pruning keeps B
+large enough.
+
+* Backward band (:func:`backward_band`): the global DP of the reversed
+  prefixes anchored at the end cell, as :func:`.scalar.reverse_start`, row
+  by row (query span a, subject span b), keeping the cells whose value plus a
+  bound of the best local alignment *ending just before them* reaches S.
+  That bound comes from the forward pass: its local DP values sampled on a
+  grid (every ``K`` columns and ``R`` rows, :func:`prefix_bound`; between grid
+  points a value is at most the next grid point's value plus the cost of the
+  gaps leading there).  The first cell, column-major in (b, a), whose value
+  is S is the start, as in the scalar pass.
+* Forward fill (:func:`forward_band_traceback`): the global DP of the region
+  (start to end) on the rows' column intervals of the backward band (every
+  optimal path of the region is an optimal path of the backward band), with
+  direction bits for those cells only, then the traceback of
+  :mod:`.traceback`.
+
+Cost: the cells of the bands (typically under 1% of the region for strong
+hits) instead of the region twice (reverse pass, traceback fill).  Memory:
+one byte per band cell (bits) and a few rows; a band over ``cell_limit``
+bytes, or anything unexpected, falls back to the scalar passes.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .cells import NEG, OP_D, OP_I
+from .traceback import trace_step
+
+
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def prefix_bound(grid, i, j, R, K, m, ncols, gap_open, gap_extend):
+    """Upper bound of the forward local DP value at position (i, j) (i <= m, j <= ncols).
+
+    grid[c, r] is the value at row min(r * R, m), column min(c * K, ncols);
+    a path from (i, j) to the grid point at or after it (gaps along the
+    subject, then along the query) costs at most the slack added.
+    """
+    if i <= 0 or j <= 0:
+        return 0
+    r = (i + R - 1) // R
+    c = (j + K - 1) // K
+    i2 = min(r * R, m)
+    j2 = min(c * K, ncols)
+    slack = 0
+    if i2 > i:
+        slack += gap_open + (i2 - i) * gap_extend
+    if j2 > j:
+        slack += gap_open + (j2 - j) * gap_extend
+    return np.int64(grid[c, r]) + slack
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def backward_band(q, s, qe, se, best, matrix, gap_open, gap_extend, grid, R, K, m, ncols,
+                  lo, hi, limit):
+    """The start of the best local alignment ending at (qe, se), on the backward band.
+
+    q, s: the whole query and subject; grid, R, K, m, ncols: the forward
+    pass's samples (:func:`prefix_bound`).  Fills lo[a], hi[a]: the kept
+    subject spans b of query span a (-1 where none); stops after the first
+    empty row.  Returns (a, b, cells): the spans of the start (the first cell
+    in column-major order whose value is ``best``, as
+    :func:`.scalar.reverse_start`), or (-1, -1, cells) when not found or when
+    the band outgrew ``limit`` cells (the caller then runs the scalar pass).
+    """
+    oe = gap_open + gap_extend
+    Hp = np.full(se + 2, NEG, dtype=np.int32)
+    Vp = np.full(se + 2, NEG, dtype=np.int32)  # gap along the query (from row a - 1)
+    Hc = np.full(se + 2, NEG, dtype=np.int32)
+    Vc = np.full(se + 2, NEG, dtype=np.int32)
+    for a in range(qe + 1):
+        lo[a] = -1
+        hi[a] = -1
+    cells = 0
+    # Only the end position of row 0 and column 0 can be on an optimal path (an
+    # optimal local alignment starts and ends with a match): the other border
+    # cells stay minus infinity.
+    Hp[0] = 0
+    plo = 0
+    phi = 0
+    lo[0] = 0
+    hi[0] = 0
+    found_a = -1
+    found_b = se + 1
+    for a in range(1, qe + 1):
+        row = matrix[q[qe - a]]
+        nlo = -1
+        nhi = -1
+        start = max(1, plo)
+        hleft = NEG
+        g_h = NEG  # gap along the subject (from the left)
+        b = start
+        while b <= se:
+            if b > phi + 1 and hleft == NEG and g_h == NEG:
+                break
+            g_h = max(g_h - gap_extend, hleft - oe)
+            if plo <= b <= phi:
+                up = Hp[b]
+                v = max(Vp[b] - gap_extend, up - oe)
+            else:
+                v = NEG
+            d = Hp[b - 1] if plo <= b - 1 <= phi else NEG
+            g = d + row[s[se - b]]
+            if v > g:
+                g = v
+            if g_h > g:
+                g = g_h
+            cells += 1
+            bound = prefix_bound(grid, qe - a, se - b, R, K, m, ncols, gap_open, gap_extend)
+            if g + bound + gap_open >= best:
+                Hc[b] = g
+                Vc[b] = v
+                hleft = g
+                if nlo < 0:
+                    nlo = b
+                nhi = b
+                if g == best and (b < found_b or (b == found_b and a < found_a)):
+                    found_a = a
+                    found_b = b
+            else:
+                Hc[b] = NEG
+                Vc[b] = NEG
+                hleft = NEG
+                g_h = NEG
+            b += 1
+        lo[a] = nlo
+        hi[a] = nhi
+        if plo >= 0:
+            for x in range(plo, phi + 1):
+                Hp[x] = NEG
+                Vp[x] = NEG
+        if nlo < 0:
+            break
+        for x in range(nlo, nhi + 1):
+            Hp[x] = Hc[x]
+            Vp[x] = Vc[x]
+        plo = nlo
+        phi = nhi
+        if cells > limit:
+            return -1, -1, cells
+    if found_a < 0:
+        return -1, -1, cells
+    return found_a, found_b, cells
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def forward_band_traceback(x, y, matrix, gap_open, gap_extend, lo, hi, ops, end, limit):
+    """Global alignment of the region segments x, y on the backward band; ops end at ops[end].
+
+    Row i of the region (0 .. len(x)) keeps the columns j with n - j in
+    [lo[m - i], hi[m - i]] (m, n: the segment lengths), every other cell is
+    minus infinity; direction bits and the traceback are those of
+    :func:`.traceback.fill_rows` and :func:`.traceback.traceback`.  Returns
+    (score, number of ops), or (score, -1) when the band's bits would exceed
+    ``limit`` bytes or the traceback would leave the band (the caller then
+    runs the scalar traceback).
+    """
+    m = x.shape[0]
+    n = y.shape[0]
+    oe = gap_open + gap_extend
+    rlo = np.empty(m + 1, dtype=np.int64)
+    rhi = np.empty(m + 1, dtype=np.int64)
+    roff = np.zeros(m + 2, dtype=np.int64)
+    for i in range(1, m + 1):
+        a = m - i
+        if lo[a] < 0:
+            rlo[i] = 1
+            rhi[i] = 0
+        else:
+            rlo[i] = max(1, n - hi[a])
+            rhi[i] = min(n, n - lo[a])
+        roff[i + 1] = roff[i] + max(0, rhi[i] - rlo[i] + 1)
+    if roff[m + 1] > limit:
+        return NEG, -1
+    bits = np.empty(roff[m + 1], dtype=np.uint8)
+    Hp = np.full(n + 1, NEG, dtype=np.int32)
+    Fp = np.full(n + 1, NEG, dtype=np.int32)
+    Hc = np.full(n + 1, NEG, dtype=np.int32)
+    Fc = np.full(n + 1, NEG, dtype=np.int32)
+    Hp[0] = 0
+    plo = 0
+    phi = 0
+    for i in range(1, m + 1):
+        row = matrix[x[i - 1]]
+        l = rlo[i]
+        h_end = rhi[i]
+        base = roff[i] - l
+        e = NEG
+        hl = NEG
+        for j in range(l, h_end + 1):
+            t = 0
+            e_ext = e - gap_extend
+            e_open = hl - oe
+            if e_ext > e_open:
+                e = e_ext
+                t |= 4
+            else:
+                e = e_open
+            if plo <= j <= phi:
+                f_ext = Fp[j] - gap_extend
+                f_open = Hp[j] - oe
+            else:
+                f_ext = NEG
+                f_open = NEG
+            if f_ext > f_open:
+                f = f_ext
+                t |= 8
+            else:
+                f = f_open
+            d = Hp[j - 1] if plo <= j - 1 <= phi else NEG
+            h = d + row[y[j - 1]]
+            if e > h:
+                h = e
+                t |= 1
+            if f > h:
+                h = f
+                t = (t & ~3) | 2
+            Hc[j] = h
+            Fc[j] = f
+            hl = h
+            bits[base + j] = t
+        for k in range(plo, phi + 1):
+            Hp[k] = NEG
+            Fp[k] = NEG
+        for k in range(l, h_end + 1):
+            Hp[k] = Hc[k]
+            Fp[k] = Fc[k]
+        plo = l
+        phi = h_end
+    score = Hp[n] if plo <= n <= phi else NEG
+    pos = end
+    i = m
+    j = n
+    state = 0
+    while i > 0 or j > 0:
+        if i == 0:
+            pos -= 1
+            ops[pos] = OP_D
+            j -= 1
+            continue
+        if j == 0:
+            pos -= 1
+            ops[pos] = OP_I
+            i -= 1
+            continue
+        if j < rlo[i] or j > rhi[i]:
+            return score, -1
+        state, i, j, pos = trace_step(bits[roff[i] + j - rlo[i]], state, i, j, pos, ops)
+    return score, end - pos

@@ -1,0 +1,316 @@
+"""Batches of pairs: locating the aligned regions and tracing them back, on all threads.
+
+:func:`align_batch` runs steps 1-2 (:func:`locate_regions`) and step 3
+(:func:`traceback_regions`) of :mod:`swgpu_tools.align` for many pairs.  Work
+items (a lane group or one pair) are dealt round-robin to chunks, 4 per
+thread, and the chunks run on a thread pool (:func:`run_chunks`) of Numba
+functions that release the GIL.
+
+Arrays: ``qcodes``/``qoff`` and ``scodes``/``soff`` are the concatenated codes
+(uint8) and offsets (int64) of the queries and subjects; pair k is
+(qidx[k], sidx[k]).  ``info`` (n, 6) int64 gets per pair (score, query start,
+query end, subject start, subject end, number of operations); pair k's
+operations are ``ops[room[k + 1] - count:room[k + 1]]``.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .modes import MODE_GLOBAL, MODE_LOCAL, mode_code
+from .pair_lanes import PAIR_LANES, locate_chunk_pairs, pair_matrix, traceback_group
+from . import query_lanes
+from .query_lanes import ALN_LANES, locate_chunk_query
+from .scalar import locate, start_from_end
+from .traceback import TRACEBACK_CELL_LIMIT, traceback
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def locate_chunk_scalar(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix,
+                        gap_open, gap_extend, mode, ends, perm, info):
+    """Locate the regions of chunk c's pairs one by one, scalar passes (from ``ends`` if given)."""
+    given = ends.shape[0] == qidx.shape[0]
+    for t in range(c, perm.shape[0], nchunks):
+        k = perm[t]
+        q = qcodes[qoff[qidx[k]]:qoff[qidx[k] + 1]]
+        s = scodes[soff[sidx[k]]:soff[sidx[k] + 1]]
+        if given:
+            r = start_from_end(q, s, ends[k, 0], ends[k, 1], ends[k, 2], matrix, gap_open,
+                               gap_extend, mode)
+        else:
+            r = locate(q, s, matrix, gap_open, gap_extend, mode)
+        for col in range(5):
+            info[k, col] = r[col]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def traceback_chunk(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open,
+                    gap_extend, cell_limit, mode, perm, item_start, ngroups, mf, w, ident, info,
+                    ops, room):
+    """Traceback of chunk c's work items: groups in pair lanes, then single regions."""
+    nitems = item_start.shape[0] - 1
+    for t in range(c, nitems, nchunks):
+        ks = perm[item_start[t]:item_start[t + 1]]
+        if t < ngroups:
+            scores, counts = traceback_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, w,
+                                             ident, matrix.shape[0], gap_open, gap_extend,
+                                             info, ops, room)
+        else:
+            scores = np.zeros(1, dtype=np.int64)
+            counts = np.zeros(1, dtype=np.int64)
+            k = ks[0]
+            q = qcodes[qoff[qidx[k]] + info[k, 1]:qoff[qidx[k]] + info[k, 2]]
+            s = scodes[soff[sidx[k]] + info[k, 3]:soff[sidx[k]] + info[k, 4]]
+            scores[0], counts[0] = traceback(q, s, matrix, gap_open, gap_extend, cell_limit,
+                                             ops[room[k]:room[k + 1]])
+        for l in range(ks.shape[0]):
+            k = ks[l]
+            info[k, 5] = counts[l]
+            if mode == MODE_GLOBAL:
+                info[k, 0] = scores[l]
+            elif scores[l] != info[k, 0]:
+                info[k, 5] = -1  # must not happen; reported by the caller
+
+
+def run_chunks(fn, nchunks, nthreads, *args):
+    """Run fn(c, nchunks, *args) for every chunk c on ``nthreads`` threads.
+
+    The chunk functions are Numba-compiled with ``nogil=True``, so the
+    threads run in parallel; each chunk takes every nchunks-th work item.
+    (A thread pool rather than Numba's ``prange``: each parallel Numba
+    function costs seconds of compilation, and the result is the same.)
+    """
+    if nchunks <= 0:
+        return
+    if nthreads <= 1 or nchunks == 1:
+        for c in range(nchunks):
+            fn(c, nchunks, *args)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(nthreads, nchunks)) as pool:
+        for _ in pool.map(lambda c: fn(c, nchunks, *args), range(nchunks)):
+            pass
+
+
+def shape_order(alen, blen, eligible):
+    """Eligible pair indices ordered so that PAIR_LANES consecutive ones have similar shapes.
+
+    Key: the first length in buckets of 32, then the second length.
+    """
+    idx = np.flatnonzero(eligible)
+    return idx[np.lexsort((blen[idx], alen[idx] // 32))].astype(np.int64)
+
+
+def items(order, size):
+    """item_start over ``order`` in items of ``size``."""
+    return np.r_[np.arange(0, len(order), size), len(order)].astype(np.int64)
+
+
+def locate_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
+                   nthreads, mode, ends, query_lanes, pair_lanes, info):
+    """Steps 1-2: info[:, :5] = (best, qs, qe, ss, se) of every pair, by the tie rules.
+
+    * ``ends`` given ((n, 3) int64: best, query end, subject end per pair from
+      an external forward pass; else shape (0, 3)): the reverse pass only,
+      PAIR_LANES pairs of similar end cells at once with ``pair_lanes``, else
+      pair by pair; (n, 5) (whole regions, e.g. from
+      :func:`swgpu_tools.kernels.gpu.pair_regions`): nothing to locate;
+    * global mode: nothing to locate (the whole rectangle);
+    * local mode with ``query_lanes`` (many pairs per query, e.g. database
+      hits): pairs of one query, ALN_LANES at a time, in query-shared lanes
+      (:func:`.query_lanes.locate_lanes`);
+    * otherwise, with ``pair_lanes``: PAIR_LANES pairs of similar shapes at
+      once (:func:`.pair_lanes.locate_group`); without: scalar passes, pair
+      by pair.
+    """
+    n = len(qidx)
+    nchunks = 4 * nthreads
+    qlen = qoff[qidx + 1] - qoff[qidx]
+    slen = soff[sidx + 1] - soff[sidx]
+    given = ends.shape[0] == n
+    if mode == MODE_GLOBAL:
+        info[:, 1] = 0
+        info[:, 2] = qlen
+        info[:, 3] = 0
+        info[:, 4] = slen
+        return
+    if given and ends.shape[1] == 5:  # whole regions given (GPU forward + reverse passes)
+        info[:, :5] = ends
+        return
+    mf, w, ident = pair_matrix(matrix)
+    mft = pair_matrix(matrix, transpose=True)[0]
+    if given and pair_lanes:
+        # reverse passes only: groups of similar end cells (the reversed prefixes)
+        perm = shape_order(ends[:, 2], ends[:, 1], np.ones(n, dtype=bool))
+        item_start = items(perm, PAIR_LANES)
+        run_chunks(locate_chunk_pairs, min(nchunks, len(item_start) - 1), nthreads,
+                   qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
+                   mode, perm, item_start, mf, mft, w, ident, info, ends)
+    elif given or not (pair_lanes or (query_lanes and mode == MODE_LOCAL)):
+        run_chunks(locate_chunk_scalar, min(nchunks, n), nthreads, qcodes, qoff, scodes,
+                   soff, qidx, sidx, matrix, gap_open, gap_extend, mode, ends,
+                   np.argsort(-(qlen * slen), kind="stable"), info)
+    elif mode == MODE_LOCAL and query_lanes:
+        hits_in_lanes(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
+                      nthreads, False, TRACEBACK_CELL_LIMIT, info, np.zeros(0, np.uint8),
+                      np.zeros(n + 1, np.int64), np.zeros(n, np.int64))
+    else:
+        perm = shape_order(qlen, slen, np.ones(n, dtype=bool))
+        item_start = items(perm, PAIR_LANES)
+        run_chunks(locate_chunk_pairs, min(nchunks, len(item_start) - 1), nthreads,
+                   qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
+                   mode, perm, item_start, mf, mft, w, ident, info, ends)
+
+
+def traceback_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
+                      cell_limit, nthreads, mode, pair_lanes, info, subset=None):
+    """Step 3: the traceback of every located region (or of the pairs in the mask ``subset``);
+    returns (ops, room) and fills info[:, 5].
+
+    Regions of similar shapes PAIR_LANES at a time (:func:`.pair_lanes.traceback_group`)
+    where the group's direction bytes fit ``cell_limit``; larger regions one at
+    a time with checkpoints (:func:`.traceback.traceback`).
+    """
+    n = len(qidx)
+    nchunks = 4 * nthreads
+    mf, w, ident = pair_matrix(matrix)
+    rq = info[:, 2] - info[:, 1]
+    rs = info[:, 4] - info[:, 3]
+    todo = (info[:, 0] > 0) | (mode != MODE_LOCAL)
+    if subset is not None:
+        todo &= subset
+    room = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.where(todo, rq + rs, 0), out=room[1:])
+    ops = np.zeros(int(room[n]), dtype=np.uint8)
+    lanes_ok = np.zeros(n, dtype=bool)
+    if pair_lanes:
+        lanes_ok = todo & (rq > 0) & (rs > 0) & (rq * (rs + 1) * PAIR_LANES <= cell_limit)
+    order = shape_order(rq, rs, lanes_ok)
+    # groups of up to PAIR_LANES regions whose padded shape fits cell_limit
+    bounds = [0]
+    g = 0
+    oq, os_ = rq[order].tolist(), rs[order].tolist()
+    while g < len(order):
+        h, mq, ms = g + 1, oq[g], os_[g]
+        while h < len(order) and h - g < PAIR_LANES:
+            mq2, ms2 = max(mq, oq[h]), max(ms, os_[h])
+            if mq2 * (ms2 + 1) * PAIR_LANES > cell_limit:
+                break
+            mq, ms, h = mq2, ms2, h + 1
+        bounds.append(h)
+        g = h
+    ngroups = len(bounds) - 1
+    singles = np.flatnonzero(todo & ~lanes_ok)
+    perm = np.r_[order, singles].astype(np.int64)
+    item_start = np.r_[np.asarray(bounds, dtype=np.int64),
+                       len(order) + np.arange(1, len(singles) + 1)].astype(np.int64)
+    run_chunks(traceback_chunk, min(nchunks, len(item_start) - 1), nthreads, qcodes, qoff,
+               scodes, soff, qidx, sidx, matrix, gap_open, gap_extend, cell_limit, mode, perm,
+               item_start, ngroups, mf, w, ident, info, ops, room)
+    return ops, room
+
+
+def lpt_chunks(cost, nchunks):
+    """Chunk of each work item: longest first, each to the least loaded chunk so far."""
+    chunk = np.zeros(len(cost), dtype=np.int64)
+    load = [0.0] * nchunks
+    for t in np.argsort(-np.asarray(cost, dtype=np.float64), kind="stable"):
+        c = min(range(nchunks), key=load.__getitem__)
+        chunk[t] = c
+        load[c] += float(cost[t])
+    return chunk
+
+
+def hits_in_lanes(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
+                  nthreads, do_trace, cell_limit, info, ops, room, fallbacks, band_min=None):
+    """Local alignments of database hits: subjects of one query in query lanes, then bands.
+
+    Pairs of one query, similar subject lengths, ALN_LANES at a time
+    (:func:`.query_lanes.locate_chunk_query`: the forward pass in SIMD lanes,
+    then, for hits scoring at least ``band_min`` (default
+    :data:`.query_lanes.BAND_MIN_SCORE`), the start and, with
+    ``do_trace``, the traceback on the bands of :mod:`.band`; weaker hits get
+    the reverse pass in lanes and info[k, 5] = -2, to be traced back).
+    Groups go to the threads longest first, each to the least loaded thread
+    (by the cells of its forward pass).
+    """
+    n = len(qidx)
+    if band_min is None:
+        band_min = query_lanes.BAND_MIN_SCORE
+    slen = soff[sidx + 1] - soff[sidx]
+    perm = np.lexsort((-slen, qidx)).astype(np.int64)
+    new_query = np.flatnonzero(np.diff(qidx[perm])) + 1
+    bounds = [0]
+    for lo, hi in zip(np.r_[0, new_query], np.r_[new_query, n]):
+        bounds.extend(range(int(lo) + ALN_LANES, int(hi), ALN_LANES))
+        bounds.append(int(hi))
+    item_start = np.asarray(bounds, dtype=np.int64)
+    first = perm[item_start[:-1]]  # the longest subject of each group comes first
+    cost = (qoff[qidx[first] + 1] - qoff[qidx[first]]) * slen[first]
+    nchunks = min(nthreads, len(cost))
+    run_chunks(locate_chunk_query, nchunks, nthreads, qcodes, qoff, scodes, soff, qidx, sidx,
+               matrix, gap_open, gap_extend, perm, item_start, lpt_chunks(cost, nchunks),
+               do_trace, cell_limit, band_min, info, ops, room, fallbacks)
+
+
+def align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
+                cell_limit, nthreads, mode, ends, query_lanes, pair_lanes):
+    """Align pairs (qidx[k], sidx[k]) in ``mode``; see the module doc.
+
+    Returns (info, parts, fallbacks): pair k's operations are
+    ``ops[room[k + 1] - info[k, 5]:room[k + 1]]`` for the (ops, room, mask)
+    of ``parts`` whose mask holds k; fallbacks[k] = 1 where a database hit's
+    band was too large and scalar passes ran.
+    """
+    n = len(qidx)
+    info = np.zeros((n, 6), dtype=np.int64)
+    fallbacks = np.zeros(n, dtype=np.int64)
+    if mode == MODE_LOCAL and query_lanes and ends.shape[0] != n:
+        qlen = qoff[qidx + 1] - qoff[qidx]
+        slen = soff[sidx + 1] - soff[sidx]
+        room = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(qlen + slen, out=room[1:])
+        ops = np.zeros(int(room[n]), dtype=np.uint8)
+        hits_in_lanes(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
+                      nthreads, True, cell_limit, info, ops, room, fallbacks)
+        rest = info[:, 5] == -2  # weaker hits: short regions, traced back in pair lanes
+        parts = [(ops, room, ~rest)]
+        if rest.any():
+            ops2, room2 = traceback_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix,
+                                            gap_open, gap_extend, cell_limit, nthreads, mode,
+                                            pair_lanes, info, rest)
+            parts.append((ops2, room2, rest))
+        return info, parts, fallbacks
+    locate_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
+                   nthreads, mode, ends, query_lanes, pair_lanes, info)
+    ops, room = traceback_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open,
+                                  gap_extend, cell_limit, nthreads, mode, pair_lanes, info)
+    return info, [(ops, room, np.ones(n, dtype=bool))], fallbacks
+
+
+def pair_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
+                 mode: str, threads: int | None = None) -> np.ndarray:
+    """Steps 1-2 on the CPU: (best, qs, qe, ss, se) per pair, int64 (n, 5).
+
+    The PairBackend contract of :mod:`swgpu_tools.kernels` (matrix and gap
+    costs trusted: a scheme's); ``mode`` "local" or "semiglobal".
+    """
+    import numba
+
+    code = mode_code(mode)
+    if code == MODE_GLOBAL:
+        raise ValueError("pair regions are for local and semi-global modes")
+    qidx = np.ascontiguousarray(qidx, dtype=np.int64)
+    sidx = np.ascontiguousarray(sidx, dtype=np.int64)
+    info = np.zeros((len(qidx), 6), dtype=np.int64)
+    if len(qidx):
+        nthreads = numba.get_num_threads() if threads is None else max(1, int(threads))
+        query_lanes = len(qidx) >= 4 * len(np.unique(qidx))
+        locate_regions(np.ascontiguousarray(qcodes, dtype=np.uint8),
+                       np.ascontiguousarray(qoff, dtype=np.int64),
+                       np.ascontiguousarray(scodes, dtype=np.uint8),
+                       np.ascontiguousarray(soff, dtype=np.int64), qidx, sidx, matrix,
+                       gap_open, gap_extend, nthreads, code, np.zeros((0, 3), dtype=np.int64),
+                       query_lanes, True, info)
+    return np.ascontiguousarray(info[:, :5])
