@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from swgpu_tools.align import align_many  # noqa: E402
-from swgpu_tools.fasta import read_fasta  # noqa: E402
+from swgpu_tools.io.fasta import read_fasta  # noqa: E402
 from swgpu_tools.kernels import cpu  # noqa: E402
 from swgpu_tools.scoring import ScoringScheme  # noqa: E402
 

@@ -45,7 +45,7 @@ try:  # the align package (issue 13), else the old module
     from swgpu_tools.align import align_many  # noqa: E402
 except ImportError:  # pragma: no cover - before the split
     from swgpu_tools.alignment import align_many  # noqa: E402
-from swgpu_tools.fasta import read_fasta  # noqa: E402
+from swgpu_tools.io.fasta import read_fasta  # noqa: E402
 from swgpu_tools.kernels import cpu  # noqa: E402
 from swgpu_tools.scoring import ScoringScheme  # noqa: E402
 

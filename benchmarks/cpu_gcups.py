@@ -131,7 +131,7 @@ def main() -> None:
     import numba
 
     numba.set_num_threads(args.threads)
-    from swgpu_tools.fasta import read_fasta
+    from swgpu_tools.io.fasta import read_fasta
     from swgpu_tools.kernels import cpu
     from swgpu_tools.scoring import ScoringScheme
 

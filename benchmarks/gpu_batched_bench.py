@@ -29,7 +29,7 @@ def main():
     t0 = time.perf_counter()
     from numba import cuda
 
-    from swgpu_tools.fasta import read_fasta
+    from swgpu_tools.io.fasta import read_fasta
     from swgpu_tools.kernels import gpu
     from swgpu_tools.scoring import ScoringScheme
     t_imp = time.perf_counter() - t0

@@ -33,7 +33,7 @@ import numpy as np  # noqa: E402
 
 
 def _load(db_path, q_path, matrix="BLOSUM62", gap_open=11, gap_extend=1):
-    from swgpu_tools.fasta import read_fasta
+    from swgpu_tools.io.fasta import read_fasta
     from swgpu_tools.scoring import ScoringScheme
 
     scheme = ScoringScheme(matrix, gap_open, gap_extend)

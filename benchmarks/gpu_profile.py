@@ -30,7 +30,7 @@ def main():
     args = ap.parse_args()
     from numba import cuda
 
-    from swgpu_tools.fasta import read_fasta
+    from swgpu_tools.io.fasta import read_fasta
     from swgpu_tools.kernels import gpu
     from swgpu_tools.scoring import ScoringScheme
 

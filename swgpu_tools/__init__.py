@@ -21,7 +21,7 @@ from .io.fasta import read_fasta  # noqa: E402
 from .scoring import ScoringScheme  # noqa: E402
 from .sequences import SequenceSet  # noqa: E402
 
-_LAZY = {"search": "api", "align": "api", "SearchResult": "api", "Alignment": "alignment"}
+_LAZY = {"search": "api", "align": "api", "SearchResult": "api", "Alignment": "align"}
 
 
 def __getattr__(name):

@@ -26,7 +26,7 @@ def precompile_all(gpu: bool, jobs: int | None = None) -> list[str]:
         _tiny_cpu_search()
     lines.append(f"CPU search kernels ready in {time.perf_counter() - t:.1f} s")
     t = time.perf_counter()
-    from . import alignment
+    from . import align as alignment
 
     if hasattr(alignment, "precompile"):
         alignment.precompile()
@@ -61,7 +61,7 @@ def _tiny_cpu_search() -> None:
 def _tiny_alignments() -> None:
     import numpy as np
 
-    from .alignment import align_many
+    from .align import align_many
 
     scheme, enc = _tiny_sets()
     idx = np.array([0, 1], dtype=np.int64)

@@ -27,7 +27,7 @@ from swgpu_tools.align.traceback import checkpoint_plan
 from swgpu_tools.cli import main
 from swgpu_tools.errors import InputError
 from swgpu_tools.scoring import ScoringScheme
-from swgpu_tools.tables import alignment_columns
+from swgpu_tools.io.fields import alignment_fields
 
 PROTEIN = "ARNDCQEGHILKMFPSTWYVBZX"
 DNA = "ACGT"
@@ -106,9 +106,17 @@ def check(aln: Alignment, qt: str, st_: str, s: ScoringScheme, mode: str, want: 
         assert ops[:1] != b"D" and ops[-1:] != b"D"
     elif want > 0:
         assert ops[:1] == b"M" and ops[-1:] == b"M"
-    cols = alignment_columns(qt, st_, aln)
+    cols = _fields(qt, st_, aln, s)
     if ops:
         assert cigar_score(qt, st_, cols["qstart"], cols["sstart"], cols["cigar"], s) == want
+
+
+def _fields(query: str, subject: str, aln, s) -> dict:
+    from swgpu_tools.sequences import SequenceSet
+
+    f = alignment_fields(SequenceSet.from_sequences(["q"], [query]),
+                         SequenceSet.from_sequences(["s"], [subject]), [0], [0], [aln], s)
+    return {k: (v[0].item() if isinstance(v, np.ndarray) else v[0]) for k, v in f.items()}
 
 
 MODES = st.sampled_from(("local", "global", "semiglobal"))
@@ -308,8 +316,8 @@ DNA_PAIRS = [
 ]
 
 
-def test_pair_rows_match_alignment_columns():
-    """The batch CIGAR/identity/rows code agrees with tables.alignment_columns."""
+def test_pair_rows_match_the_aligned_rows():
+    """swgpu align's identities, pident and CIGAR, recomputed from its aligned rows."""
     from swgpu_tools.pairs import pair_rows
     from swgpu_tools.sequences import SequenceSet
 
@@ -322,10 +330,18 @@ def test_pair_rows_match_alignment_columns():
     idx = np.arange(len(texts))
     for mode in ("local", "global"):
         alns = align_many(q, d, idx, idx, s.matrix, 5, 1, mode=mode)
-        for k, row in enumerate(pair_rows(qs, ss, alns, aligned_strings=True)):
-            c = alignment_columns(qs.sequence(k), ss.sequence(k), alns[k])
-            assert row[9:] == (c["length"], c["identities"], "%.3f" % c["pident"],
-                               c["cigar"] or "*", c["qaln"], c["saln"])
+        for k, row in enumerate(pair_rows(qs, ss, alns, s, aligned_strings=True)):
+            qaln, saln = row[13], row[14]
+            assert qaln.replace("-", "") == qs.sequence(k)[alns[k].query_start:alns[k].query_end]
+            assert saln.replace("-", "") == ss.sequence(k)[alns[k].subject_start:alns[k].subject_end]
+            ident = sum(a == b for a, b in zip(qaln, saln))
+            length = len(qaln)
+            classes = "".join("I" if b == "-" else "D" if a == "-" else "=" if a == b else "X"
+                              for a, b in zip(qaln, saln))
+            cigar = "".join(f"{len(m.group(0))}{m.group(0)[0]}"
+                            for m in re.finditer(r"(.)\1*", classes)) or "*"
+            pident = "%.3f" % (100.0 * ident / length if length else 0.0)
+            assert row[9:13] == (length, ident, pident, cigar)
 
 
 @pytest.mark.parametrize("mode", ["local", "global", "semiglobal"])

@@ -13,7 +13,7 @@ from reference import alignment_score, sw_score
 from swgpu_tools.align import Alignment, align_local, align_many, align_pairs
 from swgpu_tools.align import query_lanes as QL
 from swgpu_tools.align import scalar
-from swgpu_tools.fasta import read_fasta
+from swgpu_tools.io.fasta import read_fasta
 from swgpu_tools.kernels import cpu
 from swgpu_tools.scoring import ScoringScheme
 from swgpu_tools.sequences import SequenceSet

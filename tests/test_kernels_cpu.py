@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reference import sw_score
-from swgpu_tools.fasta import read_fasta
+from swgpu_tools.io.fasta import read_fasta
 from swgpu_tools.kernels import cpu, top_k_from_scores
 from swgpu_tools.scoring import ScoringScheme
 from swgpu_tools.sequences import SequenceSet

@@ -176,7 +176,7 @@ def _cpu_scores(eqs, edb, scheme):
 @pytest.mark.gpu
 def test_gpu_oracle_ssearch():
     gpu = _gpu()
-    from swgpu_tools.fasta import read_fasta
+    from swgpu_tools.io.fasta import read_fasta
     from swgpu_tools.scoring import ScoringScheme
 
     d = _data_dir()
@@ -306,7 +306,7 @@ def test_gpu_long_pair_40000():
 @pytest.mark.gpu
 def test_gpu_planted_bench_hits():
     gpu = _gpu()
-    from swgpu_tools.fasta import read_fasta
+    from swgpu_tools.io.fasta import read_fasta
     from swgpu_tools.scoring import ScoringScheme
 
     dbp = os.environ.get("SWGPU_BENCH_DB")

@@ -59,10 +59,6 @@ def _align_sources() -> list[str]:
     import importlib.util
 
     spec = importlib.util.find_spec("swgpu_tools.align")
-    if spec is None or not spec.submodule_search_locations:
-        from .. import alignment
-
-        return [alignment.__file__]
     root = list(spec.submodule_search_locations)[0]
     out = []
     for dirpath, _dirs, files in sorted(os.walk(root)):
@@ -93,7 +89,7 @@ def traceback(hits, queries: SequenceSet, subjects: SequenceSet, scheme: Scoring
     """
     import pandas as pd
 
-    from ..alignment import Alignment, align_many
+    from ..align import Alignment, align_many
 
     q_index = {q: i for i, q in enumerate(queries.ids)}
     s_index = {s: i for i, s in enumerate(subjects.ids)}

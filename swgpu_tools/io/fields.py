@@ -304,13 +304,10 @@ def alignment_fields(queries, subjects, query_index, subject_index, alignments, 
     if len(bad):
         raise ValueError(f"alignment operations must be M, I or D; found {bytes(bad)!r}")
     if n:
-        used_q = (ops == 77) | (ops == 73)
-        used_s = (ops == 77) | (ops == 68)
-        nq = np.add.reduceat(used_q.astype(np.int64), ops_off[:-1]) if len(ops) else np.zeros(n, np.int64)
-        ns = np.add.reduceat(used_s.astype(np.int64), ops_off[:-1]) if len(ops) else np.zeros(n, np.int64)
-        empty = ops_off[1:] == ops_off[:-1]
-        nq = np.where(empty, 0, nq)
-        ns = np.where(empty, 0, ns)
+        cq = np.concatenate([[0], np.cumsum((ops == 77) | (ops == 73))])
+        cs = np.concatenate([[0], np.cumsum((ops == 77) | (ops == 68))])
+        nq = cq[ops_off[1:]] - cq[ops_off[:-1]]
+        ns = cs[ops_off[1:]] - cs[ops_off[:-1]]
         if np.any(nq != q1 - q0) or np.any(ns != s1 - s0):
             k = int(np.flatnonzero((nq != q1 - q0) | (ns != s1 - s0))[0])
             raise ValueError(f"alignment {k}: operations consume {nq[k]} query and {ns[k]} "
