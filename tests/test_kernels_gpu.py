@@ -38,9 +38,10 @@ SIM_SCRIPT = textwrap.dedent(
     from swgpu_tools.scoring import ScoringScheme
     from swgpu_tools.sequences import SequenceSet
     from swgpu_tools.kernels import gpu, top_k_from_scores
+    from swgpu_tools.kernels.gpu import planner
 
     # tiny shapes: capacities 2, 4, 8; longer subjects take several passes
-    gpu.CONFIGS = ((2, 1), (2, 2), (2, 4))
+    planner.CONFIGS = ((2, 1), (2, 2), (2, 4))
     rng = np.random.default_rng(int(sys.argv[2]))
     go, ge = int(sys.argv[3]), int(sys.argv[4])
     scheme = ScoringScheme("BLOSUM62", go, ge)
@@ -164,7 +165,7 @@ def _data_dir():
 
 
 def _modes(gpu):
-    return ["s16", "s32"] if gpu._cc() >= (9, 0) else ["s32"]
+    return ["s16", "s32"] if gpu.compute_capability() >= (9, 0) else ["s32"]
 
 
 def _cpu_scores(eqs, edb, scheme):

@@ -33,11 +33,12 @@ SIM_SCRIPT = textwrap.dedent(
     import numpy as np
     from swgpu_tools import alignment as A
     from swgpu_tools.kernels import gpu
+    from swgpu_tools.kernels.gpu import pairs
     from swgpu_tools.scoring import ScoringScheme
 
     rng = np.random.default_rng(int(sys.argv[1]))
     R = int(sys.argv[2])
-    gpu.PAIR_BOUNDARY_ENTRIES = 1  # launches of 8 pairs (the simulator's block): several
+    pairs.PAIR_BOUNDARY_ENTRIES = 1  # launches of 8 pairs (the simulator's block): several
 
     def batch(na, n):
         ps = [(np.zeros(0, np.uint8), np.array([1, 2], np.uint8)),       # empty query
@@ -83,7 +84,7 @@ SIM_SCRIPT = textwrap.dedent(
                 code = 0 if mode == "local" else 2
                 exp_reg = [list(map(int, A._locate(a, b, matrix, go, ge, code))) for a, b in ps]
                 stats = {}
-                gpu.PAIR_R = R
+                pairs.PAIR_R = R
                 g = A.align_pairs(ps, matrix, go, ge, threads=2, mode=mode, backend="gpu",
                                   stats=stats)
                 c = A.align_pairs(ps, matrix, go, ge, threads=2, mode=mode, backend="cpu")
