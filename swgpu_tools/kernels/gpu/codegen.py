@@ -153,8 +153,8 @@ def _emit(nodes, names: dict, out: list[str]) -> None:
             _emit(_template(node[1]), names, out)
 
 
-def render(name: str, **names) -> str:
-    """Source text of template ``name`` with ``names`` filled in.
+def render(template: str, /, **names) -> str:
+    """Source text of ``templates/<template>.py.in`` with ``names`` filled in.
 
     Rules: lines starting with ``%`` (after blanks) are directives (``%if``,
     ``%elif``, ``%else``, ``%end``, ``%for x in expr``, ``%include name``,
@@ -163,7 +163,7 @@ def render(name: str, **names) -> str:
     repr).  Output lines end with a newline.
     """
     out: list[str] = []
-    _emit(_template(name), names, out)
+    _emit(_template(template), names, out)
     return "".join(line + "\n" for line in out)
 
 
