@@ -57,6 +57,7 @@ SIM_SCRIPT = textwrap.dedent(
     db.append(("dup", db[2][1]))          # a tie with s2 for every query
     db.append(("hom", db[0][1][:4] + rs(2) + db[0][1][4:]))
     qs = [("q0", db[2][1][1:] + rs(1)), ("q1", rs(int(rng.integers(1, 9))))]
+    qs.append(("q2", db[8][1][2:9]))  # three queries: the two query slots are reused
     edb = scheme.encode(SequenceSet.from_pairs(db))
     eqs = scheme.encode(SequenceSet.from_pairs(qs))
     ref = np.array([[sw_score(eqs.codes[eqs.offsets[i]:eqs.offsets[i + 1]],
@@ -73,15 +74,17 @@ SIM_SCRIPT = textwrap.dedent(
 
     # budget 300 (600) bytes: a few subjects per batch (streamed, double-buffered, top-k merged)
     full = sys.argv[6] == "full"  # else top-k only (the scores of all pairs not read back)
-    for mode, limit, budget in json.loads(sys.argv[5]):
+    for mode, limit, budget, depth in json.loads(sys.argv[5]):
         s = gpu.GpuSearcher.from_scheme(edb, scheme, mode=mode, max_resident_bytes=budget)
+        s.pipeline_depth = depth            # queries in flight in search()
         if limit is not None:
             s.limit16 = limit               # force the 32-bit re-scoring path
         got = s.all_scores(eqs).tolist() if full else ref.tolist()
         th = s.search(eqs, 4)
-        out[f"{mode}-{limit}-{budget}"] = {
+        out[f"{mode}-{limit}-{depth}-{budget}"] = {
             "scores": got,
             "batches": 1 if s.batches is None else len(s.batches),
+            "slots": len(s._slots),
             "topk_equal": same(th),
         }
     # the backend contract object (kernels/__init__.py): the scheme whole
@@ -95,17 +98,19 @@ SIM_SCRIPT = textwrap.dedent(
 )
 
 
-#: (mode, 16-bit limit, memory budget) cases: every mode, the re-scoring path
-#: (limit lowered to 12), streamed batches (budget 300 bytes)
-ALL_CASES = [("s32", None, None), ("s16", None, None), ("s16", 12, None), ("s32", None, 300),
-             ("s16", 12, 300)]
+#: (mode, 16-bit limit, queries in flight, memory budget) cases: every mode, the
+#: re-scoring path (limit lowered to 12), one and two queries in flight, streamed
+#: batches (budget 300 bytes)
+ALL_CASES = [("s32", None, None, 2), ("s16", None, None, 2), ("s16", 12, None, 2),
+             ("s16", 12, None, 1), ("s32", None, 300, 2), ("s16", 12, 300, 2)]
 
 
 def _run_sim(seed, go=11, ge=1, cases=ALL_CASES, full=True):
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(ROOT))
     proc = subprocess.run(
         [sys.executable, "-c", SIM_SCRIPT, str(TESTS), str(seed), str(go), str(ge),
-         json.dumps(cases), "full" if full else "top-k"], capture_output=True, text=True, env=env, timeout=900)
+         json.dumps(cases), "full" if full else "top-k"],
+        capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
     return json.loads(line[len("RESULT "):])
@@ -119,6 +124,7 @@ def _check_sim(res, n_cases):
     for key, val in res.items():
         assert val["scores"] == ref, f"{key}: {val['scores']} != {ref}"
         assert val["topk_equal"], key
+        assert val["slots"] == int(key.split("-")[2]), (key, val["slots"])
         if key.endswith("-300"):
             assert val["batches"] >= 3, (key, val["batches"])
         elif not key.endswith("-None"):
@@ -130,7 +136,7 @@ def _check_sim(res, n_cases):
 def test_simulator_kernels_match_reference_fast():
     """Default run: top hits of the s16 kernels with the 32-bit re-scoring path, streamed
     in batches (the slow tests add all scores, every mode and GpuBackend)."""
-    _check_sim(_run_sim(1, cases=[("s16", 12, 600)], full=False), 1)
+    _check_sim(_run_sim(1, cases=[("s16", 12, 600, 2)], full=False), 1)
 
 
 @pytest.mark.slow

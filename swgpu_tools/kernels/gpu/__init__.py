@@ -13,8 +13,11 @@ Modules, one job each (no module imports one listed after it, except this file):
 ``planner``     which kernel shape scores which subjects (plain numpy)
 ``cache``       the kernel cache folder, loading and compiling kernels,
                 :func:`precompile`, PTX for checks
+``slots``       device buffers of one query in flight (scores, histogram,
+                candidates, temp, its stream)
 ``streaming``   databases larger than the GPU memory budget, in batches
-``searcher``    :class:`GpuSearcher`: upload, launches, top-k; :func:`search`
+``searcher``    :class:`GpuSearcher`: upload, launches, top-k, queries
+                pipelined; :func:`search`
 ``pairs``       pair batches for ``swgpu align``: :func:`pair_ends`,
                 :func:`pair_regions`
 ``backend``     :class:`GpuBackend` (the contract), :func:`warm_up`
@@ -35,7 +38,8 @@ from .device import available, bind, compute_capability
 from .pairs import PAIR_BOUNDARY_ENTRIES, PAIR_R, PairBatch, pair_ends, pair_kernel_ptx, pair_regions
 from .planner import CONFIGS, MULTI_SHAPES, SHAPES
 from .searcher import GpuSearcher, search
-from .streaming import BYTES_PER_SUBJECT, GPU_RESERVE_BYTES, TEMP_LIMIT_BYTES
+from .slots import PIPELINE_DEPTH, TEMP_LIMIT_BYTES
+from .streaming import BYTES_PER_SUBJECT, GPU_RESERVE_BYTES
 
 __all__ = [
     "SIM", "GpuBackend", "warm_up", "aux", "get_kernel", "get_pair_kernel", "kernel_ptx",
@@ -43,5 +47,5 @@ __all__ = [
     "aux_kernel_source", "kernel_source", "pair_kernel_source", "available", "bind",
     "compute_capability", "PAIR_BOUNDARY_ENTRIES", "PAIR_R", "PairBatch", "pair_ends",
     "pair_kernel_ptx", "pair_regions", "CONFIGS", "MULTI_SHAPES", "SHAPES", "GpuSearcher",
-    "search", "BYTES_PER_SUBJECT", "GPU_RESERVE_BYTES", "TEMP_LIMIT_BYTES",
+    "search", "BYTES_PER_SUBJECT", "GPU_RESERVE_BYTES", "TEMP_LIMIT_BYTES", "PIPELINE_DEPTH",
 ]

@@ -41,8 +41,10 @@ from .. import TopHits
 from ..gpu_intrinsics import SIM, pack2, used_codes
 from . import cache, planner
 from .codegen import HIST_BINS, PADQ, WARP
-from .device import bind, compute_capability, ensure_shared, quiet_low_occupancy_warnings
-from .streaming import BYTES_PER_SUBJECT, TEMP_LIMIT_BYTES, DatabaseBatches, layout_budget
+from .device import (bind, compute_capability, ensure_shared, nonblocking_stream,
+                     quiet_low_occupancy_warnings)
+from .slots import PIPELINE_DEPTH, TEMP_LIMIT_BYTES, QuerySlot
+from .streaming import BYTES_PER_SUBJECT, DatabaseBatches, layout_budget
 
 log = get_logger(__name__)
 
@@ -163,19 +165,15 @@ class GpuSearcher:
             lens32 = self.lengths.astype(np.int32) if self.n else np.zeros(1, np.int32)
             self.d_lens = cuda.to_device(lens32)
         self.setup_times["layout"] = time.perf_counter() - t
-        nmax = self.n if self._stream is None else self._stream.max_subjects
-        self.d_scores_all = self.d_scores = cuda.device_array(max(nmax, 1), dtype=np.int32)
+        self._nmax = self.n if self._stream is None else self._stream.max_subjects
+        self._slots = [QuerySlot(self._nmax)]
         self._parts = {}
         self.streams = None
-        self._temp = None
+        self._plan_stream = None
         self._tables = {}
-        self.d_aux = cuda.device_array(HIST_BINS + 1, dtype=np.int32)
-        self.h_aux = cuda.pinned_array(HIST_BINS + 1, dtype=np.int32) if not SIM else \
-            np.zeros(HIST_BINS + 1, np.int32)
-        self.d_ovf_all = self.d_ovf = cuda.device_array(max(nmax, 1), dtype=np.int32)
-        self._sel_cap = 0
-        self._hist = None
+        self.pipeline_depth = PIPELINE_DEPTH
         self.timings = []  # (query index, query length, scan seconds)
+        self.scan_seconds = 0.0  # wall clock of the last search's scans
         self.plan_seconds = 0.0
         if not SIM and self._stream is None:
             cuda.synchronize()
@@ -204,17 +202,28 @@ class GpuSearcher:
             self.lengths = self.lengths_all[b.sel]
             self.order = np.argsort(self.lengths, kind="stable").astype(np.int64)
             self.d_codes, self.d_starts, self.d_lens = b.d_codes, b.d_starts, b.d_lens
-            self.d_scores = self.d_scores_all[:b.n]
-            self.d_ovf = self.d_ovf_all[:b.n]
             self._parts = {}  # plans are per batch
             yield b.index
 
     def _sync(self):
-        """Wait for the scoring streams (not for an upload in flight)."""
-        if SIM or self.streams is None:
-            return  # the simulator is synchronous; default-stream copies already waited
-        for st in self.streams:
+        """Wait for the scoring streams and the query slots' streams (not for an upload
+        in flight)."""
+        if SIM:
+            return  # the simulator is synchronous
+        for st in self.streams or ():
             st.synchronize()
+        for slot in self._slots:
+            slot.synchronize()
+
+    def _slot(self, k: int) -> QuerySlot:
+        while len(self._slots) <= k:
+            self._slots.append(QuerySlot(self._nmax))
+        return self._slots[k]
+
+    @property
+    def d_scores(self):
+        """Scores of the last query scored by :meth:`score_query` (device array)."""
+        return self._slots[0].views(self.n, self._stream is not None)[0]
 
     # -- partitions --------------------------------------------------------
     def shapes(self, mode):
@@ -244,9 +253,15 @@ class GpuSearcher:
             order = subset[np.argsort(self.lengths[subset], kind="stable")]
         one, multi = self.shapes(mode)
         parts = planner.plan(self.lengths, order, mode, Lr, one, multi, sim=SIM)
+        # uploaded on a stream of their own: a legacy default-stream copy would wait
+        # for the kernels of the queries in flight
+        if self._plan_stream is None:
+            self._plan_stream = 0 if SIM else nonblocking_stream()
         for p in parts:
-            p.items = cuda.to_device(p.items)
-            p.wnpass = cuda.to_device(p.wnpass)
+            p.items = cuda.to_device(p.items, stream=self._plan_stream)
+            p.wnpass = cuda.to_device(p.wnpass, stream=self._plan_stream)
+        if not SIM:
+            self._plan_stream.synchronize()
         if subset is None:
             self._parts[key] = parts
         return parts
@@ -281,15 +296,10 @@ class GpuSearcher:
         self._tables[key] = entry
         return entry
 
-    def _temp_for(self, nwords):
-        from numba import cuda
-
-        if self._temp is None or self._temp.shape[0] < nwords:
-            self._temp = cuda.device_array(max(nwords, 1), dtype=np.int32)
-        return self._temp
-
     # -- launching ---------------------------------------------------------
-    def _launch(self, mode, parts, d_qoff, L, table):
+    def _launch(self, mode, parts, d_qoff, L, table, slot, streams=None):
+        """Launch ``parts`` for a query of length L into ``slot``'s scores, on ``streams``
+        (default: the searcher's scoring streams); returns the streams used."""
         from numba import cuda
 
         d_tbl, D, _, _ = table
@@ -302,6 +312,9 @@ class GpuSearcher:
         shmem = tbl_n * 4
         if not SIM and self.streams is None:
             self.streams = [cuda.stream() for _ in range(N_STREAMS)]
+        if streams is None:
+            streams = self.streams
+        d_scores = slot.views(self.n, self._stream is not None)[0]
         # launch geometry and temp slices (multi-pass partitions may run concurrently)
         geo = []
         n_multi = sum(1 for p in parts if p.max_passes > 1)
@@ -317,11 +330,13 @@ class GpuSearcher:
                 words = grid * (block // part.G) * 2 * L
             geo.append((block, grid, temp_words, words))
             temp_words += words
-        temp_all = self._temp_for(max(temp_words, 1))
+        temp_all = slot.temp(max(temp_words, 1))
+        serial = SIM or self.record is not None  # one stream: the default one
+        used = [0] if serial else list(streams[:len(parts)])
         for k, (part, (block, grid, off, words)) in enumerate(zip(parts, geo)):
             kern = cache.get_kernel(mode, part.G, part.R, part.max_passes > 1)
             temp = temp_all[off: off + words] if words else temp_all
-            stream = 0 if SIM or self.record is not None else self.streams[k % len(self.streams)]
+            stream = 0 if serial else streams[k % len(streams)]
             if not SIM:
                 ensure_shared(kern, shmem)
             if self.record is not None:
@@ -330,15 +345,14 @@ class GpuSearcher:
             kern[grid, block, stream, shmem](
                 self.d_codes, self.d_starts, self.d_lens, part.items, part.n_items,
                 part.wnpass, part.n_wtasks, d_qoff, L, d_tbl, tbl_n, D,
-                noe, nxt, neg, self.d_scores, temp)
+                noe, nxt, neg, d_scores, temp)
             if self.record is not None:
                 ev1.record()
                 ev1.synchronize()
                 self.record.append((mode, part.G, part.R, part.max_passes, part.n_items,
                                     part.cells, part.residues,
                                     cuda.event_elapsed_time(ev0, ev1) / 1e3))
-        if not SIM and self.record is None and len(parts) > 1:
-            self._sync()
+        return used
 
     def _qoffs_all(self, qcodes, qoffs, table):
         """Row-offset arrays of all queries, concatenated on the GPU (one upload)."""
@@ -356,85 +370,110 @@ class GpuSearcher:
                 allq[o: o + lens[qi]] = cmap[qcodes[qoffs[qi]: qoffs[qi + 1]]] * rowstride * 4
         return cuda.to_device(allq), starts
 
-    def _qoff(self, q, table):
+    def _qoff(self, q, table, stream=0):
         from numba import cuda
 
         _, _, rowstride, cmap = table
         L = len(q)
         qo = np.zeros(L + 2 * PADQ, dtype=np.int32)
         qo[PADQ: PADQ + L] = cmap[q] * rowstride * 4  # byte offsets into the table
-        return cuda.to_device(qo)
+        return cuda.to_device(qo, stream=stream)
 
-    def _fill(self, arr, n, value):
+    def _fill(self, arr, n, value, stream=0):
         block = 256 if not SIM else 32
-        self.aux.fill_kernel[max(1, -(-n // block)), block](arr, n, value)
+        self.aux.fill_kernel[max(1, -(-n // block)), block, stream](arr, n, value)
 
-    def score_query(self, q, tables, d_qoff=None):
-        """Score one query (original codes) against every subject into ``self.d_scores``.
-
-        Also leaves the score histogram in ``self._hist`` for :meth:`top_k`.
-        Returns the number of subjects re-scored with 32-bit kernels.
-        """
+    # -- one query: start (asynchronous), finish (top hits) -------------------
+    def _start(self, q, tables, d_qoff, slot: QuerySlot) -> None:
+        """Queue the scan of query ``q`` (original codes) into ``slot`` and its score
+        histogram (and, in s16 mode, the list of pairs that may have overflowed 16
+        bits), with the histogram's copy to the host; returns without waiting."""
         L = len(q)
-        self._hist = None
+        slot.hist = None
+        slot.query = (q, L)
         if self.n == 0:
-            return 0
+            return
+        d_scores, d_ovf = slot.views(self.n, self._stream is not None)
+        st = slot.stream
         if L == 0:
-            self._fill(self.d_scores, self.n, 0)
+            self._fill(d_scores, self.n, 0, st)
         else:
             mode = self.mode
             table = tables[mode]
             if d_qoff is None:
-                d_qoff = self._qoff(q, table)
-            self._launch(mode, self.plan(mode, L), d_qoff, L, table)
-        # histogram (and, in s16 mode, the pairs that may have overflowed 16 bits)
+                d_qoff = self._qoff(q, table, st)
+            slot.after(self._launch(mode, self.plan(mode, L), d_qoff, L, table, slot))
         limit = self.limit16 if self.mode == "s16" else 2**31 - 1
-        self._fill(self.d_aux, HIST_BINS + 1, 0)
+        self._fill(slot.d_aux, HIST_BINS + 1, 0, st)
         grid = min(1024, -(-self.n // 256)) if not SIM else 1
-        self.aux.hist_kernel[grid, 256 if not SIM else 32](
-            self.d_scores, self.n, self.d_aux, limit, self.d_ovf)
-        self.d_aux.copy_to_host(self.h_aux)
-        novf = int(self.h_aux[HIST_BINS])
-        self._hist = self.h_aux[:HIST_BINS].astype(np.int64)
+        self.aux.hist_kernel[grid, 256 if not SIM else 32, st](
+            d_scores, self.n, slot.d_aux, limit, d_ovf)
+        slot.d_aux.copy_to_host(slot.h_aux, stream=st)
+
+    def _rescore(self, slot: QuerySlot, tables) -> int:
+        """Wait for ``slot``'s histogram; re-score the pairs that may have overflowed
+        16 bits with 32-bit kernels (on the slot's stream); returns how many."""
+        if self.n == 0:
+            return 0
+        slot.synchronize()
+        q, L = slot.query
+        novf = int(slot.h_aux[HIST_BINS])
+        slot.hist = slot.h_aux[:HIST_BINS].astype(np.int64)
         if novf == 0 or L == 0:
             return 0
-        # re-score those exactly with 32-bit kernels (their scores stay in the last bin)
-        flagged = self.d_ovf[:novf].copy_to_host()
+        # re-score those exactly (their scores stay in the last bin of the histogram)
+        st = slot.stream
+        d_ovf = slot.views(self.n, self._stream is not None)[1]
+        flagged = d_ovf[:novf].copy_to_host(stream=st)
+        slot.synchronize()
         t32 = tables.get("s32")
         if t32 is None:
             t32 = tables["s32"] = self._table("s32", tables["letters"])
         parts = self.plan("s32", L, subset=flagged)
-        self._launch("s32", parts, self._qoff(q, t32), L, t32)
+        self._launch("s32", parts, self._qoff(q, t32, st), L, t32, slot, streams=[st])
+        return novf
+
+    def _select(self, slot: QuerySlot, top_k):
+        """(subject indices, scores) of the best ``top_k`` in ``slot``, tie-broken."""
+        n = self.n
+        k = min(int(top_k), n)
+        if k <= 0 or slot.hist is None:
+            return np.zeros(0, np.int64), np.zeros(0, np.int32)
+        ge = np.cumsum(slot.hist[::-1])[::-1]  # ge[b] = count of scores with bin >= b
+        thr = int(np.flatnonzero(ge >= k).max()) if (ge >= k).any() else 0
+        need = int(ge[thr])
+        d_sel, h_sel = slot.sel_buffers(max(1024, 4 * k, need))
+        cap = slot.sel_cap
+        st = slot.stream
+        self._fill(d_sel, 1, 0, st)
+        grid = min(1024, -(-n // 256)) if not SIM else 1
+        d_scores = slot.views(n, self._stream is not None)[0]
+        self.aux.select_kernel[grid, 256 if not SIM else 32, st](d_scores, n, thr, d_sel, cap)
+        d_sel.copy_to_host(h_sel, stream=st)
+        slot.synchronize()
+        cnt = int(h_sel[0])
+        assert cnt == need, (cnt, need)
+        idx = h_sel[1: 1 + cnt].astype(np.int64)
+        sc = h_sel[1 + cap: 1 + cap + cnt].copy()
+        order = np.lexsort((idx, -sc.astype(np.int64)))[:k]
+        return idx[order], sc[order]
+
+    def score_query(self, q, tables, d_qoff=None):
+        """Score one query (original codes) against every subject into :attr:`d_scores`
+        and wait for it.
+
+        Also keeps the score histogram for :meth:`top_k`.  Returns the number of
+        subjects re-scored with 32-bit kernels.
+        """
+        slot = self._slots[0]
+        self._start(q, tables, d_qoff, slot)
+        novf = self._rescore(slot, tables)
+        slot.synchronize()
         return novf
 
     def top_k(self, top_k):
-        """(subject indices, scores) of the best ``top_k`` of the last scored query, tie-broken."""
-        from numba import cuda
-
-        n = self.n
-        k = min(int(top_k), n)
-        if k <= 0 or self._hist is None:
-            return np.zeros(0, np.int64), np.zeros(0, np.int32)
-        ge = np.cumsum(self._hist[::-1])[::-1]  # ge[b] = count of scores with bin >= b
-        thr = int(np.flatnonzero(ge >= k).max()) if (ge >= k).any() else 0
-        need = int(ge[thr])
-        cap = max(1024, 4 * k, need)
-        if cap > self._sel_cap:
-            self._sel_cap = max(cap, 2 * self._sel_cap)
-            self.d_sel = cuda.device_array(1 + 2 * self._sel_cap, dtype=np.int32)
-            self.h_sel = cuda.pinned_array(1 + 2 * self._sel_cap, dtype=np.int32) if not SIM \
-                else np.zeros(1 + 2 * self._sel_cap, np.int32)
-        cap = self._sel_cap
-        self._fill(self.d_sel, 1, 0)
-        grid = min(1024, -(-n // 256)) if not SIM else 1
-        self.aux.select_kernel[grid, 256 if not SIM else 32](self.d_scores, n, thr, self.d_sel, cap)
-        self.d_sel.copy_to_host(self.h_sel)
-        cnt = int(self.h_sel[0])
-        assert cnt == need, (cnt, need)
-        idx = self.h_sel[1: 1 + cnt].astype(np.int64)
-        sc = self.h_sel[1 + cap: 1 + cap + cnt].copy()
-        order = np.lexsort((idx, -sc.astype(np.int64)))[:k]
-        return idx[order], sc[order]
+        """(subject indices, scores) of the best ``top_k`` of the last :meth:`score_query`."""
+        return self._select(self._slots[0], top_k)
 
     def _query_tables(self, qcodes):
         qletters = sorted(set(np.flatnonzero(np.bincount(qcodes, minlength=256) > 0).tolist()))
@@ -456,25 +495,43 @@ class GpuSearcher:
         hits_s = [[] for _ in range(nq)]
         d_qoffs, qstarts = self._qoffs_all(qcodes, qoffs, tables[self.mode])
         nb = 1 if self.batches is None else len(self.batches)
+        depth = max(1, int(self.pipeline_depth)) if self.record is None else 1
+        slots = [self._slot(k) for k in range(depth)]
+        t_scan = time.perf_counter()
         for j in self._iter_batches():
-            for qi in range(nq):
-                q = qcodes[qoffs[qi]: qoffs[qi + 1]]
-                t0 = time.perf_counter()
-                if len(q):
-                    self.plan(self.mode, len(q))  # cached per length bucket (per batch)
-                self.plan_seconds += time.perf_counter() - t0
-                t0 = time.perf_counter()
-                d_q = d_qoffs[qstarts[qi]: qstarts[qi + 1]] if len(q) else None
-                self.score_query(q, tables, d_q)
-                idx, sc = self.top_k(top_k)
-                self._sync()
-                tq[qi] += time.perf_counter() - t0
+            pending = []  # (query, slot) in flight, oldest first
+            t_last = time.perf_counter()
+
+            def finish():
+                nonlocal t_last
+                qi, slot = pending.pop(0)
+                self._rescore(slot, tables)
+                idx, sc = self._select(slot, top_k)
+                now = time.perf_counter()
+                tq[qi] += now - t_last  # since the previous query's hits were back
+                t_last = now
                 if j is not None:
                     idx = self.sel[idx]
                 hits_i[qi].append(idx)
                 hits_s[qi].append(sc)
                 if progress is not None and (j is None or j == nb - 1):
                     progress(qi + 1, nq)
+
+            for qi in range(nq):
+                q = qcodes[qoffs[qi]: qoffs[qi + 1]]
+                t0 = time.perf_counter()
+                if len(q):
+                    self.plan(self.mode, len(q))  # cached per length bucket (per batch)
+                self.plan_seconds += time.perf_counter() - t0
+                if len(pending) == depth:
+                    finish()  # frees the oldest slot
+                d_q = d_qoffs[qstarts[qi]: qstarts[qi + 1]] if len(q) else None
+                self._start(q, tables, d_q, slots[qi % depth])
+                pending.append((qi, slots[qi % depth]))
+            while pending:
+                finish()
+            self._sync()  # this batch's work is done before the next batch's upload
+        self.scan_seconds = time.perf_counter() - t_scan
         self.timings = [(qi, int(qlens[qi]), tq[qi]) for qi in range(nq)]
         qi_parts, si_parts, sc_parts = [], [], []
         for qi in range(nq):

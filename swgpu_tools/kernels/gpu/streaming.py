@@ -19,17 +19,16 @@ import numpy as np
 
 from ..gpu_intrinsics import SIM, gather_remap
 from .device import free_memory, nonblocking_stream
+from .slots import PIPELINE_DEPTH, TEMP_LIMIT_BYTES
 
-#: Largest temp array (bytes) a multi-pass launch may use before it is given
-#: fewer blocks (each then loops over several warp tasks).
-TEMP_LIMIT_BYTES = 1 << 30  # also keeps temp indices below 2^31
 #: Device bytes per subject besides its residues: start (8), length (4), score (4),
 #: overflow slot (4) and the plan partitions' item lists (4 per cached query-length
 #: bucket, ~12 buckets).
 BYTES_PER_SUBJECT = 72
-#: Device memory kept free for everything else (multi-pass temp arrays, tables,
-#: Numba's and the driver's own needs) when the layout budget comes from the free memory.
-GPU_RESERVE_BYTES = TEMP_LIMIT_BYTES + (768 << 20)
+#: Device memory kept free for everything else (the multi-pass temp arrays of the
+#: queries in flight, tables, Numba's and the driver's own needs) when the layout
+#: budget comes from the free memory.
+GPU_RESERVE_BYTES = PIPELINE_DEPTH * TEMP_LIMIT_BYTES + (768 << 20)
 
 
 def layout_budget(override=None) -> int:
