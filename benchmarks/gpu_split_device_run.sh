@@ -12,7 +12,8 @@
 # 4. GPU tests: pytest -m gpu tests/test_kernels_gpu.py tests/test_pairs_gpu.py;
 # 5. gpu_bench.py on bench200M x 20 queries: whole database and shard 0/4 (~50 M residues),
 #    one and two queries in flight (SWGPU_PIPELINE 1 = the schedule before pipelining);
-# 6. with EXTRA=1: the whole database again with SWGPU_CRITICAL_SHARE=1 and depths 2,3.
+# 6. with EXTRA=1: again with SWGPU_CRITICAL_SHARE=$SHARE (1.0) and depths $EXTRA_PIPE (2,3).
+# MARK, TESTS: the pytest marker expression and files; PIPE: depths of step 5 (1,2).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 WHL=${WHL:-.whl}
@@ -54,17 +55,17 @@ wait $SYNTH; tail -1 $BD/synth.log
 export SWGPU_TEST_DATA=$PWD/gpu_bench_data SWGPU_BENCH_DB=$BD/bench_db.fasta SWGPU_BENCH_QUERIES=$BD/bench_queries.fasta
 echo "== GPU tests ($(el $T0 $(ts)) s)"
 t0=$(ts)
-timeout ${TEST_TIMEOUT:-300} python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_kernels_gpu.py \
-  tests/test_pairs_gpu.py > "$OUT/tests.log" 2>&1
+timeout ${TEST_TIMEOUT:-300} python3 -m pytest -m "${MARK:-gpu}" -q -p no:cacheprovider -rA \
+  ${TESTS:-tests/test_kernels_gpu.py tests/test_pairs_gpu.py} > "$OUT/tests.log" 2>&1
 echo "tests rc=$? in $(el $t0 $(ts)) s"; grep -E "passed|failed|PASSED|FAILED|SKIPPED|Error" "$OUT/tests.log" | tail -16
 echo "== bench200M, 20 queries ($(el $T0 $(ts)) s)"
 timeout ${BENCH_TIMEOUT:-240} python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta \
-  --repeat 2 --skip-start --pipeline 1,2 --shard all,0/4 --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
+  --repeat 2 --skip-start --pipeline ${PIPE:-1,2} --shard all,0/4 --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
 echo "bench rc=$?"; grep -A8 "^summary" "$OUT/bench.log"
 if [ "${EXTRA:-0}" = 1 ]; then
-  echo "== critical share 1.0, depths 2,3 ($(el $T0 $(ts)) s)"
-  SWGPU_CRITICAL_SHARE=1.0 timeout ${EXTRA_TIMEOUT:-150} python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta \
-    --queries $BD/bench_queries.fasta --repeat 2 --skip-start --pipeline 2,3 --shard all,0/4 \
+  echo "== critical share ${SHARE:-1.0}, depths ${EXTRA_PIPE:-2,3} ($(el $T0 $(ts)) s)"
+  SWGPU_CRITICAL_SHARE=${SHARE:-1.0} timeout ${EXTRA_TIMEOUT:-150} python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta \
+    --queries $BD/bench_queries.fasta --repeat 2 --skip-start --pipeline ${EXTRA_PIPE:-2,3} --shard all,0/4 \
     --json "$OUT/bench_extra.json" > "$OUT/bench_extra.log" 2>&1
   echo "extra rc=$?"; grep -A8 "^summary" "$OUT/bench_extra.log"
 fi

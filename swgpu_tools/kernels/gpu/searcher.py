@@ -49,7 +49,8 @@ from .streaming import BYTES_PER_SUBJECT, DatabaseBatches, layout_budget
 log = get_logger(__name__)
 
 #: Streams the partition kernels of one query are spread over (small partitions
-#: then fill the tail of large ones).
+#: then fill the tail of large ones); each query slot has its own set, at most
+#: 32 / (queries in flight) each, the hardware queues asked for in device.py.
 N_STREAMS = int(os.environ.get("SWGPU_STREAMS", 16))
 #: Threads per block on the GPU.
 BLOCK = 128
@@ -166,9 +167,8 @@ class GpuSearcher:
             self.d_lens = cuda.to_device(lens32)
         self.setup_times["layout"] = time.perf_counter() - t
         self._nmax = self.n if self._stream is None else self._stream.max_subjects
-        self._slots = [QuerySlot(self._nmax)]
+        self._slots = []
         self._parts = {}
-        self.streams = None
         self._plan_stream = None
         self._tables = {}
         self.pipeline_depth = PIPELINE_DEPTH
@@ -210,20 +210,19 @@ class GpuSearcher:
         in flight)."""
         if SIM:
             return  # the simulator is synchronous
-        for st in self.streams or ():
-            st.synchronize()
         for slot in self._slots:
-            slot.synchronize()
+            slot.synchronize(scans=True)
 
     def _slot(self, k: int) -> QuerySlot:
         while len(self._slots) <= k:
-            self._slots.append(QuerySlot(self._nmax))
+            depth = max(1, int(self.pipeline_depth), len(self._slots) + 1)
+            self._slots.append(QuerySlot(self._nmax, min(N_STREAMS, max(4, 32 // depth))))
         return self._slots[k]
 
     @property
     def d_scores(self):
         """Scores of the last query scored by :meth:`score_query` (device array)."""
-        return self._slots[0].views(self.n, self._stream is not None)[0]
+        return self._slot(0).views(self.n, self._stream is not None)[0]
 
     # -- partitions --------------------------------------------------------
     def shapes(self, mode):
@@ -299,7 +298,7 @@ class GpuSearcher:
     # -- launching ---------------------------------------------------------
     def _launch(self, mode, parts, d_qoff, L, table, slot, streams=None):
         """Launch ``parts`` for a query of length L into ``slot``'s scores, on ``streams``
-        (default: the searcher's scoring streams); returns the streams used."""
+        (default: the slot's scan streams); returns the streams used."""
         from numba import cuda
 
         d_tbl, D, _, _ = table
@@ -310,10 +309,8 @@ class GpuSearcher:
             noe, nxt, neg = -self.oe, -self.gap_extend, -self.oe
         tbl_n = int(d_tbl.shape[0])
         shmem = tbl_n * 4
-        if not SIM and self.streams is None:
-            self.streams = [cuda.stream() for _ in range(N_STREAMS)]
         if streams is None:
-            streams = self.streams
+            streams = slot.scan_streams
         d_scores = slot.views(self.n, self._stream is not None)[0]
         # launch geometry and temp slices (multi-pass partitions may run concurrently)
         geo = []
@@ -465,7 +462,7 @@ class GpuSearcher:
         Also keeps the score histogram for :meth:`top_k`.  Returns the number of
         subjects re-scored with 32-bit kernels.
         """
-        slot = self._slots[0]
+        slot = self._slot(0)
         self._start(q, tables, d_qoff, slot)
         novf = self._rescore(slot, tables)
         slot.synchronize()
@@ -473,7 +470,7 @@ class GpuSearcher:
 
     def top_k(self, top_k):
         """(subject indices, scores) of the best ``top_k`` of the last :meth:`score_query`."""
-        return self._select(self._slots[0], top_k)
+        return self._select(self._slot(0), top_k)
 
     def _query_tables(self, qcodes):
         qletters = sorted(set(np.flatnonzero(np.bincount(qcodes, minlength=256) > 0).tolist()))

@@ -5,9 +5,10 @@ selection reads: the scores of every subject, the list of subjects whose
 16-bit score may have overflowed, the score histogram (device and pinned host
 copy), the selected candidates, the multi-pass temp array, and the slot's own
 stream on which the histogram, the selection, their copies and any 32-bit
-re-scoring run.  The scan's partition kernels run on the searcher's shared
-streams; :meth:`after` makes the slot's stream wait for them (events), so the
-next query's kernels can be launched before this one is finished.
+re-scoring run.  The scan's partition kernels run on the slot's own scan
+streams (so a query's long kernels never queue the next query's behind them);
+:meth:`after` makes the slot's stream wait for them (events), so the next
+query's kernels can be launched before this one is finished.
 """
 from __future__ import annotations
 
@@ -27,9 +28,10 @@ TEMP_LIMIT_BYTES = 1 << 30  # also keeps temp indices below 2^31
 
 
 class QuerySlot:
-    """Buffers of one query in flight on the current device, for up to ``nmax`` subjects."""
+    """Buffers of one query in flight on the current device, for up to ``nmax`` subjects,
+    with ``n_streams`` scan streams."""
 
-    def __init__(self, nmax: int):
+    def __init__(self, nmax: int, n_streams: int = 16):
         from numba import cuda
 
         self.d_scores_all = cuda.device_array(max(nmax, 1), dtype=np.int32)
@@ -41,6 +43,7 @@ class QuerySlot:
         self.d_sel = self.h_sel = None
         self._temp = None
         self.stream = 0 if SIM else cuda.stream()
+        self.scan_streams = [0] if SIM else [cuda.stream() for _ in range(n_streams)]
         self._events: dict = {}
         self.hist = None   # score histogram of the last query (host), None before it is back
         self.query = None  # (codes, d_qoff) of the query in flight
@@ -88,7 +91,10 @@ class QuerySlot:
             ev[0].record(st)
             ev[0].wait(self.stream)
 
-    def synchronize(self) -> None:
-        """Wait for everything queued on this slot's stream."""
-        if not SIM:
-            self.stream.synchronize()
+    def synchronize(self, scans: bool = False) -> None:
+        """Wait for everything queued on this slot's stream (and its scan streams)."""
+        if SIM:
+            return
+        for st in self.scan_streams if scans else ():
+            st.synchronize()
+        self.stream.synchronize()
