@@ -1,0 +1,102 @@
+"""The GPU backend object of the contract in :mod:`swgpu_tools.kernels`, and its start-up.
+
+:class:`GpuBackend` implements :class:`~swgpu_tools.kernels.SearchBackend` and
+:class:`~swgpu_tools.kernels.PairBackend`: it takes the frozen, validated
+:class:`~swgpu_tools.scoring.ScoringScheme` whole and does not check it again.
+"""
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .. import Progress, TopHits
+from ..gpu_intrinsics import SIM
+from . import cache, pairs
+from .device import bind
+from .searcher import GpuSearcher
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...scoring import ScoringScheme
+    from ...sequences import EncodedSequences
+
+
+def warm_up() -> dict:
+    """Open the current device's CUDA context and load the top-k helper kernels.
+
+    Returns seconds per step.  :class:`swgpu_tools.pipeline.BackendStart` runs
+    this on a thread while the inputs are read, so that the driver's start-up
+    (the larger part of a warm start) overlaps the reading.
+    """
+    from numba import cuda
+
+    times = {}
+    t = time.perf_counter()
+    if not SIM:
+        cuda.current_context()
+    times["cuda context"] = time.perf_counter() - t
+    t = time.perf_counter()
+    aux = cache.aux()
+    if not SIM:
+        for disp in (aux.used_kernel, aux.remap_kernel, aux.hist_kernel, aux.select_kernel,
+                     aux.fill_kernel):
+            for kern in disp.overloads.values():
+                kern.bind()  # module loaded into this context now, not at the first launch
+    times["helper kernels"] = time.perf_counter() - t
+    return times
+
+
+class GpuBackend:
+    """Database search and pair score passes on one CUDA GPU.
+
+    ``device``: the GPU (as numbered in this process) the calls run on; it is
+    made current on the calling thread (:func:`.device.bind`, which does
+    nothing when that thread has it already).  None: the calling thread's
+    current device.  ``mode``: 's16', 's32' or 'auto' (see
+    :class:`.searcher.GpuSearcher`); ``max_resident_bytes``: the device-memory
+    budget of a database (larger ones are streamed).
+
+    The last searched database stays on the GPU, so searching it again (the
+    same object, the same scheme) skips the upload.
+    """
+
+    name = "gpu"
+
+    def __init__(self, device: int | None = None, mode: str = "auto",
+                 max_resident_bytes: int | None = None):
+        self.device = device
+        self.mode = mode
+        self.max_resident_bytes = max_resident_bytes
+        self._searcher: GpuSearcher | None = None
+        self._key: tuple | None = None
+
+    def _bind(self) -> None:
+        if self.device is not None:
+            bind(self.device)
+
+    def searcher(self, database: EncodedSequences, scheme: ScoringScheme) -> GpuSearcher:
+        """The searcher of ``database`` (uploaded now, or the one kept from the last call)."""
+        self._bind()
+        key = (id(database), id(database.codes), scheme.digest)
+        if self._searcher is None or self._key != key:
+            self._searcher = None  # free the previous database first
+            self._searcher = GpuSearcher.from_scheme(database, scheme, mode=self.mode,
+                                                     max_resident_bytes=self.max_resident_bytes)
+            self._searcher._database_ref = database  # keeps id(database) unique while kept
+            self._key = key
+        return self._searcher
+
+    def search(self, queries: EncodedSequences, database: EncodedSequences,
+               scheme: ScoringScheme, top_k: int, progress: Progress | None = None) -> TopHits:
+        """Top ``top_k`` exact Smith-Waterman hits of each query (see :mod:`swgpu_tools.kernels`)."""
+        return self.searcher(database, scheme).search(queries, top_k, progress=progress)
+
+    def pair_regions(self, queries: EncodedSequences, subjects: EncodedSequences,
+                     query_index: np.ndarray, subject_index: np.ndarray,
+                     scheme: ScoringScheme, mode: str) -> np.ndarray:
+        """(n, 5) int64: best, query start, query end, subject start, subject end per pair."""
+        self._bind()
+        return pairs.pair_regions(queries.codes, queries.offsets, subjects.codes,
+                                  subjects.offsets, query_index, subject_index, scheme.matrix,
+                                  scheme.gap_open, scheme.gap_extend, mode)

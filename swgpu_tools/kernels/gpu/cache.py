@@ -1,0 +1,235 @@
+"""Compiled GPU kernels: the module cache folder, loading, and compiling ahead.
+
+Each kernel source (:mod:`.codegen`) is written once to
+``<swgpu cache>/kernels/swgpu_gen_<name>_<hash of the source>.py`` and
+imported from there; Numba compiles it with ``cache=True``, so a new process
+loads the compiled kernel from Numba's on-disk cache next to it.  A marker file
+per kernel, GPU kind and numba-cuda version says "compiled here before" (a
+hint for compiling ahead in parallel; Numba's own cache decides what is
+really reused).  :func:`precompile` fills the cache for the whole shape menu
+in child processes (NVVM and ptxas are single-threaded).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from ...logs import get_logger
+from ..gpu_intrinsics import SIM
+from .codegen import aux_kernel_source, kernel_source, pair_kernel_source, pair_kind
+from .device import compute_capability
+from .planner import MULTI_SHAPES, SHAPES
+
+log = get_logger(__name__)
+
+_lock = threading.RLock()
+_modules: dict = {}
+_kernels: dict = {}
+_pair_kernels: dict = {}
+
+
+def kernels_dir() -> str:
+    """The folder of generated kernel modules (created; a temp folder if the cache
+    folder is not writable)."""
+    from ...cache import cache_dir
+
+    path = os.path.join(cache_dir(), "kernels")
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, f".probe{os.getpid()}")
+        with open(probe, "w"):
+            pass
+        os.unlink(probe)
+        return path
+    except OSError:
+        path = os.path.join(tempfile.gettempdir(), f"swgpu-kernels-{os.getuid()}")
+        os.makedirs(path, exist_ok=True)
+        return path
+
+
+def module_name(name: str, source: str) -> str:
+    """Module (and file) name of a generated source: its name and a hash of its text."""
+    return f"swgpu_gen_{name}_{hashlib.sha1(source.encode()).hexdigest()[:12]}"
+
+
+def load_module(name: str, source: str):
+    """Write ``source`` (once) to the cache folder and import it as a module."""
+    with _lock:
+        key = (name, source)
+        mod = _modules.get(key)
+        if mod is not None:
+            return mod
+        modname = module_name(name, source)
+        path = os.path.join(kernels_dir(), modname + ".py")
+        if not os.path.exists(path):
+            # a plain write + rename: the cache folder is shared by concurrent
+            # processes, each writing the same text (the name is its hash)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as fh:
+                fh.write(source)
+            os.replace(tmp, path)
+        spec = importlib.util.spec_from_file_location(modname, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[modname] = mod
+        spec.loader.exec_module(mod)
+        _modules[key] = mod
+        return mod
+
+
+def _kernel_name_source(mode, G, R, multipass):
+    return (f"{mode}_{G}x{R}{'m' if multipass else ''}{'_sim' if SIM else ''}",
+            kernel_source(mode, G, R, SIM, multipass))
+
+
+def get_kernel(mode: str, G: int, R: int, multipass: bool = True):
+    """The compiled scoring kernel (dispatcher) for ``mode`` and shape (G, R)."""
+    from numba import cuda
+
+    with _lock:
+        key = (mode, G, R, multipass)
+        kern = _kernels.get(key)
+        if kern is None:
+            mod = load_module(*_kernel_name_source(mode, G, R, multipass))
+            kern = cuda.jit(mod.SIG, cache=True)(mod.kernel_py)
+            _kernels[key] = kern
+            if not SIM:
+                marker = compiled_marker(mode, G, R, multipass)
+                if not os.path.exists(marker):
+                    open(marker, "w").close()
+        return kern
+
+
+def is_loaded(mode: str, G: int, R: int, multipass: bool) -> bool:
+    """Whether this process has that scoring kernel already."""
+    return (mode, G, R, multipass) in _kernels
+
+
+def compiled_marker(mode, G, R, multipass) -> str:
+    """Path of the file saying this kernel is in the disk cache for this GPU kind and
+    numba-cuda version (a hint for compiling ahead in parallel; Numba's own cache
+    decides what is really reused)."""
+    cc = "".join(str(v) for v in compute_capability())
+    return os.path.join(kernels_dir(), f"{module_name(*_kernel_name_source(mode, G, R, multipass))}"
+                                       f".sm{cc}.numba-cuda-{_numba_cuda_version()}.ok")
+
+
+@functools.lru_cache(maxsize=None)
+def _numba_cuda_version() -> str:
+    from importlib.metadata import version
+
+    try:
+        return version("numba-cuda")
+    except Exception:  # pragma: no cover - not installed as a distribution
+        return "unknown"
+
+
+def compile_in_children(tasks, jobs: int) -> int:
+    """Compile kernels ``tasks`` ((mode, G, R, multipass) each) into the disk cache in
+    ``jobs`` child processes on this process's GPU; returns how many children failed."""
+    from numba import cuda
+
+    chunks = [tasks[k::jobs] for k in range(jobs)]
+    code = ("import json, sys; from swgpu_tools.kernels.gpu import cache; "
+            "[cache.get_kernel(*t) for t in json.loads(sys.argv[1])]; cache.aux()")
+    # compile-only children: one hardware queue each (many contexts with 32 queues
+    # each ran the GPU out of resources on an H100), on this process's GPU only
+    env = dict(os.environ, CUDA_DEVICE_MAX_CONNECTIONS="1")
+    try:
+        env["CUDA_VISIBLE_DEVICES"] = str(cuda.get_current_device().uuid)
+    except Exception:  # pragma: no cover - older numba-cuda: children use the default GPU
+        pass
+    procs = [subprocess.Popen([sys.executable, "-c", code, json.dumps(c)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for c in chunks if c]
+    return sum(1 for p in procs if p.wait() != 0)
+
+
+def compile_ahead(needed, jobs: int | None = None) -> None:
+    """Compile the kernels ``needed`` ((mode, G, R, multipass) each) that are neither
+    loaded here nor marked compiled, in parallel child processes (first use on a
+    machine); does nothing for fewer than two."""
+    todo = sorted(t for t in needed if not is_loaded(*t) and not os.path.exists(compiled_marker(*t)))
+    jobs = min(len(todo), os.cpu_count() or 1, 8) if jobs is None else jobs
+    if jobs < 2:
+        return
+    t0 = time.perf_counter()
+    log.info(f"first use of {len(todo)} GPU kernels on this machine: compiling them in {jobs} "
+             f"processes into {kernels_dir()}")
+    failed = compile_in_children(todo, jobs)
+    log.info(f"GPU kernels compiled in {time.perf_counter() - t0:.1f} s"
+             + (f" ({failed} processes failed; compiling the rest here)" if failed else ""))
+
+
+def kernel_ptx(mode: str, G: int, R: int, multipass: bool = True, cc=(9, 0)) -> str:
+    """PTX of a scoring kernel for compute capability ``cc`` (needs NVVM, no GPU or driver)."""
+    from numba import cuda
+
+    mod = load_module(f"{mode}_{G}x{R}{'m' if multipass else ''}",
+                      kernel_source(mode, G, R, False, multipass))
+    ptx, _ = cuda.compile_ptx(mod.kernel_py, mod.SIG, cc=cc)
+    return ptx
+
+
+def precompile(modes=("s16", "s32"), jobs=None, shapes=None) -> dict:
+    """Compile (or load from the disk cache) every kernel of the shape menus.
+
+    With ``jobs`` > 1 the compilations run in that many child processes
+    (NVVM and ptxas are single-threaded), which fill the on-disk cache that
+    this process then loads.  Returns {"kernels": n, "seconds": s, "jobs": j,
+    "failed_children": f}.
+    """
+    t0 = time.perf_counter()
+    tasks = []
+    for mode in modes:
+        one = shapes if shapes is not None else SHAPES[mode]
+        tasks += [(mode, G, R, False) for G, R in one]
+        tasks += [(mode, G, R, True) for G, R in MULTI_SHAPES[mode]]
+    if jobs is None:
+        jobs = min(len(tasks), os.cpu_count() or 1, 8)
+    failed = 0
+    if jobs > 1 and not SIM:
+        failed = compile_in_children(tasks, jobs)
+    for t in tasks:  # loads what the children cached; compiles whatever they did not
+        get_kernel(*t)
+    aux()
+    return {"kernels": len(tasks) + 3, "seconds": time.perf_counter() - t0, "jobs": jobs,
+            "failed_children": failed}
+
+
+def aux():
+    """The module of top-k helper and alphabet kernels."""
+    return load_module("aux" + ("_sim" if SIM else ""), aux_kernel_source())
+
+
+def get_pair_kernel(R: int, kind="local"):
+    """The compiled pair kernel (dispatcher) of ``kind`` (see :func:`.codegen.pair_kernel_source`)."""
+    from numba import cuda
+
+    kind = pair_kind(kind)
+    with _lock:
+        key = (R, kind)
+        kern = _pair_kernels.get(key)
+        if kern is None:
+            name = f"pair_{kind}_r{R}{'_sim' if SIM else ''}"
+            mod = load_module(name, pair_kernel_source(R, kind, SIM))
+            kern = cuda.jit(mod.SIG, cache=True)(mod.kernel_py)
+            _pair_kernels[key] = kern
+        return kern
+
+
+def pair_kernel_ptx(R: int, kind="local", cc=(9, 0)) -> str:
+    """PTX of a pair kernel for compute capability ``cc`` (NVVM, no GPU)."""
+    from numba import cuda
+
+    kind = pair_kind(kind)
+    mod = load_module(f"pair_{kind}_r{R}", pair_kernel_source(R, kind, False))
+    ptx, _ = cuda.compile_ptx(mod.kernel_py, mod.SIG, cc=cc)
+    return ptx

@@ -1,0 +1,241 @@
+"""GPU kernel sources: the templates of ``templates/`` rendered per shape.
+
+The kernels are written as Numba-CUDA Python with placeholders in
+``templates/*.py.in`` (a reader studies them there); this module fills in a
+shape and returns the module source that :mod:`.cache` writes to the kernel
+cache folder and Numba compiles.  The expansion rules (``%if``/``%for``
+directives, ``{expr}`` placeholders) are in ``templates/README.md`` and in
+:func:`render`.
+
+The generated text is part of the cache key (the module name holds its hash)
+and is checked against ``tests/data/gpu_codegen.sha256``
+(``benchmarks/gpu_codegen_manifest.py`` rewrites that after a deliberate change).
+"""
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+from ..gpu_intrinsics import SIM
+
+#: Lane count of a warp.
+WARP = 32
+#: Padding entries on each side of the per-query row-offset array (> max G).
+PADQ = 64
+#: Bins of the top-k score histogram (scores above are counted in the last).
+HIST_BINS = 4096
+
+#: Pair kernels: table rows are matrix codes 0..31, then the virtual rows' scores
+#: (row 32: zeros, for the rows above row 1; row 33: very negative, global_rev).
+PAIR_VROW = 32
+PAIR_NROW = 33
+PAIR_TBL = 34 * 32
+PAIR_NEG = -(1 << 28)
+#: Pair kernel kinds: forward local / semi-global, reverse local (bonus 1 on the
+#: anchor cell), reverse global (the semi-global start).
+PAIR_KINDS = ("local", "semi", "local_rev", "global_rev")
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+SCORE_SIG = ("void(uint8[::1], int64[::1], int32[::1], int32[::1], int64, int32[::1], int64, "
+             "int32[::1], int32, int32[::1], int32, int32, int32, int32, int32, int32[::1], "
+             "int32[::1])")
+PAIR_SIG = ("void(uint8[::1], int64[::1], int32[::1], uint8[::1], int64[::1], int32[::1], int32, "
+            "int32[::1], int32, int32, int32, int32, int32, int32[::1], int32[::1], int32, "
+            "int32[::1], int32[::1])")
+
+# ---------------------------------------------------------------------------
+# the template language
+# ---------------------------------------------------------------------------
+
+_PLACEHOLDER = re.compile(r"\{([^{}]+?)(!r)?\}")
+_SAFE_BUILTINS = {"range": range, "len": len, "repr": repr, "min": min, "max": max,
+                  "str": str, "int": int, "True": True, "False": False, "None": None}
+
+
+class TemplateError(ValueError):
+    """A template that does not parse (names the file and line)."""
+
+
+def _parse(lines: list[tuple[str, int, str]], pos: int, stop: tuple[str, ...]):
+    """Nodes from ``lines[pos:]`` up to a directive in ``stop``: (nodes, pos, directive)."""
+    nodes = []
+    while pos < len(lines):
+        name, num, text = lines[pos]
+        body = text.lstrip()
+        if not body.startswith("%"):
+            nodes.append(("text", text))
+            pos += 1
+            continue
+        word, _, arg = body[1:].partition(" ")
+        arg = arg.strip()
+        if word.startswith("#"):
+            pos += 1
+        elif word in stop:
+            return nodes, pos, word
+        elif word == "if":
+            branches = []
+            cond = arg
+            pos += 1
+            while True:
+                sub, pos, end = _parse(lines, pos, ("elif", "else", "end"))
+                branches.append((cond, sub))
+                if end is None:
+                    raise TemplateError(f"{name}:{num}: %if without %end")
+                _, _, etext = lines[pos]
+                pos += 1
+                if end == "end":
+                    break
+                cond = etext.lstrip()[1:].partition(" ")[2].strip() if end == "elif" else "True"
+            nodes.append(("if", branches))
+        elif word == "for":
+            target, sep, expr = arg.partition(" in ")
+            if not sep:
+                raise TemplateError(f"{name}:{num}: expected '%for names in expr'")
+            sub, pos, end = _parse(lines, pos + 1, ("end",))
+            if end is None:
+                raise TemplateError(f"{name}:{num}: %for without %end")
+            names = tuple(t.strip() for t in target.split(","))
+            nodes.append(("for", names, expr.strip(), sub))
+            pos += 1
+        elif word == "include":
+            nodes.append(("include", arg))
+            pos += 1
+        else:
+            raise TemplateError(f"{name}:{num}: unknown directive %{word}")
+    return nodes, pos, None
+
+
+@functools.lru_cache(maxsize=None)
+def _template(name: str):
+    """Parsed template ``templates/<name>.py.in`` (cached)."""
+    path = TEMPLATES / f"{name}.py.in"
+    text = path.read_text()
+    if text.endswith("\n"):
+        text = text[:-1]
+    lines = [(path.name, k + 1, line) for k, line in enumerate(text.split("\n"))]
+    nodes, pos, end = _parse(lines, 0, ())
+    if end is not None:  # pragma: no cover - _parse stops only at the end here
+        raise TemplateError(f"{path.name}:{lines[pos][1]}: unexpected %{end}")
+    return nodes
+
+
+@functools.lru_cache(maxsize=None)
+def _code(expr: str):
+    return compile(expr, "<template expression>", "eval")
+
+
+def _eval(expr: str, names: dict):
+    return eval(_code(expr), {"__builtins__": _SAFE_BUILTINS}, names)  # noqa: S307 - own templates
+
+
+def _emit(nodes, names: dict, out: list[str]) -> None:
+    def sub(m):
+        value = _eval(m.group(1), names)
+        return repr(value) if m.group(2) else str(value)
+
+    for node in nodes:
+        kind = node[0]
+        if kind == "text":
+            out.append(_PLACEHOLDER.sub(sub, node[1]))
+        elif kind == "if":
+            for cond, body in node[1]:
+                if _eval(cond, names):
+                    _emit(body, names, out)
+                    break
+        elif kind == "for":
+            _, targets, expr, body = node
+            for value in _eval(expr, names):
+                values = (value,) if len(targets) == 1 else tuple(value)
+                _emit(body, {**names, **dict(zip(targets, values))}, out)
+        else:  # include
+            _emit(_template(node[1]), names, out)
+
+
+def render(template: str, /, **names) -> str:
+    """Source text of ``templates/<template>.py.in`` with ``names`` filled in.
+
+    Rules: lines starting with ``%`` (after blanks) are directives (``%if``,
+    ``%elif``, ``%else``, ``%end``, ``%for x in expr``, ``%include name``,
+    ``%#`` comment) and produce no output; every other line is copied with
+    each ``{expr}`` replaced by the expression's value (``{expr!r}``: its
+    repr).  Output lines end with a newline.
+    """
+    out: list[str] = []
+    _emit(_template(template), names, out)
+    return "".join(line + "\n" for line in out)
+
+
+# ---------------------------------------------------------------------------
+# the kernels
+# ---------------------------------------------------------------------------
+
+_S16_OPS = dict(ADDMAXR="vaddmax2_relu", MAX="vmax2", ADD="vadd2", ADDMAX="vaddmax2",
+                MAX3="vmax3_2")
+_S32_OPS = dict(ADDMAXR="addmax32_relu", MAX="max32", ADD="add32", ADDMAX="addmax32",
+                MAX3="max3_32")
+
+
+def kernel_source(mode: str, G: int, R: int, sim: bool = SIM, multipass: bool = True) -> str:
+    """Python source of the scoring kernel for ``mode`` ('s16' or 's32') and shape (G, R).
+
+    ``multipass=False`` drops the temp-array code: every subject of the
+    launch must then fit in one pass (length <= G*R).  ``sim``: the CUDA
+    simulator's variant (shared-memory exchanges instead of warp shuffles, one
+    group per block).  Template: ``templates/score_kernel.py.in``.
+    """
+    assert mode in ("s16", "s32")
+    assert G in (1, 2, 4, 8, 16, 32) and R >= 1
+    pair = mode == "s16"
+    wsz = G if sim else WARP
+    if sim:
+        up = lambda v: f"_xup({v}, xch, lane)"  # noqa: E731
+        xor = lambda v, off: f"_xxor({v}, {off}, xch, lane)"  # noqa: E731
+    else:
+        up = lambda v: f"cuda.shfl_up_sync(0xFFFFFFFF, {v}, 1)"  # noqa: E731
+        xor = lambda v, off: f"cuda.shfl_xor_sync(0xFFFFFFFF, {v}, {off})"  # noqa: E731
+    offsets = []
+    off = G // 2
+    while off >= 1:
+        offsets.append(off)
+        off //= 2
+    return render("score_kernel", mode=mode, pair=pair, G=G, R=R, W=G * R, WSZ=wsz,
+                  PPW=wsz // G, IPI=2 if pair else 1, PADQ=PADQ, sim=sim, multipass=multipass,
+                  SIG=SCORE_SIG, up=up, xor=xor, xor_offsets=offsets,
+                  **(_S16_OPS if pair else _S32_OPS))
+
+
+def pair_kind(kind) -> str:
+    """Kernel kind name; True/False (older callers) are "local"/"semi"."""
+    return ("local" if kind else "semi") if isinstance(kind, bool) else kind
+
+
+def pair_kernel_source(R: int, kind="local", sim: bool = SIM) -> str:
+    """Python source of a pair kernel (R rows per register tile) of ``kind``.
+
+    ``kind`` (True/False are "local"/"semi"): "local" and "semi" are the
+    forward passes (best, query end, subject end).  The reverse kinds read
+    q[:m] and s[:n] backwards (m, n: the end cell) for the start, as the CPU
+    reverse passes: "local_rev" is the local pass of the reversed prefixes
+    with a bonus of 1 on the diagonal into the anchor cell (H[0][0] = 1), whose
+    first maximum in column-major order (best + 1) gives (query span, subject
+    span); "global_rev" is the global DP of the reversed prefixes (the
+    semi-global start): the first column (subject span) whose last-row value
+    equals the pair's target; its virtual row 0 (above row 1) produces the
+    global row 0, -(gap_open + j * gap_extend), from its E chain (the virtual
+    rows score very negatively), so there is always one (ntiles = m // R + 1).
+    Template: ``templates/pair_kernel.py.in``.
+    """
+    kind = pair_kind(kind)
+    assert R >= 1 and kind in PAIR_KINDS
+    glob = kind == "global_rev"
+    return render("pair_kernel", R=R, kind=kind, local=kind in ("local", "local_rev"),
+                  rev=kind.endswith("_rev"), glob=glob, sim=sim, SIG=PAIR_SIG,
+                  PAIR_TBL=PAIR_TBL, PAIR_NEG=PAIR_NEG,
+                  vrow=PAIR_NROW if glob else PAIR_VROW)
+
+
+def aux_kernel_source() -> str:
+    """Source of the top-k helper and alphabet kernels (``templates/aux_kernels.py.in``)."""
+    return render("aux_kernels", NB=HIST_BINS)

@@ -1,0 +1,200 @@
+"""The shape planner: which kernel shape scores which subjects (plain numpy).
+
+Subjects are sorted by length; in s16 mode consecutive subjects are paired
+(two per group, packed in the 16-bit halves of each register).  Each item
+(subject or pair) is given the cheapest shape (G lanes, R registers per lane,
+single- or multi-pass) of a menu (:data:`SHAPES`, :data:`MULTI_SHAPES`) under
+a cost model: padded cells (passes x W positions), the pipeline fill of G - 1
+steps per pass, a fixed cost per pass, a relative speed per R; a critical-path
+limit keeps the longest items (one warp task each) from outlasting the rest
+of the query's scan; shapes that would save less than a launch is worth are
+merged away.  Costs depend only on the item length, so they are computed on
+the distinct lengths weighted by their counts.
+
+No GPU here: :func:`plan` returns host arrays; :class:`~.searcher.GpuSearcher`
+uploads them and launches one kernel per :class:`Partition`.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from .codegen import WARP
+
+#: (G, R) kernel shapes a subject (pair) may be given in one pass, by mode.
+SHAPES = {
+    "s16": tuple((G, R) for G in (2, 4, 8, 16, 32) for R in (16, 20, 24, 28, 32)),
+    "s32": ((4, 16), (8, 16), (16, 16), (32, 16), (32, 32)),
+}
+#: Shapes that also serve longer subjects in several passes.
+MULTI_SHAPES = {"s16": ((8, 32), (16, 32), (32, 32)), "s32": ((8, 32), (32, 32))}
+#: Relative speed of a shape by R (fewer shuffles and loop overhead per cell
+#: with more registers per lane) and of multi-pass kernels; measured on an
+#: H100 (GPU-NOTES.md), used only to choose shapes.
+RATE_BY_R = {32: 1.0, 28: 0.99, 24: 0.98, 20: 0.96, 16: 0.94, 12: 0.9, 8: 0.8, 4: 0.6}
+RATE_MULTI = 0.85
+#: Steps of fixed work per pass (loading subject letters, the final reduction).
+PASS_OVERHEAD_STEPS = 6
+#: One group's whole task (all passes over one pair) may take at most this
+#: share of the query's estimated scan time, so that the longest subjects
+#: (one warp each) do not outlast the rest: they get wider groups.
+CRITICAL_SHARE = float(os.environ.get("SWGPU_CRITICAL_SHARE", 0.5))
+#: Seconds per step of one warp (~9 instructions per packed cell, a few warps
+#: per scheduler), per register R: used for the critical-path estimate only.
+STEP_SECONDS_PER_R = 0.45e-6 / 32
+#: A partition that would save less than this (seconds at ~5 T cells/s) is merged away.
+LAUNCH_PENALTY_S = 15e-6
+#: Shapes under the CUDA simulator (tests set tiny ones here).
+CONFIGS = SHAPES["s16"]
+
+
+@dataclass
+class Partition:
+    """Items served by one kernel shape, in launch order (longest first).
+
+    ``items``: subject indices, two per item in s16 mode (-1: none), int32,
+    flattened; ``wnpass``: passes of each warp task (int32).  The searcher
+    replaces both by device arrays before launching.
+    """
+
+    G: int
+    R: int
+    n_items: int
+    n_wtasks: int
+    items: object
+    wnpass: object
+    max_passes: int
+    cells: int
+    residues: int = 0
+    critical: float = 0.0  # estimated seconds of its longest warp task
+
+
+def menu(mode: str, one=None, multi=None, sim: bool = False) -> tuple[tuple, tuple]:
+    """(single-pass shapes, multi-pass shapes) for ``mode``.
+
+    ``one``/``multi``: overrides (None: the defaults; ``multi`` None with
+    ``one`` given: the largest of ``one``).  Under the simulator: :data:`CONFIGS`
+    and its largest shape.
+    """
+    if sim:
+        return tuple(CONFIGS), (max(CONFIGS, key=lambda c: c[0] * c[1]),)
+    if one is None:
+        one = SHAPES[mode]
+        multi = multi or MULTI_SHAPES[mode]
+    elif multi is None:
+        multi = [max(one, key=lambda c: c[0] * c[1])]
+    return tuple(one), tuple(multi)
+
+
+def parse_configs(configs) -> tuple[list | None, list | None]:
+    """Shape overrides: ``"GxR,GxR,...[;GxR,...]"`` (single-pass shapes, then
+    multi-pass shapes) or a sequence of (G, R) -> (one, multi), None where not given."""
+    if configs is None:
+        return None, None
+    if isinstance(configs, str):
+        t1, _, t2 = configs.partition(";")
+
+        def parse(t):
+            return [tuple(int(v) for v in c.split("x")) for c in t.split(",") if c]
+
+        return parse(t1) or None, parse(t2) or None
+    return [tuple(c) for c in configs], None
+
+
+def length_bucket(L: int, steps: int = 3) -> int:
+    """Representative query length of L's plan bucket (``steps`` buckets per octave)."""
+    if L >= 4096:
+        return 4096
+    return int(round(2 ** (round(math.log2(max(L, 1)) * steps) / steps)))
+
+
+def plan(lengths: np.ndarray, order: np.ndarray, mode: str, L: int, one, multi,
+         sim: bool = False) -> list[Partition]:
+    """Partitions for the subjects ``order`` (sorted by length, stable) and query length L.
+
+    ``lengths``: every subject's length (indexed by subject); ``one``/``multi``:
+    the shape menu (:func:`menu`); ``sim``: one group per warp (simulator).
+    """
+    lens = lengths[order]
+    if mode == "s16":
+        if len(order) % 2:
+            order = np.append(order, -1)
+            lens = np.append(lens, 0)
+        items = order.reshape(-1, 2)
+        ilen = np.maximum(lens[0::2], lens[1::2])
+    else:
+        items = order.reshape(-1, 1)
+        ilen = lens
+    ilen = np.maximum(ilen, 1)
+    # costs depend on the item length only: work on the distinct lengths,
+    # weighted by how many items have each (items are few thousand lengths,
+    # hundreds of thousands of items)
+    ulen, inv, ucount = np.unique(ilen, return_inverse=True, return_counts=True)
+    wcount = ucount.astype(np.float64)
+    cand = [(G, R, False) for G, R in one] + [(G, R, True) for G, R in multi]
+    cost = np.empty((len(cand), len(ulen)))
+    for k, (G, R, m) in enumerate(cand):
+        W = G * R
+        passes = -(-ulen // W)
+        c = passes * (L + G - 1 + PASS_OVERHEAD_STEPS) * float(W) / (
+            RATE_BY_R.get(R, 0.9) * (RATE_MULTI if m else 1.0))
+        cost[k] = c if m else np.where(ulen <= W, c, np.inf)
+    # critical path: the longest task of a shape must stay well under the
+    # estimated scan time of the whole query
+    cells_per_s = 5e12 / (2 if mode == "s16" else 1)
+    cmin = cost.min(axis=0)
+    fin = np.isfinite(cmin)
+    t_query = float((cmin[fin] * wcount[fin]).sum()) / cells_per_s
+    for k, (G, R, m) in enumerate(cand):
+        W = G * R
+        t_task = -(-ulen // W) * (L + G - 1 + PASS_OVERHEAD_STEPS) * R * STEP_SECONDS_PER_R
+        too_long = t_task > CRITICAL_SHARE * t_query
+        if too_long.any():
+            c = cost[k].copy()
+            c[too_long] *= 1e6  # finite: still usable when nothing else is allowed
+            cost[k] = c
+    uchoice = np.argmin(cost, axis=0)
+    wcost = cost * wcount  # total cost of all items of a length
+    # merge partitions that save less than a launch is worth
+    penalty = LAUNCH_PENALTY_S * cells_per_s
+    active = sorted(set(uchoice.tolist()))
+    while len(active) > 1:
+        totals = {k: wcost[k, uchoice == k].sum() for k in active}
+        k = min(active, key=lambda x: totals[x])
+        others = [x for x in active if x != k]
+        sel = np.flatnonzero(uchoice == k)
+        sub = cost[others][:, sel]
+        alt = np.argmin(sub, axis=0)
+        with np.errstate(invalid="ignore"):
+            delta = (sub[alt, np.arange(len(sel))] * wcount[sel]).sum() - totals[k]
+        if not np.isfinite(delta) or delta > penalty:
+            break
+        uchoice[sel] = np.array(others)[alt]
+        active = others
+    choice = uchoice[inv]
+    by_choice = np.argsort(choice, kind="stable")  # item positions grouped by shape
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(choice, minlength=len(cand)))))
+    parts = []
+    for k in np.unique(uchoice).tolist():
+        G, R, m = cand[k]
+        sel = by_choice[bounds[k]: bounds[k + 1]][::-1]  # longest first: long tasks start early
+        it = items[sel]
+        il = ilen[sel]
+        ppw = (G if sim else WARP) // G
+        nwt = -(-len(sel) // ppw)
+        padded = np.zeros(nwt * ppw, dtype=np.int64)
+        padded[: len(il)] = il
+        wmax = padded.reshape(nwt, ppw).max(axis=1)
+        wnp = np.maximum(1, -(-wmax // (G * R))).astype(np.int32)
+        cells = int(wnp.sum()) * ppw * G * R * (2 if mode == "s16" else 1)
+        parts.append(Partition(
+            G, R, len(sel), nwt, np.ascontiguousarray(it.reshape(-1), dtype=np.int32), wnp,
+            int(wnp.max()), cells, int(lengths[it[it >= 0]].sum()),
+            int(wnp.max()) * (L + G - 1 + PASS_OVERHEAD_STEPS) * R * STEP_SECONDS_PER_R))
+    # launch order: longest critical path first (they start while the GPU
+    # fills up around them), then by total work
+    parts.sort(key=lambda p: (-p.critical, -p.cells))
+    return parts

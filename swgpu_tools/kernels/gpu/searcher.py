@@ -1,0 +1,619 @@
+"""Database search on the current GPU: :class:`GpuSearcher` and :func:`search`.
+
+Design (after CUDASW++ 4.0's inter-sequence scheme, written from scratch):
+
+* The database is uploaded once per :class:`GpuSearcher`; its letters are
+  re-coded on the GPU to a compact alphabet whose code 0 is a padding letter.
+  Subjects are sorted by length and cut into **length partitions**
+  (:mod:`.planner`); each partition is served by a kernel
+  (``templates/score_kernel.py.in``) whose thread group (G lanes) covers G*R
+  subject positions, R per lane, held in registers; longer subjects take
+  several passes over the query.  Partitions run on several streams, longest
+  warp task first.
+* Fast mode ("s16", Hopper): two subjects per group, packed as the two signed
+  16-bit halves of each register; the substitution scores of a query letter
+  against a *pair* of subject letters come from one 32-bit shared-memory word
+  of a D^3 table (D = compact alphabet size).  A pair whose best score reaches
+  32767 - max(matrix) may have overflowed: it is re-scored with the 32-bit
+  kernel.  Exact mode ("s32", any GPU, and the re-scoring path): one subject
+  per group, int32 cells, D^2 table.
+* Top hits are chosen on the GPU: a score histogram (block-local, 4096 bins),
+  a threshold that keeps at least top_k scores, and a compaction of the scores
+  at or above it; only those come back to the host, which breaks ties.
+* Databases larger than the device-memory budget are streamed in batches
+  (:mod:`.streaming`); per-query top-k of the batches are merged exactly.
+
+Everything runs on the calling thread's current CUDA device (see
+:func:`.device.bind`).  Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``)
+the same generated kernels run with shared-memory exchanges in place of warp
+shuffles and one group per block (tests exercise the logic on tiny inputs).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+
+import numpy as np
+
+from ...logs import get_logger
+from .. import TopHits
+from ..gpu_intrinsics import SIM, pack2, used_codes
+from . import cache, planner
+from .codegen import HIST_BINS, PADQ, WARP
+from .device import (bind, compute_capability, ensure_shared, nonblocking_stream,
+                     quiet_low_occupancy_warnings)
+from .slots import PIPELINE_DEPTH, TEMP_LIMIT_BYTES, QuerySlot
+from .streaming import BYTES_PER_SUBJECT, DatabaseBatches, layout_budget
+
+log = get_logger(__name__)
+
+#: Streams the partition kernels of one query are spread over (small partitions
+#: then fill the tail of large ones); each query slot has its own set, at most
+#: 32 / (queries in flight) each, the hardware queues asked for in device.py.
+N_STREAMS = int(os.environ.get("SWGPU_STREAMS", 16))
+#: Threads per block on the GPU.
+BLOCK = 128
+#: Largest score the 16-bit kernels can hold with these costs and scores.
+_S16_LIMIT = 8000
+
+
+def fits16(matrix: np.ndarray, oe: int, ext: int) -> bool:
+    """Whether the packed 16-bit kernels can run this scoring scheme (a kernel limit)."""
+    return (oe + ext <= _S16_LIMIT and int(matrix.min()) >= -_S16_LIMIT
+            and int(matrix.max()) <= _S16_LIMIT)
+
+
+class GpuSearcher:
+    """A database uploaded to the current GPU, ready to score any number of queries.
+
+    ``matrix``, ``gap_open``, ``gap_extend``: a validated scoring scheme's
+    (:meth:`from_scheme` takes the :class:`~swgpu_tools.scoring.ScoringScheme`
+    whole); not checked again here.  ``mode``: 's16' (packed 16-bit DPX
+    kernels, sm_90+, with 32-bit re-scoring of pairs that may overflow), 's32'
+    (32-bit kernels, any GPU) or 'auto' (s16 where the GPU and the scoring
+    parameters allow it).  ``configs``: shape menu override (see
+    :func:`.planner.parse_configs`); ``max_resident_bytes``: device-memory
+    budget of the database layout (larger databases are streamed).
+    """
+
+    def __init__(self, database, matrix, gap_open, gap_extend, mode="auto",
+                 configs=None, block=None, max_resident_bytes=None):
+        from numba import cuda
+
+        quiet_low_occupancy_warnings()
+        matrix = np.ascontiguousarray(matrix, dtype=np.int32)
+        self.matrix = matrix
+        self.gap_open, self.gap_extend = int(gap_open), int(gap_extend)
+        self.oe = self.gap_open + self.gap_extend
+        fits = fits16(matrix, self.oe, self.gap_extend)
+        if mode == "auto":
+            mode = os.environ.get("SWGPU_GPU_MODE", "auto")
+        if mode == "auto":
+            mode = "s16" if (fits and compute_capability() >= (9, 0)) else "s32"
+        if mode == "s16" and not fits:
+            mode = "s32"
+        if mode == "s16" and compute_capability() < (9, 0):
+            raise ValueError("s16 (DPX) kernels need a GPU of compute capability 9.0 or newer")
+        self.mode = mode
+        if configs is None:
+            configs = os.environ.get("SWGPU_CONFIGS") or None
+        self._shapes_override = planner.parse_configs(configs)
+        self.lbucket_steps = 3  # query-length buckets per octave for cached plans
+        self.block = int(block or os.environ.get("SWGPU_BLOCK", BLOCK))
+        self.record = None  # list of (mode, G, R, passes, n_items, cells, residues, s) when profiling
+        self.smax = max(int(matrix.max()), 0)
+        self.limit16 = 32767 - self.smax
+        self.pad_score = min(int(matrix.min()), 0) - 1
+
+        t_setup = time.perf_counter()
+        codes = np.ascontiguousarray(database.codes, dtype=np.uint8)
+        offsets = np.ascontiguousarray(database.offsets, dtype=np.int64)
+        self.n = len(offsets) - 1
+        self.lengths = np.diff(offsets).astype(np.int64)
+        if self.n and self.lengths.max() >= 2**31 - 2 * PADQ:
+            raise ValueError("subjects must be shorter than 2^31 residues")
+        self.total_residues = int(offsets[-1])
+        self.order = np.argsort(self.lengths, kind="stable").astype(np.int64)
+        self.aux = cache.aux()
+        self.setup_times = {}
+        t = time.perf_counter()
+
+        # resident (whole database on the GPU) or streamed in batches
+        self.n_all = self.n
+        self.lengths_all = self.lengths
+        self.budget_bytes = layout_budget(max_resident_bytes)
+        need = self.total_residues + BYTES_PER_SUBJECT * self.n
+        resident = not (self.n and need > self.budget_bytes)
+        block = 256 if not SIM else 32
+        grid = min(4096, -(-len(codes) // block)) if not SIM else 1
+        # compact alphabet: code 0 = padding, then the letters the database uses;
+        # found and re-coded on the GPU for a resident database (one compiled host
+        # pass when streaming)
+        if not len(codes):
+            used = np.zeros(256, bool)
+        elif resident:
+            self.d_codes = cuda.to_device(codes)  # original codes, re-coded below
+            self.setup_times["upload_codes"] = time.perf_counter() - t
+            d_flags = cuda.to_device(np.zeros(256, np.int32))
+            self.aux.used_kernel[grid, block](self.d_codes, len(codes), d_flags)
+            used = d_flags.copy_to_host() > 0
+        else:
+            used = used_codes(codes).astype(bool)
+        self.setup_times["alphabet"] = time.perf_counter() - t
+        if used[matrix.shape[0]:].any():
+            raise ValueError("database codes exceed the matrix size")
+        self.cmap = np.full(256, -1, dtype=np.int64)
+        self.letters = list(np.flatnonzero(used))  # original codes, compact code = index + 1
+        for k, c in enumerate(self.letters):
+            self.cmap[c] = k + 1
+        lut = np.zeros(256, dtype=np.uint8)
+        lut[self.letters] = np.arange(1, len(self.letters) + 1)
+        self.lut = lut
+        self.batches = None  # the streamed batches: (subjects, residues, count) each
+        self._stream = None
+        self.sel = None
+        if not resident:
+            self._stream = DatabaseBatches(codes, offsets, self.lengths, self.order,
+                                           self.budget_bytes, lut)
+            self.batches = self._stream.batches
+        else:
+            if len(codes):
+                self.aux.remap_kernel[grid, block](self.d_codes, len(codes), cuda.to_device(lut))
+            else:
+                self.d_codes = cuda.to_device(np.zeros(1, np.uint8))
+            self.d_starts = cuda.to_device(offsets[:-1].copy() if self.n else np.zeros(1, np.int64))
+            lens32 = self.lengths.astype(np.int32) if self.n else np.zeros(1, np.int32)
+            self.d_lens = cuda.to_device(lens32)
+        self.setup_times["layout"] = time.perf_counter() - t
+        self._nmax = self.n if self._stream is None else self._stream.max_subjects
+        self._slots = []
+        self._parts = {}
+        self._plan_stream = None
+        self._tables = {}
+        self.pipeline_depth = PIPELINE_DEPTH
+        self.timings = []  # (query index, query length, scan seconds)
+        self.scan_seconds = 0.0  # wall clock of the last search's scans
+        self.plan_seconds = 0.0
+        if not SIM and self._stream is None:
+            cuda.synchronize()
+        self.setup_times["total"] = self.setup_seconds = time.perf_counter() - t_setup
+
+    @classmethod
+    def from_scheme(cls, database, scheme, **kwargs) -> "GpuSearcher":
+        """A searcher for a :class:`~swgpu_tools.scoring.ScoringScheme` (taken whole)."""
+        return cls(database, scheme.matrix, scheme.gap_open, scheme.gap_extend, **kwargs)
+
+    @property
+    def upload_wait_seconds(self) -> float:
+        """Seconds the scans waited for streamed batches to arrive (0 if resident)."""
+        return 0.0 if self._stream is None else self._stream.upload_wait_seconds
+
+    # -- batches (database larger than the budget) -------------------------
+    def _iter_batches(self):
+        """Yield None once (resident database) or the index of each batch after
+        making it current (see :class:`.streaming.DatabaseBatches`)."""
+        if self._stream is None:
+            yield None
+            return
+        for b in self._stream:
+            self.sel = b.sel
+            self.n = b.n
+            self.lengths = self.lengths_all[b.sel]
+            self.order = np.argsort(self.lengths, kind="stable").astype(np.int64)
+            self.d_codes, self.d_starts, self.d_lens = b.d_codes, b.d_starts, b.d_lens
+            self._parts = {}  # plans are per batch
+            yield b.index
+
+    def _sync(self):
+        """Wait for the scoring streams and the query slots' streams (not for an upload
+        in flight)."""
+        if SIM:
+            return  # the simulator is synchronous
+        for slot in self._slots:
+            slot.synchronize(scans=True)
+
+    def _slot(self, k: int) -> QuerySlot:
+        while len(self._slots) <= k:
+            depth = max(1, int(self.pipeline_depth), len(self._slots) + 1)
+            self._slots.append(QuerySlot(self._nmax, min(N_STREAMS, max(4, 32 // depth))))
+        return self._slots[k]
+
+    @property
+    def d_scores(self):
+        """Scores of the last query scored by :meth:`score_query` (device array)."""
+        return self._slot(0).views(self.n, self._stream is not None)[0]
+
+    # -- partitions --------------------------------------------------------
+    def shapes(self, mode):
+        """(single-pass shapes, multi-pass shapes) used for ``mode``."""
+        one, multi = self._shapes_override
+        if mode == "s32" and self.mode == "s16":
+            one = multi = None  # the re-scoring path keeps its own menu
+        return planner.menu(mode, one, multi, sim=SIM)
+
+    def _lrep(self, L):
+        """Representative query length of L's plan bucket."""
+        return planner.length_bucket(L, self.lbucket_steps)
+
+    def plan(self, mode, L, subset=None):
+        """Partitions (on the GPU) of every item, or of the subjects ``subset``, for
+        query length ~L (cached per length bucket when ``subset`` is None)."""
+        from numba import cuda
+
+        Lr = self._lrep(L) if subset is None else max(int(L), 1)
+        key = (mode, Lr)
+        if subset is None and key in self._parts:
+            return self._parts[key]
+        if subset is None:
+            order = self.order
+        else:
+            subset = np.asarray(subset, dtype=np.int64)
+            order = subset[np.argsort(self.lengths[subset], kind="stable")]
+        one, multi = self.shapes(mode)
+        parts = planner.plan(self.lengths, order, mode, Lr, one, multi, sim=SIM)
+        # uploaded on a stream of their own: a legacy default-stream copy would wait
+        # for the kernels of the queries in flight
+        if self._plan_stream is None:
+            self._plan_stream = 0 if SIM else nonblocking_stream()
+        for p in parts:
+            p.items = cuda.to_device(p.items, stream=self._plan_stream)
+            p.wnpass = cuda.to_device(p.wnpass, stream=self._plan_stream)
+        if not SIM:
+            self._plan_stream.synchronize()
+        if subset is None:
+            self._parts[key] = parts
+        return parts
+
+    # -- per-search tables ------------------------------------------------
+    def _table(self, mode, qletters):
+        """Score table on the GPU for the compact alphabet extended by ``qletters``."""
+        from numba import cuda
+
+        extra = [c for c in qletters if self.cmap[c] < 0]
+        letters = self.letters + sorted(set(extra))
+        key = (mode, tuple(letters))
+        if key in self._tables:
+            return self._tables[key]
+        cmap = np.full(256, 0, dtype=np.int64)
+        for k, c in enumerate(letters):
+            cmap[c] = k + 1
+        D = len(letters) + 1
+        S = np.full((D, D), self.pad_score, dtype=np.int64)
+        idx = np.array(letters, dtype=np.int64)
+        if len(idx):
+            S[1:, 1:] = self.matrix[np.ix_(idx, idx)]
+        if mode == "s16":
+            lo = S[:, :, None] & 0xFFFF           # T[q][a][b]: low half = s(q, a)
+            hi = (S[:, None, :] & 0xFFFF) << 16   # high half = s(q, b)
+            T = (lo | hi).astype(np.uint32).view(np.int32).reshape(-1)
+            rowstride = D * D
+        else:
+            T = S.astype(np.int32).reshape(-1)
+            rowstride = D
+        entry = (cuda.to_device(np.ascontiguousarray(T)), D, rowstride, cmap)
+        self._tables[key] = entry
+        return entry
+
+    # -- launching ---------------------------------------------------------
+    def _launch(self, mode, parts, d_qoff, L, table, slot, streams=None):
+        """Launch ``parts`` for a query of length L into ``slot``'s scores, on ``streams``
+        (default: the slot's scan streams); returns the streams used."""
+        from numba import cuda
+
+        d_tbl, D, _, _ = table
+        if mode == "s16":
+            noe, nxt, neg = pack2(-self.oe, -self.oe), pack2(-self.gap_extend, -self.gap_extend), \
+                pack2(-self.oe, -self.oe)
+        else:
+            noe, nxt, neg = -self.oe, -self.gap_extend, -self.oe
+        tbl_n = int(d_tbl.shape[0])
+        shmem = tbl_n * 4
+        if streams is None:
+            streams = slot.scan_streams
+        d_scores = slot.views(self.n, self._stream is not None)[0]
+        # launch geometry and temp slices (multi-pass partitions may run concurrently)
+        geo = []
+        n_multi = sum(1 for p in parts if p.max_passes > 1)
+        temp_words = 0
+        for part in parts:
+            wsz = part.G if SIM else WARP
+            block = part.G if SIM else max(self.block, WARP)
+            grid = -(-(part.n_wtasks * wsz) // block)
+            words = 0
+            if part.max_passes > 1:
+                groups_limit = max(1, TEMP_LIMIT_BYTES // (8 * max(L, 1) * n_multi))
+                grid = max(1, min(grid, groups_limit * part.G // block))
+                words = grid * (block // part.G) * 2 * L
+            geo.append((block, grid, temp_words, words))
+            temp_words += words
+        temp_all = slot.temp(max(temp_words, 1))
+        serial = SIM or self.record is not None  # one stream: the default one
+        used = [0] if serial else list(streams[:len(parts)])
+        for k, (part, (block, grid, off, words)) in enumerate(zip(parts, geo)):
+            kern = cache.get_kernel(mode, part.G, part.R, part.max_passes > 1)
+            temp = temp_all[off: off + words] if words else temp_all
+            stream = 0 if serial else streams[k % len(streams)]
+            if not SIM:
+                ensure_shared(kern, shmem)
+            if self.record is not None:
+                ev0, ev1 = cuda.event(), cuda.event()
+                ev0.record()
+            kern[grid, block, stream, shmem](
+                self.d_codes, self.d_starts, self.d_lens, part.items, part.n_items,
+                part.wnpass, part.n_wtasks, d_qoff, L, d_tbl, tbl_n, D,
+                noe, nxt, neg, d_scores, temp)
+            if self.record is not None:
+                ev1.record()
+                ev1.synchronize()
+                self.record.append((mode, part.G, part.R, part.max_passes, part.n_items,
+                                    part.cells, part.residues,
+                                    cuda.event_elapsed_time(ev0, ev1) / 1e3))
+        return used
+
+    def _qoffs_all(self, qcodes, qoffs, table):
+        """Row-offset arrays of all queries, concatenated on the GPU (one upload)."""
+        from numba import cuda
+
+        _, _, rowstride, cmap = table
+        lens = np.diff(qoffs)
+        sizes = np.where(lens > 0, lens + 2 * PADQ, 0)
+        starts = np.zeros(len(lens) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=starts[1:])
+        allq = np.zeros(max(int(starts[-1]), 1), dtype=np.int32)
+        for qi in range(len(lens)):
+            if lens[qi]:
+                o = starts[qi] + PADQ
+                allq[o: o + lens[qi]] = cmap[qcodes[qoffs[qi]: qoffs[qi + 1]]] * rowstride * 4
+        return cuda.to_device(allq), starts
+
+    def _qoff(self, q, table, stream=0):
+        from numba import cuda
+
+        _, _, rowstride, cmap = table
+        L = len(q)
+        qo = np.zeros(L + 2 * PADQ, dtype=np.int32)
+        qo[PADQ: PADQ + L] = cmap[q] * rowstride * 4  # byte offsets into the table
+        return cuda.to_device(qo, stream=stream)
+
+    def _fill(self, arr, n, value, stream=0):
+        block = 256 if not SIM else 32
+        self.aux.fill_kernel[max(1, -(-n // block)), block, stream](arr, n, value)
+
+    # -- one query: start (asynchronous), finish (top hits) -------------------
+    def _start(self, q, tables, d_qoff, slot: QuerySlot) -> None:
+        """Queue the scan of query ``q`` (original codes) into ``slot`` and its score
+        histogram (and, in s16 mode, the list of pairs that may have overflowed 16
+        bits), with the histogram's copy to the host; returns without waiting."""
+        L = len(q)
+        slot.hist = None
+        slot.query = (q, L)
+        if self.n == 0:
+            return
+        d_scores, d_ovf = slot.views(self.n, self._stream is not None)
+        st = slot.stream
+        if L == 0:
+            self._fill(d_scores, self.n, 0, st)
+        else:
+            mode = self.mode
+            table = tables[mode]
+            if d_qoff is None:
+                d_qoff = self._qoff(q, table, st)
+            slot.after(self._launch(mode, self.plan(mode, L), d_qoff, L, table, slot))
+        limit = self.limit16 if self.mode == "s16" else 2**31 - 1
+        self._fill(slot.d_aux, HIST_BINS + 1, 0, st)
+        grid = min(1024, -(-self.n // 256)) if not SIM else 1
+        self.aux.hist_kernel[grid, 256 if not SIM else 32, st](
+            d_scores, self.n, slot.d_aux, limit, d_ovf)
+        slot.d_aux.copy_to_host(slot.h_aux, stream=st)
+
+    def _rescore(self, slot: QuerySlot, tables) -> int:
+        """Wait for ``slot``'s histogram; re-score the pairs that may have overflowed
+        16 bits with 32-bit kernels (on the slot's stream); returns how many."""
+        if self.n == 0:
+            return 0
+        slot.synchronize()
+        q, L = slot.query
+        novf = int(slot.h_aux[HIST_BINS])
+        slot.hist = slot.h_aux[:HIST_BINS].astype(np.int64)
+        if novf == 0 or L == 0:
+            return 0
+        # re-score those exactly (their scores stay in the last bin of the histogram)
+        st = slot.stream
+        d_ovf = slot.views(self.n, self._stream is not None)[1]
+        flagged = d_ovf[:novf].copy_to_host(stream=st)
+        slot.synchronize()
+        t32 = tables.get("s32")
+        if t32 is None:
+            t32 = tables["s32"] = self._table("s32", tables["letters"])
+        parts = self.plan("s32", L, subset=flagged)
+        self._launch("s32", parts, self._qoff(q, t32, st), L, t32, slot, streams=[st])
+        return novf
+
+    def _select(self, slot: QuerySlot, top_k):
+        """(subject indices, scores) of the best ``top_k`` in ``slot``, tie-broken."""
+        n = self.n
+        k = min(int(top_k), n)
+        if k <= 0 or slot.hist is None:
+            return np.zeros(0, np.int64), np.zeros(0, np.int32)
+        ge = np.cumsum(slot.hist[::-1])[::-1]  # ge[b] = count of scores with bin >= b
+        thr = int(np.flatnonzero(ge >= k).max()) if (ge >= k).any() else 0
+        need = int(ge[thr])
+        d_sel, h_sel = slot.sel_buffers(max(1024, 4 * k, need))
+        cap = slot.sel_cap
+        st = slot.stream
+        self._fill(d_sel, 1, 0, st)
+        grid = min(1024, -(-n // 256)) if not SIM else 1
+        d_scores = slot.views(n, self._stream is not None)[0]
+        self.aux.select_kernel[grid, 256 if not SIM else 32, st](d_scores, n, thr, d_sel, cap)
+        d_sel.copy_to_host(h_sel, stream=st)
+        slot.synchronize()
+        cnt = int(h_sel[0])
+        assert cnt == need, (cnt, need)
+        idx = h_sel[1: 1 + cnt].astype(np.int64)
+        sc = h_sel[1 + cap: 1 + cap + cnt].copy()
+        order = np.lexsort((idx, -sc.astype(np.int64)))[:k]
+        return idx[order], sc[order]
+
+    def score_query(self, q, tables, d_qoff=None):
+        """Score one query (original codes) against every subject into :attr:`d_scores`
+        and wait for it.
+
+        Also keeps the score histogram for :meth:`top_k`.  Returns the number of
+        subjects re-scored with 32-bit kernels.
+        """
+        slot = self._slot(0)
+        self._start(q, tables, d_qoff, slot)
+        novf = self._rescore(slot, tables)
+        slot.synchronize()
+        return novf
+
+    def top_k(self, top_k):
+        """(subject indices, scores) of the best ``top_k`` of the last :meth:`score_query`."""
+        return self._select(self._slot(0), top_k)
+
+    def _query_tables(self, qcodes):
+        qletters = sorted(set(np.flatnonzero(np.bincount(qcodes, minlength=256) > 0).tolist()))
+        if qletters and max(qletters) >= self.matrix.shape[0]:
+            raise ValueError("query codes exceed the matrix size")
+        return {"letters": qletters, self.mode: self._table(self.mode, qletters)}
+
+    def search(self, queries, top_k, progress=None) -> TopHits:
+        """Top ``top_k`` hits of each query (:class:`~swgpu_tools.kernels.TopHits`)."""
+        nq = len(queries)
+        qcodes = np.ascontiguousarray(queries.codes, dtype=np.uint8)
+        qoffs = np.ascontiguousarray(queries.offsets, dtype=np.int64)
+        tables = self._query_tables(qcodes)
+        qlens = np.diff(qoffs)
+        self._compile_ahead(qlens)
+        self.plan_seconds = 0.0
+        tq = [0.0] * nq
+        hits_i = [[] for _ in range(nq)]
+        hits_s = [[] for _ in range(nq)]
+        d_qoffs, qstarts = self._qoffs_all(qcodes, qoffs, tables[self.mode])
+        nb = 1 if self.batches is None else len(self.batches)
+        depth = max(1, int(self.pipeline_depth)) if self.record is None else 1
+        slots = [self._slot(k) for k in range(depth)]
+        t_scan = time.perf_counter()
+        for j in self._iter_batches():
+            pending = []  # (query, slot) in flight, oldest first
+            t_last = time.perf_counter()
+
+            def finish():
+                nonlocal t_last
+                qi, slot = pending.pop(0)
+                self._rescore(slot, tables)
+                idx, sc = self._select(slot, top_k)
+                now = time.perf_counter()
+                tq[qi] += now - t_last  # since the previous query's hits were back
+                t_last = now
+                if j is not None:
+                    idx = self.sel[idx]
+                hits_i[qi].append(idx)
+                hits_s[qi].append(sc)
+                if progress is not None and (j is None or j == nb - 1):
+                    progress(qi + 1, nq)
+
+            for qi in range(nq):
+                q = qcodes[qoffs[qi]: qoffs[qi + 1]]
+                t0 = time.perf_counter()
+                if len(q):
+                    self.plan(self.mode, len(q))  # cached per length bucket (per batch)
+                self.plan_seconds += time.perf_counter() - t0
+                if len(pending) == depth:
+                    finish()  # frees the oldest slot
+                d_q = d_qoffs[qstarts[qi]: qstarts[qi + 1]] if len(q) else None
+                self._start(q, tables, d_q, slots[qi % depth])
+                pending.append((qi, slots[qi % depth]))
+            while pending:
+                finish()
+            self._sync()  # this batch's work is done before the next batch's upload
+        self.scan_seconds = time.perf_counter() - t_scan
+        self.timings = [(qi, int(qlens[qi]), tq[qi]) for qi in range(nq)]
+        qi_parts, si_parts, sc_parts = [], [], []
+        for qi in range(nq):
+            idx = np.concatenate(hits_i[qi]).astype(np.int64)
+            sc = np.concatenate(hits_s[qi]).astype(np.int32)
+            if len(hits_i[qi]) > 1:  # exact merge of the batches' top-k
+                order = np.lexsort((idx, -sc.astype(np.int64)))[: min(int(top_k), self.n_all)]
+                idx, sc = idx[order], sc[order]
+            qi_parts.append(np.full(len(idx), qi, dtype=np.int32))
+            si_parts.append(idx.astype(np.int32))
+            sc_parts.append(sc.astype(np.int32))
+        if not qi_parts:
+            e = np.zeros(0, np.int32)
+            return TopHits(e, e.copy(), e.copy())
+        return TopHits(np.concatenate(qi_parts), np.concatenate(si_parts), np.concatenate(sc_parts))
+
+    def _compile_ahead(self, qlens):
+        """First use on this machine (kernels missing from the disk cache): compile the
+        kernels these queries' plans need in parallel child processes, before the
+        first query (which would otherwise compile them one by one)."""
+        if SIM or os.environ.get("SWGPU_COMPILE_AHEAD", "1") == "0":
+            return
+        one, multi = self.shapes(self.mode)
+        menu = [(self.mode, G, R, False) for G, R in one] + [(self.mode, G, R, True) for G, R in multi]
+        if all(os.path.exists(cache.compiled_marker(*t)) for t in menu):
+            return  # warm: nothing to do (the usual case)
+        if self.batches is None:
+            needed = set()
+            for L in sorted({self._lrep(int(v)) for v in qlens if v}):
+                needed.update((self.mode, p.G, p.R, p.max_passes > 1)
+                              for p in self.plan(self.mode, L))
+        else:
+            needed = set(menu)
+        cache.compile_ahead(needed)
+
+    def all_scores(self, queries) -> np.ndarray:
+        """Full (n_queries x n_subjects) int32 score array (for tests and checks)."""
+        qcodes = np.ascontiguousarray(queries.codes, dtype=np.uint8)
+        qoffs = np.ascontiguousarray(queries.offsets, dtype=np.int64)
+        qletters = sorted(set(np.flatnonzero(np.bincount(qcodes, minlength=256) > 0).tolist()))
+        tables = {"letters": qletters, self.mode: self._table(self.mode, qletters)}
+        out = np.zeros((len(queries), self.n_all), dtype=np.int32)
+        for j in self._iter_batches():
+            for qi in range(len(queries)):
+                self.score_query(qcodes[qoffs[qi]: qoffs[qi + 1]], tables)
+                if self.n:
+                    sc = self.d_scores.copy_to_host()[: self.n]
+                    if j is None:
+                        out[qi] = sc
+                    else:
+                        out[qi, self.sel] = sc
+        return out
+
+
+_searchers: dict = {}
+
+
+def search(queries, database, matrix, gap_open, gap_extend, top_k, progress=None,
+           device=None, mode="auto", max_resident_bytes=None) -> TopHits:
+    """Top ``top_k`` exact SW hits of each query in ``database`` (see :mod:`swgpu_tools.kernels`).
+
+    The older module-level form (:class:`.backend.GpuBackend` is the contract's
+    form).  ``device``: bound on the calling thread first (:func:`.device.bind`;
+    nothing happens when this thread has it bound already).  The database is
+    uploaded once per call (or reused when the same database object and
+    scoring scheme are searched again in this process).
+    """
+    if device is not None:
+        bind(device)
+    key = (id(database), id(database.codes), int(gap_open), int(gap_extend),
+           hashlib.sha1(np.ascontiguousarray(matrix, dtype=np.int32).tobytes()).hexdigest(),
+           device, mode, max_resident_bytes, os.environ.get("SWGPU_GPU_MEMORY_BYTES"))
+    s = _searchers.get(key)
+    if s is None:
+        _searchers.clear()  # keep one database on the GPU at a time
+        s = GpuSearcher(database, matrix, gap_open, gap_extend, mode=mode,
+                        max_resident_bytes=max_resident_bytes)
+        s._database_ref = database  # keeps id(database) unique while cached
+        _searchers[key] = s
+    t0 = time.perf_counter()
+    hits = s.search(queries, top_k, progress=progress)
+    if os.environ.get("SWGPU_GPU_TIMINGS"):
+        st = " ".join(f"{k} {v:.3f}" for k, v in s.setup_times.items())
+        log.info(f"GPU set-up {s.setup_seconds:.3f} s ({st}; "
+                 f"{1 if s.batches is None else len(s.batches)} batch(es)), plans "
+                 f"{s.plan_seconds:.3f} s, search {time.perf_counter() - t0:.3f} s, scans "
+                 f"{sum(t[2] for t in s.timings):.3f} s")
+    return hits

@@ -1,0 +1,100 @@
+"""Device buffers of one query in flight (a searcher keeps one per pipeline stage).
+
+A :class:`QuerySlot` holds what a query's scan writes and what its top-k
+selection reads: the scores of every subject, the list of subjects whose
+16-bit score may have overflowed, the score histogram (device and pinned host
+copy), the selected candidates, the multi-pass temp array, and the slot's own
+stream on which the histogram, the selection, their copies and any 32-bit
+re-scoring run.  The scan's partition kernels run on the slot's own scan
+streams (so a query's long kernels never queue the next query's behind them);
+:meth:`after` makes the slot's stream wait for them (events), so the next
+query's kernels can be launched before this one is finished.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..gpu_intrinsics import SIM
+from .codegen import HIST_BINS
+
+#: Queries in flight in :meth:`.searcher.GpuSearcher.search`: the next query's
+#: kernels are launched before the last one's top hits are back (1: one at a time).
+PIPELINE_DEPTH = max(1, int(os.environ.get("SWGPU_PIPELINE", 2)))
+#: Largest temp array (bytes) of one query's multi-pass launches; a launch that
+#: would need more is given fewer blocks (each then loops over several warp tasks).
+TEMP_LIMIT_BYTES = 1 << 30  # also keeps temp indices below 2^31
+
+
+class QuerySlot:
+    """Buffers of one query in flight on the current device, for up to ``nmax`` subjects,
+    with ``n_streams`` scan streams."""
+
+    def __init__(self, nmax: int, n_streams: int = 16):
+        from numba import cuda
+
+        self.d_scores_all = cuda.device_array(max(nmax, 1), dtype=np.int32)
+        self.d_ovf_all = cuda.device_array(max(nmax, 1), dtype=np.int32)
+        self.d_aux = cuda.device_array(HIST_BINS + 1, dtype=np.int32)
+        self.h_aux = cuda.pinned_array(HIST_BINS + 1, dtype=np.int32) if not SIM else \
+            np.zeros(HIST_BINS + 1, np.int32)
+        self.sel_cap = 0
+        self.d_sel = self.h_sel = None
+        self._temp = None
+        self.stream = 0 if SIM else cuda.stream()
+        self.scan_streams = [0] if SIM else [cuda.stream() for _ in range(n_streams)]
+        self._events: dict = {}
+        self.hist = None   # score histogram of the last query (host), None before it is back
+        self.query = None  # (codes, d_qoff) of the query in flight
+
+    def views(self, n: int, batched: bool):
+        """(scores, overflow) device arrays for ``n`` subjects (whole arrays if resident)."""
+        if batched:
+            return self.d_scores_all[:n], self.d_ovf_all[:n]
+        return self.d_scores_all, self.d_ovf_all
+
+    def temp(self, nwords: int):
+        """The multi-pass temp array, at least ``nwords`` int32 long."""
+        from numba import cuda
+
+        if self._temp is None or self._temp.shape[0] < nwords:
+            self._temp = None  # free the smaller one first
+            self._temp = cuda.device_array(max(nwords, 1), dtype=np.int32)
+        return self._temp
+
+    def sel_buffers(self, cap: int):
+        """(device, pinned host) candidate buffers of at least 1 + 2 * cap entries."""
+        from numba import cuda
+
+        if cap > self.sel_cap:
+            self.sel_cap = max(cap, 2 * self.sel_cap)
+            self.d_sel = cuda.device_array(1 + 2 * self.sel_cap, dtype=np.int32)
+            self.h_sel = cuda.pinned_array(1 + 2 * self.sel_cap, dtype=np.int32) if not SIM \
+                else np.zeros(1 + 2 * self.sel_cap, np.int32)
+        return self.d_sel, self.h_sel
+
+    def after(self, streams) -> None:
+        """Work queued on this slot's stream from now on waits for the work queued so
+        far on ``streams`` (the scan's partition kernels)."""
+        if SIM:
+            return
+        from numba import cuda
+
+        for st in streams:
+            if st is self.stream:
+                continue
+            key = id(st)
+            ev = self._events.get(key)
+            if ev is None:
+                ev = self._events[key] = (cuda.event(timing=False), st)
+            ev[0].record(st)
+            ev[0].wait(self.stream)
+
+    def synchronize(self, scans: bool = False) -> None:
+        """Wait for everything queued on this slot's stream (and its scan streams)."""
+        if SIM:
+            return
+        for st in self.scan_streams if scans else ():
+            st.synchronize()
+        self.stream.synchronize()

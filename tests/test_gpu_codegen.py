@@ -1,0 +1,115 @@
+"""GPU kernel sources (swgpu_tools.kernels.gpu.codegen), no GPU needed.
+
+* Every generated source (scoring kernels of both modes, all group sizes, 12
+  register counts, single- and multi-pass, GPU and simulator variants; pair
+  kernels of every kind; the top-k helpers) has the sha256 recorded in
+  ``tests/data/gpu_codegen.sha256``.  That manifest was taken from the
+  single-module ``kernels/gpu.py`` before the split into templates (issue 13),
+  so this shows the templates generate byte-identical kernels.  After a
+  deliberate kernel change: ``python benchmarks/gpu_codegen_manifest.py --write``.
+* The template language itself, on small templates of its own.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _manifest_module():
+    spec = importlib.util.spec_from_file_location(
+        "gpu_codegen_manifest", ROOT / "benchmarks" / "gpu_codegen_manifest.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_generated_sources_match_the_manifest():
+    man = _manifest_module()
+    recorded = {}
+    for line in man.MANIFEST.read_text().splitlines():
+        digest, name = line.split("  ")
+        recorded[name] = digest
+    srcs = man.sources()
+    assert len(srcs) == len(recorded) == 641
+    got = {n: hashlib.sha256(s.encode()).hexdigest() for n, s in srcs.items()}
+    differ = sorted(n for n in recorded if got.get(n) != recorded[n])
+    assert not differ, f"{len(differ)} generated sources changed, e.g. {differ[:5]}"
+
+
+def test_manifest_covers_every_shape_the_planner_can_use():
+    from swgpu_tools.kernels.gpu import codegen, planner
+
+    names = set(_manifest_module().sources())
+    for mode in ("s16", "s32"):
+        for G, R in planner.SHAPES[mode]:
+            assert f"score_{mode}_{G}x{R}" in names
+        for G, R in planner.MULTI_SHAPES[mode]:
+            assert f"score_{mode}_{G}x{R}m" in names
+    for G, R in ((2, 1), (2, 2), (2, 4)):  # the simulator tests' shapes
+        assert f"score_s16_{G}x{R}m_sim" in names and f"score_s32_{G}x{R}_sim" in names
+    for kind in codegen.PAIR_KINDS:
+        assert f"pair_{kind}_r32" in names and f"pair_{kind}_r3_sim" in names
+
+
+def test_sources_are_python_and_name_their_shape():
+    from swgpu_tools.kernels.gpu import codegen
+
+    src = codegen.kernel_source("s16", 8, 5, sim=False, multipass=True)
+    compile(src, "<kernel>", "exec")
+    assert "G = 8\nR = 5\nW = 40\n" in src
+    assert "x4 = int32((ca * D + cb) * 4 + sbase)" in src and "x5 " not in src
+    assert src.count("vmax3_2(best,") == 2 and "best = vmax2(best, h4)" in src  # R odd
+    assert [ln.strip() for ln in src.splitlines() if "shfl_xor" in ln] == [
+        f"best = vmax2(best, cuda.shfl_xor_sync(0xFFFFFFFF, best, {o}))" for o in (4, 2, 1)]
+    src = codegen.pair_kernel_source(4, "local_rev", sim=True)
+    compile(src, "<pair kernel>", "exec")
+    assert "cm = max3_32(hl0, hl1, hl2)\n" in src and "cm = max32(cm, hl3)" in src
+    compile(codegen.aux_kernel_source(), "<aux>", "exec")
+
+
+def test_template_language(tmp_path, monkeypatch):
+    from swgpu_tools.kernels.gpu import codegen
+
+    (tmp_path / "t.py.in").write_text(
+        "%# a comment\n"
+        "head {n} {name!r}\n"
+        "  %if n > 2\n"
+        "big\n"
+        "%elif n == 2\n"
+        "two\n"
+        "%else\n"
+        "small\n"
+        "%end\n"
+        "%for i in range(n)\n"
+        "%if i % 2\n"
+        "    odd{i}\n"
+        "%end\n"
+        "%end\n"
+        "%for a, b in pairs\n"
+        "{a}-{b}\n"
+        "%end\n"
+        "%include inc\n"
+        "\n")
+    (tmp_path / "inc.py.in").write_text("inc {n * 10}\n")
+    monkeypatch.setattr(codegen, "TEMPLATES", tmp_path)
+    codegen._template.cache_clear()
+    try:
+        out = codegen.render("t", n=3, name="x", pairs=[(1, 2), (3, 4)])
+        assert out == "head 3 'x'\nbig\n    odd1\n1-2\n3-4\ninc 30\n\n"
+        assert codegen.render("t", n=2, name="y", pairs=[]).startswith("head 2 'y'\ntwo\n    odd1\n")
+        assert codegen.render("t", n=0, name="", pairs=[]) == "head 0 ''\nsmall\ninc 0\n\n"
+        (tmp_path / "bad.py.in").write_text("%if True\nno end\n")
+        with pytest.raises(codegen.TemplateError, match="bad.py.in:1"):
+            codegen.render("bad")
+        (tmp_path / "bad2.py.in").write_text("%while x\n")
+        with pytest.raises(codegen.TemplateError, match="unknown directive"):
+            codegen.render("bad2")
+    finally:
+        codegen._template.cache_clear()
