@@ -311,31 +311,12 @@ class StartedBackend:
     def searcher(self):
         """The :class:`~swgpu_tools.kernels.SearchBackend` to search with."""
         if self.choice.name == "gpu":
-            return _GpuSearch(self.gpu_id)
-        return _CpuSearch()
+            from .kernels.gpu import GpuBackend
 
+            return GpuBackend(self.gpu_id)
+        from .kernels.cpu import CpuBackend
 
-class _CpuSearch:
-    name = "cpu"
-
-    def search(self, queries, database, scheme, top_k, progress=None):
-        from .kernels import cpu
-
-        return cpu.search(queries, database, scheme.matrix, scheme.gap_open, scheme.gap_extend,
-                          top_k, progress=progress)
-
-
-class _GpuSearch:
-    name = "gpu"
-
-    def __init__(self, device):
-        self.device = device
-
-    def search(self, queries, database, scheme, top_k, progress=None):
-        from .kernels import gpu
-
-        return gpu.search(queries, database, scheme.matrix, scheme.gap_open, scheme.gap_extend,
-                          top_k, progress=progress, device=self.device)
+        return CpuBackend()
 
 
 def bind_gpu(gpu_id: int) -> None:
