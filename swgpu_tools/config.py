@@ -74,7 +74,10 @@ def _peek_fasta(path: str, what: str, limit: int = 200_000):
         return f"{what} {path}: the file is empty", b""
     if not text.startswith(b">"):
         return f"{what} {path}: not a FASTA file (the first line does not start with '>')", b""
-    residues = b"".join(line for line in head.splitlines()[:-1] if not line.startswith(b">"))
+    lines = head.splitlines()
+    if len(head) >= limit:  # the last line may be cut short
+        lines = lines[:-1]
+    residues = b"".join(line.strip() for line in lines if not line.startswith(b">"))
     return None, residues.upper()
 
 

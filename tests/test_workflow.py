@@ -38,7 +38,8 @@ HITS_COLUMNS = ["qseqid", "sseqid", "qacc", "sacc", "score", "bitscore", "evalue
                 "slen", "stitle"]
 BLAST12 = ["qaccver", "saccver", "pident", "length", "mismatch", "gapopen",
            "qstart", "qend", "sstart", "send", "evalue", "bitscore"]
-RULES = ["shard_db", "score_shard", "merge_hits", "traceback", "keep_previous", "changes", "plots"]
+RULES = ["shard_db", "score_shard", "merge_hits", "traceback", "history", "changes", "plots",
+         "manifest"]
 
 pytestmark = pytest.mark.skipif(SNAKEMAKE is None, reason="snakemake is not installed")
 
@@ -347,8 +348,8 @@ def test_dry_run_lists_the_jobs(tmp_path):
     proc = _snakemake(tmp_path, "-n")
     out = proc.stdout + proc.stderr
     assert _job_counts(out) == {"shard_db": 1, "score_shard": 5, "merge_hits": 1,
-                                "traceback": 1, "keep_previous": 1, "changes": 1,
-                                "plots": 1, "all": 1}
+                                "traceback": 1, "history": 1, "changes": 1,
+                                "plots": 1, "manifest": 1, "all": 1}
     for i in range(5):
         assert f"results/hits/shard-{i:04d}.tsv" in out
     assert not (tmp_path / "results").exists()
@@ -411,3 +412,41 @@ def test_lint(tmp_path):
     titles = set(re.findall(r"^\s+\* (.+):$", out, re.MULTILINE))
     assert titles <= {"Specify a conda environment or container for each rule."}, titles
     assert set(linted_rules) <= set(RULES)
+
+
+@pytest.mark.parametrize("override, needle", [
+    ("gap_open=0 gap_extend=0", "gap_open + gap_extend must be positive"),
+    ("matrix=BLOSUM63", "unknown substitution matrix 'BLOSUM63'"),
+    ("queries=missing.fasta", "'queries': missing.fasta: file not found"),
+    ("columns=std,qsequid", "unknown output field 'qsequid'"),
+    ("formats=[xml]", "'formats': unknown xml"),
+    ("max_evalue=0", "'max_evalue' must be greater than 0"),
+])
+def test_config_problems_are_found_when_the_workflow_is_parsed(tmp_path, override, needle):
+    _make_inputs(tmp_path)
+    _write_config(tmp_path)
+    proc = _snakemake(tmp_path, "-n", "--config", *override.split(), check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and needle in out, out[-2000:]
+    assert not (tmp_path / "results" / "shards").exists()
+
+
+def test_nucleotides_and_braces_and_too_many_shards_at_parse_time(tmp_path):
+    _make_inputs(tmp_path)
+    _write_config(tmp_path, min_shard_sequences=100, shards=50, matrix="blosum62")
+    proc = _snakemake(tmp_path, "-n")
+    out = proc.stdout + proc.stderr
+    # lower-case matrix names are fine; 50 shards of ~44 sequences are capped to 1
+    assert "shards: 50 shards of a database of 44 sequences" in out and "using 1 shards" in out
+    assert _job_counts(out)["score_shard"] == 1
+    # a path with braces is a file name, not a wildcard
+    braces = tmp_path / "in{1}"
+    braces.mkdir()
+    shutil.copy(tmp_path / "queries.fasta", braces / "q{x}.fasta")
+    proc = _snakemake(tmp_path, "-n", "--config", "queries=in{1}/q{x}.fasta")
+    assert "reading it through the link results/inputs/queries.fasta" in proc.stdout + proc.stderr
+    # nucleotides with a protein matrix: refused before any job
+    (tmp_path / "dna.fasta").write_text(">d1\n" + "ACGT" * 60 + "\n")
+    proc = _snakemake(tmp_path, "-n", "--config", "queries=dna.fasta", check=False)
+    assert proc.returncode != 0
+    assert "look like nucleotide sequences" in proc.stdout + proc.stderr

@@ -66,8 +66,15 @@ def main(argv=None) -> int:
     configure(getattr(args, "verbose", 0) - getattr(args, "quiet", 0))
     try:
         return args.run(args)
-    except InputError as exc:
-        print(f"swgpu: error: {exc}", file=sys.stderr, flush=True)
+    except InputError as exc:  # OutputError too: both name the file
+        print(f"swgpu {args.command}: error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    except OSError as exc:  # a file error that nothing above named: name it here
+        from ..io.atomic import describe_os_error
+
+        where = exc.filename or "a file"
+        print(f"swgpu {args.command}: error: {where}: {describe_os_error(exc)}",
+              file=sys.stderr, flush=True)
         return 2
     except KeyboardInterrupt:
         print("swgpu: interrupted", file=sys.stderr)

@@ -16,6 +16,27 @@ from ..sequences import SequenceSet
 log = get_logger(__name__)
 
 
+#: The largest local score the kernels hold (int32, with room for the gap costs).
+MAX_SCORE = (1 << 31) - (1 << 20)
+
+
+def check_score_range(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme) -> None:
+    """InputError, before any scoring, when a local score could leave the kernels' int32
+    range: a local score is at most min(query length, subject length) x the best
+    substitution score."""
+    if not len(queries) or not len(database) or scheme.max_score <= 0:
+        return
+    qi = int(np.argmax(queries.lengths))
+    si = int(np.argmax(database.lengths))
+    m, n = int(queries.lengths[qi]), int(database.lengths[si])
+    if min(m, n) * scheme.max_score > MAX_SCORE:
+        raise InputError(
+            f"query '{queries.ids[qi]}' ({m:,} residues) against subject '{database.ids[si]}' "
+            f"({n:,} residues) could score up to {min(m, n) * scheme.max_score:,} with "
+            f"{scheme.matrix_name}, beyond the {MAX_SCORE:,} the kernels hold; split the "
+            f"longer sequences")
+
+
 def process_age() -> float | None:
     """Seconds since this process started (Linux /proc; None elsewhere)."""
     try:
@@ -108,6 +129,7 @@ def scan(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme, top
 
     if top_k < 1:
         raise InputError(f"top_k must be at least 1, got {top_k}")
+    check_score_range(queries, database, scheme)
     q_enc = scheme.encode(queries, "queries")
     d_enc = scheme.encode(database, "database")
     if started is None:

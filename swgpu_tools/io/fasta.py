@@ -92,14 +92,21 @@ def iter_fasta(path) -> Iterator[FastaRecord]:
     Raises InputError for every problem listed in the module docstring except
     duplicate ids (see :func:`read_fasta`).
     """
-    name = _display_name(path)
-    fh = _open(path)
+    yield from records_of(_display_name(path), _open(path))
+
+
+def records_of(name: str, fh, lineno: int = 0, whole_file: bool = True
+               ) -> Iterator[FastaRecord]:
+    """The records read from the binary stream ``fh`` (closed after), errors naming
+    ``name``; ``lineno``: lines before the stream's first; ``whole_file``: the
+    stream is a whole file (a byte-order mark may start it, and it must hold a
+    record)."""
     header: bytes | None = None
     header_line = 0
     chunks: list[bytes] = []
     n_residues = 0
     n_records = 0
-    lineno = 0
+    first = lineno + 1
 
     def finish():
         seq = b"".join(chunks)
@@ -126,7 +133,7 @@ def iter_fasta(path) -> Iterator[FastaRecord]:
         with fh:
             for raw in fh:
                 lineno += 1
-                if lineno == 1 and raw.startswith(_BOM):
+                if lineno == first and whole_file and raw.startswith(_BOM):
                     raw = raw[len(_BOM):]
                 line = raw.rstrip(b"\n")
                 if line.startswith(b">"):
@@ -165,7 +172,7 @@ def iter_fasta(path) -> Iterator[FastaRecord]:
                 n_records += 1
     except (OSError, EOFError, zlib.error) as exc:
         raise InputError(f"{name}: cannot read (corrupt or truncated?): {exc}") from None
-    if n_records == 0:
+    if n_records == 0 and whole_file:
         raise InputError(f"{name}: contains no FASTA records (empty file?)")
 
 

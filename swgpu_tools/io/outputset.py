@@ -129,7 +129,9 @@ def write_manifest(path, files) -> dict:
     entries = {}
     for f in files:
         rel = os.path.relpath(os.path.abspath(os.fspath(f)), d)
-        entries[rel] = {"bytes": os.path.getsize(f), "blake2b": _digest(os.fspath(f))}
+        st = os.stat(f)
+        entries[rel] = {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns,
+                        "blake2b": _digest(os.fspath(f))}
     manifest = {"run": uuid.uuid4().hex[:12],
                 "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "files": entries}

@@ -71,7 +71,10 @@ def record_release(hits_path, alignments_path, internal_path, database_info_path
         for key, src in (("hits", hits_path), ("alignments", alignments_path),
                          ("internal", internal_path)):
             _copy(src, os.path.join(tmp, FILES[key]))
+        from ..io.outputset import _digest
+
         manifest = {
+            "files": {f: _digest(os.path.join(tmp, f)) for f in FILES.values()},
             "release": name,
             "scanned": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "scanned_unix": time.time(),

@@ -66,11 +66,28 @@ def shard_database(database, out_dir, n_shards: int, stats_path=None) -> dict:
     with atomic_write(os.path.join(out_dir, "database.json")) as fh:
         json.dump(summary, fh, indent=1, sort_keys=True)
         fh.write("\n")
+    _record_verified(out_dir, [p["file"] for p in per_shard])
     timer.fields.update(sequences=n_total, residues=residues_total, shards=n_shards)
     rec = timer.write(stats_path)
     log.info(f"{n_total:,} sequences, {residues_total:,} residues in {n_shards} shards, "
              f"{rec['wall_s']:.1f} s")
     return summary
+
+
+def _record_verified(out_dir, names) -> None:
+    """Note size and modification time of the shards just written (whole by
+    construction), so the start-of-run check need not read them again."""
+    path = os.path.join(out_dir, "verified.json")
+    try:
+        with open(path) as fh:
+            verified = json.load(fh)
+    except (OSError, ValueError):
+        verified = {}
+    for name in names:
+        st = os.stat(os.path.join(out_dir, name))
+        verified[name] = [st.st_size, st.st_mtime_ns]
+    with atomic_write(path) as fh:
+        json.dump(verified, fh, sort_keys=True)
 
 
 def check_shards(shard_paths, quarantine_dir=None) -> list[str]:

@@ -17,7 +17,7 @@ rule changes:
             category="Changes since the previous release",
         ),
     params:
-        history="results/history",
+        history=lambda wildcards, input: os.path.dirname(input.current),
     log:
         "results/logs/changes.log",
     threads: 1

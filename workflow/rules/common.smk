@@ -49,6 +49,16 @@ SHARD_IDS = [f"{i:04d}" for i in range(config["shards"])]
 QUARANTINE_DIR = "results/shards/corrupt"
 
 
+# Damaged results of earlier runs (a corrupt shard, a truncated table, a kept
+# release that differs from its manifest) are found now and removed, so that
+# this run makes them again (swgpu_tools/health.py).
+if workflow.is_main_process and not workflow.dryrun:
+    from swgpu_tools.health import check_results
+
+    for _line in check_results("results", config["shards"]):
+        print(f"swgpu: {_line}", file=sys.stderr)
+
+
 def shard_files():
     """The shard files written by rule shard_db, in shard order."""
     return expand("results/shards/shard-{shard}.swdb", shard=SHARD_IDS)

@@ -16,9 +16,9 @@ rule history:
     output:
         marker="results/history/current.json",
     params:
-        history="results/history",
-        release=release_option(),
-        config=config_json(),
+        history=lambda wildcards, output: os.path.dirname(output.marker),
+        release=lambda wildcards: release_option(),
+        config=lambda wildcards: config_json(),
     log:
         "results/logs/history.log",
     threads: 1

@@ -21,7 +21,7 @@ rule traceback:
         stats="results/stats/traceback.json",
     params:
         scoring=scoring_options(),
-        outputs=output_options(),
+        outputs=lambda wildcards: output_options(),
         quarantine=QUARANTINE_DIR,
         previous="results/history",
     log:

@@ -1,0 +1,201 @@
+"""Self-healing results: damaged outputs found when the workflow starts, and
+put right by the same command.
+
+:func:`check_results` runs when the workflow is parsed (main process, not in a
+dry run).  It looks at what earlier runs left in ``results/`` and removes
+whatever is damaged, so that Snakemake sees those outputs missing and makes
+them again:
+
+* a shard file that is missing, truncated or fails its digest: moved to
+  ``results/shards/corrupt/``, with ``database.json`` (so the shard step runs)
+  and the shard's hit table (so it is scored again; its memory of the shard,
+  ``results/state``, stays, so only what differs is scored);
+* a per-shard hit table that is not a complete table: removed;
+* the workflow's outputs listed in ``results/swgpu-run.json`` whose digest no
+  longer matches: removed, with the manifest;
+* a kept release (``results/history/<release>/``) whose files are missing or
+  differ from its manifest: moved to ``results/history/.damaged/``; if it was
+  the current release its marker goes too, so the history step keeps it again.
+
+Files are checked in full only when their size or modification time differs
+from when they were last found whole (``results/shards/verified.json``, the
+manifests); a flipped bit that leaves both unchanged is caught when the file
+is next read (shards carry a digest that every reader checks).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+
+from .errors import InputError
+from .logs import get_logger
+
+log = get_logger(__name__)
+
+
+def _move_aside(path: str, folder: str) -> str:
+    os.makedirs(folder, exist_ok=True)
+    dest = os.path.join(folder, f"{os.path.basename(path)}.{int(time.time() * 1000)}")
+    os.replace(path, dest)
+    return dest
+
+
+def _remove(path: str) -> bool:
+    try:
+        os.unlink(path)
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def check_shards(results: str, n_shards: int) -> list[str]:
+    """Shard files and per-shard hit tables (see the module doc); returns what was done."""
+    from .io.shardfile import read_shard
+    from .io.tables import SHARD_HITS_COLUMNS, read_table
+
+    done: list[str] = []
+    shards = os.path.join(results, "shards")
+    info_path = os.path.join(shards, "database.json")
+    if not os.path.exists(info_path):
+        return done
+    verified_path = os.path.join(shards, "verified.json")
+    try:
+        with open(verified_path) as fh:
+            verified = json.load(fh)
+    except (OSError, ValueError):
+        verified = {}
+    rebuild = False
+    for k in range(n_shards):
+        name = f"shard-{k:04d}.swdb"
+        path = os.path.join(shards, name)
+        hits = os.path.join(results, "hits", f"shard-{k:04d}.tsv")
+        bad = None
+        if not os.path.exists(path):
+            bad = "missing"
+        else:
+            st = os.stat(path)
+            stamp = [st.st_size, st.st_mtime_ns]
+            if verified.get(name) != stamp:
+                try:
+                    read_shard(path, headers=False)
+                    verified[name] = stamp
+                except InputError as exc:
+                    bad = str(exc)
+        if bad:
+            rebuild = True
+            if bad != "missing":
+                dest = _move_aside(path, os.path.join(shards, "corrupt"))
+                done.append(f"shard {path} is damaged ({bad}); moved to {dest}")
+            else:
+                done.append(f"shard {path} is missing")
+            verified.pop(name, None)
+            for p in (hits, os.path.join(results, "stats", "score_shard", f"shard-{k:04d}.json")):
+                if _remove(p):
+                    done.append(f"removed {p}, to score the rebuilt shard")
+            continue
+        if os.path.exists(hits):
+            st = os.stat(hits)
+            key = f"hits/shard-{k:04d}.tsv"
+            if verified.get(key) == [st.st_size, st.st_mtime_ns]:
+                continue
+            try:
+                read_table(hits, SHARD_HITS_COLUMNS, what="shard hits table")
+                verified[key] = [st.st_size, st.st_mtime_ns]
+            except InputError as exc:
+                _remove(hits)
+                verified.pop(key, None)
+                done.append(f"removed {hits}, damaged ({exc}); the shard is scored again")
+    if rebuild and _remove(info_path):
+        done.append(f"removed {info_path}, so that the shard step rebuilds the shards")
+    os.makedirs(shards, exist_ok=True)
+    tmp = f"{verified_path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as fh:
+        json.dump(verified, fh, sort_keys=True)
+    os.replace(tmp, verified_path)
+    return done
+
+
+def check_outputs(results: str) -> list[str]:
+    """The workflow's manifest against its files (see the module doc)."""
+    from .io.outputset import _digest
+
+    path = os.path.join(results, "swgpu-run.json")
+    try:
+        with open(path) as fh:
+            manifest = json.load(fh)
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError):
+        _remove(path)
+        return [f"removed {path} (unreadable)"]
+    done = []
+    for name, entry in manifest.get("files", {}).items():
+        p = os.path.join(results, name)
+        if not os.path.exists(p):
+            continue
+        st = os.stat(p)
+        if st.st_size == entry.get("bytes") and st.st_mtime_ns == entry.get("mtime_ns"):
+            continue  # untouched since the manifest was written
+        if st.st_size != entry.get("bytes") or _digest(p) != entry.get("blake2b"):
+            _remove(p)
+            done.append(f"removed {p}: it differs from {path} (damaged); it is made again")
+    if done:
+        _remove(path)
+    return done
+
+
+def check_history(results: str) -> list[str]:
+    """Kept releases against their manifests (see the module doc)."""
+    from .io.outputset import _digest
+    from .steps.history import FILES, MANIFEST
+
+    history = os.path.join(results, "history")
+    if not os.path.isdir(history):
+        return []
+    done = []
+    marker = os.path.join(history, "current.json")
+    try:
+        with open(marker) as fh:
+            current = json.load(fh).get("release")
+    except (OSError, ValueError):
+        current = None
+        if os.path.exists(marker):
+            _remove(marker)
+            done.append(f"removed {marker} (unreadable)")
+    for name in sorted(os.listdir(history)):
+        folder = os.path.join(history, name)
+        if name.startswith(".") or not os.path.isdir(folder):
+            continue
+        problem = None
+        try:
+            with open(os.path.join(folder, MANIFEST)) as fh:
+                m = json.load(fh)
+        except (OSError, ValueError):
+            problem = f"no readable {MANIFEST}"
+            m = {}
+        digests = m.get("files", {})
+        for f in FILES.values():
+            p = os.path.join(folder, f)
+            if problem:
+                break
+            if not os.path.exists(p):
+                problem = f"{f} is missing"
+            elif f in digests and _digest(p) != digests[f]:
+                problem = f"{f} differs from its manifest"
+        if problem:
+            dest = os.path.join(history, ".damaged", f"{name}.{int(time.time() * 1000)}")
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            shutil.move(folder, dest)
+            done.append(f"kept release {folder} is damaged ({problem}); moved to {dest}")
+            if name == current and _remove(marker):
+                done.append(f"removed {marker}, so that this release is kept again")
+    return done
+
+
+def check_results(results: str, n_shards: int) -> list[str]:
+    """All of the above; returns one line per thing put right."""
+    if not os.path.isdir(results):
+        return []
+    return check_outputs(results) + check_shards(results, n_shards) + check_history(results)
