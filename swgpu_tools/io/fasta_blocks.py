@@ -1,13 +1,17 @@
-"""Reading large FASTA files fast: whole blocks at a time with numpy.
+"""Reading large FASTA files fast: whole blocks at a time.
 
 :func:`iter_blocks` reads a FASTA file (plain or gzip) in blocks of about
-``block_bytes`` and yields, per block, the records it completes as arrays:
-accessions, header lines, canonical residues and offsets.  It accepts and
-refuses exactly what :func:`swgpu_tools.io.fasta.iter_fasta` does: a block
-that holds anything unusual (a letter that is not a residue, an empty record,
-a control character in a header, a non-ASCII id, text before the first
-header) is read again by that line-by-line reader, which raises its precise
-error (file, line, column, record, residue position) or cleans the headers.
+``block_bytes`` and yields, per block, the records it completes: accessions
+and header lines (as bytes), canonical residues and offsets.  The work is done
+by C-level byte operations (``bytes.translate``, ``re.findall``, numpy on the
+newline positions), not per residue in Python.
+
+It accepts and refuses exactly what :func:`swgpu_tools.io.fasta.iter_fasta`
+does: a block that holds anything unusual (a letter that is not a residue, an
+empty record, ``-`` or ``\\r`` in a sequence, a control character or invalid
+UTF-8 in a header, a non-ASCII id, text before the first header) is read again
+by that line-by-line reader, which raises its precise error (file, line,
+column, record, residue position) or cleans it as documented there.
 
 Memory: one block plus the records it completes, whatever the file's size.
 """
@@ -15,40 +19,37 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import zlib
 from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
 
-from ..alphabet import DROPPED, RESIDUE_LETTERS
+from ..alphabet import RESIDUE_LETTERS
 from ..errors import InputError
-from ..ids import parse_id
 from .fasta import STDIN, _open, records_of
 
-BLOCK_BYTES = 64 << 20
+BLOCK_BYTES = 16 << 20
 
-# byte classes: 0 not allowed in a sequence line, 1 residue letter (either case),
-# 2 dropped ('-', '\r')
-_CLASS = np.zeros(256, dtype=np.uint8)
-_CLASS[np.frombuffer(RESIDUE_LETTERS + RESIDUE_LETTERS.lower(), dtype=np.uint8)] = 1
-_CLASS[np.frombuffer(DROPPED + b"\r", dtype=np.uint8)] = 2
-_UPPER = np.arange(256, dtype=np.uint8)
-_UPPER[ord("a"):ord("z") + 1] -= 32
-# bytes that send a header line to the line reader: controls (but \r) and DEL
-_ODD_HEADER = np.zeros(256, dtype=bool)
-_ODD_HEADER[:32] = True
-_ODD_HEADER[13] = False
-_ODD_HEADER[127] = True
+_UPPER = bytes.maketrans(b"abcdefghijklmnopqrstuvwxyz", b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+#: accession: UniProt's (sp|ACC|, tr|ACC|), else the first word (as swgpu_tools.ids),
+#: of each line of the joined headers
+_IDS = re.compile(rb"^(?:(?:sp|tr)\|([^|\s]+)\||[ \x0b\x0c]*(\S*))", re.M)
+#: bytes a header may hold on the fast path: not the controls nor DEL (a header
+#: with one, '\r' of a CRLF file included, goes to the line reader); the
+#: newline joins the headers
+_HEADER_OK = bytes(b for b in range(256) if b >= 32 and b != 127) + b"\n"
 
 
 @dataclass
 class Block:
-    """Records of one block: ids (accessions), headers (str, without '>' and line
-    end), residues (canonical letters, concatenated) and offsets (n + 1)."""
+    """Records of one block: ids (accessions, ASCII bytes), headers (UTF-8 bytes,
+    without '>' and line end), residues (canonical letters, concatenated, uint8)
+    and offsets (n + 1)."""
 
-    ids: list[str]
-    headers: list[str]
+    ids: list[bytes]
+    headers: list[bytes]
     residues: np.ndarray
     offsets: np.ndarray
 
@@ -89,11 +90,6 @@ def _raw_chunks(path: str, size: int) -> Iterator[bytes]:
             yield b"".join(pending)
 
 
-def _line_reader(name: str, text: bytes, first_line: int, whole_file: bool = False) -> list:
-    """The line-by-line reader's records of ``text`` (or its error)."""
-    return list(records_of(name, io.BytesIO(text), first_line - 1, whole_file))
-
-
 def iter_blocks(path, block_bytes: int = BLOCK_BYTES) -> Iterator[Block]:
     """Yield the records of a FASTA file in blocks (see the module doc)."""
     name = os.fspath(path)
@@ -101,12 +97,12 @@ def iter_blocks(path, block_bytes: int = BLOCK_BYTES) -> Iterator[Block]:
         raise InputError("the database must be a file, not standard input")
     _open(path).close()  # the reader's errors for a missing path or a folder
     carry = b""
-    line_no = 1            # line number of the first line of `carry`
+    line_no = 1  # line number of the first line of `carry`
     n_records = 0
     started = False
     try:
         for chunk in _raw_chunks(name, block_bytes):
-            data = carry + chunk
+            data = carry + chunk if carry else chunk
             if not started:
                 if line_no == 1 and data.startswith(b"\xef\xbb\xbf"):
                     data = data[3:]
@@ -124,13 +120,15 @@ def iter_blocks(path, block_bytes: int = BLOCK_BYTES) -> Iterator[Block]:
             if cut < 0:
                 carry = data
                 continue
-            block, carry = data[:cut + 1], data[cut + 1:]
-            parsed = _parse(name, block, line_no)
+            parsed, lines = _parse(name, data, cut + 1, line_no)
             n_records += len(parsed)
-            line_no += block.count(b"\n")
+            line_no += lines
+            carry = data[cut + 1:]
             yield parsed
         if started and carry:
-            parsed = _parse(name, carry if carry.endswith(b"\n") else carry + b"\n", line_no)
+            if not carry.endswith(b"\n"):
+                carry += b"\n"
+            parsed, _ = _parse(name, carry, len(carry), line_no)
             n_records += len(parsed)
             yield parsed
     except (OSError, EOFError, zlib.error) as exc:
@@ -139,48 +137,58 @@ def iter_blocks(path, block_bytes: int = BLOCK_BYTES) -> Iterator[Block]:
         raise InputError(f"{name}: contains no FASTA records (empty file?)")
 
 
+def _line_reader(name: str, text: bytes, first_line: int, whole_file: bool = False) -> list:
+    """The line-by-line reader's records of ``text`` (or its error)."""
+    return list(records_of(name, io.BytesIO(text), first_line - 1, whole_file))
+
+
 def _slow_block(name: str, text: bytes, first_line: int) -> Block:
     recs = _line_reader(name, text, first_line)
-    return Block([r.id for r in recs], [r.header for r in recs],
-                 np.frombuffer(b"".join(r.sequence for r in recs), dtype=np.uint8).copy(),
+    return Block([r.id.encode("ascii") for r in recs], [r.header.encode("utf-8") for r in recs],
+                 np.frombuffer(b"".join(r.sequence for r in recs), dtype=np.uint8),
                  _offsets([len(r.sequence) for r in recs]))
 
 
-def _parse(name: str, text: bytes, first_line: int) -> Block:
-    """The records of ``text``: whole records, starting with '>', ending with a newline."""
-    a = np.frombuffer(text, dtype=np.uint8)
+def _parse(name: str, data: bytes, end: int, first_line: int) -> tuple[Block, int]:
+    """The records of ``data[:end]`` (whole records: starts with '>', ends with a
+    newline) and the number of lines they span."""
+    a = np.frombuffer(data, dtype=np.uint8, count=end)
     nl = np.flatnonzero(a == 10)
-    starts = np.concatenate(([0], nl[:-1] + 1))
-    is_head = a[starts] == 62  # '>'
-    line_of_byte = np.zeros(len(a), dtype=np.int64)
-    line_of_byte[starts[1:]] = 1
-    np.cumsum(line_of_byte, out=line_of_byte)
-    in_head = is_head[line_of_byte]
-    seq_bytes = ~in_head & (a != 10)
-    cls = _CLASS[a]
-    if np.any(seq_bytes & (cls == 0)) or np.any(in_head & (a != 10) & _ODD_HEADER[a]):
-        return _slow_block(name, text, first_line)
-    keep = seq_bytes & (cls == 1)
-    residues = _UPPER[a[keep]]
-    head_lines = np.flatnonzero(is_head)
-    kept_before = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))
-    rec_start = starts[head_lines]
-    rec_end = np.concatenate((rec_start[1:], [len(a)]))
-    lengths = kept_before[rec_end] - kept_before[rec_start]
-    if np.any(lengths == 0):
-        return _slow_block(name, text, first_line)
-    head_end = nl[head_lines]
-    headers, ids = [], []
-    for s, e in zip((rec_start + 1).tolist(), head_end.tolist()):
-        h = text[s:e]
-        if h.endswith(b"\r"):
-            h = h[:-1]
-        i = parse_id(h)
-        if not i or not i.isascii():
-            return _slow_block(name, text, first_line)
-        headers.append(h.decode("utf-8", "replace"))
-        ids.append(i.decode("ascii"))
-    return Block(ids, headers, residues, _offsets(lengths))
+    starts = np.empty(len(nl), dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = nl[:-1] + 1
+    head = np.flatnonzero(a[starts] == 62)  # '>'
+    rec_start = starts[head]
+    head_end = nl[head]
+    rec_end = np.append(rec_start[1:], end)
+    # residues per record: the bytes after the header line, less the newlines
+    n_nl = np.searchsorted(nl, rec_end, "left") - np.searchsorted(nl, head_end, "right")
+    lengths = rec_end - head_end - 1 - n_nl
+    text = data[:end] if end < len(data) else data
+    rs, he, re_ = rec_start.tolist(), head_end.tolist(), rec_end.tolist()
+    headers = [text[s + 1:h] for s, h in zip(rs, he)]
+    seq_text = b"".join([text[h + 1:e] for h, e in zip(he, re_)])
+    residues = seq_text.translate(_UPPER, b"\n")
+    joined_headers = b"\n".join(headers)
+    found = _IDS.findall(joined_headers)
+    ids = [u or w for u, w in found]
+    if (len(residues) != int(lengths.sum()) or np.any(lengths == 0)
+            or residues.translate(None, RESIDUE_LETTERS)
+            or joined_headers.translate(None, _HEADER_OK)
+            or len(ids) != len(headers) or not all(ids) or not b"".join(ids).isascii()
+            or not _is_utf8(joined_headers)):
+        return _slow_block(name, text, first_line), len(nl)
+    return Block(ids, headers, np.frombuffer(residues, dtype=np.uint8), _offsets(lengths)), len(nl)
+
+
+def _is_utf8(b: bytes) -> bool:
+    if b.isascii():
+        return True
+    try:
+        b.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
 
 
 def _offsets(lengths) -> np.ndarray:

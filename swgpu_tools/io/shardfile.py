@@ -49,18 +49,21 @@ def shard_file_name(index: int) -> str:
     return f"shard-{index:04d}.swdb"
 
 
-def write_shard(path, ids: list[str], sequences: list[bytes],
-                headers: list[str] | None = None) -> dict:
-    """Write one shard (records sorted by accession) atomically; return its header."""
-    order = sorted(range(len(ids)), key=ids.__getitem__)
-    ids_blob = b"".join(ids[i].encode("utf-8") + b"\n" for i in order)
+def write_shard(path, ids: list, sequences: list[bytes], headers: list | None = None) -> dict:
+    """Write one shard (records sorted by accession) atomically; return its header.
+
+    ``ids`` and ``headers``: str or UTF-8 bytes; ``sequences``: canonical letters."""
+    ids = [i.encode("utf-8") if isinstance(i, str) else i for i in ids]
     if headers is None:
         headers = ids
-    headers_blob = b"".join(headers[i].encode("utf-8") + b"\n" for i in order)
+    headers = [h.encode("utf-8") if isinstance(h, str) else h for h in headers]
+    order = sorted(range(len(ids)), key=ids.__getitem__)
+    ids_blob = b"".join([ids[i] + b"\n" for i in order])
+    headers_blob = b"".join([headers[i] + b"\n" for i in order])
     lengths = np.fromiter((len(sequences[i]) for i in order), dtype=np.int64, count=len(order))
     offsets = np.zeros(len(order) + 1, dtype="<i8")
     np.cumsum(lengths, out=offsets[1:])
-    residues = b"".join(sequences[i] for i in order)
+    residues = b"".join([sequences[i] for i in order])
     digest = hashlib.blake2b(digest_size=32)
     for part in (ids_blob, offsets.tobytes(), residues, headers_blob):
         digest.update(part)

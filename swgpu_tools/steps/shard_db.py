@@ -13,65 +13,152 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import tempfile
 import time
+
+import numpy as np
 
 from ..errors import InputError
 from ..io.atomic import atomic_write
 from ..io.fasta import iter_unique_fasta
-from ..io.shardfile import read_shard, shard_file_name, shard_of, write_shard
+from ..io.shardfile import read_shard, shard_file_name, write_shard
 from ..io.stepstats import StepTimer
 from ..logs import get_logger
 
 log = get_logger(__name__)
 
 
+class _Spill:
+    """One shard's records on disk while the database is read (bounded memory)."""
+
+    def __init__(self, folder: str, k: int):
+        self.base = os.path.join(folder, f"spill-{k:04d}")
+        self.files = {part: open(f"{self.base}.{part}", "wb")
+                      for part in ("ids", "headers", "residues", "lengths")}
+        self.n = 0
+
+    def add(self, ids: list[bytes], headers: list[bytes], residues: bytes,
+            lengths: np.ndarray) -> None:
+        f = self.files
+        f["ids"].write(b"\n".join(ids) + b"\n")
+        f["headers"].write(b"\n".join(headers) + b"\n")
+        f["residues"].write(residues)
+        f["lengths"].write(np.asarray(lengths, dtype="<i8").tobytes())
+        self.n += len(ids)
+
+    def load(self) -> tuple[list[bytes], list[bytes], list[bytes]]:
+        for fh in self.files.values():
+            fh.close()
+        read = lambda part: open(f"{self.base}.{part}", "rb").read()  # noqa: E731
+        ids = read("ids").split(b"\n")[:-1]
+        headers = read("headers").split(b"\n")[:-1]
+        residues = read("residues")
+        lengths = np.frombuffer(read("lengths"), dtype="<i8")
+        off = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=off[1:])
+        o = off.tolist()
+        seqs = [residues[o[i]:o[i + 1]] for i in range(len(lengths))]
+        return ids, headers, seqs
+
+    def remove(self) -> None:
+        for fh in self.files.values():
+            fh.close()
+        for part in self.files:
+            try:
+                os.unlink(f"{self.base}.{part}")
+            except FileNotFoundError:
+                pass
+
+
 def shard_database(database, out_dir, n_shards: int, stats_path=None) -> dict:
     """Split a FASTA database into ``n_shards`` shard files and ``out_dir/database.json``.
 
-    Returns the summary written to ``database.json``.
+    The database is read in blocks (:mod:`swgpu_tools.io.fasta_blocks`), each
+    record appended to its shard's spill file, then each shard sorted and
+    written: memory holds one block and one shard, whatever the database's
+    size.  Nothing in ``out_dir`` changes until the whole database has been
+    read without error (a truncated or malformed release changes nothing).
+    ``database.json`` holds ``content_blake2b``, the digest of the database's
+    text (decompressed), which names the release.
     """
+    import zlib
+
+    from ..io.fasta_blocks import iter_blocks
+
     if n_shards < 1:
         raise InputError(f"shards must be at least 1, got {n_shards}")
     timer = StepTimer("shard_db")
     os.makedirs(out_dir, exist_ok=True)
-    ids: list[list[str]] = [[] for _ in range(n_shards)]
-    seqs: list[list[bytes]] = [[] for _ in range(n_shards)]
-    heads: list[list[str]] = [[] for _ in range(n_shards)]
+    spill_dir = tempfile.mkdtemp(prefix=".spill-", dir=out_dir)
+    spills = [_Spill(spill_dir, k) for k in range(n_shards)]
     n_total = 0
     residues_total = 0
-    content = hashlib.blake2b(digest_size=32)  # the records, whatever the compression
-    with timer.phase("read"):
-        for rec in iter_unique_fasta(database):
-            content.update(rec.header.encode("utf-8") + b"\n" + rec.sequence + b"\n")
-            k = shard_of(rec.id, n_shards)
-            ids[k].append(rec.id)
-            seqs[k].append(rec.sequence)
-            heads[k].append(rec.header)
-            n_total += 1
-            residues_total += len(rec.sequence)
-            if n_total % 100000 == 0:
-                log.info(f"read {n_total:,} sequences ({residues_total:,} residues)")
-    per_shard = []
-    with timer.phase("write"):
-        for k in range(n_shards):
-            header = write_shard(os.path.join(out_dir, shard_file_name(k)), ids[k], seqs[k],
-                                 heads[k])
-            per_shard.append({"file": shard_file_name(k), "sequences": header["sequences"],
-                              "residues": header["residues"], "blake2b": header["blake2b"]})
-            ids[k] = seqs[k] = heads[k] = None  # free memory as we go
-            log.debug(f"wrote shard {k + 1}/{n_shards}: {header['sequences']:,} sequences, "
-                      f"{header['residues']:,} residues")
+    # the release's digest: headers, residues and lengths, each a stream of its own,
+    # so that it depends on the records only (not on compression or block sizes)
+    digests = [hashlib.blake2b(digest_size=32) for _ in range(3)]
+    try:
+        with timer.phase("read"):
+            for block in iter_blocks(database):
+                shard = np.fromiter((zlib.crc32(i) % n_shards for i in block.ids),
+                                    dtype=np.int64, count=len(block))
+                res = block.residues.tobytes()
+                off = block.offsets.tolist()
+                lengths = np.diff(block.offsets)
+                digests[0].update(b"\n".join(block.headers) + b"\n")
+                digests[1].update(res)
+                digests[2].update(lengths.astype("<i8").tobytes())
+                for k in np.unique(shard).tolist():
+                    sel = np.flatnonzero(shard == k).tolist()
+                    spills[k].add([block.ids[i] for i in sel], [block.headers[i] for i in sel],
+                                  b"".join([res[off[i]:off[i + 1]] for i in sel]), lengths[sel])
+                n_total += len(block)
+                residues_total += int(block.offsets[-1])
+                if n_total // 1_000_000 != (n_total - len(block)) // 1_000_000:
+                    log.info(f"read {n_total:,} sequences ({residues_total:,} residues)")
+        per_shard = []
+        with timer.phase("write"):
+            for k in range(n_shards):
+                ids, headers, seqs = spills[k].load()
+                _check_unique(database, ids)
+                header = write_shard(os.path.join(out_dir, shard_file_name(k)), ids, seqs,
+                                     headers)
+                spills[k].remove()
+                per_shard.append({"file": shard_file_name(k), "sequences": header["sequences"],
+                                  "residues": header["residues"], "blake2b": header["blake2b"]})
+                log.debug(f"wrote shard {k + 1}/{n_shards}: {header['sequences']:,} sequences, "
+                          f"{header['residues']:,} residues")
+    finally:
+        for sp in spills:
+            sp.remove()
+        shutil.rmtree(spill_dir, ignore_errors=True)
     summary = {"sequences": n_total, "residues": residues_total, "shards": per_shard,
-               "content_blake2b": content.hexdigest()}
+               "content_blake2b": hashlib.blake2b(
+                   b"".join(d.digest() for d in digests), digest_size=32).hexdigest()}
     with atomic_write(os.path.join(out_dir, "database.json")) as fh:
         json.dump(summary, fh, indent=1, sort_keys=True)
         fh.write("\n")
     _record_verified(out_dir, [p["file"] for p in per_shard])
     timer.fields.update(sequences=n_total, residues=residues_total, shards=n_shards)
     rec = timer.write(stats_path)
+    size = os.path.getsize(database)
     log.info(f"{n_total:,} sequences, {residues_total:,} residues in {n_shards} shards, "
-             f"{rec['wall_s']:.1f} s")
+             f"{rec['wall_s']:.1f} s ({size / max(rec['wall_s'], 1e-9) / 1e6:.0f} MB/s of "
+             f"{'compressed ' if _is_gzip(database) else ''}FASTA)")
     return summary
+
+
+def _is_gzip(path) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
+
+
+def _check_unique(database, ids: list[bytes]) -> None:
+    """Duplicate accessions (which share a shard): the line reader names both lines."""
+    if len(set(ids)) != len(ids):
+        for _ in iter_unique_fasta(database):  # raises with both line numbers
+            pass
+        raise InputError(f"{os.fspath(database)}: duplicate sequence ids")
 
 
 def _record_verified(out_dir, names) -> None:
