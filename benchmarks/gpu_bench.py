@@ -8,7 +8,8 @@ GCUPS = query length x database residues / scan seconds / 1e9 (database already
 resident on the GPU; median of --repeat runs).  Overall: all queries' cells over
 the wall clock of the whole search.  Per query: the time from the previous
 query's top hits being back on the host to this query's (with queries
-pipelined, --pipeline 2, the next query's kernels already run meanwhile).
+pipelined, --pipeline 2 or 3, the next queries' kernels already run meanwhile, so
+this is an attribution; ``--copies K`` measures each query's own throughput).
 ``--shard 0/4`` scores a quarter of the database picked as the workflow's shards
 are (crc32 of the id), ``--pipeline 1,2`` compares one and two queries in flight.
 
@@ -100,8 +101,9 @@ def main() -> int:
     ap.add_argument("--top-k", type=int, default=10)
     ap.add_argument("--mode", default="auto")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--pipeline", default="2",
-                    help="queries in flight, comma-separated values to compare (default 2)")
+    ap.add_argument("--pipeline", default="3",
+                    help="queries in flight, comma-separated values to compare (default 3, "
+                         "the searcher's default)")
     ap.add_argument("--copies", type=int, default=0,
                     help="also time each query as this many copies of itself in one search")
     ap.add_argument("--shard", default="all",
