@@ -13,7 +13,8 @@
 # 5. gpu_bench.py on bench200M x 20 queries: whole database and shard 0/4 (~50 M residues),
 #    one and two queries in flight (SWGPU_PIPELINE 1 = the schedule before pipelining);
 # 6. with EXTRA=1: again with SWGPU_CRITICAL_SHARE=$SHARE (1.0) and depths $EXTRA_PIPE (2,3).
-# MARK, TESTS: the pytest marker expression and files; PIPE: depths of step 5 (1,2).
+# MARK, TESTS: the pytest marker expression and files; PIPE: depths of step 5 (1,2);
+# COPIES: also time each query as that many copies of itself (per-query throughput).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 WHL=${WHL:-.whl}
@@ -60,7 +61,8 @@ timeout ${TEST_TIMEOUT:-300} python3 -m pytest -m "${MARK:-gpu}" -q -p no:cachep
 echo "tests rc=$? in $(el $t0 $(ts)) s"; grep -E "passed|failed|PASSED|FAILED|SKIPPED|Error" "$OUT/tests.log" | tail -16
 echo "== bench200M, 20 queries ($(el $T0 $(ts)) s)"
 timeout ${BENCH_TIMEOUT:-240} python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta \
-  --repeat 2 --skip-start --pipeline ${PIPE:-1,2} --shard all,0/4 --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
+  --repeat 2 --skip-start --pipeline ${PIPE:-1,2} --shard all,0/4 --copies ${COPIES:-0} --json "$OUT/bench.json" \
+  > "$OUT/bench.log" 2>&1
 echo "bench rc=$?"; grep -A8 "^summary" "$OUT/bench.log"
 if [ "${EXTRA:-0}" = 1 ]; then
   echo "== critical share ${SHARE:-1.0}, depths ${EXTRA_PIPE:-2,3} ($(el $T0 $(ts)) s)"

@@ -14,11 +14,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_ptx_check(code: str) -> None:
+def run_ptx_check(code: str, args: list[str] | None = None) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("NUMBA_ENABLE_CUDASIM", None)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=600)
+    proc = subprocess.run([sys.executable, "-c", code, *(args or [])], capture_output=True,
+                          text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     if proc.stdout.startswith("SKIP"):
         pytest.skip(proc.stdout.strip())

@@ -141,15 +141,15 @@ def test_simulator_pair_ends_and_alignments_match_cpu():
     assert any(r["zero_scores"] for r in res if "local" in r["case"])
 
 
-def test_pair_kernels_compile_for_sm90():
-    """Needs CUDA's NVVM (e.g. pip nvidia-nvvm), but no GPU or driver."""
+def _pair_ptx_check(full: bool) -> None:
     code = textwrap.dedent(
         """
         import sys
         from swgpu_tools.kernels import gpu
+        full = sys.argv[1] == "full"
         try:
-            ptx = [gpu.pair_kernel_ptx(gpu.PAIR_R if kind in ("local", "global_rev") else 4,
-                                       kind) for kind in gpu.PAIR_KINDS]
+            ptx = [gpu.pair_kernel_ptx(gpu.PAIR_R if full and kind in ("local", "global_rev")
+                                       else 4, kind) for kind in gpu.PAIR_KINDS]
         except Exception as exc:
             print("SKIP", type(exc).__name__, exc)
             sys.exit(0)
@@ -160,7 +160,18 @@ def test_pair_kernels_compile_for_sm90():
         print("OK")
         """
     )
-    run_ptx_check(code)
+    run_ptx_check(code, ["full" if full else "small"])
+
+
+def test_pair_kernels_compile_for_sm90():
+    """Every kind at R = 4.  Needs CUDA's NVVM (e.g. pip nvidia-nvvm), but no GPU or driver."""
+    _pair_ptx_check(False)
+
+
+@pytest.mark.slow
+def test_pair_kernels_compile_for_sm90_default_tile():
+    """The default tile (PAIR_R rows) of the local and global_rev kinds: no local memory."""
+    _pair_ptx_check(True)
 
 
 def test_auto_falls_back_to_cpu_when_the_gpu_fails(monkeypatch):

@@ -19,9 +19,11 @@ import numpy as np
 from ..gpu_intrinsics import SIM
 from .codegen import HIST_BINS
 
-#: Queries in flight in :meth:`.searcher.GpuSearcher.search`: the next query's
-#: kernels are launched before the last one's top hits are back (1: one at a time).
-PIPELINE_DEPTH = max(1, int(os.environ.get("SWGPU_PIPELINE", 2)))
+#: Queries in flight in :meth:`.searcher.GpuSearcher.search`: the next queries'
+#: kernels are launched before the oldest one's top hits are back (1: one at a
+#: time).  Measured on an H100 (RESULTS-gpu.md, run 14): bench200M 4,140 -> 4,190
+#: GCUPS, a 50 M-residue shard 3,850 -> 4,121 GCUPS with 3 instead of 1.
+PIPELINE_DEPTH = max(1, int(os.environ.get("SWGPU_PIPELINE", 3)))
 #: Largest temp array (bytes) of one query's multi-pass launches; a launch that
 #: would need more is given fewer blocks (each then loops over several warp tasks).
 TEMP_LIMIT_BYTES = 1 << 30  # also keeps temp indices below 2^31
