@@ -324,3 +324,27 @@ def test_sigkill_at_random_points_then_restart_gives_the_uninterrupted_tables(tm
     killed = [o for o in outcomes if o[2] == "killed"]
     assert len(killed) >= KILLS // 2, outcomes
     print(f"{len(killed)} of {KILLS} runs killed mid-way; every restart gave the reference tables")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=near_fasta, block=st.integers(8, 200))
+def test_block_reader_accepts_and_refuses_what_the_line_reader_does(tmp_path_factory, data, block):
+    """The fast block reader (shard step) and the line reader agree on every input:
+    the same records, or the same error message."""
+    from swgpu_tools.io.fasta import iter_fasta
+    from swgpu_tools.io.fasta_blocks import iter_blocks
+
+    path = tmp_path_factory.mktemp("blocks") / "x.fa"
+    path.write_bytes(data)
+
+    def run(fn):
+        try:
+            return "ok", fn()
+        except InputError as exc:
+            return "error", str(exc)
+
+    slow = run(lambda: [(r.id, r.header, r.sequence) for r in iter_fasta(path)])
+    fast = run(lambda: [(i.decode(), h.decode("utf-8"), b.residues[b.offsets[k]:b.offsets[k + 1]]
+                         .tobytes()) for b in iter_blocks(path, block)
+                        for k, (i, h) in enumerate(zip(b.ids, b.headers))])
+    assert fast == slow

@@ -86,3 +86,36 @@ def test_duplicate_ids_rejected(tmp_path):
     with pytest.raises(InputError, match="duplicate sequence id 'a'"):
         shard_database(tmp_path / "db.fa", tmp_path / "s", 2)
     assert not (tmp_path / "s" / "database.json").exists()
+
+
+def test_spilled_shards_equal_shards_made_in_memory(tmp_path, monkeypatch):
+    from swgpu_tools.steps import shard_db as step
+
+    db = tmp_path / "db.fa"
+    db.write_text("".join(f">sp|P{i:05d}|X_{i} entry {i}\n{'MKTAYIAKQR' * (1 + i % 7)}\n"
+                          for i in range(300)))
+    shard_database(db, tmp_path / "mem", 3)
+    monkeypatch.setattr(step, "MEMORY_RESIDUES", 500)  # spill after a few records
+    monkeypatch.setattr("swgpu_tools.io.fasta_blocks.BLOCK_BYTES", 1000)
+    shard_database(db, tmp_path / "spill", 3)
+    for k in range(3):
+        name = f"shard-{k:04d}.swdb"
+        assert (tmp_path / "mem" / name).read_bytes() == (tmp_path / "spill" / name).read_bytes()
+    a = read_database_info(tmp_path / "mem" / "database.json")
+    b = read_database_info(tmp_path / "spill" / "database.json")
+    assert a == b and a["sequences"] == 300
+
+
+def test_release_digest_ignores_compression_and_line_width(tmp_path):
+    import gzip
+
+    recs = [(f"s{i} t", "MKTAYIAKQRQISFVKSHFSRQ" * (i + 1)) for i in range(20)]
+    (tmp_path / "a.fa").write_text("".join(f">{h}\n{s}\n" for h, s in recs))
+    wrapped = "".join(f">{h}\n" + "\n".join(s[j:j + 7] for j in range(0, len(s), 7)) + "\n"
+                      for h, s in recs)
+    with gzip.open(tmp_path / "b.fa.gz", "wt") as fh:
+        fh.write(wrapped)
+    (tmp_path / "c.fa").write_text("".join(f">{h}\n{s}W\n" for h, s in recs))
+    digests = [shard_database(tmp_path / f, tmp_path / f"o{f}", 2)["content_blake2b"]
+               for f in ("a.fa", "b.fa.gz", "c.fa")]
+    assert digests[0] == digests[1] != digests[2]

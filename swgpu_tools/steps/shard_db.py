@@ -29,46 +29,55 @@ from ..logs import get_logger
 log = get_logger(__name__)
 
 
-class _Spill:
-    """One shard's records on disk while the database is read (bounded memory)."""
+#: Residues held in memory while the database is read; beyond, records go to
+#: spill files (so memory stays bounded whatever the database's size).
+MEMORY_RESIDUES = 768 << 20
+
+
+class _Shard:
+    """One shard's records while the database is read: in memory, and in a spill
+    file once the records held in memory pass :data:`MEMORY_RESIDUES`."""
 
     def __init__(self, folder: str, k: int):
         self.base = os.path.join(folder, f"spill-{k:04d}")
-        self.files = {part: open(f"{self.base}.{part}", "wb")
-                      for part in ("ids", "headers", "residues", "lengths")}
-        self.n = 0
+        self.ids: list[bytes] = []
+        self.headers: list[bytes] = []
+        self.seqs: list[bytes] = []
+        self.held = 0
+        self.spilled = False
 
-    def add(self, ids: list[bytes], headers: list[bytes], residues: bytes,
-            lengths: np.ndarray) -> None:
-        f = self.files
-        f["ids"].write(b"\n".join(ids) + b"\n")
-        f["headers"].write(b"\n".join(headers) + b"\n")
-        f["residues"].write(residues)
-        f["lengths"].write(np.asarray(lengths, dtype="<i8").tobytes())
-        self.n += len(ids)
+    def flush(self) -> None:
+        """Append the records held in memory to the spill files."""
+        if not self.ids:
+            return
+        with open(f"{self.base}.ids", "ab") as f:
+            f.write(b"\n".join(self.ids) + b"\n")
+        with open(f"{self.base}.headers", "ab") as f:
+            f.write(b"\n".join(self.headers) + b"\n")
+        with open(f"{self.base}.residues", "ab") as f:
+            f.write(b"".join(self.seqs))
+        with open(f"{self.base}.lengths", "ab") as f:
+            f.write(np.fromiter((len(x) for x in self.seqs), dtype="<i8",
+                                count=len(self.seqs)).tobytes())
+        self.ids, self.headers, self.seqs, self.held = [], [], [], 0
+        self.spilled = True
 
-    def load(self) -> tuple[list[bytes], list[bytes], list[bytes]]:
-        for fh in self.files.values():
-            fh.close()
-        read = lambda part: open(f"{self.base}.{part}", "rb").read()  # noqa: E731
+    def records(self) -> tuple[list[bytes], list[bytes], list[bytes]]:
+        if not self.spilled:
+            return self.ids, self.headers, self.seqs
+        self.flush()
+
+        def read(part):
+            with open(f"{self.base}.{part}", "rb") as f:
+                return f.read()
+
         ids = read("ids").split(b"\n")[:-1]
         headers = read("headers").split(b"\n")[:-1]
         residues = read("residues")
-        lengths = np.frombuffer(read("lengths"), dtype="<i8")
-        off = np.zeros(len(lengths) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=off[1:])
+        off = np.zeros(len(ids) + 1, dtype=np.int64)
+        np.cumsum(np.frombuffer(read("lengths"), dtype="<i8"), out=off[1:])
         o = off.tolist()
-        seqs = [residues[o[i]:o[i + 1]] for i in range(len(lengths))]
-        return ids, headers, seqs
-
-    def remove(self) -> None:
-        for fh in self.files.values():
-            fh.close()
-        for part in self.files:
-            try:
-                os.unlink(f"{self.base}.{part}")
-            except FileNotFoundError:
-                pass
+        return ids, headers, [residues[o[i]:o[i + 1]] for i in range(len(ids))]
 
 
 def shard_database(database, out_dir, n_shards: int, stats_path=None) -> dict:
@@ -83,6 +92,7 @@ def shard_database(database, out_dir, n_shards: int, stats_path=None) -> dict:
     text (decompressed), which names the release.
     """
     import zlib
+    from concurrent.futures import ThreadPoolExecutor
 
     from ..io.fasta_blocks import iter_blocks
 
@@ -91,46 +101,51 @@ def shard_database(database, out_dir, n_shards: int, stats_path=None) -> dict:
     timer = StepTimer("shard_db")
     os.makedirs(out_dir, exist_ok=True)
     spill_dir = tempfile.mkdtemp(prefix=".spill-", dir=out_dir)
-    spills = [_Spill(spill_dir, k) for k in range(n_shards)]
+    shards = [_Shard(spill_dir, k) for k in range(n_shards)]
     n_total = 0
     residues_total = 0
+    held = 0
     # the release's digest: headers, residues and lengths, each a stream of its own,
-    # so that it depends on the records only (not on compression or block sizes)
+    # so that it depends on the records only (not on compression or block sizes);
+    # hashed on a thread (hashlib lets go of the GIL) while the next block is parsed
     digests = [hashlib.blake2b(digest_size=32) for _ in range(3)]
+    hasher = ThreadPoolExecutor(max_workers=1)
+    pending = None
     try:
         with timer.phase("read"):
             for block in iter_blocks(database):
-                shard = np.fromiter((zlib.crc32(i) % n_shards for i in block.ids),
-                                    dtype=np.int64, count=len(block))
                 res = block.residues.tobytes()
                 off = block.offsets.tolist()
                 lengths = np.diff(block.offsets)
-                digests[0].update(b"\n".join(block.headers) + b"\n")
-                digests[1].update(res)
-                digests[2].update(lengths.astype("<i8").tobytes())
-                for k in np.unique(shard).tolist():
-                    sel = np.flatnonzero(shard == k).tolist()
-                    spills[k].add([block.ids[i] for i in sel], [block.headers[i] for i in sel],
-                                  b"".join([res[off[i]:off[i + 1]] for i in sel]), lengths[sel])
+                if pending is not None:
+                    pending.result()
+                pending = hasher.submit(_hash_block, digests, block.headers, res, lengths)
+                for i, (sid, head) in enumerate(zip(block.ids, block.headers)):
+                    sh = shards[zlib.crc32(sid) % n_shards]
+                    sh.ids.append(sid)
+                    sh.headers.append(head)
+                    sh.seqs.append(res[off[i]:off[i + 1]])
                 n_total += len(block)
-                residues_total += int(block.offsets[-1])
+                residues_total += off[-1]
+                held += off[-1]
+                if held > MEMORY_RESIDUES:
+                    for sh in shards:
+                        sh.flush()
+                    held = 0
                 if n_total // 1_000_000 != (n_total - len(block)) // 1_000_000:
                     log.info(f"read {n_total:,} sequences ({residues_total:,} residues)")
-        per_shard = []
+            if pending is not None:
+                pending.result()
         with timer.phase("write"):
-            for k in range(n_shards):
-                ids, headers, seqs = spills[k].load()
-                _check_unique(database, ids)
-                header = write_shard(os.path.join(out_dir, shard_file_name(k)), ids, seqs,
-                                     headers)
-                spills[k].remove()
-                per_shard.append({"file": shard_file_name(k), "sequences": header["sequences"],
-                                  "residues": header["residues"], "blake2b": header["blake2b"]})
-                log.debug(f"wrote shard {k + 1}/{n_shards}: {header['sequences']:,} sequences, "
-                          f"{header['residues']:,} residues")
+            # shards held in memory are written by a few threads at once (sorting,
+            # joining, hashing and writing let go of the GIL for the most part)
+            spilled = any(sh.spilled for sh in shards)
+            workers = 1 if spilled else max(1, min(4, n_shards, os.cpu_count() or 1))
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                per_shard = list(pool.map(lambda k: _write_one(database, out_dir, shards, k),
+                                          range(n_shards)))
     finally:
-        for sp in spills:
-            sp.remove()
+        hasher.shutdown(wait=True)
         shutil.rmtree(spill_dir, ignore_errors=True)
     summary = {"sequences": n_total, "residues": residues_total, "shards": per_shard,
                "content_blake2b": hashlib.blake2b(
@@ -146,6 +161,23 @@ def shard_database(database, out_dir, n_shards: int, stats_path=None) -> dict:
              f"{rec['wall_s']:.1f} s ({size / max(rec['wall_s'], 1e-9) / 1e6:.0f} MB/s of "
              f"{'compressed ' if _is_gzip(database) else ''}FASTA)")
     return summary
+
+
+def _write_one(database, out_dir, shards, k: int) -> dict:
+    ids, headers, seqs = shards[k].records()
+    _check_unique(database, ids)
+    header = write_shard(os.path.join(out_dir, shard_file_name(k)), ids, seqs, headers)
+    shards[k] = None  # free the shard's records
+    log.debug(f"wrote shard {k + 1}: {header['sequences']:,} sequences, "
+              f"{header['residues']:,} residues")
+    return {"file": shard_file_name(k), "sequences": header["sequences"],
+            "residues": header["residues"], "blake2b": header["blake2b"]}
+
+
+def _hash_block(digests, headers: list[bytes], residues: bytes, lengths: np.ndarray) -> None:
+    digests[0].update(b"\n".join(headers) + b"\n")
+    digests[1].update(residues)
+    digests[2].update(lengths.astype("<i8").tobytes())
 
 
 def _is_gzip(path) -> bool:
