@@ -34,7 +34,8 @@ SIM_SCRIPT = textwrap.dedent(
     # the simulator's block scheduler polls its threads while holding the GIL: a short
     # switch interval lets the simulated threads run (about 3x faster here)
     sys.setswitchinterval(0.0002)
-    from swgpu_tools import alignment as A
+    import swgpu_tools.align as A
+    from swgpu_tools.align import scalar
     from swgpu_tools.kernels import gpu
     from swgpu_tools.kernels.gpu import pairs
     from swgpu_tools.scoring import ScoringScheme
@@ -91,12 +92,12 @@ SIM_SCRIPT = textwrap.dedent(
                 exp = []
                 for a, b in ps:
                     if mode == "local":
-                        exp.append(A._forward_end(a, b, matrix, go, ge))
+                        exp.append(scalar.forward_end(a, b, matrix, go, ge))
                     else:
-                        best, se = A._forward_end_semi(a, b, matrix, go, ge)
+                        best, se = scalar.forward_end_semi(a, b, matrix, go, ge)
                         exp.append((best, len(a), se))
                 code = 0 if mode == "local" else 2
-                exp_reg = [list(map(int, A._locate(a, b, matrix, go, ge, code))) for a, b in ps]
+                exp_reg = [list(map(int, scalar.locate(a, b, matrix, go, ge, code))) for a, b in ps]
                 stats = {}
                 pairs.PAIR_R = R
                 g = A.align_pairs(ps, matrix, go, ge, threads=2, mode=mode, backend="gpu",
@@ -175,7 +176,8 @@ def test_pair_kernels_compile_for_sm90_default_tile():
 
 
 def test_auto_falls_back_to_cpu_when_the_gpu_fails(monkeypatch):
-    from swgpu_tools import alignment as A
+    import swgpu_tools.align as A
+    from swgpu_tools.align import cost
     from swgpu_tools.backend import BackendChoice
     from swgpu_tools.kernels import gpu
     from swgpu_tools.scoring import ScoringScheme
@@ -195,20 +197,19 @@ def test_auto_falls_back_to_cpu_when_the_gpu_fails(monkeypatch):
         checked.append(b)
         return BackendChoice("gpu", "test")
 
-    monkeypatch.setattr(A, "pair_backend", gpu_choice)
+    monkeypatch.setattr(cost, "pair_backend", gpu_choice)
     monkeypatch.setattr(gpu, "pair_regions", broken)
     # a small batch: "auto" expects the CPU to be faster, and does not even check the GPU
     stats = {}
     assert A.align_pairs(ps, m, 11, 1, backend="auto", stats=stats) == cpu
     assert stats["backend"] == "cpu" and "GPU not checked" in stats["reason"] and not checked
-    monkeypatch.setattr(A, "_gpu_start_s", lambda: 0.0)
-    monkeypatch.setattr(A, "_gpu_used", [True])
+    monkeypatch.setattr(cost, "gpu_start_s", lambda: 0.0)
     stats = {}
     assert A.align_pairs(ps, m, 11, 1, backend="auto", stats=stats) == cpu
     assert stats["backend"] == "cpu" and "expected to be faster" in stats["reason"] and checked
-    assert A._gpu_pays(2 * 10**10, 10**6, 2)[0]             # 100,000 protein pairs, 2 threads
-    assert not A._gpu_pays(40000**2, 40000**2, 16)[0]       # one long pair
-    monkeypatch.setattr(A, "_gpu_pays", lambda *args: (True, 0.0, 1.0))
+    assert cost.gpu_pays(2 * 10**10, 10**6, 2)[0]           # 100,000 protein pairs, 2 threads
+    assert not cost.gpu_pays(40000**2, 40000**2, 16)[0]     # one long pair
+    monkeypatch.setattr(cost, "gpu_pays", lambda *args: (True, 0.0, 1.0))
     stats = {}
     assert A.align_pairs(ps, m, 11, 1, backend="auto", stats=stats) == cpu
     assert stats["backend"] == "cpu" and "simulated" in stats["reason"]
@@ -217,7 +218,7 @@ def test_auto_falls_back_to_cpu_when_the_gpu_fails(monkeypatch):
 
 
 def test_align_backend_choice_and_cli(tmp_path, capsys):
-    from swgpu_tools.alignment import pair_backend
+    from swgpu_tools.align import pair_backend
     from swgpu_tools.backend import gpu_status
     from swgpu_tools.cli import main
     from swgpu_tools.errors import InputError
@@ -270,7 +271,7 @@ def _random_pairs(rng, n, na, hi, related=0.6):
 
 
 def _check_batch(gpu, ps, matrix, go, ge, modes=("local", "semiglobal")):
-    from swgpu_tools.alignment import align_pairs
+    from swgpu_tools.align import align_pairs
 
     qc = np.concatenate([p[0] for p in ps])
     sc = np.concatenate([p[1] for p in ps])
