@@ -77,7 +77,8 @@ def add_steps(sub) -> None:
                    help="no header line (BLAST's -outfmt 6)")
     p.add_argument("--format", default="tsv", help="formats: tsv, sam, parquet, pairwise")
     p.add_argument("--internal", default=None,
-                   help="keep the full alignment table here (Parquet), for reuse by the next run")
+                   help="keep what each alignment was made from here (a TSV), for reuse by "
+                        "the next run")
     p.add_argument("--previous", default=None,
                    help="a previous run's full alignment table (--internal) to reuse from, or "
                         "a history folder (the newest kept release's)")
@@ -100,7 +101,7 @@ def add_steps(sub) -> None:
                                        "and write the marker naming the current release.")
     p.add_argument("--hits", required=True, help="hits.tsv")
     p.add_argument("--alignments", required=True, help="alignments.tsv")
-    p.add_argument("--internal", required=True, help="the full alignment table (Parquet)")
+    p.add_argument("--internal", required=True, help="the alignment reuse table (a TSV)")
     p.add_argument("--database-info", required=True, help="database.json")
     p.add_argument("--history", required=True, help="the history folder")
     p.add_argument("--marker", required=True, help="marker JSON to write (the current release)")

@@ -2,8 +2,8 @@
 what changed between releases.
 
 ``results/history/<release>/`` holds a release's ``hits.tsv``,
-``alignments.tsv``, ``alignments.parquet`` (the full alignment table the next
-traceback reuses alignments from) and ``manifest.json`` (release name,
+``alignments.tsv``, ``alignments.reuse.tsv`` (what the next traceback reuses
+alignments from) and ``manifest.json`` (release name,
 database content digest and size, scan time, the configuration, swgpu's
 version).  ``<release>`` is the ``release`` given in the configuration (e.g.
 ``2026_05``), else ``db-`` and the first 12 hex digits of the database's
@@ -36,7 +36,7 @@ from .changes import CHANGES_COLUMNS, compare
 log = get_logger(__name__)
 
 MANIFEST = "manifest.json"
-FILES = {"hits": "hits.tsv", "alignments": "alignments.tsv", "internal": "alignments.parquet"}
+FILES = {"hits": "hits.tsv", "alignments": "alignments.tsv", "internal": "alignments.reuse.tsv"}
 
 
 def release_name(info: dict, release: str | None = None) -> str:

@@ -3,9 +3,10 @@
 Writes the alignment table (TSV with the chosen BLAST columns, with or
 without a header), and where asked the same alignments as SAM, Parquet and
 pairwise text, next to it (``alignments.sam``, ``alignments.parquet``,
-``alignments.txt``).  With ``internal_path`` it also keeps the full table
-(every field, sequence hashes, the alignment code's digest) as Parquet, from
-which the next run reuses unchanged alignments (:mod:`swgpu_tools.engine.traceback`).
+``alignments.txt``).  With ``internal_path`` it also keeps what each alignment was made from and
+is (accessions, score, coordinates, CIGAR, both sequences' hashes; a TSV whose
+first line names the alignment code's digest), from which the next run reuses
+unchanged alignments (:mod:`swgpu_tools.engine.traceback`).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ..io.formats import FORMATS, write_pairwise, write_parquet, write_sam
 from ..io.shardfile import read_shard, shard_of
 from ..io.stepstats import StepTimer
 from ..io.tables import HITS_COLUMNS, read_table, write_table
+from ..errors import InputError
 from ..logs import get_logger
 from ..scoring import ScoringScheme
 from ..sequences import SequenceSet
@@ -94,13 +96,8 @@ def traceback_hits(hits_path, queries_path, shard_paths, out_path, scheme: Scori
     previous, previous_code = None, None
     if previous_internal and os.path.exists(previous_internal):
         try:
-            import pyarrow.parquet as pq
-
-            tbl = pq.read_table(previous_internal, columns=REUSE_COLUMNS)
-            previous = tbl.to_pandas()
-            meta = tbl.schema.metadata or {}
-            previous_code = meta.get(b"swgpu_code", b"").decode() or None
-        except Exception as exc:  # an unreadable cache is only a missed reuse
+            previous, previous_code = read_internal(previous_internal)
+        except (InputError, OSError, ValueError) as exc:  # an unreadable cache: no reuse
             log.warning(f"previous alignments {previous_internal} not used ({exc})")
     with timer.phase("align"):
         table = traceback(hits, queries, subjects, scheme, threads, previous, previous_code,
@@ -117,13 +114,34 @@ def traceback_hits(hits_path, queries_path, shard_paths, out_path, scheme: Scori
 
 
 def _write_internal(table, path, code: str) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    """The reuse table: a first line ``# swgpu alignment code <digest>``, then a TSV."""
     from ..io.atomic import atomic_write
+    from ..io.tables import format_column
 
     os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
-    tbl = pa.Table.from_pandas(table[REUSE_COLUMNS], preserve_index=False)
-    tbl = tbl.replace_schema_metadata({b"swgpu_code": code.encode()})
-    with atomic_write(path, "wb") as fh:
-        pq.write_table(tbl, fh, compression="zstd")
+    cols = [format_column(c, table[c].tolist()) for c in REUSE_COLUMNS]
+    with atomic_write(path) as fh:
+        fh.write(f"# swgpu alignment code {code}\n")
+        fh.write("\t".join(REUSE_COLUMNS) + "\n")
+        for row in zip(*cols):
+            fh.write("\t".join(row) + "\n")
+
+
+def read_internal(path):
+    """(DataFrame of :data:`REUSE_COLUMNS`, code digest) of a reuse table."""
+    with open(path) as fh:
+        first = fh.readline()
+    if not first.startswith("# swgpu alignment code "):
+        raise InputError(f"{path}: not a swgpu alignment reuse table")
+    code = first.split()[-1]
+    import csv
+
+    import pandas as pd
+
+    df = pd.read_csv(path, sep="\t", skiprows=1, dtype=str, quoting=csv.QUOTE_NONE,
+                     keep_default_na=False, na_filter=False)
+    if list(df.columns) != REUSE_COLUMNS:
+        raise InputError(f"{path}: columns {list(df.columns)}, expected {REUSE_COLUMNS}")
+    for c in ("score", "qstart", "qend", "sstart", "send"):
+        df[c] = df[c].astype("int64")
+    return df, code

@@ -11,7 +11,7 @@ rule history:
     input:
         hits="results/hits.tsv",
         alignments="results/alignments.tsv",
-        internal="results/internal/alignments.parquet",
+        internal="results/internal/alignments.reuse.tsv",
         info="results/shards/database.json",
     output:
         marker="results/history/current.json",

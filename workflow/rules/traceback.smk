@@ -2,7 +2,7 @@
 # format of config["formats"].  A corrupt shard found here is moved aside as in
 # score_shard.smk, to be rebuilt.
 #
-# results/internal/alignments.parquet keeps, per alignment, its coordinates,
+# results/internal/alignments.reuse.tsv keeps, per alignment, its coordinates,
 # CIGAR and the hashes of both sequences; after a re-scan, alignments of hits
 # whose query, subject, score, sequences and alignment code are unchanged are
 # taken from the newest kept release (results/history/, rule history) instead
@@ -17,7 +17,7 @@ rule traceback:
     output:
         alignments="results/alignments.tsv",
         extra=alignment_format_files(),
-        internal="results/internal/alignments.parquet",
+        internal="results/internal/alignments.reuse.tsv",
         stats="results/stats/traceback.json",
     params:
         scoring=scoring_options(),
