@@ -17,15 +17,14 @@ from .cache import configure_numba as _configure_numba
 _configure_numba()  # before any kernel module is imported
 
 from .errors import InputError, OutputError  # noqa: E402
-from .io.fasta import read_fasta  # noqa: E402
-from .scoring import ScoringScheme  # noqa: E402
-from .sequences import SequenceSet  # noqa: E402
 
-_LAZY = {"search": "api", "align": "api", "SearchResult": "api", "Alignment": "align"}
+# loaded on first use, so that `swgpu` commands that need none of them (numpy,
+# numba, pandas, CUDA) start in a fraction of a second
+_LAZY = {"search": "api", "align": "api", "SearchResult": "api", "Alignment": "align",
+         "read_fasta": "io.fasta", "ScoringScheme": "scoring", "SequenceSet": "sequences"}
 
 
 def __getattr__(name):
-    # loaded on first use: `swgpu` commands that do not need them skip their imports
     if name in _LAZY:
         import importlib
 

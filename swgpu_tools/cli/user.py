@@ -5,7 +5,7 @@ import argparse
 import os
 
 from ..errors import InputError
-from ..io.fields import DEFAULT_COLUMNS, FIELDS, STD
+from ..io.fieldnames import DEFAULT_COLUMNS, FIELDS, STD
 from ..logs import get_logger
 from .options import (SCORING_NOTE, add_compute, add_scoring, add_selection, check_common,
                       check_input_file, check_output_file, scheme_from)
@@ -78,7 +78,7 @@ def _formats(text: str) -> list[str]:
 
 
 def run_search(args) -> int:
-    from ..io.fields import parse_columns
+    from ..io.fieldnames import parse_columns
     from ..io.outputset import OutputSet
 
     # every option first

@@ -11,17 +11,16 @@ business: the current release against the previous release.
 """
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
-
 CHANGES_COLUMNS = ["qseqid", "sseqid", "qacc", "sacc", "change", "previous_score", "score",
                    "previous_evalue", "evalue", "slen"]
 CHANGE_ORDER = {"new": 0, "score": 1, "gone": 2}
 
 
-def compare(previous: pd.DataFrame | None, current: pd.DataFrame,
-            query_order: list[str] | None = None) -> pd.DataFrame:
-    """The ``changes.tsv`` rows between two hits tables (string-typed columns)."""
+def compare(previous, current, query_order: list[str] | None = None):
+    """The ``changes.tsv`` rows between two hits tables (DataFrames of text columns)."""
+    import numpy as np
+    import pandas as pd
+
     cols = ["qseqid", "sseqid", "qacc", "sacc", "score", "evalue", "slen"]
     cur = current[cols].copy()
     if previous is None:

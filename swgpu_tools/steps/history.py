@@ -28,10 +28,8 @@ import uuid
 
 from ..errors import InputError
 from ..io.atomic import atomic_write
-from ..io.shardfile import read_database_info
-from ..io.tables import read_table
 from ..logs import get_logger
-from .changes import CHANGES_COLUMNS, compare
+from .changes import CHANGES_COLUMNS
 
 log = get_logger(__name__)
 
@@ -61,6 +59,8 @@ def record_release(hits_path, alignments_path, internal_path, database_info_path
                    marker_path, release: str | None = None, config: dict | None = None) -> dict:
     """Keep this scan under ``history_dir/<release>/``; write ``marker_path`` (which
     release is current) last."""
+    from ..io.shardfile import read_database_info
+
     info = read_database_info(database_info_path)
     name = release_name(info, release)
     os.makedirs(history_dir, exist_ok=True)
@@ -154,17 +154,25 @@ def newest_internal(history_dir) -> str | None:
 
 
 def _hits(path):
+    from ..io.tables import read_table
+
     return read_table(path).astype(str)
 
 
 def write_changes(hits_path, marker_path, history_dir, out_path, queries_path=None):
     """``changes.tsv``: the current release (``marker_path``) against the previous release."""
-    from ..io.fasta import read_fasta
-    from ..io.tables import write_table
-
     with open(marker_path) as fh:
         current = json.load(fh)["release"]
     prev = previous_release(history_dir, current)
+    if prev is None:  # the first release: every hit is new, in the order of hits.tsv
+        n = _all_new(hits_path, out_path)
+        log.info(f"release {current}: no previous release, {n:,} new hits -> "
+                 f"{os.fspath(out_path)}")
+        return None
+    from ..io.fasta import read_fasta
+    from ..io.tables import write_table
+    from .changes import compare
+
     order = list(read_fasta(queries_path).ids) if queries_path else None
     table = compare(_hits(os.path.join(prev["_dir"], FILES["hits"])) if prev else None,
                     _hits(hits_path), order)
@@ -177,8 +185,28 @@ def write_changes(hits_path, marker_path, history_dir, out_path, queries_path=No
     return table
 
 
+def _all_new(hits_path, out_path) -> int:
+    """changes.tsv of a first release, straight from hits.tsv (no pandas: a step with
+    nothing to compare costs almost nothing)."""
+    with open(hits_path, encoding="utf-8", newline="") as fh:
+        head = fh.readline().rstrip("\n").split("\t")
+        col = {c: head.index(c) for c in ("qseqid", "sseqid", "qacc", "sacc", "score",
+                                           "evalue", "slen")}
+        lines = ["\t".join(CHANGES_COLUMNS)]
+        for line in fh:
+            f = line.rstrip("\n").split("\t")
+            lines.append("\t".join((f[col["qseqid"]], f[col["sseqid"]], f[col["qacc"]],
+                                    f[col["sacc"]], "new", "NA", f[col["score"]], "NA",
+                                    f[col["evalue"]], f[col["slen"]])))
+    with atomic_write(out_path) as out:
+        out.write("\n".join(lines) + "\n")
+    return len(lines) - 1
+
+
 def compare_releases(history_dir, a: str, b: str):
     """The changes from kept release ``a`` to kept release ``b``."""
+    from .changes import compare
+
     ma, mb = find_release(history_dir, a), find_release(history_dir, b)
     return compare(_hits(os.path.join(ma["_dir"], FILES["hits"])),
                    _hits(os.path.join(mb["_dir"], FILES["hits"])))

@@ -20,6 +20,8 @@ rule changes:
         history=lambda wildcards, input: os.path.dirname(input.current),
     log:
         "results/logs/changes.log",
+    benchmark:
+        "results/benchmarks/changes.tsv"
     threads: 1
     shell:
         "swgpu changes --hits {input.hits:q} --current {input.current:q}"

@@ -21,6 +21,8 @@ rule history:
         config=lambda wildcards: config_json(),
     log:
         "results/logs/history.log",
+    benchmark:
+        "results/benchmarks/history.tsv"
     threads: 1
     shell:
         "swgpu record-release --hits {input.hits:q} --alignments {input.alignments:q}"

@@ -17,6 +17,8 @@ rule manifest:
         manifest="results/swgpu-run.json",
     log:
         "results/logs/manifest.log",
+    benchmark:
+        "results/benchmarks/manifest.tsv"
     threads: 1
     shell:
         "swgpu write-manifest --out {output.manifest:q} {input.hits:q} {input.alignments:q}"

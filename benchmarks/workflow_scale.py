@@ -1,0 +1,150 @@
+"""The whole workflow at scale: where the time goes, step by step.
+
+    python benchmarks/workflow_scale.py --database bench_db.fasta \
+        --queries 20=bench_queries.fasta --queries 500=uniprot_queries500.fasta.gz \
+        --cores 16 --shards 4 --workdir /tmp/scale --json scale.json
+
+For each query set, runs ``snakemake --cores N`` from scratch in its own
+folder (kernel caches as they are: run ``swgpu backend --precompile`` first for
+a warm start, or set ``--cold`` to empty them) and prints, per step: jobs,
+the wall seconds of its jobs (Snakemake's benchmark files), their peak memory,
+and the share of the whole run; then the GPU scan seconds (the scoring
+kernels, from results/stats/score_shard/*.json) and their share.
+``--queries N=FILE`` takes the first N records of FILE; N larger than the
+file takes records of the database instead (every N-th, as extra queries).
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def records(path):
+    opener = gzip.open if str(path).endswith(".gz") else open
+    head, seq = None, []
+    with opener(path, "rt") as fh:
+        for line in fh:
+            if line.startswith(">"):
+                if head is not None:
+                    yield head, "".join(seq)
+                head, seq = line[1:].rstrip("\n"), []
+            else:
+                seq.append(line.strip())
+    if head is not None:
+        yield head, "".join(seq)
+
+
+def query_file(n: int, path: str, database: str, out: Path) -> Path:
+    got = []
+    for h, s in records(path):
+        got.append((h, s))
+        if len(got) == n:
+            break
+    if len(got) < n:  # more queries than the file has: entries of the database
+        need = n - len(got)
+        for k, (h, s) in enumerate(records(database)):
+            if k % 97 == 0 and 30 <= len(s) <= 3000:
+                got.append((f"DBQ{k:07d} {h.split()[0]}", s))
+                if len(got) == n:
+                    break
+        assert len(got) == n, f"found only {len(got)} of {need} extra queries"
+    with open(out, "w") as fh:
+        for h, s in got:
+            fh.write(f">{h}\n{s}\n")
+    return out
+
+
+def read_benchmarks(results: Path) -> dict:
+    steps: dict[str, dict] = {}
+    for p in sorted((results / "benchmarks").rglob("*.tsv")):
+        rows = p.read_text().splitlines()
+        if len(rows) < 2:
+            continue
+        head = rows[0].split("\t")
+        vals = dict(zip(head, rows[-1].split("\t")))
+        rel = p.relative_to(results / "benchmarks")
+        step = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+        d = steps.setdefault(step, {"jobs": 0, "seconds": 0.0, "max_rss_mb": 0.0})
+        d["jobs"] += 1
+        d["seconds"] += float(vals["s"])
+        try:
+            d["max_rss_mb"] = max(d["max_rss_mb"], float(vals.get("max_rss", "nan")))
+        except ValueError:
+            pass
+    return steps
+
+
+def run(label: str, queries: Path, args) -> dict:
+    work = Path(args.workdir) / label
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    cfg = {"database": os.path.abspath(args.database), "queries": str(queries.resolve()),
+           "shards": args.shards, "backend": args.backend, "threads": args.threads,
+           "top_k": args.top_k}
+    (work / "config.yaml").write_text("".join(f"{k}: {v}\n" for k, v in cfg.items()))
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    cmd = [str(BIN / "snakemake"), "-s", str(REPO / "Snakefile"), "--directory", str(work),
+           "--configfile", str(work / "config.yaml"), "--cores", str(args.cores)]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    (work / "snakemake.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode:
+        sys.exit(f"{label}: snakemake failed:\n{proc.stderr[-4000:]}")
+    results = work / "results"
+    steps = read_benchmarks(results)
+    scan = [json.loads(p.read_text()) for p in (results / "stats/score_shard").glob("*.json")]
+    gpu_s = sum(s.get("kernel_s", 0.0) for s in scan)
+    tb = json.loads((results / "stats/traceback.json").read_text())
+    n_hits = sum(1 for _ in open(results / "hits.tsv")) - 1
+    return {"label": label, "wall_s": wall, "steps": steps, "scan_s": gpu_s,
+            "scan_gcups": sum(s["cells"] for s in scan) / max(gpu_s, 1e-9) / 1e9,
+            "hits": n_hits, "traceback": tb, "queries": sum(1 for _ in records(queries))}
+
+
+def show(r: dict) -> None:
+    print(f"\n== {r['label']}: {r['queries']} queries, {r['hits']:,} hits; whole run "
+          f"{r['wall_s']:.1f} s; GPU scan {r['scan_s']:.1f} s ({100 * r['scan_s'] / r['wall_s']:.0f}%"
+          f" of the run, {r['scan_gcups']:,.0f} GCUPS)")
+    print(f"   {'step':<16}{'jobs':>5}{'seconds':>10}{'share':>8}{'peak MB':>10}")
+    for step, d in sorted(r["steps"].items(), key=lambda kv: -kv[1]["seconds"]):
+        print(f"   {step:<16}{d['jobs']:>5}{d['seconds']:>10.2f}"
+              f"{100 * d['seconds'] / r['wall_s']:>7.0f}%{d['max_rss_mb']:>10.0f}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--database", required=True)
+    ap.add_argument("--queries", action="append", required=True, metavar="N=FILE")
+    ap.add_argument("--shards", type=int, default=4)
+    ap.add_argument("--cores", type=int, default=16)
+    ap.add_argument("--threads", type=int, default=16)
+    ap.add_argument("--top-k", type=int, default=500)
+    ap.add_argument("--backend", default="auto")
+    ap.add_argument("--workdir", default="/tmp/scale")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    Path(args.workdir).mkdir(parents=True, exist_ok=True)
+    out = []
+    for spec in args.queries:
+        n, path = spec.split("=", 1)
+        q = query_file(int(n), path, args.database, Path(args.workdir) / f"q{n}.fasta")
+        r = run(f"q{n}", q, args)
+        show(r)
+        out.append(r)
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
