@@ -10,7 +10,7 @@ them again:
   ``results/shards/corrupt/``, with ``database.json`` (so the shard step runs)
   and the shard's hit table (so it is scored again; its memory of the shard,
   ``results/state``, stays, so only what differs is scored);
-* a per-shard hit table that is not a complete table: removed;
+* a per-shard hits file that cannot be read: removed;
 * the workflow's outputs listed in ``results/swgpu-run.json`` whose digest no
   longer matches: removed, with the manifest;
 * a kept release (``results/history/<release>/``) whose files are missing or
@@ -52,8 +52,8 @@ def _remove(path: str) -> bool:
 
 def check_shards(results: str, n_shards: int) -> list[str]:
     """Shard files and per-shard hit tables (see the module doc); returns what was done."""
+    from .io.hitsfile import read_shard_hits
     from .io.shardfile import read_shard
-    from .io.tables import SHARD_HITS_COLUMNS, read_table
 
     done: list[str] = []
     shards = os.path.join(results, "shards")
@@ -70,7 +70,7 @@ def check_shards(results: str, n_shards: int) -> list[str]:
     for k in range(n_shards):
         name = f"shard-{k:04d}.swdb"
         path = os.path.join(shards, name)
-        hits = os.path.join(results, "hits", f"shard-{k:04d}.tsv")
+        hits = os.path.join(results, "hits", f"shard-{k:04d}.npz")
         bad = None
         if not os.path.exists(path):
             bad = "missing"
@@ -97,11 +97,11 @@ def check_shards(results: str, n_shards: int) -> list[str]:
             continue
         if os.path.exists(hits):
             st = os.stat(hits)
-            key = f"hits/shard-{k:04d}.tsv"
+            key = f"hits/shard-{k:04d}.npz"
             if verified.get(key) == [st.st_size, st.st_mtime_ns]:
                 continue
             try:
-                read_table(hits, SHARD_HITS_COLUMNS, what="shard hits table")
+                read_shard_hits(hits)
                 verified[key] = [st.st_size, st.st_mtime_ns]
             except InputError as exc:
                 _remove(hits)

@@ -21,6 +21,7 @@ import pytest
 
 from swgpu_tools.engine.merge import merge
 from swgpu_tools.engine.traceback import traceback
+from swgpu_tools.io.hitsfile import ShardHits
 from swgpu_tools.io.fasta import read_fasta
 from swgpu_tools.io.tables import format_column
 from swgpu_tools.kernels import cpu
@@ -55,15 +56,13 @@ def _our_rows(queries, database, scheme, pairs: pd.DataFrame, db_residues: int) 
                            scheme.gap_open, scheme.gap_extend)
     d_index = {s: i for i, s in enumerate(database.ids)}
     q_index = {a: i for i, a in enumerate(q.ids)}
-    table = pd.DataFrame({
-        "qacc": pairs["qacc"].to_numpy(),
-        "sacc": pairs["sacc"].to_numpy(),
-        "score": [int(scores[q_index[a], d_index[b]]) for a, b in zip(pairs["qacc"], pairs["sacc"])],
-    })
-    table["slen"] = [int(database.lengths[d_index[s]]) for s in table["sacc"]]
-    table["sseqid"] = [database.seqids[d_index[s]] for s in table["sacc"]]
-    table["stitle"] = [database.titles[d_index[s]] for s in table["sacc"]]
-    merged = merge([table], q, db_residues, scheme, top_k=10**9, max_evalue=None)
+    top = [([], []) for _ in q.ids]
+    for a, b in zip(pairs["qacc"], pairs["sacc"]):
+        top[q_index[a]][0].append(d_index[b])
+        top[q_index[a]][1].append(int(scores[q_index[a], d_index[b]]))
+    top = [(np.array(t[0], dtype=np.int64), np.array(t[1], dtype=np.int64)) for t in top]
+    merged = merge([ShardHits.from_top(q, database, top)], q, db_residues, scheme,
+                   top_k=10**9, max_evalue=None)
     merged["bitscore_text"] = format_column("bitscore", merged["bitscore"].tolist())
     merged["evalue_text"] = format_column("evalue", merged["evalue"].tolist())
     return merged

@@ -121,8 +121,10 @@ while True:
         print(f"barrier: only {{active}} job(s) at once, expected {{want}}", file=sys.stderr)
         sys.exit(3)
     time.sleep(0.05)
-with open(args[args.index("--out") + 1], "w") as fh:
-    fh.write("qacc\tsacc\tscore\tslen\tsseqid\tstitle\n")
+import numpy as np
+from swgpu_tools.io.hitsfile import ShardHits, write_shard_hits
+z32, z64 = np.zeros(0, np.int32), np.zeros(0, np.int64)
+write_shard_hits(args[args.index("--out") + 1], ShardHits([], z32, z32, z32, [], [], [], z64))
 with open(args[args.index("--stats") + 1], "w") as fh:
     fh.write('{{"step": "score_shard"}}\n')
 with open(os.path.join(d, "seen-" + name), "w") as fh:
@@ -162,7 +164,7 @@ def test_scoring_jobs_run_one_per_gpu(tmp_path, case, smi, mask, args, backend, 
     env = {"PATH": f"{fake}{os.pathsep}{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
            "CUDA_VISIBLE_DEVICES": mask, "BARRIER_DIR": str(barrier),
            "BARRIER_WANT": str(want), "BARRIER_TOTAL": str(SHARDS)}
-    targets = [f"results/hits/shard-{i:04d}.tsv" for i in range(SHARDS)]
+    targets = [f"results/hits/shard-{i:04d}.npz" for i in range(SHARDS)]
     proc = _snakemake(work, *targets, "--cores", "4", *args, extra_env=env)
     out = proc.stdout + proc.stderr
     assert line in out, out[:2000]

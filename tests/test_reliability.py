@@ -218,8 +218,8 @@ def test_damaged_outputs_after_a_complete_scan_are_made_again(tmp_path):
     data = bytearray(shard.read_bytes())
     data[-10] ^= 0xFF
     shard.write_bytes(bytes(data))
-    t = work / "results/hits/shard-0002.tsv"
-    t.write_text(t.read_text()[:-30])
+    t = work / "results/hits/shard-0002.npz"
+    t.write_bytes(t.read_bytes()[:-30])
     release = next(p for p in (work / "results/history").iterdir() if p.is_dir())
     (release / "hits.tsv").write_text("damaged\n")
     a = work / "results/alignments.tsv"
@@ -227,7 +227,7 @@ def test_damaged_outputs_after_a_complete_scan_are_made_again(tmp_path):
     proc = _snakemake(work)
     out = proc.stdout + proc.stderr
     assert "shard-0001.swdb is damaged" in out
-    assert "shard-0002.tsv, damaged" in out
+    assert "shard-0002.npz, damaged" in out
     assert "is damaged (hits.tsv differs from its manifest)" in out
     assert "alignments.tsv: it differs from" in out
     assert _tables(work) == reference

@@ -237,7 +237,7 @@ def test_full_run_writes_tables_logs_and_benchmarks(runs):
               "results/benchmarks/merge_hits.tsv", "results/benchmarks/traceback.tsv"]:
         assert f in files
     for i in range(4):
-        for f in [f"results/shards/shard-{i:04d}.swdb", f"results/hits/shard-{i:04d}.tsv",
+        for f in [f"results/shards/shard-{i:04d}.swdb", f"results/hits/shard-{i:04d}.npz",
                   f"results/logs/score_shard/shard-{i:04d}.log",
                   f"results/benchmarks/score_shard/shard-{i:04d}.tsv"]:
             assert f in files
@@ -310,7 +310,7 @@ def test_rerun_with_shards_3_top_k_5(runs, all_scores):
     assert "shard_db" in out  # the shard count is a parameter: re-sharded
     workdir = runs["workdir"]
     for i in range(3):
-        assert (workdir / f"results/hits/shard-{i:04d}.tsv").exists()
+        assert (workdir / f"results/hits/shard-{i:04d}.npz").exists()
     hits1, hits2 = runs["run1"]["hits"], runs["run2"]["hits"]
     assert list(hits2.columns) == HITS_COLUMNS
     for q in runs["queries"]:
@@ -351,7 +351,7 @@ def test_dry_run_lists_the_jobs(tmp_path):
                                 "traceback": 1, "history": 1, "changes": 1,
                                 "plots": 1, "manifest": 1, "all": 1}
     for i in range(5):
-        assert f"results/hits/shard-{i:04d}.tsv" in out
+        assert f"results/hits/shard-{i:04d}.npz" in out
     assert not (tmp_path / "results").exists()
     # a CPU backend never asks for a GPU
     assert "gpu=1" not in out

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..backend import BackendStart, StartedBackend
 from ..errors import InputError
-from ..io.tables import SHARD_HITS_COLUMNS
+from ..io.hitsfile import ShardHits
 from ..logs import ProgressBar, get_logger
 from ..scoring import ScoringScheme
 from ..sequences import SequenceSet
@@ -81,32 +81,13 @@ class SubsetSearch:
         return out
 
 
-def hits_table(queries: SequenceSet, database: SequenceSet, top: list):
-    """The per-shard hits table (SHARD_HITS_COLUMNS) of per-query (subject indices, scores)."""
-    import pandas as pd
-
-    counts = [len(t[0]) for t in top]
-    qi = np.repeat(np.arange(len(top)), counts)
-    si = np.concatenate([t[0] for t in top]).astype(np.int64) if top else np.zeros(0, np.int64)
-    sc = np.concatenate([t[1] for t in top]).astype(np.int64) if top else np.zeros(0, np.int64)
-    return pd.DataFrame({
-        "qacc": np.asarray(queries.ids, dtype=object)[qi],
-        "sacc": np.asarray(database.ids, dtype=object)[si],
-        "score": sc,
-        "slen": database.lengths[si].astype(np.int64),
-        "sseqid": np.asarray(database.seqids, dtype=object)[si],
-        "stitle": np.asarray(database.titles, dtype=object)[si],
-    }, columns=SHARD_HITS_COLUMNS)
-
-
 def score(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme,
           top_k: int = 500, backend: str = "auto", threads: int | None = None,
           device="auto", started: BackendStart | None = None,
           stats: dict | None = None):
-    """Top-k hits of each query in ``database``: a DataFrame of
-    :data:`~swgpu_tools.io.tables.SHARD_HITS_COLUMNS` (qacc, sacc, score, slen,
-    sseqid, stitle), per query (in query order) by descending score, ties by
-    ascending database index.
+    """Top-k hits of each query in ``database``: a
+    :class:`~swgpu_tools.io.hitsfile.ShardHits`, per query (in query order) by
+    descending score, ties by ascending database index.
 
     ``started``: a :class:`~swgpu_tools.backend.BackendStart` begun earlier (its
     backend and device replace ``backend`` and ``device``).  ``stats``: a dict
@@ -182,4 +163,4 @@ def scan(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme, top
     log.info(f"scored {len(queries)} queries x {len(database):,} sequences "
              f"({database.total_residues:,} residues): {what}{search.cells:.3g} cells in "
              f"{search.seconds:.2f} s, {gcups:.2f} GCUPS")
-    return hits_table(queries, database, result.top), result.state
+    return ShardHits.from_top(queries, database, result.top), result.state

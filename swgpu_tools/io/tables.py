@@ -15,7 +15,6 @@ unless listed as integers.
 Tables:
 
 * ``hits.tsv`` (:data:`HITS_COLUMNS`): every merged hit;
-* per-shard hit tables (:data:`SHARD_HITS_COLUMNS`): the scoring step's output;
 * ``alignments.tsv``: the columns the user chose (:func:`swgpu_tools.io.fields.parse_columns`).
 """
 from __future__ import annotations
@@ -35,8 +34,6 @@ from .fields import FIELDS
 #: ``hits.tsv``: ids as BLAST prints them, accessions, scores, statistics, lengths, title.
 HITS_COLUMNS = ["qseqid", "sseqid", "qacc", "sacc", "score", "bitscore", "evalue", "qlen",
                 "slen", "stitle"]
-#: A scoring job's table of one shard's top hits (keyed by accessions).
-SHARD_HITS_COLUMNS = ["qacc", "sacc", "score", "slen", "sseqid", "stitle"]
 #: Integer columns of the tables above.
 INT_COLUMNS = {n for n, f in FIELDS.items() if f.kind == "int"} | {"previous_score"}
 

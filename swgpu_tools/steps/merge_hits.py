@@ -6,12 +6,12 @@ import os
 
 from ..engine.merge import merge
 from ..io.fasta import read_fasta
+from ..io.hitsfile import read_shard_hits
 from ..io.shardfile import read_database_info
 from ..io.stepstats import StepTimer
 from ..io.tables import HITS_COLUMNS, write_table
 from ..logs import get_logger
 from ..scoring import ScoringScheme
-from .score_shard import read_shard_hits
 
 log = get_logger(__name__)
 

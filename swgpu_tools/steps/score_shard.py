@@ -9,19 +9,11 @@ from ..io.fasta import read_fasta
 from ..io.shardfile import read_shard
 from ..io.statefile import read_state, write_state
 from ..io.stepstats import StepTimer
-from ..io.tables import SHARD_HITS_COLUMNS, read_table, write_table
+from ..io.hitsfile import write_shard_hits
 from ..logs import get_logger
 from ..scoring import ScoringScheme
 
 log = get_logger(__name__)
-
-
-def write_shard_hits(df, path) -> None:
-    write_table(df, path, SHARD_HITS_COLUMNS)
-
-
-def read_shard_hits(path):
-    return read_table(path, SHARD_HITS_COLUMNS, what="shard hits table")
 
 
 def score_shard(shard_path, queries_path, out_path, scheme: ScoringScheme, top_k: int = 500,

@@ -77,7 +77,7 @@ def shard_file(wildcards):
 
 def shard_hit_tables():
     """The per-shard hit tables written by rule score_shard, in shard order."""
-    return expand("results/hits/shard-{shard}.tsv", shard=SHARD_IDS)
+    return expand("results/hits/shard-{shard}.npz", shard=SHARD_IDS)
 
 
 # ---------------------------------------------------------------------------

@@ -30,7 +30,7 @@ rule score_shard:
         shard=shard_file,
         queries=QUERIES,
     output:
-        hits="results/hits/shard-{shard}.tsv",
+        hits="results/hits/shard-{shard}.npz",
         stats="results/stats/score_shard/shard-{shard}.json",
     params:
         scoring=scoring_options(),

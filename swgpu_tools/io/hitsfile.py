@@ -1,0 +1,97 @@
+"""A scoring job's hits of one shard (``results/hits/shard-NNNN.npz``).
+
+Binary and compact, so that the merge of many queries' hits reads fast and
+holds little: per hit the query's index, the subject's index and the score
+(int32 each); each hit subject's accession, sequence id, title and length
+once.  One ``.npz`` file (numpy, no pickles), written atomically.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError
+from .atomic import atomic_write
+
+FORMAT = 1
+
+
+@dataclass
+class ShardHits:
+    """Hits of a query set in one database part, per query best first."""
+
+    queries: list[str]       # query accessions, in query-file order
+    q: np.ndarray            # int32 per hit: index into ``queries``
+    s: np.ndarray            # int32 per hit: index into ``subjects``
+    score: np.ndarray        # int32 per hit
+    subjects: list[str]      # accessions of the subjects hit
+    sseqid: list[str]        # their sequence ids (headers' first words)
+    stitle: list[str]        # their titles
+    slen: np.ndarray         # int64, their lengths
+
+    def __len__(self) -> int:
+        return len(self.score)
+
+    @classmethod
+    def from_top(cls, queries, database, top: list) -> "ShardHits":
+        """From per-query (subject indices into ``database``, scores), best first."""
+        counts = [len(t[0]) for t in top]
+        q = np.repeat(np.arange(len(top), dtype=np.int32), counts)
+        sub = (np.concatenate([t[0] for t in top]).astype(np.int64) if top
+               else np.zeros(0, np.int64))
+        score = (np.concatenate([t[1] for t in top]).astype(np.int32) if top
+                 else np.zeros(0, np.int32))
+        used, s = np.unique(sub, return_inverse=True)
+        seqids, titles = database.seqids, database.titles
+        ul = used.tolist()
+        return cls(list(queries.ids), q, s.astype(np.int32), score,
+                   [database.ids[i] for i in ul], [seqids[i] for i in ul],
+                   [titles[i] for i in ul], database.lengths[used].astype(np.int64))
+
+
+def _pack(strings: list[str]) -> np.ndarray:
+    return np.frombuffer("\n".join(strings).encode("utf-8"), dtype=np.uint8).copy()
+
+
+def _unpack(blob: np.ndarray, n: int) -> list[str]:
+    return blob.tobytes().decode("utf-8").split("\n") if n else []
+
+
+def write_shard_hits(path, hits: ShardHits) -> None:
+    meta = {"format": FORMAT, "queries": len(hits.queries), "subjects": len(hits.subjects)}
+    os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
+    with atomic_write(path, "wb") as fh:
+        np.savez(fh, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+                 queries=_pack(hits.queries), q=hits.q.astype(np.int32),
+                 s=hits.s.astype(np.int32), score=hits.score.astype(np.int32),
+                 subjects=_pack(hits.subjects), sseqid=_pack(hits.sseqid),
+                 stitle=_pack(hits.stitle), slen=hits.slen.astype(np.int64))
+
+
+def read_shard_hits(path) -> ShardHits:
+    """Read a file of :func:`write_shard_hits`; InputError naming it if it is not one."""
+    name = os.fspath(path)
+    try:
+        with np.load(name, allow_pickle=False) as z:
+            meta = json.loads(z["meta"].tobytes())
+            if meta.get("format") != FORMAT:
+                raise ValueError(f"format {meta.get('format')}")
+            hits = ShardHits(_unpack(z["queries"], meta["queries"]), z["q"], z["s"],
+                             z["score"], _unpack(z["subjects"], meta["subjects"]),
+                             _unpack(z["sseqid"], meta["subjects"]),
+                             _unpack(z["stitle"], meta["subjects"]), z["slen"])
+    except FileNotFoundError:
+        raise InputError(f"{name}: file not found") from None
+    except (OSError, ValueError, KeyError, EOFError) as exc:
+        raise InputError(f"{name}: not a shard hits file ({exc}); re-run its scoring") from None
+    n = len(hits.score)
+    if not (len(hits.q) == len(hits.s) == n and len(hits.sseqid) == len(hits.subjects)
+            == len(hits.stitle) == len(hits.slen)):
+        raise InputError(f"{name}: not a shard hits file (inconsistent lengths)")
+    if n and (hits.q.max() >= len(hits.queries) or hits.s.max() >= len(hits.subjects)
+              or hits.q.min() < 0 or hits.s.min() < 0):
+        raise InputError(f"{name}: not a shard hits file (indices out of range)")
+    return hits
