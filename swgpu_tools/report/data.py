@@ -150,7 +150,7 @@ def summarize_hits(path) -> HitsSummary:
     df = read_text_table(path, ["qseqid", "score", "evalue"],
                          {"qseqid": "category", "score": "int64", "evalue": "float64"},
                          na_columns=("evalue",))
-    codes = df["qseqid"].cat.codes.to_numpy()
+    codes = df["qseqid"].cat.codes.to_numpy().astype(np.int64)
     if len(codes) and codes.min() < 0:  # pragma: no cover - no NA in a QUOTE_NONE id column
         raise InputError(f"{os.fspath(path)}: a row has no query id")
     categories = df["qseqid"].cat.categories
@@ -188,11 +188,11 @@ def count_changes(path) -> ChangeCounts:
     """Per query, the number of new, gone and changed-score rows of ``changes.tsv``."""
     _require(path, _header(path), ["qseqid", "change"], "changes")
     df = read_text_table(path, ["qseqid", "change"], {"qseqid": "category", "change": "category"})
-    qcodes = df["qseqid"].cat.codes.to_numpy()
+    qcodes = df["qseqid"].cat.codes.to_numpy().astype(np.int64)
     kinds = [str(k) for k in df["change"].cat.categories]
     kind_of = np.array([CHANGE_KINDS.index(k) if k in CHANGE_KINDS else -1 for k in kinds]
                        + [-1], dtype=np.int64)
-    kcodes = kind_of[df["change"].cat.codes.to_numpy()]
+    kcodes = kind_of[df["change"].cat.codes.to_numpy().astype(np.int64)]
     known = kcodes >= 0
     ncat = len(df["qseqid"].cat.categories)
     flat = np.bincount(qcodes[known] * len(CHANGE_KINDS) + kcodes[known],

@@ -57,17 +57,27 @@ def save_png(fig, path) -> None:
         fig.savefig(fh, format="png", dpi=DPI)
 
 
-def _label_margin(labels: list[str], width_in: float, fontsize: float = 9) -> float:
-    """Left margin (figure fraction) that fits the longest of ``labels``."""
-    chars = max((len(short(x)) for x in labels), default=4)
-    px = chars * fontsize * DPI / 72 * 0.62 + 24
-    return min(0.45, px / (width_in * DPI))
+def _fit_labels(ax, left_limit: float) -> None:
+    """Move the left edge of ``ax`` so that its y tick labels fit right of
+    ``left_limit`` (figure fraction), measured with the renderer."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = ax.figure
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    renderer = canvas.get_renderer()
+    widest = max((t.get_window_extent(renderer).width for t in ax.get_yticklabels()),
+                 default=0.0)
+    pad = (widest + 12) / (fig.get_figwidth() * DPI)
+    x0, y0, x1, y1 = ax.get_position().extents
+    new_left = min(left_limit + pad, x1 - 0.2)
+    ax.set_position((new_left, y0, x1 - new_left, y1 - y0))
 
 
 def _thousands(axis) -> None:
-    """Tick labels with thousands separators (1,000,000 rather than 1000000)."""
-    from matplotlib.ticker import StrMethodFormatter
+    """Integer ticks labelled with thousands separators (1,000,000, not 1000000)."""
+    from matplotlib.ticker import MaxNLocator, StrMethodFormatter
 
+    axis.set_major_locator(MaxNLocator(integer=True))
     axis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
 
 
@@ -188,17 +198,19 @@ def hits_per_query_figure(counts: np.ndarray):
     return fig
 
 
-def _barh_labels(ax, labels: list[str]) -> None:
+def _barh_labels(ax, labels: list[str], left_limit: float = 0.01) -> None:
+    """Ids as the y tick labels of a horizontal bar chart (first on top),
+    the axes moved right so that they fit."""
     ax.set_yticks(range(len(labels)), [short(x) for x in labels], fontsize=9)
     ax.invert_yaxis()
+    _fit_labels(ax, left_limit)
 
 
 def top_queries_figure(ids: list[str], counts: np.ndarray, best_scores: np.ndarray,
                        top_n: int = TOP_N):
     """The ``top_n`` queries with the most hits (ties: higher best score first)."""
     pick = np.lexsort((np.arange(len(ids)), -best_scores, -counts))[:top_n]
-    fig, (ax,) = _figure(11, 8.5, left=_label_margin([ids[i] for i in pick], 11), top=0.94,
-                         bottom=0.07)
+    fig, (ax,) = _figure(11, 8.5, left=0.1, top=0.94, bottom=0.07)
     if not len(ids):
         _empty(ax, "no queries")
         return fig
@@ -255,7 +267,9 @@ def shards_figure(shards):
     ax1.set_ylabel("seconds")
     ax1.set_title(f"Wall time per scoring job ({n:,} jobs; sum {np.nansum(wall):,.1f} s, "
                   f"slowest {np.nanmax(wall) if np.isfinite(wall).any() else math.nan:,.1f} s)")
-    ax1.legend(loc="upper right", fontsize=9)
+    top = float(np.nanmax(np.where(np.isfinite(wall), np.maximum(wall, phased), phased)))
+    ax1.set_ylim(0, max(top, 1e-3) * 1.25)
+    ax1.legend(loc="upper right", fontsize=9, ncols=4)
     gcups = shards["gcups"].to_numpy(np.float64)
     backend = shards["backend"].astype(str).to_numpy()
     colors = {"gpu": RED, "cpu": BLUE}
@@ -274,7 +288,9 @@ def shards_figure(shards):
                     label=f"all jobs: {overall:,.1f} GCUPS")
     ax2.set_ylabel("GCUPS (kernel)")
     ax2.set_title(f"GCUPS per scoring job ({cells:.3g} cells in {kernel:,.1f} kernel seconds)")
-    ax2.legend(loc="lower right", fontsize=9)
+    if np.isfinite(gcups).any():
+        ax2.set_ylim(0, max(float(np.nanmax(gcups)), 1e-3) * 1.25)
+    ax2.legend(loc="upper right", fontsize=9, ncols=3)
     for ax in (ax1, ax2):
         ax.set_xlabel("shard")
         if bars:
@@ -322,7 +338,7 @@ def step_rows(records: list[dict]) -> list[tuple[str, dict, float, float]]:
 def steps_figure(records: list[dict]):
     """Seconds per workflow step, split into the phases each step records."""
     rows = step_rows(records)
-    fig, (ax,) = _figure(12, 5.5, left=_label_margin([r[0] for r in rows], 12), bottom=0.11)
+    fig, (ax,) = _figure(12, 5.5, left=0.2, bottom=0.11)
     if not rows:
         _empty(ax, "no step statistics (results/stats/*.json)")
         return fig
@@ -366,8 +382,7 @@ def changes_figure(ids: list[str], counts: np.ndarray | None, top_n: int = 20):
     touched = int((per_query > 0).sum())
     pick = np.lexsort((np.arange(len(per_query)), -per_query))[: min(top_n, touched)]
     fig, (ax1,) = _figure(15, 5.5, left=0.06, right=0.3, bottom=0.1, top=0.9)
-    left2 = 0.3 + _label_margin([ids[i] for i in pick], 15) + 0.02
-    ax2 = fig.add_axes((left2, 0.1, 0.98 - left2, 0.8))
+    ax2 = fig.add_axes((0.5, 0.1, 0.48, 0.8))
     if counts is None:
         _empty(ax1, "no changes table")
         _empty(ax2, "no changes table")
@@ -389,7 +404,7 @@ def changes_figure(ids: list[str], counts: np.ndarray | None, top_n: int = 20):
         vals = counts[pick, k]
         ax2.barh(range(len(pick)), vals, left=left, color=colors[k], label=kinds[k])
         left += vals
-    _barh_labels(ax2, [ids[i] for i in pick])
+    _barh_labels(ax2, [ids[i] for i in pick], left_limit=0.32)
     ax2.set_xlabel("hits")
     _thousands(ax2.xaxis)
     ax2.set_title(f"Top {len(pick)} of {touched:,} queries with changes", loc="left")
