@@ -26,127 +26,28 @@ query.  Every file is written atomically.
 """
 from __future__ import annotations
 
-import os
+import argparse
+import logging
 import time
 
-import numpy as np
-
-from ..io.atomic import atomic_write
-from ..logs import get_logger
-from . import data, html, plots
-from .data import QUERY_COLUMNS, STEP_COLUMNS
-
 __all__ = ["make_report", "OUTPUTS", "add_arguments", "run"]
-
-log = get_logger(__name__)
 
 #: The files :func:`make_report` writes, in order.
 OUTPUTS = ["scores.png", "evalues.png", "hits_per_query.png", "top_queries.png", "shards.png",
            "steps.png", "changes.png", "queries.tsv", "queries.html", "steps.tsv", "steps.html"]
 
-_QUERY_NUMERIC = [c not in ("qseqid", "best_sseqid") for c in QUERY_COLUMNS]
-_STEP_TEXT = {"step", "shard", "backend", "device", "host", "started", "finished"}
+
+def __getattr__(name):
+    # make_report loads pandas and matplotlib on first use, so that building
+    # the `swgpu` command line (add_arguments) stays cheap
+    if name == "make_report":
+        from .make import make_report
+
+        return make_report
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _cell(x) -> str:
-    if isinstance(x, str):
-        return x
-    if x is None:
-        return data.NA
-    if isinstance(x, (int, np.integer)):
-        return str(int(x))
-    x = float(x)
-    if x != x:
-        return data.NA
-    return str(int(x)) if x.is_integer() and abs(x) < 2**53 else f"{x:.6g}"
-
-
-def write_tsv(path, columns: list[str], rows: list[list[str]]) -> None:
-    """A tab-separated table with a header, cells written as given (no
-    quoting); atomic."""
-    with atomic_write(path) as fh:
-        fh.write("\t".join(columns) + "\n")
-        for start in range(0, len(rows), 65536):
-            fh.write("".join("\t".join(r) + "\n" for r in rows[start:start + 65536]))
-
-
-def _float_or_nan(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        return float("nan")
-
-
-def make_report(hits_path, changes_path, stats_paths, out_dir, queries_path=None,
-                stats_out=None) -> list[str]:
-    """Write the report's pictures and tables (:data:`OUTPUTS`) into ``out_dir``.
-
-    ``hits_path``: ``hits.tsv``; ``changes_path``: ``changes.tsv`` or None;
-    ``stats_paths``: step statistics JSON files (``score_shard`` ones give the
-    per-shard chart, every file the per-step chart; files that do not exist
-    are skipped); ``queries_path``: the query FASTA or None (adds queries
-    without hits and their lengths); ``stats_out``: where to write this
-    step's own statistics (JSON) or None.  Returns the paths written.
-    """
-    from ..io.stepstats import StepTimer
-
-    timer = StepTimer("plots")
-    os.makedirs(out_dir, exist_ok=True)
-    with timer.phase("read"):
-        hits = data.summarize_hits(hits_path)
-        changes = data.count_changes(changes_path) if changes_path is not None else None
-        queries = data.read_query_ids(queries_path) if queries_path is not None else None
-        steps = data.read_step_records(stats_paths)
-        table = data.query_table(hits, changes, queries)
-    for path in steps.missing:
-        log.info(f"no step statistics at {path} (not shown)")
-    out = {name: os.path.join(os.fspath(out_dir), name) for name in OUTPUTS}
-    with timer.phase("tables"):
-        qrows = [[_cell(v) for v in row] for row in table.itertuples(index=False, name=None)]
-        write_tsv(out["queries.tsv"], QUERY_COLUMNS, qrows)
-        html.write_table_page(
-            out["queries.html"], f"Queries ({len(qrows):,})",
-            "One row per query: its hits in hits.tsv, its best hit (highest score; bit score "
-            "and E-value of that hit), and its hits new, gone or with a changed score since "
-            "the previous scan. Click a column to sort; NA (no hit, or no statistics) sorts last.",
-            QUERY_COLUMNS, _QUERY_NUMERIC, qrows)
-        srows = [[_cell(v) for v in row] for frame in (steps.steps, steps.shards)
-                 for row in frame.itertuples(index=False, name=None)]
-        write_tsv(out["steps.tsv"], STEP_COLUMNS, srows)
-        html.write_table_page(
-            out["steps.html"], f"Step statistics ({len(srows):,} files)",
-            "One row per step statistics file (results/stats/): seconds in all (wall_s) and "
-            "per phase, scoring kernel seconds and GCUPS, sizes, peak memory (bytes).",
-            STEP_COLUMNS, [c not in _STEP_TEXT for c in STEP_COLUMNS], srows)
-    with timer.phase("plots"):
-        counts = table["hits"].to_numpy(np.int64)
-        best = np.array([int(s) if s != data.NA else 0 for s in table["best_score"]],
-                        dtype=np.int64)
-        ids = table["qseqid"].tolist()
-        best_ev = np.array([_float_or_nan(e) for e in hits.best_evalue], dtype=np.float64)
-        figures = [
-            ("scores.png", plots.scores_figure(hits.scores, hits.best_score, len(ids))),
-            ("evalues.png", plots.evalues_figure(hits.evalues, best_ev, len(ids))),
-            ("hits_per_query.png", plots.hits_per_query_figure(counts)),
-            ("top_queries.png", plots.top_queries_figure(ids, counts, best)),
-            ("shards.png", plots.shards_figure(steps.shards)),
-            ("steps.png", plots.steps_figure(steps.records)),
-            ("changes.png", plots.changes_figure(
-                ids, table[["new", "gone", "changed_score"]].to_numpy(np.int64)
-                if changes is not None else None)),
-        ]
-        for name, fig in figures:
-            plots.save_png(fig, out[name])
-    timer.fields.update(queries=len(ids), hits=int(len(hits.scores)),
-                        shards=int(len(steps.shards)), outputs=len(OUTPUTS))
-    record = timer.write(stats_out)
-    log.info(f"{len(hits.scores):,} hits of {len(ids):,} queries, {len(steps.shards):,} scoring "
-             f"jobs, {len(steps.records):,} step statistics files -> {os.fspath(out_dir)} "
-             f"({len(OUTPUTS)} files, {record['wall_s']:.1f} s)")
-    return [out[name] for name in OUTPUTS]
-
-
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``swgpu plots`` (see :func:`run`)."""
     parser.add_argument("step_stats", nargs="*", metavar="STATS_JSON",
                         help="step statistics files (results/stats/score_shard/*.json, "
@@ -161,10 +62,15 @@ def add_arguments(parser) -> None:
                         help="write this step's statistics (seconds, peak memory) here")
 
 
-def run(args) -> list[str]:
+def run(args: argparse.Namespace) -> list[str]:
     """``swgpu plots``: :func:`make_report` with the arguments of :func:`add_arguments`."""
+    from ..logs import ROOT, configure, get_logger
+    from .make import make_report
+
+    if not logging.getLogger(ROOT).handlers:
+        configure()
     started = time.perf_counter()
     paths = make_report(args.hits, args.changes, args.step_stats, args.out_dir,
                         queries_path=args.queries, stats_out=args.stats)
-    log.debug(f"plots: {time.perf_counter() - started:.2f} s")
+    get_logger(__name__).debug(f"plots: {time.perf_counter() - started:.2f} s")
     return paths
