@@ -165,7 +165,7 @@ def summarize_hits(path) -> HitsSummary:
     best_rows = np.full(ncat, -1, dtype=np.int64)
     best_rows[codes[cand[first]]] = cand[first]
     order = pd.unique(codes)  # categories in order of first appearance
-    ids = [str(categories[c]) for c in order]
+    ids = np.asarray(categories, dtype=object)[order].tolist()
     rows = best_rows[order]
     lines = dict(zip(np.sort(rows).tolist(), _lines_at(path, np.sort(rows))))
     col = {name: header.index(name) for name in header}  # first of duplicate names
@@ -199,7 +199,7 @@ def count_changes(path) -> ChangeCounts:
                        minlength=ncat * len(CHANGE_KINDS))
     counts = flat.reshape(ncat, len(CHANGE_KINDS)).astype(np.int64)
     order = pd.unique(qcodes)
-    ids = [str(df["qseqid"].cat.categories[c]) for c in order]
+    ids = np.asarray(df["qseqid"].cat.categories, dtype=object)[order].tolist()
     unknown = int((~known).sum())
     if unknown:
         log.warning(f"{os.fspath(path)}: {unknown:,} rows with a change other than "

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pandas as pd
 
 from ..io.atomic import atomic_write
 from ..logs import get_logger
@@ -40,11 +41,17 @@ def write_tsv(path, columns: list[str], rows: list[list[str]]) -> None:
             fh.write("".join("\t".join(r) + "\n" for r in rows[start:start + 65536]))
 
 
-def _float_or_nan(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        return float("nan")
+def _text_rows(table: pd.DataFrame) -> list[list[str]]:
+    """The rows of a table whose columns are text or integers, as lists of text
+    (column by column, not cell by cell: 100,000 rows in a fraction of a second)."""
+    columns = []
+    for name in table.columns:
+        col = table[name]
+        if pd.api.types.is_integer_dtype(col.dtype):
+            columns.append(col.astype(np.int64).astype(str).tolist())
+        else:
+            columns.append([str(x) for x in col.tolist()])
+    return [list(r) for r in zip(*columns)] if columns else []
 
 
 def make_report(hits_path, changes_path, stats_paths, out_dir, queries_path=None,
@@ -72,7 +79,7 @@ def make_report(hits_path, changes_path, stats_paths, out_dir, queries_path=None
         log.info(f"no step statistics at {path} (not shown)")
     out = {name: os.path.join(os.fspath(out_dir), name) for name in OUTPUTS}
     with timer.phase("tables"):
-        qrows = [[_cell(v) for v in row] for row in table.itertuples(index=False, name=None)]
+        qrows = _text_rows(table)
         write_tsv(out["queries.tsv"], QUERY_COLUMNS, qrows)
         html.write_table_page(
             out["queries.html"], f"Queries ({len(qrows):,})",
@@ -90,10 +97,10 @@ def make_report(hits_path, changes_path, stats_paths, out_dir, queries_path=None
             STEP_COLUMNS, [c not in _STEP_TEXT for c in STEP_COLUMNS], srows)
     with timer.phase("plots"):
         counts = table["hits"].to_numpy(np.int64)
-        best = np.array([int(s) if s != data.NA else 0 for s in table["best_score"]],
-                        dtype=np.int64)
+        best = pd.to_numeric(table["best_score"], errors="coerce").fillna(0).to_numpy(np.int64)
         ids = table["qseqid"].tolist()
-        best_ev = np.array([_float_or_nan(e) for e in hits.best_evalue], dtype=np.float64)
+        best_ev = pd.to_numeric(pd.Series(hits.best_evalue, dtype=object),
+                                errors="coerce").to_numpy(np.float64)
         figures = [
             ("scores.png", plots.scores_figure(hits.scores, hits.best_score, len(ids))),
             ("evalues.png", plots.evalues_figure(hits.evalues, best_ev, len(ids))),

@@ -97,10 +97,27 @@ def _fmt(n: float) -> str:
     return f"{n:,.0f}" if abs(n) >= 100 or float(n).is_integer() else f"{n:.3g}"
 
 
-def _log_bins(lo: float, hi: float, n: int = 60) -> np.ndarray:
-    lo = max(lo, 1e-12)
-    hi = max(hi, lo * 1.01)
-    return np.logspace(math.log10(lo), math.log10(hi), n + 1)
+def _histogram(ax, values: np.ndarray, best: np.ndarray, lo: float, hi: float, log_x: bool,
+               label: str, best_label: str, nbins: int = 60) -> None:
+    """Histograms of ``values`` (filled) and ``best`` (outline) on one axis,
+    with ``nbins`` equal bins over [lo, hi] (of log10 of the values when
+    ``log_x``); counts by numpy's fast equal-bin path, drawn as stairs."""
+    if hi <= lo:
+        hi = lo + 1.0
+    edges = np.linspace(lo, hi, nbins + 1)
+    with np.errstate(divide="ignore"):
+        x = np.log10(values) if log_x else values
+        b = np.log10(best) if log_x else best
+    counts, _ = np.histogram(x, bins=nbins, range=(lo, hi))
+    shown = 10.0 ** edges if log_x else edges
+    ax.stairs(counts, shown, fill=True, color=BLUE, alpha=0.8, label=label, baseline=0.5)
+    if len(b):
+        bc, _ = np.histogram(b, bins=nbins, range=(lo, hi))
+        ax.stairs(bc, shown, color=RED, linewidth=1.8, label=best_label, baseline=0.5)
+    ax.set_yscale("log")
+    ax.set_ylim(0.5, max(1, int(counts.max())) * 2.0)
+    if log_x:
+        ax.set_xscale("log")
 
 
 def scores_figure(scores: np.ndarray, best_scores: np.ndarray, nqueries: int):
@@ -110,14 +127,10 @@ def scores_figure(scores: np.ndarray, best_scores: np.ndarray, nqueries: int):
     if not len(pos):
         _empty(ax, "no hits")
     else:
-        bins = _log_bins(float(pos.min()), float(pos.max()) * 1.001)
-        ax.hist(pos, bins=bins, color=BLUE, alpha=0.8, label=f"all hits ({len(scores):,})")
         best = best_scores[best_scores > 0]
-        if len(best):
-            ax.hist(best, bins=bins, histtype="step", color=RED, linewidth=1.8,
-                    label=f"best hit of each query ({len(best):,})")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        _histogram(ax, pos, best, math.log10(float(pos.min())),
+                   math.log10(float(pos.max())) + 1e-3, True, f"all hits ({len(pos):,})",
+                   f"best hit of each query ({len(best):,})")
         ax.legend(loc="upper right")
         med = float(np.median(scores))
         ax.axvline(med, color=GREY, linestyle=":", linewidth=1)
@@ -148,13 +161,8 @@ def evalues_figure(evalues: np.ndarray, best_evalues: np.ndarray, nqueries: int)
             lg = np.log10(np.maximum(finite, 1e-300))
             bfin = best_evalues[np.isfinite(best_evalues)]
             blg = np.log10(np.maximum(bfin, 1e-300))
-        lo, hi = float(lg.min()), float(lg.max())
-        bins = np.linspace(lo, hi if hi > lo else lo + 1, 61)
-        ax.hist(lg, bins=bins, color=BLUE, alpha=0.8, label=f"all hits ({len(finite):,})")
-        if len(blg):
-            ax.hist(blg, bins=bins, histtype="step", color=RED, linewidth=1.8,
-                    label=f"best hit of each query ({len(blg):,})")
-        ax.set_yscale("log")
+        _histogram(ax, lg, blg, float(lg.min()), float(lg.max()) + 1e-9, False,
+                   f"all hits ({len(finite):,})", f"best hit of each query ({len(blg):,})")
         ax.legend(loc="upper left")
     ax.set_xlabel("log10 E-value")
     ax.set_ylabel("hits (log scale)")
@@ -172,10 +180,14 @@ def hits_per_query_figure(counts: np.ndarray):
         _empty(ax2, "no queries")
         return fig
     desc = np.sort(counts)[::-1]
-    rank = np.arange(1, n + 1)
-    ax1.fill_between(rank, desc, step="post", color=BLUE, alpha=0.35, linewidth=0)
-    ax1.step(rank, desc, where="post", color=BLUE, linewidth=1.5)
-    ax1.set_xlim(0.5, n + 0.5)
+    # the sorted counts as a step curve through its change points only: exact,
+    # and at most (largest count + 2) points however many queries there are
+    starts = np.flatnonzero(np.r_[True, desc[1:] != desc[:-1]])
+    rank = np.r_[starts + 1, n + 1]
+    level = np.r_[desc[starts], desc[-1]]
+    ax1.fill_between(rank, level, step="post", color=BLUE, alpha=0.35, linewidth=0)
+    ax1.step(rank, level, where="post", color=BLUE, linewidth=1.5)
+    ax1.set_xlim(1, n + 1)
     ax1.set_ylim(0, max(1, int(desc[0])) * 1.08)
     ax1.set_xlabel("queries, ranked by hits")
     ax1.set_ylabel("hits")
