@@ -256,3 +256,15 @@ def test_a_table_without_the_needed_columns_is_an_input_error(tmp_path):
     write_table(tmp_path / "h.tsv", ["qseqid", "score"], [["a", 1]])
     with pytest.raises(InputError, match="no column"):
         make_report(tmp_path / "h.tsv", None, [], tmp_path / "out")
+
+
+def test_page_size_limit_of_the_one_file_report():
+    """Chromium opens data: URLs up to 2 MiB (2,097,152 characters); Snakemake
+    embeds a page as base64 (4 characters per 3 bytes) after a short prefix."""
+    from swgpu_tools.report.html import fits_one_file_report
+
+    prefix = len("data:text/html;charset=utf8;filename=queries.html;base64,")
+    largest = (2_097_152 - prefix) // 4 * 3
+    assert fits_one_file_report(largest)
+    assert not fits_one_file_report(largest + 1)
+    assert fits_one_file_report(1_500_000) and not fits_one_file_report(1_600_000)

@@ -7,6 +7,13 @@ a few lines of JavaScript that show one page of rows at a time (the page
 stays quick with 100,000 rows), sort by any column (click its header; numeric
 columns numerically, ``NA`` last) and filter by text.  Cells are set with
 ``textContent``, so ids with quotes, ``<`` or ``&`` show as they are.
+
+Size: the one-file report (``snakemake --report report.html``) embeds each
+result as a base64 ``data:`` URL, and Chromium-based browsers show no frame
+whose URL is longer than 2 MiB (:data:`DATA_URL_LIMIT`): a page of more than
+about 1.5 MB (some 20,000 queries) shows empty there.  The ``.zip`` report
+keeps files as files and has no such limit; :func:`fits_one_file_report` says
+which case a page is in.
 """
 from __future__ import annotations
 
@@ -14,6 +21,9 @@ import html
 import json
 
 from ..io.atomic import atomic_write
+
+#: Longest URL Chromium opens (url::kMaxURLChars, 2 MiB), data: URLs included.
+DATA_URL_LIMIT = 2 * 1024 * 1024
 
 _PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
@@ -121,13 +131,21 @@ def _json_for_script(obj) -> str:
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
+def fits_one_file_report(nbytes: int, name: str = "queries.html") -> bool:
+    """Whether a page of ``nbytes`` bytes, embedded by Snakemake's one-file
+    report as a base64 data: URL, stays within :data:`DATA_URL_LIMIT`."""
+    prefix = len(f"data:text/html;charset=utf8;filename={name};base64,")
+    return prefix + 4 * ((nbytes + 2) // 3) <= DATA_URL_LIMIT
+
+
 def write_table_page(path, title: str, note: str, columns: list[str], numeric: list[bool],
-                     rows: list[list[str]]) -> None:
+                     rows: list[list[str]]) -> int:
     """Write a self-contained HTML page showing ``rows`` (lists of cell texts)
-    as a sortable, filterable, paged table (atomically)."""
+    as a sortable, filterable, paged table (atomically); return its size in bytes."""
     if len(numeric) != len(columns):
         raise ValueError("numeric must have one flag per column")
     data = _json_for_script({"columns": columns, "numeric": numeric, "rows": rows})
-    page = _PAGE.format(title=html.escape(title), note=html.escape(note), data=data)
-    with atomic_write(path) as fh:
+    page = _PAGE.format(title=html.escape(title), note=html.escape(note), data=data).encode()
+    with atomic_write(path, "wb") as fh:
         fh.write(page)
+    return len(page)

@@ -81,12 +81,17 @@ def make_report(hits_path, changes_path, stats_paths, out_dir, queries_path=None
     with timer.phase("tables"):
         qrows = _text_rows(table)
         write_tsv(out["queries.tsv"], QUERY_COLUMNS, qrows)
-        html.write_table_page(
+        size = html.write_table_page(
             out["queries.html"], f"Queries ({len(qrows):,})",
             "One row per query: its hits in hits.tsv, its best hit (highest score; bit score "
             "and E-value of that hit), and its hits new, gone or with a changed score since "
             "the previous scan. Click a column to sort; NA (no hit, or no statistics) sorts last.",
             QUERY_COLUMNS, _QUERY_NUMERIC, qrows)
+        if not html.fits_one_file_report(size):
+            log.warning(f"{out['queries.html']} is {size / 1e6:.1f} MB ({len(qrows):,} queries): "
+                        "too large to show inside a one-file report (snakemake --report "
+                        "report.html) in Chromium-based browsers; make report.zip instead "
+                        "(snakemake --report report.zip), or open the page itself")
         srows = [[_cell(v) for v in row] for frame in (steps.steps, steps.shards)
                  for row in frame.itertuples(index=False, name=None)]
         write_tsv(out["steps.tsv"], STEP_COLUMNS, srows)
