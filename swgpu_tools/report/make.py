@@ -106,19 +106,19 @@ def make_report(hits_path, changes_path, stats_paths, out_dir, queries_path=None
         ids = table["qseqid"].tolist()
         best_ev = pd.to_numeric(pd.Series(hits.best_evalue, dtype=object),
                                 errors="coerce").to_numpy(np.float64)
-        figures = [
-            ("scores.png", plots.scores_figure(hits.scores, hits.best_score, len(ids))),
-            ("evalues.png", plots.evalues_figure(hits.evalues, best_ev, len(ids))),
-            ("hits_per_query.png", plots.hits_per_query_figure(counts)),
-            ("top_queries.png", plots.top_queries_figure(ids, counts, best)),
-            ("shards.png", plots.shards_figure(steps.shards)),
-            ("steps.png", plots.steps_figure(steps.records)),
-            ("changes.png", plots.changes_figure(
-                ids, table[["new", "gone", "changed_score"]].to_numpy(np.int64)
-                if changes is not None else None)),
+        change_counts = (table[["new", "gone", "changed_score"]].to_numpy(np.int64)
+                         if changes is not None else None)
+        figures = [  # made and saved one at a time
+            ("scores.png", lambda: plots.scores_figure(hits.scores, hits.best_score, len(ids))),
+            ("evalues.png", lambda: plots.evalues_figure(hits.evalues, best_ev, len(ids))),
+            ("hits_per_query.png", lambda: plots.hits_per_query_figure(counts)),
+            ("top_queries.png", lambda: plots.top_queries_figure(ids, counts, best)),
+            ("shards.png", lambda: plots.shards_figure(steps.shards)),
+            ("steps.png", lambda: plots.steps_figure(steps.records)),
+            ("changes.png", lambda: plots.changes_figure(ids, change_counts)),
         ]
-        for name, fig in figures:
-            plots.save_png(fig, out[name])
+        for name, make in figures:
+            plots.save_png(make(), out[name])
     timer.fields.update(queries=len(ids), hits=int(len(hits.scores)),
                         shards=int(len(steps.shards)), outputs=len(OUTPUTS))
     record = timer.write(stats_out)
