@@ -14,7 +14,9 @@ For each case (queries, top_k) it writes, once, into ``--workdir``:
 then runs the report ``--repeat`` times, each in a fresh Python process (so
 the time includes starting Python and importing pandas and matplotlib, as
 ``swgpu plots`` does), and prints wall seconds (min and median), the child's
-peak RSS, the phases the step records, and the largest picture side.
+CPU seconds (user + system: less sensitive than wall time to other work on a
+shared machine), its peak RSS, the phases the step records, the largest
+picture side and the load average before and after.
 
     python benchmarks/report_bench.py                       # 500, 10,000; 100,000 x 50
     python benchmarks/report_bench.py --cases 10000:500 --repeat 5
@@ -137,7 +139,8 @@ def run_once(folder: str, info: dict) -> dict:
     with open(stats_out) as fh:
         rec = json.load(fh)
     sides = [max(png_size(os.path.join(out, f))) for f in os.listdir(out) if f.endswith(".png")]
-    return {"wall_s": wall, "peak_rss_bytes": usage.ru_maxrss * 1024,
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
+            "peak_rss_bytes": usage.ru_maxrss * 1024,
             "phases_s": rec["phases_s"], "max_side_px": max(sides)}
 
 
@@ -151,22 +154,26 @@ def main(argv=None) -> int:
                                                       "swgpu-report-bench"))
     args = p.parse_args(argv)
     print("| queries | top_k | hits rows | hits.tsv MB | changes rows | shards | wall s min | "
-          "wall s median | peak RSS MiB | read / tables / plots s (median run) | max px |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+          "wall s median | CPU s median | peak RSS MiB | read / tables / plots s (median run) | "
+          "max px | load avg |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
     for case in args.cases:
         nq, top_k = (int(x) for x in case.split(":"))
         folder = os.path.join(args.workdir, f"q{nq}-k{top_k}-s{args.shards}")
         info = make_case(folder, nq, top_k, args.shards)
+        load = os.getloadavg()[0]
         runs = [run_once(folder, info) for _ in range(args.repeat)]
+        load = f"{load:.1f} -> {os.getloadavg()[0]:.1f}"
         walls = [r["wall_s"] for r in runs]
         med = sorted(runs, key=lambda r: r["wall_s"])[len(runs) // 2]
         ph = med["phases_s"]
         print(f"| {nq:,} | {top_k} | {info['hits']:,} | {info['hits_bytes'] / 1e6:,.0f} | "
               f"{info['changes']:,} | {info['shards']} | {min(walls):.2f} | "
               f"{statistics.median(walls):.2f} | "
+              f"{statistics.median(r['cpu_s'] for r in runs):.2f} | "
               f"{max(r['peak_rss_bytes'] for r in runs) / 2**20:,.0f} | "
               f"{ph.get('read', 0):.2f} / {ph.get('tables', 0):.2f} / {ph.get('plots', 0):.2f} | "
-              f"{max(r['max_side_px'] for r in runs)} |", flush=True)
+              f"{max(r['max_side_px'] for r in runs)} | {load} |", flush=True)
     return 0
 
 
