@@ -154,9 +154,9 @@ def main(argv=None) -> int:
                                                       "swgpu-report-bench"))
     args = p.parse_args(argv)
     print("| queries | top_k | hits rows | hits.tsv MB | changes rows | shards | wall s min | "
-          "wall s median | CPU s median | peak RSS MiB | read / tables / plots s (median run) | "
+          "wall s median | wall s max | CPU s median | peak RSS MiB | read / tables / plots s (median run) | "
           "max px | load avg |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
     for case in args.cases:
         nq, top_k = (int(x) for x in case.split(":"))
         folder = os.path.join(args.workdir, f"q{nq}-k{top_k}-s{args.shards}")
@@ -169,7 +169,7 @@ def main(argv=None) -> int:
         ph = med["phases_s"]
         print(f"| {nq:,} | {top_k} | {info['hits']:,} | {info['hits_bytes'] / 1e6:,.0f} | "
               f"{info['changes']:,} | {info['shards']} | {min(walls):.2f} | "
-              f"{statistics.median(walls):.2f} | "
+              f"{statistics.median(walls):.2f} | {max(walls):.2f} | "
               f"{statistics.median(r['cpu_s'] for r in runs):.2f} | "
               f"{max(r['peak_rss_bytes'] for r in runs) / 2**20:,.0f} | "
               f"{ph.get('read', 0):.2f} / {ph.get('tables', 0):.2f} / {ph.get('plots', 0):.2f} | "
