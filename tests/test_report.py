@@ -132,6 +132,10 @@ def test_query_table_equals_an_independent_computation(tmp_path):
     written = make_report(hits, changes, [], tmp_path / "out")
     assert [os.path.basename(p) for p in written] == OUTPUTS
     check_query_table(tmp_path / "out" / "queries.tsv", expected_queries(hits, changes))
+    # drawing half of the pictures in a forked process changes no byte
+    make_report(hits, changes, [], tmp_path / "one", workers=1)
+    for name in OUTPUTS:
+        assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "one" / name).read_bytes(), name
 
 
 def test_hostile_ids_round_trip(tmp_path):
@@ -212,7 +216,8 @@ def test_statistics_come_from_json_never_from_logs(tmp_path):
     opened: list[str] = []
     _HOOK_TARGETS.append(opened)
     try:
-        make_report(hits, changes, stats + [str(merge)] + missing, tmp_path / "out")
+        # workers=1: every file is opened in this process, where the hook sees it
+        make_report(hits, changes, stats + [str(merge)] + missing, tmp_path / "out", workers=1)
     finally:
         _HOOK_TARGETS.remove(opened)
     assert opened, "the audit hook saw no file opened"
@@ -268,3 +273,26 @@ def test_page_size_limit_of_the_one_file_report():
     assert fits_one_file_report(largest)
     assert not fits_one_file_report(largest + 1)
     assert fits_one_file_report(1_500_000) and not fits_one_file_report(1_600_000)
+
+
+def test_a_dead_plotting_process_is_replaced(tmp_path, monkeypatch, caplog):
+    """If the forked process drawing half of the pictures dies, this one draws them."""
+    from swgpu_tools.report import make
+
+    parent = os.getpid()
+    original = make.render
+
+    def dies_in_the_child(jobs):
+        if os.getpid() != parent:
+            os._exit(3)
+        return original(jobs)
+
+    # pickled by reference: make it findable as swgpu_tools.report.make.render
+    dies_in_the_child.__module__, dies_in_the_child.__qualname__ = make.__name__, "render"
+    monkeypatch.setattr(make, "render", dies_in_the_child)
+    hits, changes = random_scan(tmp_path, 5, 4, seed=8)
+    written = make_report(hits, changes, [], tmp_path / "out", workers=2)
+    assert "the plotting process ended" in caplog.text
+    for path in written:
+        if path.endswith(".png"):
+            assert png_size(path)[0] > 0

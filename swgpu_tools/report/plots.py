@@ -33,6 +33,13 @@ PHASE_COLORS = {"read": GREY, "score": BLUE, "write": ORANGE, "merge": "#8064a2"
 PHASE_CYCLE = ["#4bacc6", "#f79646", "#9bbb59", "#c0504d", "#1f497d"]
 
 
+def preload() -> None:
+    """Import the parts of matplotlib the figures use (before forking)."""
+    import matplotlib.backends.backend_agg  # noqa: F401
+    import matplotlib.figure  # noqa: F401
+    import matplotlib.ticker  # noqa: F401
+
+
 def _figure(width_in: float, height_in: float, ncols: int = 1, left: float = 0.07,
             right: float = 0.98, bottom: float = 0.12, top: float = 0.9, wspace: float = 0.22,
             width_ratios=None):
