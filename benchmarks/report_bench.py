@@ -19,7 +19,7 @@ shared machine), its peak RSS, the phases the step records, the largest
 picture side and the load average before and after.
 
     python benchmarks/report_bench.py                       # 500, 10,000; 100,000 x 50
-    python benchmarks/report_bench.py --cases 10000:500 --repeat 5
+    python benchmarks/report_bench.py --cases 10000:500 --repeat 5 --workers 1 2
 """
 from __future__ import annotations
 
@@ -122,14 +122,14 @@ def png_size(path: str) -> tuple[int, int]:
     return struct.unpack(">II", head[16:24])
 
 
-def run_once(folder: str, info: dict) -> dict:
+def run_once(folder: str, info: dict, workers: int = 2) -> dict:
     """One report run in a fresh process: wall seconds, peak RSS, phases."""
     out = os.path.join(folder, "out")
     stats_out = os.path.join(folder, "plots.json")
     code = ("import sys, json; from swgpu_tools.report import make_report; "
             "a = json.loads(sys.argv[1]); make_report(*a)")
     args = [os.path.join(folder, "hits.tsv"), os.path.join(folder, "changes.tsv"),
-            info["stats"], out, os.path.join(folder, "queries.fasta"), stats_out]
+            info["stats"], out, os.path.join(folder, "queries.fasta"), stats_out, workers]
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(args)])
     _, status, usage = os.wait4(proc.pid, 0)
@@ -150,30 +150,38 @@ def main(argv=None) -> int:
                    metavar="QUERIES:TOP_K")
     p.add_argument("--shards", type=int, default=100)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--workers", type=int, nargs="+", default=[2],
+                   help="make_report's workers; several values run interleaved, one row each")
     p.add_argument("--workdir", default=os.path.join(os.environ.get("TMPDIR", "/tmp"),
                                                       "swgpu-report-bench"))
     args = p.parse_args(argv)
-    print("| queries | top_k | hits rows | hits.tsv MB | changes rows | shards | wall s min | "
-          "wall s median | wall s max | CPU s median | peak RSS MiB | read / tables / plots s (median run) | "
-          "max px | load avg |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
+    print("| queries | top_k | workers | hits rows | hits.tsv MB | changes rows | shards | "
+          "wall s min | wall s median | wall s max | CPU s median | peak RSS MiB | "
+          "read / tables / plots s (median run) | max px | load avg |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
     for case in args.cases:
         nq, top_k = (int(x) for x in case.split(":"))
         folder = os.path.join(args.workdir, f"q{nq}-k{top_k}-s{args.shards}")
         info = make_case(folder, nq, top_k, args.shards)
         load = os.getloadavg()[0]
-        runs = [run_once(folder, info) for _ in range(args.repeat)]
+        runs: dict[int, list[dict]] = {w: [] for w in args.workers}
+        for _ in range(args.repeat):
+            for w in args.workers:  # interleaved: each setting sees the same load
+                runs[w].append(run_once(folder, info, w))
         load = f"{load:.1f} -> {os.getloadavg()[0]:.1f}"
-        walls = [r["wall_s"] for r in runs]
-        med = sorted(runs, key=lambda r: r["wall_s"])[len(runs) // 2]
-        ph = med["phases_s"]
-        print(f"| {nq:,} | {top_k} | {info['hits']:,} | {info['hits_bytes'] / 1e6:,.0f} | "
-              f"{info['changes']:,} | {info['shards']} | {min(walls):.2f} | "
-              f"{statistics.median(walls):.2f} | {max(walls):.2f} | "
-              f"{statistics.median(r['cpu_s'] for r in runs):.2f} | "
-              f"{max(r['peak_rss_bytes'] for r in runs) / 2**20:,.0f} | "
-              f"{ph.get('read', 0):.2f} / {ph.get('tables', 0):.2f} / {ph.get('plots', 0):.2f} | "
-              f"{max(r['max_side_px'] for r in runs)} | {load} |", flush=True)
+        for w, rs in runs.items():
+            walls = [r["wall_s"] for r in rs]
+            med = sorted(rs, key=lambda r: r["wall_s"])[len(rs) // 2]
+            ph = med["phases_s"]
+            print(f"| {nq:,} | {top_k} | {w} | {info['hits']:,} | "
+                  f"{info['hits_bytes'] / 1e6:,.0f} | "
+                  f"{info['changes']:,} | {info['shards']} | {min(walls):.2f} | "
+                  f"{statistics.median(walls):.2f} | {max(walls):.2f} | "
+                  f"{statistics.median(r['cpu_s'] for r in rs):.2f} | "
+                  f"{max(r['peak_rss_bytes'] for r in rs) / 2**20:,.0f} | "
+                  f"{ph.get('read', 0):.2f} / {ph.get('tables', 0):.2f} / "
+                  f"{ph.get('plots', 0):.2f} | {max(r['max_side_px'] for r in rs)} | {load} |",
+                  flush=True)
     return 0
 
 

@@ -102,7 +102,8 @@ def expected_queries(hits_path, changes_path) -> dict[str, dict]:
     for (qid, _), _n in changes.items():
         out.setdefault(qid, {"hits": 0, "best": None})
     for qid, q in out.items():
-        q["new"], q["gone"], q["changed_score"] = (changes[(qid, k)] for k in ("new", "gone", "score"))
+        q["new"], q["gone"], q["changed_score"] = (changes[(qid, k)]
+                                                   for k in ("new", "gone", "score"))
     return out
 
 
@@ -135,7 +136,8 @@ def test_query_table_equals_an_independent_computation(tmp_path):
     # drawing half of the pictures in a forked process changes no byte
     make_report(hits, changes, [], tmp_path / "one", workers=1)
     for name in OUTPUTS:
-        assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "one" / name).read_bytes(), name
+        same = (tmp_path / "out" / name).read_bytes() == (tmp_path / "one" / name).read_bytes()
+        assert same, name
 
 
 def test_hostile_ids_round_trip(tmp_path):
@@ -212,7 +214,7 @@ def test_statistics_come_from_json_never_from_logs(tmp_path):
     merge = tmp_path / "stats" / "merge_hits.json"
     merge.write_text(json.dumps({"step": "merge_hits", "wall_s": 4.0,
                                  "phases_s": {"read": 1.0, "merge": 2.0}}))
-    missing = [str(tmp_path / "stats" / "traceback.json"), str(tmp_path / "stats" / "shard_db.json")]
+    missing = [str(tmp_path / "stats" / name) for name in ("traceback.json", "shard_db.json")]
     opened: list[str] = []
     _HOOK_TARGETS.append(opened)
     try:
@@ -233,7 +235,8 @@ _HOOK_TARGETS: list[list[str]] = []
 
 
 def _audit(event, args):
-    if event == "open" and _HOOK_TARGETS and args and isinstance(args[0], (str, bytes, os.PathLike)):
+    if (event == "open" and _HOOK_TARGETS and args
+            and isinstance(args[0], (str, bytes, os.PathLike))):
         for target in _HOOK_TARGETS:
             target.append(os.fsdecode(args[0]))
 
