@@ -6,7 +6,7 @@
 #   traceback    merged hits        -> results/alignments.tsv (+ .sam/.parquet/.txt)
 #   history      this release       -> results/history/<release>/ (+ current.json)
 #   changes      release vs previous release -> results/changes.tsv
-#   plots        tables, statistics -> results/plots/ (snakemake --report report.html)
+#   plots        tables, stats JSON -> results/plots/ (snakemake --report report.html)
 #   manifest     every output       -> results/swgpu-run.json, written last
 #
 # Every step is a thin shell call to the installed `swgpu` command; all logic

@@ -116,11 +116,14 @@ def add_steps(sub) -> None:
     p.add_argument("--out", required=True, help="the manifest JSON")
     p.set_defaults(run=run_write_manifest)
 
-    p = _parser(sub, "plots", "Plots and per-query tables for the workflow report.")
-    p.add_argument("stats", nargs="*", help="step statistics files (results/stats/**/*.json)")
-    p.add_argument("--hits", required=True, help="hits.tsv")
-    p.add_argument("--changes", required=True, help="changes.tsv")
-    p.add_argument("--out-dir", required=True, help="folder for the pictures and tables")
+    from ..report import add_arguments as add_plots_arguments
+
+    p = _parser(sub, "plots", "Pictures and tables for the workflow report (snakemake --report): "
+                              "score and E-value distributions, hits per query, the top queries, "
+                              "per-shard and per-step time, changes since the previous release, "
+                              "and per-query and per-step tables; fixed sizes whatever the number "
+                              "of queries.")
+    add_plots_arguments(p)
     p.set_defaults(run=run_plots)
 
 
@@ -196,7 +199,7 @@ def run_write_manifest(args) -> int:
 
 
 def run_plots(args) -> int:
-    from ..report import make_plots
+    from ..report import run
 
-    make_plots(args.hits, args.changes, [], "", args.out_dir)  # until the report rewrite lands
+    run(args)
     return 0

@@ -15,6 +15,7 @@ rule changes:
             "results/changes.tsv",
             caption="../report/changes_table.rst",
             category="Changes since the previous release",
+            labels={"content": "table: new, gone and changed hits (TSV)"},
         ),
     params:
         history=lambda wildcards, input: os.path.dirname(input.current),
