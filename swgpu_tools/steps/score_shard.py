@@ -43,7 +43,7 @@ def score_shard(shard_path, queries_path, out_path, scheme: ScoringScheme, top_k
         hits, state = scan(queries, database, scheme, top_k, margin, previous, threads=threads,
                            started=started, stats=timer.fields)
     with timer.phase("write"):
-        write_shard_hits(hits, out_path)
+        write_shard_hits(out_path, hits)
         if state_path:
             write_state(state_path, state)  # after the table: a kill in between only rescores
     timer.fields["hits"] = len(hits)
