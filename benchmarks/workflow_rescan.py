@@ -34,6 +34,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+#: the snakemake command: $SNAKEMAKE, else the one beside this Python, else on PATH
+SNAKEMAKE = (os.environ.get("SNAKEMAKE")
+             or (str(BIN / "snakemake") if (BIN / "snakemake").exists() else None)
+             or shutil.which("snakemake") or "snakemake")
 
 
 def read_fasta(path):
@@ -86,7 +90,7 @@ def run(workdir: Path, database, args) -> dict:
     (workdir / "config.yaml").write_text("".join(f"{k}: {v}\n" for k, v in cfg.items()))
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
     start = time.perf_counter()
-    proc = subprocess.run([str(BIN / "snakemake"), "-s", str(REPO / "Snakefile"), "--directory",
+    proc = subprocess.run([SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory",
                            str(workdir), "--configfile", str(workdir / "config.yaml"),
                            "--cores", str(args.cores)], env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start

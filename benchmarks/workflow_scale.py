@@ -27,6 +27,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+#: the snakemake command: $SNAKEMAKE, else the one beside this Python, else on PATH
+SNAKEMAKE = (os.environ.get("SNAKEMAKE")
+             or (str(BIN / "snakemake") if (BIN / "snakemake").exists() else None)
+             or shutil.which("snakemake") or "snakemake")
 
 
 def records(path):
@@ -93,7 +97,7 @@ def run(label: str, queries: Path, args) -> dict:
            "top_k": args.top_k}
     (work / "config.yaml").write_text("".join(f"{k}: {v}\n" for k, v in cfg.items()))
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
-    cmd = [str(BIN / "snakemake"), "-s", str(REPO / "Snakefile"), "--directory", str(work),
+    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(work),
            "--configfile", str(work / "config.yaml"), "--cores", str(args.cores)]
     start = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)

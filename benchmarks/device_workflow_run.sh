@@ -1,0 +1,83 @@
+#!/bin/bash
+# The whole workflow on an H100 (device tool): issues 11, 12, 13.
+#   bash benchmarks/device_workflow_run.sh          (repo root; carry .whl-smk and gpu_bench_data)
+# PHASE=A: install; bench200M; kernels precompiled (GPU and CPU); GPU tests; the 20-query
+#          kernel benchmark (gpu_bench.py); the workflow on bench200M with 20 and 500 queries
+#          (benchmarks/workflow_scale.py, warm caches).
+# PHASE=B: a release of bench200M re-scanned (benchmarks/workflow_rescan.py, GPU); the
+#          20-query workflow with empty kernel caches; 5,000 queries.
+# PHASE=C: a 2e9-residue database (synth_db.py --residues 2e9) through the workflow, each
+#          step's time and peak memory.
+# Everything that must come back is written under $OUT.
+set -u
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+PHASE=${PHASE:-A}
+export PYTHONUNBUFFERED=1 SWGPU_LOCK_DIR=/tmp/swgpu-locks
+export SWGPU_CACHE_DIR=${SWGPU_CACHE_DIR:-/tmp/swgpu-cache}
+SITE=/tmp/site
+if [ ! -f /tmp/site/.done ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target $SITE \
+    .whl-smk/*.whl || exit 1
+  mkdir -p /tmp/sc
+  # numba-cuda 0.30 uses numpy.row_stack, gone in numpy 2.5 (the image has 2.5.2)
+  printf 'import numpy\nif not hasattr(numpy, "row_stack"):\n    numpy.row_stack = numpy.vstack\n' \
+    > /tmp/sc/sitecustomize.py
+  touch /tmp/site/.done
+fi
+export PYTHONPATH=/tmp/sc:$SITE:$PWD
+python3 -m compileall -q -j 0 $SITE swgpu_tools > /dev/null 2>&1
+mkdir -p /tmp/bin
+printf '#!/bin/sh\nexec python3 -m swgpu_tools.cli "$@"\n' > /tmp/bin/swgpu
+printf '#!/bin/sh\nexec python3 -m snakemake "$@"\n' > /tmp/bin/snakemake
+chmod +x /tmp/bin/*
+export PATH=/tmp/bin:$PATH SNAKEMAKE=/tmp/bin/snakemake
+ts() { date +%s.%N; }
+el() { awk "BEGIN{printf \"%.1f\", $2 - $1}"; }
+BD=/tmp/bench; mkdir -p $BD
+D=$PWD/gpu_bench_data
+git log -1 --format='commit %H %cd' 2>/dev/null | tee -a "$OUT/log.txt" || true
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$OUT/log.txt"
+if [ ! -f $BD/bench_db.fasta ]; then
+  ( cd $BD && python3 $D/synth_db.py --template $D/uniprot20k.fasta.gz --residues 2e8 \
+      --db bench_db.fasta --queries bench_queries.fasta > synth.log 2>&1 )
+fi
+if [ "$PHASE" = A ]; then
+  t0=$(ts); swgpu backend --precompile 2>&1 | tee -a "$OUT/log.txt"; echo "precompile $(el $t0 $(ts)) s" | tee -a "$OUT/log.txt"
+  echo "== GPU tests" | tee -a "$OUT/log.txt"
+  SWGPU_TEST_DATA=$D SWGPU_BENCH_DB=$BD/bench_db.fasta SWGPU_BENCH_QUERIES=$BD/bench_queries.fasta \
+    timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider -x tests/test_kernels_gpu.py tests/test_pairs_gpu.py 2>&1 \
+    | tail -4 | tee -a "$OUT/log.txt"
+  echo "== gpu_bench 20 queries" | tee -a "$OUT/log.txt"
+  timeout 150 python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta --repeat 2 \
+    --skip-start --json "$OUT/gpu_bench.json" 2>&1 | grep -iv "^BQ" | tail -6 | tee -a "$OUT/log.txt"
+  echo "== workflow, warm caches" | tee -a "$OUT/log.txt"
+  timeout 300 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
+    --queries 20=$BD/bench_queries.fasta --queries 500=$D/uniprot_queries500.fasta.gz \
+    --cores 16 --threads 16 --shards 4 --workdir /tmp/scale --json "$OUT/scale_A.json" 2>&1 | tee -a "$OUT/log.txt"
+  cp /tmp/scale/q500/results/plots/steps.png "$OUT/steps_q500.png" 2>/dev/null
+fi
+if [ "$PHASE" = B ]; then
+  echo "== re-scan of a release (1% changed, 0.5% added, 0.5% removed)" | tee -a "$OUT/log.txt"
+  timeout 300 python3 benchmarks/workflow_rescan.py --database $BD/bench_db.fasta \
+    --queries $BD/bench_queries.fasta --shards 4 --cores 16 --threads 16 --backend gpu \
+    --workdir /tmp/rescan --json "$OUT/rescan.json" 2>&1 | tee -a "$OUT/log.txt"
+  echo "== 20 queries, empty kernel caches" | tee -a "$OUT/log.txt"
+  SWGPU_CACHE_DIR=/tmp/cold-cache NUMBA_CACHE_DIR=/tmp/cold-cache/numba timeout 200 \
+    python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta --queries 20=$BD/bench_queries.fasta \
+    --cores 16 --threads 16 --shards 4 --workdir /tmp/cold --json "$OUT/scale_cold.json" 2>&1 | tee -a "$OUT/log.txt"
+  echo "== 5,000 queries" | tee -a "$OUT/log.txt"
+  timeout 400 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
+    --queries 5000=$D/uniprot_queries500.fasta.gz --cores 16 --threads 16 --shards 4 \
+    --workdir /tmp/scale5k --json "$OUT/scale_5000.json" 2>&1 | tee -a "$OUT/log.txt"
+fi
+if [ "$PHASE" = C ]; then
+  BIG=/tmp/big; mkdir -p $BIG
+  t0=$(ts)
+  ( cd $BIG && python3 $D/synth_db.py --template $D/uniprot20k.fasta.gz --residues 2e9 --seed 9 \
+      --db big_db.fasta --queries big_queries.fasta > synth.log 2>&1 )
+  echo "synth 2e9: $(el $t0 $(ts)) s; $(ls -la $BIG/big_db.fasta | awk '{print $5}') bytes" | tee -a "$OUT/log.txt"
+  timeout 420 python3 benchmarks/workflow_scale.py --database $BIG/big_db.fasta \
+    --queries 20=$BIG/big_queries.fasta --cores 16 --threads 16 --shards 16 --workdir /tmp/bigrun \
+    --json "$OUT/scale_2e9.json" 2>&1 | tee -a "$OUT/log.txt"
+fi
+echo "phase $PHASE done" | tee -a "$OUT/log.txt"
