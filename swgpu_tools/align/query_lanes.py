@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..kernels.simd import make_column_pass
+from ..kernels.simd import HAVE_AVX2, make_column_pass, make_profile_shuffle
 from .band import backward_band, forward_band_traceback
 from .scalar import reverse_start
 from .traceback import traceback
@@ -24,6 +24,7 @@ from .traceback import traceback
 ALN_LANES = 16
 ALN_COLS = 2
 column_pass_track = make_column_pass(None, ALN_COLS, True)
+profile16 = make_profile_shuffle(16)
 I16_MAX = 32767
 #: Database hits scoring at least BAND_MIN_SCORE get their start and
 #: traceback on the bands of :mod:`.band` (long alignments: a tiny part of
@@ -33,7 +34,7 @@ BAND_MIN_SCORE = 200
 #: The forward pass samples its DP values every GRID_STEP rows and columns
 #: (the bounds of :mod:`.band`), in at most GRID_BYTES per pass (the step is
 #: doubled for longer pairs).
-GRID_STEP = 16
+GRID_STEP = 8
 GRID_BYTES = 32 << 20
 
 
@@ -55,6 +56,15 @@ def forward_grid(m, soff, subjects, lanes):
     nr = (m + step - 1) // step + 1
     nc = (ncols + step - 1) // step + 1
     return np.zeros((nc, nr, lanes), dtype=np.int32), step, ncols
+
+
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _grab(g, H, step, m, lanes):
+    """g[r, l] = H of row min(r * step, m), lane l (r >= 1); ``lanes`` a literal."""
+    for r in range(1, g.shape[0]):
+        base = (min(r * step, m) - 1) * lanes
+        for l in range(lanes):
+            g[r, l] = H[base + l]
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -138,25 +148,45 @@ def lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, reverse,
             H[(top - ends_q[l]) * L + l] = 1
     pstride = nl * L
     prof = np.empty(ALN_COLS * pstride, dtype=probe.dtype)
+    # column profiles by byte shuffles (16 int16 lanes, an int8 matrix, AVX2):
+    # the lanes' letters interleaved, column j of lane l at inter[j * L + l]
+    shuffle = (HAVE_AVX2 and L == 16 and na + 1 <= 32 and matrix.min() >= -128
+               and matrix.max() <= 127)
+    if shuffle:
+        inter = np.full(ncols * L, na, dtype=np.uint8)
+        for l in range(nsub):
+            for jj in range(lens[l]):
+                inter[jj * L + l] = (scodes[starts[l] + lens[l] - 1 - jj] if reverse
+                                     else scodes[starts[l] + jj])
+        table8 = np.zeros((nl, 32), dtype=np.int8)
+        for x in range(nl):
+            for c in range(na + 1):
+                table8[x, c] = matT[c, x]
+    else:
+        inter = np.zeros(0, dtype=np.uint8)
+        table8 = np.zeros((0, 32), dtype=np.int8)
     bc = np.empty(ALN_COLS * L, dtype=probe.dtype)
     ic = np.empty(ALN_COLS * L, dtype=probe.dtype)
     capture = not reverse and grid.shape[0] > 0
-    nr = grid.shape[1]
     G = np.zeros(L, dtype=np.int64)
     I = np.zeros(L, dtype=np.int64)
     J = np.zeros(L, dtype=np.int64)
     for j in range(0, ncols, ALN_COLS):
         for c in range(ALN_COLS):
             jj = j + c
+            if shuffle:
+                profile16(inter, jj * L, table8, prof, c * pstride)
+            else:
+                for l in range(L):
+                    if jj >= lens[l]:
+                        r = na
+                    elif reverse:
+                        r = scodes[starts[l] + lens[l] - 1 - jj]
+                    else:
+                        r = scodes[starts[l] + jj]
+                    for x in range(nl):
+                        prof[c * pstride + x * L + l] = matT[r, x]
             for l in range(L):
-                if jj >= lens[l]:
-                    r = na
-                elif reverse:
-                    r = scodes[starts[l] + lens[l] - 1 - jj]
-                else:
-                    r = scodes[starts[l] + jj]
-                for x in range(nl):
-                    prof[c * pstride + x * L + l] = matT[r, x]
                 bc[c * L + l] = G[l]
                 ic[c * L + l] = 0
         column_pass_track(qc, prof, pstride, H, E, bc, ic, oe, gap_extend)
@@ -169,11 +199,11 @@ def lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, reverse,
         if capture:
             col = j + ALN_COLS  # H now holds DP column col (rows 1 .. m)
             if col % step == 0 or col == ncols:
-                gc = (col + step - 1) // step
-                for r in range(1, nr):
-                    base = (min(r * step, m) - 1) * L
-                    for l in range(L):
-                        grid[gc, r, l] = H[base + l]
+                g = grid[(col + step - 1) // step]
+                if narrow:
+                    _grab(g, H, step, m, 16)
+                else:
+                    _grab(g, H, step, m, 8)
         if reverse:
             done = True
             for l in range(nsub):
@@ -218,13 +248,15 @@ def band_lanes(q, scodes, soff, subjects, matrix, gap_open, gap_extend, best, qe
     m = q.shape[0]
     lo = np.empty(m + 1, dtype=np.int64)
     hi = np.empty(m + 1, dtype=np.int64)
+    hoff = np.empty(m + 1, dtype=np.int64)
     for l in range(subjects.shape[0]):
         if not strong[l]:
             continue
         sub = subjects[l]
         s = scodes[soff[sub]:soff[sub + 1]]
-        a, b, _ = backward_band(q, s, qe[l], se[l], best[l], matrix, gap_open, gap_extend,
-                                grid[:, :, l], step, step, m, ncols, lo, hi, cell_limit)
+        a, b, _, hvals = backward_band(q, s, qe[l], se[l], best[l], matrix, gap_open,
+                                       gap_extend, grid[:, :, l], step, step, m, ncols, lo,
+                                       hi, hoff, cell_limit)
         banded = a >= 0
         if not banded:
             a, b = reverse_start(q, s, qe[l], se[l], best[l], matrix, gap_open, gap_extend,
@@ -241,8 +273,9 @@ def band_lanes(q, scodes, soff, subjects, matrix, gap_open, gap_extend, best, qe
         y = s[se[l] - b:se[l]]
         count = -1
         if banded:
-            score, count = forward_band_traceback(x, y, matrix, gap_open, gap_extend, lo, hi,
-                                                  ops, room_end[l], cell_limit)
+            score, count = forward_band_traceback(x, y, matrix, gap_open, gap_extend,
+                                                  best[l], lo, hi, hoff, hvals, ops,
+                                                  room_end[l], cell_limit)
             if count >= 0 and score != best[l]:
                 count = -1
         if count < 0:
