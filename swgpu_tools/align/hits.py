@@ -80,68 +80,74 @@ def hits_chunk(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_o
         for l in range(n):
             subjects[l] = sidx[ks[l]]
         grid, step, ncols = forward_grid(m, soff, subjects, L)
-        if not lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, False, qe,
-                          se, best, best, qe, se, probe, grid, step):
-            for l in range(n):
-                status[ks[l]] = WIDE
-            continue
         lo = np.empty(m + 1, dtype=np.int64)
         hi = np.empty(m + 1, dtype=np.int64)
         hoff = np.empty(m + 1, dtype=np.int64)
         nweak = 0
-        for l in range(n):
-            k = ks[l]
-            info[k, 0] = best[l]
-            info[k, 5] = 0
-            status[k] = DONE
-            if best[l] <= 0:
+        # phase 0: the forward pass of the group; phase 1: the reverse pass of its
+        # weak hits.  (One call site of lanes_pass, with a bool and an int that are
+        # not literals: one specialization to compile.)
+        for phase in range(2):
+            reverse = phase == 1
+            if reverse:
+                if nweak == 0:
+                    break
+                ok = lanes_pass(q, scodes, soff, wsub[:nweak], matrix, gap_open, gap_extend,
+                                reverse, wqe[:nweak], wse[:nweak], wbest[:nweak], found, spa,
+                                spb, probe, nogrid, phase)
+            else:
+                ok = lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend,
+                                reverse, qe, se, best, best, qe, se, probe, grid, step)
+            if not ok:
+                for x in range(nweak if reverse else n):
+                    status[wk[x] if reverse else ks[x]] = WIDE
+                break
+            if reverse:
+                for x in range(nweak):
+                    k = wk[x]
+                    info[k, 2] = wqe[x]
+                    info[k, 4] = wse[x]
+                    if found[x] != wbest[x] + 1:  # cannot happen; the scalar passes then
+                        status[k] = SCALAR
+                        continue
+                    info[k, 1] = wqe[x] - spa[x]
+                    info[k, 3] = wse[x] - spb[x]
+                    status[k] = TRACE
                 continue
-            if best[l] < band_min:
-                wk[nweak] = k
-                wsub[nweak] = subjects[l]
-                wbest[nweak] = best[l]
-                wqe[nweak] = qe[l]
-                wse[nweak] = se[l]
-                nweak += 1
-                continue
-            s = scodes[soff[subjects[l]]:soff[subjects[l] + 1]]
-            a, b, _, hvals = backward_band(q, s, qe[l], se[l], best[l], matrix, gap_open,
-                                           gap_extend, grid[:, :, l], step, step, m, ncols,
-                                           lo, hi, hoff, cell_limit)
-            info[k, 2] = qe[l]
-            info[k, 4] = se[l]
-            if a < 0:
-                status[k] = SCALAR
-                continue
-            info[k, 1] = qe[l] - a
-            info[k, 3] = se[l] - b
-            if do_trace:
-                score, count = forward_band_traceback(
-                    q[qe[l] - a:qe[l]], s[se[l] - b:se[l]], matrix, gap_open, gap_extend,
-                    best[l], lo, hi, hoff, hvals, ops, room[k + 1], cell_limit)
-                if count < 0 or score != best[l]:
+            for l in range(n):
+                k = ks[l]
+                info[k, 0] = best[l]
+                info[k, 5] = 0
+                status[k] = DONE
+                if best[l] <= 0:
+                    continue
+                if best[l] < band_min:  # weak: the reverse pass in lanes (phase 1)
+                    wk[nweak] = k
+                    wsub[nweak] = subjects[l]
+                    wbest[nweak] = best[l]
+                    wqe[nweak] = qe[l]
+                    wse[nweak] = se[l]
+                    nweak += 1
+                    continue
+                s = scodes[soff[subjects[l]]:soff[subjects[l] + 1]]
+                a, b, _, hvals = backward_band(q, s, qe[l], se[l], best[l], matrix, gap_open,
+                                               gap_extend, grid[:, :, l], step, step, m,
+                                               ncols, lo, hi, hoff, cell_limit)
+                info[k, 2] = qe[l]
+                info[k, 4] = se[l]
+                if a < 0:
                     status[k] = SCALAR
-                else:
-                    info[k, 5] = count
-        if nweak == 0:
-            continue
-        # weak hits: the reverse pass in lanes (values stay below band_min + 1)
-        if not lanes_pass(q, scodes, soff, wsub[:nweak], matrix, gap_open, gap_extend, True,
-                          wqe[:nweak], wse[:nweak], wbest[:nweak], found, spa, spb, probe,
-                          nogrid, 1):
-            for x in range(nweak):
-                status[wk[x]] = WIDE
-            continue
-        for x in range(nweak):
-            k = wk[x]
-            info[k, 2] = wqe[x]
-            info[k, 4] = wse[x]
-            if found[x] != wbest[x] + 1:  # cannot happen; the scalar passes to be safe
-                status[k] = SCALAR
-                continue
-            info[k, 1] = wqe[x] - spa[x]
-            info[k, 3] = wse[x] - spb[x]
-            status[k] = TRACE
+                    continue
+                info[k, 1] = qe[l] - a
+                info[k, 3] = se[l] - b
+                if do_trace:
+                    score, count = forward_band_traceback(
+                        q[qe[l] - a:qe[l]], s[se[l] - b:se[l]], matrix, gap_open, gap_extend,
+                        best[l], lo, hi, hoff, hvals, ops, room[k + 1], cell_limit)
+                    if count < 0 or score != best[l]:
+                        status[k] = SCALAR
+                    else:
+                        info[k, 5] = count
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -153,7 +159,8 @@ def finish_scalar(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_
         q = qcodes[qoff[qidx[k]]:qoff[qidx[k] + 1]]
         s = scodes[soff[sidx[k]]:soff[sidx[k] + 1]]
         best, qe, se = info[k, 0], info[k, 2], info[k, 4]
-        a, b = reverse_start(q, s, qe, se, best, matrix, gap_open, gap_extend, False)
+        semi = k < 0  # False, but a bool rather than a literal: one reverse_start to compile
+        a, b = reverse_start(q, s, qe, se, best, matrix, gap_open, gap_extend, semi)
         info[k, 1] = qe - a
         info[k, 3] = se - b
         if do_trace:
