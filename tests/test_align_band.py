@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from reference import alignment_score
-from swgpu_tools.align import align, align_many, query_lanes
+from swgpu_tools.align import align, align_many
+from swgpu_tools.align import hits
 from swgpu_tools.scoring import ScoringScheme
 from swgpu_tools.sequences import EncodedSequences
 
@@ -37,7 +38,7 @@ def mutate(rng, a, identity, alphabet):
     return np.concatenate([pre] + parts + [post]).astype(np.uint8)
 
 
-def hits(rng, nq, per_query, alphabet, max_len):
+def make_hits(rng, nq, per_query, alphabet, max_len):
     queries = [rng.integers(0, alphabet, int(rng.integers(5, max_len))).astype(np.uint8)
                for _ in range(nq)]
     subjects, qi = [], []
@@ -72,15 +73,15 @@ def test_band_equals_scalar_passes(monkeypatch, scheme):
     s = SCHEMES[scheme]
     alphabet = 4 if s.match is not None else 20
     rng = np.random.default_rng(100 + scheme)
-    queries, subjects, qi, si = hits(rng, 4, 12, alphabet, 260)
+    queries, subjects, qi, si = make_hits(rng, 4, 12, alphabet, 260)
     q, d = pack(queries), pack(subjects)
-    monkeypatch.setattr(query_lanes, "BAND_MIN_SCORE", 1)  # every hit on the band
+    monkeypatch.setattr(hits, "BAND_MIN_SCORE", 1)  # every hit on the band
     stats = {}
     alns = align_many(q, d, qi, si, s, threads=2, backend="cpu", stats=stats)
     assert stats["band_fallbacks"] == 0
     check(alns, queries, subjects, qi, s)
     # the usual split (strong hits on bands, weak ones in whole regions) agrees too
-    monkeypatch.setattr(query_lanes, "BAND_MIN_SCORE", 60)
+    monkeypatch.setattr(hits, "BAND_MIN_SCORE", 60)
     assert align_many(q, d, qi, si, s, threads=1, backend="cpu") == alns
 
 
@@ -88,9 +89,9 @@ def test_band_fallbacks_give_the_same_alignments(monkeypatch):
     """A cell limit too small for the bands sends the hits to the scalar passes."""
     s = SCHEMES[0]
     rng = np.random.default_rng(7)
-    queries, subjects, qi, si = hits(rng, 2, 8, 20, 300)
+    queries, subjects, qi, si = make_hits(rng, 2, 8, 20, 300)
     q, d = pack(queries), pack(subjects)
-    monkeypatch.setattr(query_lanes, "BAND_MIN_SCORE", 1)
+    monkeypatch.setattr(hits, "BAND_MIN_SCORE", 1)
     stats = {}
     small = align_many(q, d, qi, si, s, threads=1, backend="cpu", cell_limit=50, stats=stats)
     assert stats["band_fallbacks"] > 0

@@ -53,65 +53,100 @@ from .cells import NEG, OP_D, OP_I
 from .traceback import trace_step
 
 
-@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+@njit(cache=True, nogil=True, boundscheck=False)
 def prefix_bound(grid, i, j, R, K, m, ncols, gap_open, gap_extend):
     """Upper bound of the forward local DP value at position (i, j) (i <= m, j <= ncols).
 
-    grid[c, r] is the value at row min(r * R, m), column min(c * K, ncols);
-    a path from (i, j) to the grid point at or after it (gaps along the
-    subject, then along the query) costs at most the slack added.
+    grid[c, r] is the value at row min(r * R, m), column min(c * K, ncols)
+    (row 0 and column 0 hold 0); a path from (i, j) to the grid point at or
+    after it (gaps along the subject, then along the query) costs at most the
+    slack added.  (:func:`backward_band` computes the same per row and
+    column, with tables.)
     """
     if i <= 0 or j <= 0:
         return 0
     r = (i + R - 1) // R
     c = (j + K - 1) // K
-    i2 = min(r * R, m)
-    j2 = min(c * K, ncols)
-    slack = 0
-    if i2 > i:
-        slack += gap_open + (i2 - i) * gap_extend
-    if j2 > j:
-        slack += gap_open + (j2 - j) * gap_extend
-    return np.int64(grid[c, r]) + slack
+    return np.int64(grid[c, r]) + _slack(i, r * R, m, gap_open, gap_extend) + _slack(
+        j, c * K, ncols, gap_open, gap_extend)
+
+
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _slack(x, x2, top, gap_open, gap_extend):
+    """Cost of a gap from position x to the grid line min(x2, top) at or after it."""
+    x2 = min(x2, top)
+    return gap_open + (x2 - x) * gap_extend if x2 > x else 0
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
 def backward_band(q, s, qe, se, best, matrix, gap_open, gap_extend, grid, R, K, m, ncols,
-                  lo, hi, limit):
+                  lo, hi, hoff, limit):
     """The start of the best local alignment ending at (qe, se), on the backward band.
 
     q, s: the whole query and subject; grid, R, K, m, ncols: the forward
-    pass's samples (:func:`prefix_bound`).  Fills lo[a], hi[a]: the kept
-    subject spans b of query span a (-1 where none); stops after the first
-    empty row.  Returns (a, b, cells): the spans of the start (the first cell
-    in column-major order whose value is ``best``, as
-    :func:`.scalar.reverse_start`), or (-1, -1, cells) when not found or when
-    the band outgrew ``limit`` cells (the caller then runs the scalar pass).
+    pass's samples (:func:`prefix_bound`).  Row a (query span a) keeps the
+    subject spans b in [lo[a], hi[a]] (-1 where none; the rows stop after the
+    first empty one); the value of position (a, b) is hvals[hoff[a] + b]
+    (minus infinity where pruned).  Returns (a, b, cells, hvals): the spans
+    of the start (the first cell in column-major order whose value is
+    ``best``, as :func:`.scalar.reverse_start`), or (-1, -1, cells, hvals)
+    when not found or when the band outgrew ``limit`` cells (the caller then
+    runs the scalar pass).
     """
     oe = gap_open + gap_extend
+    # prefix_bound by tables: grid column and slack of each subject position
+    # j = se - b; per row, the grid row and its slack.  A cell is kept where
+    # its value plus the bound reaches best, or its gap values do with
+    # gap_open more (a gap of the prefix may continue into the cell's gap).
+    gcol = np.empty(se + 1, dtype=np.int64)
+    cslack = np.empty(se + 1, dtype=np.int64)
+    for j in range(se + 1):
+        c = (j + K - 1) // K
+        gcol[j] = c
+        cslack[j] = _slack(j, c * K, ncols, gap_open, gap_extend)
+    # two rows of H and V (the gap along the query), minus infinity outside
+    # their kept intervals
     Hp = np.full(se + 2, NEG, dtype=np.int32)
-    Vp = np.full(se + 2, NEG, dtype=np.int32)  # gap along the query (from row a - 1)
+    Vp = np.full(se + 2, NEG, dtype=np.int32)
     Hc = np.full(se + 2, NEG, dtype=np.int32)
     Vc = np.full(se + 2, NEG, dtype=np.int32)
     for a in range(qe + 1):
         lo[a] = -1
         hi[a] = -1
+    hvals = np.empty(max(1024, 8 * (se + 1)), dtype=np.int32)
     cells = 0
     # Only the end position of row 0 and column 0 can be on an optimal path (an
     # optimal local alignment starts and ends with a match): the other border
     # cells stay minus infinity.
     Hp[0] = 0
+    hvals[0] = 0
+    hoff[0] = 0
+    pos = 1
     plo = 0
     phi = 0
     lo[0] = 0
     hi[0] = 0
+    qlo = 1  # the kept interval of the row held by Hc (none yet)
+    qhi = 0
     found_a = -1
     found_b = se + 1
     for a in range(1, qe + 1):
         row = matrix[q[qe - a]]
+        i = qe - a
+        r = (i + R - 1) // R
+        need = best - _slack(i, r * R, m, gap_open, gap_extend)
+        grow = grid[:, r]
+        for x in range(qlo, qhi + 1):
+            Hc[x] = NEG
+            Vc[x] = NEG
+        start = max(1, plo)
+        if pos + se + 1 - start > hvals.shape[0]:
+            grown = np.empty(2 * hvals.shape[0] + se + 1, dtype=np.int32)
+            grown[:pos] = hvals[:pos]
+            hvals = grown
+        hoff[a] = pos - start
         nlo = -1
         nhi = -1
-        start = max(1, plo)
         hleft = NEG
         g_h = NEG  # gap along the subject (from the left)
         b = start
@@ -119,22 +154,14 @@ def backward_band(q, s, qe, se, best, matrix, gap_open, gap_extend, grid, R, K, 
             if b > phi + 1 and hleft == NEG and g_h == NEG:
                 break
             g_h = max(g_h - gap_extend, hleft - oe)
-            if plo <= b <= phi:
-                up = Hp[b]
-                v = max(Vp[b] - gap_extend, up - oe)
-            else:
-                v = NEG
-            d = Hp[b - 1] if plo <= b - 1 <= phi else NEG
-            g = d + row[s[se - b]]
-            if v > g:
-                g = v
-            if g_h > g:
-                g = g_h
-            cells += 1
-            bound = prefix_bound(grid, qe - a, se - b, R, K, m, ncols, gap_open, gap_extend)
-            if g + bound + gap_open >= best:
+            v = max(Vp[b] - gap_extend, Hp[b] - oe)
+            g = max(Hp[b - 1] + row[s[se - b]], v, g_h)
+            j = se - b
+            bound = grow[gcol[j]] + cslack[j]
+            if g + bound >= need or max(v, g_h) + gap_open + bound >= need:
                 Hc[b] = g
                 Vc[b] = v
+                hvals[pos] = g
                 hleft = g
                 if nlo < 0:
                     nlo = b
@@ -143,76 +170,87 @@ def backward_band(q, s, qe, se, best, matrix, gap_open, gap_extend, grid, R, K, 
                     found_a = a
                     found_b = b
             else:
-                Hc[b] = NEG
-                Vc[b] = NEG
+                hvals[pos] = NEG
                 hleft = NEG
                 g_h = NEG
+            pos += 1
             b += 1
+        cells += b - start
         lo[a] = nlo
         hi[a] = nhi
-        if plo >= 0:
-            for x in range(plo, phi + 1):
-                Hp[x] = NEG
-                Vp[x] = NEG
         if nlo < 0:
             break
-        for x in range(nlo, nhi + 1):
-            Hp[x] = Hc[x]
-            Vp[x] = Vc[x]
-        plo = nlo
-        phi = nhi
+        qlo, qhi = plo, phi
+        plo, phi = nlo, nhi
+        Hp, Hc = Hc, Hp
+        Vp, Vc = Vc, Vp
         if cells > limit:
-            return -1, -1, cells
+            return -1, -1, cells, hvals
     if found_a < 0:
-        return -1, -1, cells
-    return found_a, found_b, cells
+        return -1, -1, cells, hvals
+    return found_a, found_b, cells, hvals
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def forward_band_traceback(x, y, matrix, gap_open, gap_extend, lo, hi, ops, end, limit):
+def forward_band_traceback(x, y, matrix, gap_open, gap_extend, best, lo, hi, hoff, hvals, ops,
+                           end, limit):
     """Global alignment of the region segments x, y on the backward band; ops end at ops[end].
 
-    Row i of the region (0 .. len(x)) keeps the columns j with n - j in
-    [lo[m - i], hi[m - i]] (m, n: the segment lengths), every other cell is
-    minus infinity; direction bits and the traceback are those of
-    :func:`.traceback.fill_rows` and :func:`.traceback.traceback`.  Returns
-    (score, number of ops), or (score, -1) when the band's bits would exceed
-    ``limit`` bytes or the traceback would leave the band (the caller then
-    runs the scalar traceback).
+    Position (i, j) of the region is position (a, b) = (m - i, n - j) of the
+    backward band (m, n: the segment lengths), whose value (the best way from
+    there to the end) is hvals[hoff[a] + b] for b in [lo[a], hi[a]].  A cell
+    is kept where its value plus that one (plus gap_open for a gap that may
+    continue) reaches ``best``; every other cell is minus infinity.  Direction
+    bits and the traceback are those of :func:`.traceback.fill_rows` and
+    :func:`.traceback.traceback`.  Returns (score, number of ops), or
+    (score, -1) when the bits would exceed ``limit`` bytes or the traceback
+    would leave the kept cells (the caller then runs the scalar traceback).
     """
     m = x.shape[0]
     n = y.shape[0]
     oe = gap_open + gap_extend
+    # bits of row i for the columns of the band's row a = m - i
     rlo = np.empty(m + 1, dtype=np.int64)
     rhi = np.empty(m + 1, dtype=np.int64)
     roff = np.zeros(m + 2, dtype=np.int64)
-    for i in range(1, m + 1):
+    for i in range(m + 1):
         a = m - i
         if lo[a] < 0:
             rlo[i] = 1
             rhi[i] = 0
         else:
-            rlo[i] = max(1, n - hi[a])
+            rlo[i] = max(0, n - hi[a])
             rhi[i] = min(n, n - lo[a])
         roff[i + 1] = roff[i] + max(0, rhi[i] - rlo[i] + 1)
     if roff[m + 1] > limit:
         return NEG, -1
-    bits = np.empty(roff[m + 1], dtype=np.uint8)
-    Hp = np.full(n + 1, NEG, dtype=np.int32)
-    Fp = np.full(n + 1, NEG, dtype=np.int32)
-    Hc = np.full(n + 1, NEG, dtype=np.int32)
-    Fc = np.full(n + 1, NEG, dtype=np.int32)
-    Hp[0] = 0
+    bits = np.full(roff[m + 1], 255, dtype=np.uint8)
+    Hp = np.full(n + 2, NEG, dtype=np.int32)
+    Fp = np.full(n + 2, NEG, dtype=np.int32)
+    Hc = np.full(n + 2, NEG, dtype=np.int32)
+    Fc = np.full(n + 2, NEG, dtype=np.int32)
+    Hp[0] = 0  # the start
     plo = 0
     phi = 0
+    qlo = 1
+    qhi = 0
     for i in range(1, m + 1):
         row = matrix[x[i - 1]]
-        l = rlo[i]
-        h_end = rhi[i]
-        base = roff[i] - l
+        a = m - i
+        for k in range(qlo, qhi + 1):
+            Hc[k] = NEG
+            Fc[k] = NEG
+        j = max(1, plo, rlo[i])
+        last = rhi[i]
+        base = roff[i] - rlo[i]
+        vbase = hoff[a] + n  # hvals index of column j: vbase - j
+        nlo = -1
+        nhi = -1
         e = NEG
         hl = NEG
-        for j in range(l, h_end + 1):
+        while j <= last:
+            if j > phi + 1 and hl == NEG and e == NEG:
+                break
             t = 0
             e_ext = e - gap_extend
             e_open = hl - oe
@@ -221,37 +259,39 @@ def forward_band_traceback(x, y, matrix, gap_open, gap_extend, lo, hi, ops, end,
                 t |= 4
             else:
                 e = e_open
-            if plo <= j <= phi:
-                f_ext = Fp[j] - gap_extend
-                f_open = Hp[j] - oe
-            else:
-                f_ext = NEG
-                f_open = NEG
+            f_ext = Fp[j] - gap_extend
+            f_open = Hp[j] - oe
             if f_ext > f_open:
                 f = f_ext
                 t |= 8
             else:
                 f = f_open
-            d = Hp[j - 1] if plo <= j - 1 <= phi else NEG
-            h = d + row[y[j - 1]]
+            h = Hp[j - 1] + row[y[j - 1]]
             if e > h:
                 h = e
                 t |= 1
             if f > h:
                 h = f
                 t = (t & ~3) | 2
-            Hc[j] = h
-            Fc[j] = f
-            hl = h
-            bits[base + j] = t
-        for k in range(plo, phi + 1):
-            Hp[k] = NEG
-            Fp[k] = NEG
-        for k in range(l, h_end + 1):
-            Hp[k] = Hc[k]
-            Fp[k] = Fc[k]
-        plo = l
-        phi = h_end
+            rest = hvals[vbase - j]
+            if h + rest >= best or max(e, f) + rest + gap_open >= best:
+                Hc[j] = h
+                Fc[j] = f
+                hl = h
+                bits[base + j] = t
+                if nlo < 0:
+                    nlo = j
+                nhi = j
+            else:
+                hl = NEG
+                e = NEG
+            j += 1
+        if nlo < 0:
+            return NEG, -1
+        qlo, qhi = plo, phi
+        plo, phi = nlo, nhi
+        Hp, Hc = Hc, Hp
+        Fp, Fc = Fc, Fp
     score = Hp[n] if plo <= n <= phi else NEG
     pos = end
     i = m
@@ -270,5 +310,8 @@ def forward_band_traceback(x, y, matrix, gap_open, gap_extend, lo, hi, ops, end,
             continue
         if j < rlo[i] or j > rhi[i]:
             return score, -1
-        state, i, j, pos = trace_step(bits[roff[i] + j - rlo[i]], state, i, j, pos, ops)
+        t = bits[roff[i] + j - rlo[i]]
+        if t == 255:
+            return score, -1
+        state, i, j, pos = trace_step(t, state, i, j, pos, ops)
     return score, end - pos

@@ -3,7 +3,7 @@
 :func:`align_batch` runs steps 1-2 (:func:`locate_regions`) and step 3
 (:func:`traceback_regions`) of :mod:`swgpu_tools.align` for many pairs.  Work
 items (a lane group or one pair) are dealt round-robin to chunks, 4 per
-thread, and the chunks run on a thread pool (:func:`run_chunks`) of Numba
+thread, and the chunks run on a thread pool (:func:`.pool.run_chunks`) of Numba
 functions that release the GIL.
 
 Arrays: ``qcodes``/``qoff`` and ``scodes``/``soff`` are the concatenated codes
@@ -17,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .hits import TRACE, hits_in_lanes
 from .modes import MODE_GLOBAL, MODE_LOCAL, mode_code
 from .pair_lanes import PAIR_LANES, locate_chunk_pairs, pair_matrix, traceback_group
-from . import query_lanes
-from .query_lanes import ALN_LANES, locate_chunk_query
+from .pool import run_chunks
 from .scalar import locate, start_from_end
 from .traceback import TRACEBACK_CELL_LIMIT, traceback
 
@@ -45,52 +45,39 @@ def locate_chunk_scalar(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matr
 
 @njit(cache=True, nogil=True, boundscheck=False)
 def traceback_chunk(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open,
-                    gap_extend, cell_limit, mode, perm, item_start, ngroups, mf, w, ident, info,
-                    ops, room):
-    """Traceback of chunk c's work items: groups in pair lanes, then single regions."""
-    nitems = item_start.shape[0] - 1
-    for t in range(c, nitems, nchunks):
+                    gap_extend, mode, perm, item_start, mf, w, ident, info, ops, room):
+    """Traceback of chunk c's groups of regions, in pair lanes."""
+    for t in range(c, item_start.shape[0] - 1, nchunks):
         ks = perm[item_start[t]:item_start[t + 1]]
-        if t < ngroups:
-            scores, counts = traceback_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, w,
-                                             ident, matrix.shape[0], gap_open, gap_extend,
-                                             info, ops, room)
-        else:
-            scores = np.zeros(1, dtype=np.int64)
-            counts = np.zeros(1, dtype=np.int64)
-            k = ks[0]
-            q = qcodes[qoff[qidx[k]] + info[k, 1]:qoff[qidx[k]] + info[k, 2]]
-            s = scodes[soff[sidx[k]] + info[k, 3]:soff[sidx[k]] + info[k, 4]]
-            scores[0], counts[0] = traceback(q, s, matrix, gap_open, gap_extend, cell_limit,
-                                             ops[room[k]:room[k + 1]])
-        for l in range(ks.shape[0]):
-            k = ks[l]
-            info[k, 5] = counts[l]
-            if mode == MODE_GLOBAL:
-                info[k, 0] = scores[l]
-            elif scores[l] != info[k, 0]:
-                info[k, 5] = -1  # must not happen; reported by the caller
+        scores, counts = traceback_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, w,
+                                         ident, matrix.shape[0], gap_open, gap_extend, info,
+                                         ops, room)
+        _record(ks, scores, counts, mode, info)
 
 
-def run_chunks(fn, nchunks, nthreads, *args):
-    """Run fn(c, nchunks, *args) for every chunk c on ``nthreads`` threads.
+@njit(cache=True, nogil=True, boundscheck=False)
+def traceback_singles(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open,
+                      gap_extend, cell_limit, mode, ks, info, ops, room):
+    """Traceback of chunk c's regions one at a time, with checkpoints (large regions)."""
+    for t in range(c, ks.shape[0], nchunks):
+        k = ks[t]
+        q = qcodes[qoff[qidx[k]] + info[k, 1]:qoff[qidx[k]] + info[k, 2]]
+        s = scodes[soff[sidx[k]] + info[k, 3]:soff[sidx[k]] + info[k, 4]]
+        score, count = traceback(q, s, matrix, gap_open, gap_extend, cell_limit,
+                                 ops[room[k]:room[k + 1]])
+        _record(ks[t:t + 1], np.full(1, score, np.int64), np.full(1, count, np.int64), mode,
+                info)
 
-    The chunk functions are Numba-compiled with ``nogil=True``, so the
-    threads run in parallel; each chunk takes every nchunks-th work item.
-    (A thread pool rather than Numba's ``prange``: each parallel Numba
-    function costs seconds of compilation, and the result is the same.)
-    """
-    if nchunks <= 0:
-        return
-    if nthreads <= 1 or nchunks == 1:
-        for c in range(nchunks):
-            fn(c, nchunks, *args)
-        return
-    from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=min(nthreads, nchunks)) as pool:
-        for _ in pool.map(lambda c: fn(c, nchunks, *args), range(nchunks)):
-            pass
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _record(ks, scores, counts, mode, info):
+    for l in range(ks.shape[0]):
+        k = ks[l]
+        info[k, 5] = counts[l]
+        if mode == MODE_GLOBAL:
+            info[k, 0] = scores[l]
+        elif scores[l] != info[k, 0]:
+            info[k, 5] = -1  # must not happen; reported by the caller
 
 
 def shape_order(alen, blen, eligible):
@@ -118,8 +105,7 @@ def locate_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap
       :func:`swgpu_tools.kernels.gpu.pair_regions`): nothing to locate;
     * global mode: nothing to locate (the whole rectangle);
     * local mode with ``query_lanes`` (many pairs per query, e.g. database
-      hits): pairs of one query, ALN_LANES at a time, in query-shared lanes
-      (:func:`.query_lanes.locate_lanes`);
+      hits): :func:`.hits.hits_in_lanes`;
     * otherwise, with ``pair_lanes``: PAIR_LANES pairs of similar shapes at
       once (:func:`.pair_lanes.locate_group`); without: scalar passes, pair
       by pair.
@@ -154,7 +140,7 @@ def locate_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap
     elif mode == MODE_LOCAL and query_lanes:
         hits_in_lanes(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
                       nthreads, False, TRACEBACK_CELL_LIMIT, info, np.zeros(0, np.uint8),
-                      np.zeros(n + 1, np.int64), np.zeros(n, np.int64))
+                      np.zeros(n + 1, np.int64))
     else:
         perm = shape_order(qlen, slen, np.ones(n, dtype=bool))
         item_start = items(perm, PAIR_LANES)
@@ -200,58 +186,17 @@ def traceback_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, 
             mq, ms, h = mq2, ms2, h + 1
         bounds.append(h)
         g = h
-    ngroups = len(bounds) - 1
-    singles = np.flatnonzero(todo & ~lanes_ok)
-    perm = np.r_[order, singles].astype(np.int64)
-    item_start = np.r_[np.asarray(bounds, dtype=np.int64),
-                       len(order) + np.arange(1, len(singles) + 1)].astype(np.int64)
-    run_chunks(traceback_chunk, min(nchunks, len(item_start) - 1), nthreads, qcodes, qoff,
-               scodes, soff, qidx, sidx, matrix, gap_open, gap_extend, cell_limit, mode, perm,
-               item_start, ngroups, mf, w, ident, info, ops, room)
-    return ops, room
-
-
-def lpt_chunks(cost, nchunks):
-    """Chunk of each work item: longest first, each to the least loaded chunk so far."""
-    chunk = np.zeros(len(cost), dtype=np.int64)
-    load = [0.0] * nchunks
-    for t in np.argsort(-np.asarray(cost, dtype=np.float64), kind="stable"):
-        c = min(range(nchunks), key=load.__getitem__)
-        chunk[t] = c
-        load[c] += float(cost[t])
-    return chunk
-
-
-def hits_in_lanes(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                  nthreads, do_trace, cell_limit, info, ops, room, fallbacks, band_min=None):
-    """Local alignments of database hits: subjects of one query in query lanes, then bands.
-
-    Pairs of one query, similar subject lengths, ALN_LANES at a time
-    (:func:`.query_lanes.locate_chunk_query`: the forward pass in SIMD lanes,
-    then, for hits scoring at least ``band_min`` (default
-    :data:`.query_lanes.BAND_MIN_SCORE`), the start and, with
-    ``do_trace``, the traceback on the bands of :mod:`.band`; weaker hits get
-    the reverse pass in lanes and info[k, 5] = -2, to be traced back).
-    Groups go to the threads longest first, each to the least loaded thread
-    (by the cells of its forward pass).
-    """
-    n = len(qidx)
-    if band_min is None:
-        band_min = query_lanes.BAND_MIN_SCORE
-    slen = soff[sidx + 1] - soff[sidx]
-    perm = np.lexsort((-slen, qidx)).astype(np.int64)
-    new_query = np.flatnonzero(np.diff(qidx[perm])) + 1
-    bounds = [0]
-    for lo, hi in zip(np.r_[0, new_query], np.r_[new_query, n]):
-        bounds.extend(range(int(lo) + ALN_LANES, int(hi), ALN_LANES))
-        bounds.append(int(hi))
     item_start = np.asarray(bounds, dtype=np.int64)
-    first = perm[item_start[:-1]]  # the longest subject of each group comes first
-    cost = (qoff[qidx[first] + 1] - qoff[qidx[first]]) * slen[first]
-    nchunks = min(nthreads, len(cost))
-    run_chunks(locate_chunk_query, nchunks, nthreads, qcodes, qoff, scodes, soff, qidx, sidx,
-               matrix, gap_open, gap_extend, perm, item_start, lpt_chunks(cost, nchunks),
-               do_trace, cell_limit, band_min, info, ops, room, fallbacks)
+    run_chunks(traceback_chunk, min(nchunks, len(item_start) - 1), nthreads, qcodes, qoff,
+               scodes, soff, qidx, sidx, matrix, gap_open, gap_extend, mode, order,
+               item_start, mf, w, ident, info, ops, room)
+    singles = np.flatnonzero(todo & ~lanes_ok).astype(np.int64)
+    if len(singles):  # compiled only when a run has large regions (or no pair lanes)
+        singles = singles[np.argsort(-(rq[singles] * rs[singles]), kind="stable")]
+        run_chunks(traceback_singles, min(nchunks, len(singles)), nthreads, qcodes, qoff,
+                   scodes, soff, qidx, sidx, matrix, gap_open, gap_extend, cell_limit, mode,
+                   singles, info, ops, room)
+    return ops, room
 
 
 def align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
@@ -267,14 +212,17 @@ def align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_ex
     info = np.zeros((n, 6), dtype=np.int64)
     fallbacks = np.zeros(n, dtype=np.int64)
     if mode == MODE_LOCAL and query_lanes and ends.shape[0] != n:
+        # database hits (:mod:`.hits`): strong ones traced back on bands, weak ones
+        # located there and traced back here in pair lanes
         qlen = qoff[qidx + 1] - qoff[qidx]
         slen = soff[sidx + 1] - soff[sidx]
         room = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(qlen + slen, out=room[1:])
         ops = np.zeros(int(room[n]), dtype=np.uint8)
-        hits_in_lanes(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                      nthreads, True, cell_limit, info, ops, room, fallbacks)
-        rest = info[:, 5] == -2  # weaker hits: short regions, traced back in pair lanes
+        status, fallbacks = hits_in_lanes(qcodes, qoff, scodes, soff, qidx, sidx, matrix,
+                                          gap_open, gap_extend, nthreads, True, cell_limit,
+                                          info, ops, room)
+        rest = status == TRACE
         parts = [(ops, room, ~rest)]
         if rest.any():
             ops2, room2 = traceback_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix,

@@ -5,18 +5,17 @@ the reverse pass (start cell) of ALN_LANES subjects of one query run in the
 lanes of one AVX2 register (16 int16 lanes, or 8 int32 lanes where int16
 could overflow), with the column pass of the search kernel
 (:func:`swgpu_tools.kernels.simd.make_column_pass`, tracking each column's
-best cell).  The lanes compute the cells of :mod:`.scalar` with the same tie
-rules, so the alignments are identical.
+best cell) and column profiles built by byte shuffles.  The lanes compute the
+cells of :mod:`.scalar` with the same tie rules, so the alignments are
+identical.  The forward pass also samples its DP values on a grid, for the
+bands of :mod:`.band` (:mod:`.hits` puts it all together).
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from ..kernels.simd import make_column_pass
-from .band import backward_band, forward_band_traceback
-from .scalar import reverse_start
-from .traceback import traceback
+from ..kernels.simd import HAVE_AVX2, make_column_pass, make_profile_shuffle
 
 #: Pairs of one query aligned in lock-step by the forward and reverse passes:
 #: one AVX2 register of int16 lanes (16), or of int32 lanes (8) where int16
@@ -24,16 +23,12 @@ from .traceback import traceback
 ALN_LANES = 16
 ALN_COLS = 2
 column_pass_track = make_column_pass(None, ALN_COLS, True)
+profile16 = make_profile_shuffle(16)
 I16_MAX = 32767
-#: Database hits scoring at least BAND_MIN_SCORE get their start and
-#: traceback on the bands of :mod:`.band` (long alignments: a tiny part of
-#: their region); weaker ones (short regions) the reverse pass in lanes and
-#: the traceback of their whole region.
-BAND_MIN_SCORE = 200
 #: The forward pass samples its DP values every GRID_STEP rows and columns
 #: (the bounds of :mod:`.band`), in at most GRID_BYTES per pass (the step is
 #: doubled for longer pairs).
-GRID_STEP = 16
+GRID_STEP = 8
 GRID_BYTES = 32 << 20
 
 
@@ -55,6 +50,15 @@ def forward_grid(m, soff, subjects, lanes):
     nr = (m + step - 1) // step + 1
     nc = (ncols + step - 1) // step + 1
     return np.zeros((nc, nr, lanes), dtype=np.int32), step, ncols
+
+
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _grab(g, H, step, m, lanes):
+    """g[r, l] = H of row min(r * step, m), lane l (r >= 1); ``lanes`` a literal."""
+    for r in range(1, g.shape[0]):
+        base = (min(r * step, m) - 1) * lanes
+        for l in range(lanes):
+            g[r, l] = H[base + l]
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -138,25 +142,45 @@ def lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, reverse,
             H[(top - ends_q[l]) * L + l] = 1
     pstride = nl * L
     prof = np.empty(ALN_COLS * pstride, dtype=probe.dtype)
+    # column profiles by byte shuffles (16 int16 lanes, an int8 matrix, AVX2):
+    # the lanes' letters interleaved, column j of lane l at inter[j * L + l]
+    shuffle = (HAVE_AVX2 and L == 16 and na + 1 <= 32 and matrix.min() >= -128
+               and matrix.max() <= 127)
+    if shuffle:
+        inter = np.full(ncols * L, na, dtype=np.uint8)
+        for l in range(nsub):
+            for jj in range(lens[l]):
+                inter[jj * L + l] = (scodes[starts[l] + lens[l] - 1 - jj] if reverse
+                                     else scodes[starts[l] + jj])
+        table8 = np.zeros((nl, 32), dtype=np.int8)
+        for x in range(nl):
+            for c in range(na + 1):
+                table8[x, c] = matT[c, x]
+    else:
+        inter = np.zeros(0, dtype=np.uint8)
+        table8 = np.zeros((0, 32), dtype=np.int8)
     bc = np.empty(ALN_COLS * L, dtype=probe.dtype)
     ic = np.empty(ALN_COLS * L, dtype=probe.dtype)
     capture = not reverse and grid.shape[0] > 0
-    nr = grid.shape[1]
     G = np.zeros(L, dtype=np.int64)
     I = np.zeros(L, dtype=np.int64)
     J = np.zeros(L, dtype=np.int64)
     for j in range(0, ncols, ALN_COLS):
         for c in range(ALN_COLS):
             jj = j + c
+            if shuffle:
+                profile16(inter, jj * L, table8, prof, c * pstride)
+            else:
+                for l in range(L):
+                    if jj >= lens[l]:
+                        r = na
+                    elif reverse:
+                        r = scodes[starts[l] + lens[l] - 1 - jj]
+                    else:
+                        r = scodes[starts[l] + jj]
+                    for x in range(nl):
+                        prof[c * pstride + x * L + l] = matT[r, x]
             for l in range(L):
-                if jj >= lens[l]:
-                    r = na
-                elif reverse:
-                    r = scodes[starts[l] + lens[l] - 1 - jj]
-                else:
-                    r = scodes[starts[l] + jj]
-                for x in range(nl):
-                    prof[c * pstride + x * L + l] = matT[r, x]
                 bc[c * L + l] = G[l]
                 ic[c * L + l] = 0
         column_pass_track(qc, prof, pstride, H, E, bc, ic, oe, gap_extend)
@@ -169,11 +193,11 @@ def lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, reverse,
         if capture:
             col = j + ALN_COLS  # H now holds DP column col (rows 1 .. m)
             if col % step == 0 or col == ncols:
-                gc = (col + step - 1) // step
-                for r in range(1, nr):
-                    base = (min(r * step, m) - 1) * L
-                    for l in range(L):
-                        grid[gc, r, l] = H[base + l]
+                g = grid[(col + step - 1) // step]
+                if narrow:
+                    _grab(g, H, step, m, 16)
+                else:
+                    _grab(g, H, step, m, 8)
         if reverse:
             done = True
             for l in range(nsub):
@@ -202,198 +226,3 @@ def fits_int16(matrix, gap_open, gap_extend):
     """Whether int16 lanes can hold every value below their overflow flag."""
     return (gap_open + 2 * gap_extend <= 30000 and matrix.min() >= -30000
             and 0 <= matrix.max() <= 1000)
-
-
-@njit(cache=True, nogil=True, boundscheck=False)
-def band_lanes(q, scodes, soff, subjects, matrix, gap_open, gap_extend, best, qe, se, grid,
-               step, ncols, strong, do_trace, cell_limit, res, counts, ops, room_end,
-               fallbacks):
-    """Start (and, with ``do_trace``, traceback) of the ``strong`` lanes on the bands of :mod:`.band`.
-
-    res[l] = (best, qs, qe, ss, se); lane l's operations are written
-    backwards ending at ops[room_end[l]], counts[l] is their number.
-    fallbacks[l] = 1 where a band was too large (or anything unexpected
-    happened) and the scalar passes ran instead.
-    """
-    m = q.shape[0]
-    lo = np.empty(m + 1, dtype=np.int64)
-    hi = np.empty(m + 1, dtype=np.int64)
-    for l in range(subjects.shape[0]):
-        if not strong[l]:
-            continue
-        sub = subjects[l]
-        s = scodes[soff[sub]:soff[sub + 1]]
-        a, b, _ = backward_band(q, s, qe[l], se[l], best[l], matrix, gap_open, gap_extend,
-                                grid[:, :, l], step, step, m, ncols, lo, hi, cell_limit)
-        banded = a >= 0
-        if not banded:
-            a, b = reverse_start(q, s, qe[l], se[l], best[l], matrix, gap_open, gap_extend,
-                                 False)
-            fallbacks[l] = 1
-        res[l, 0] = best[l]
-        res[l, 1] = qe[l] - a
-        res[l, 2] = qe[l]
-        res[l, 3] = se[l] - b
-        res[l, 4] = se[l]
-        if not do_trace:
-            continue
-        x = q[qe[l] - a:qe[l]]
-        y = s[se[l] - b:se[l]]
-        count = -1
-        if banded:
-            score, count = forward_band_traceback(x, y, matrix, gap_open, gap_extend, lo, hi,
-                                                  ops, room_end[l], cell_limit)
-            if count >= 0 and score != best[l]:
-                count = -1
-        if count < 0:
-            fallbacks[l] = 1
-            score, count = traceback(x, y, matrix, gap_open, gap_extend, cell_limit,
-                                     ops[:room_end[l]])
-            if score != best[l]:
-                count = -1  # must not happen; reported by the caller
-        counts[l] = count
-
-
-@njit(cache=True, nogil=True, boundscheck=False)
-def reverse_lanes(q, scodes, soff, subjects, matrix, gap_open, gap_extend, narrow_ok, best, qe,
-                  se, res):
-    """Starts of the alignments ending at (qe[l], se[l]) with scores best[l]: the reverse pass
-    in lanes (int16 where it fits, else int32 8 at a time); res[l] = (best, qs, qe, ss, se)."""
-    n = subjects.shape[0]
-    found = np.zeros(ALN_LANES, dtype=np.int64)
-    spa = np.zeros(ALN_LANES, dtype=np.int64)
-    spb = np.zeros(ALN_LANES, dtype=np.int64)
-    nogrid = np.zeros((0, 0, 0), dtype=np.int32)
-    ok = False
-    if narrow_ok:
-        ok = lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, True, qe, se,
-                        best, found, spa, spb, np.zeros(1, np.int16), nogrid, 1)
-    if not ok:
-        for lo in range(0, n, 8):
-            hi = min(n, lo + 8)
-            lanes_pass(q, scodes, soff, subjects[lo:hi], matrix, gap_open, gap_extend, True,
-                       qe[lo:hi], se[lo:hi], best[lo:hi], found[lo:], spa[lo:], spb[lo:],
-                       np.zeros(1, np.int32), nogrid, 1)
-    for k in range(n):
-        if found[k] != best[k] + 1:  # cannot happen; the scalar pass to be safe
-            s = scodes[soff[subjects[k]]:soff[subjects[k] + 1]]
-            spa[k], spb[k] = reverse_start(q, s, qe[k], se[k], best[k], matrix, gap_open,
-                                           gap_extend, False)
-        res[k, 0] = best[k]
-        res[k, 1] = qe[k] - spa[k]
-        res[k, 2] = qe[k]
-        res[k, 3] = se[k] - spb[k]
-        res[k, 4] = se[k]
-
-
-@njit(cache=True, nogil=True, boundscheck=False)
-def locate_lanes(q, scodes, soff, subjects, matrix, gap_open, gap_extend, narrow_ok, do_trace,
-                 cell_limit, band_min, res, counts, ops, room_end, fallbacks):
-    """Regions (and tracebacks) of up to ALN_LANES subjects of query q.
-
-    The forward pass in int16 lanes where they fit, else (or where one may
-    have overflowed) in int32 lanes, 8 subjects at a time.  Then, per lane:
-    best score 0: nothing (count 0); at least ``band_min``: start (and
-    traceback with ``do_trace``) on the bands, :func:`band_lanes`; between:
-    the start from the reverse pass in lanes (:func:`reverse_lanes`), count
-    -2 (the caller traces these back with the batch machinery: short regions,
-    cheap in pair lanes).
-    """
-    n = subjects.shape[0]
-    best = np.zeros(ALN_LANES, dtype=np.int64)
-    qe = np.zeros(ALN_LANES, dtype=np.int64)
-    se = np.zeros(ALN_LANES, dtype=np.int64)
-    strong = np.zeros(ALN_LANES, dtype=np.bool_)
-    m = q.shape[0]
-    ok = False
-    if narrow_ok:
-        grid, step, ncols = forward_grid(m, soff, subjects, 16)
-        ok = lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, False, qe, se,
-                        best, best, qe, se, np.zeros(1, np.int16), grid, step)
-        if ok:
-            for l in range(n):
-                strong[l] = best[l] >= band_min
-            band_lanes(q, scodes, soff, subjects, matrix, gap_open, gap_extend, best, qe, se,
-                       grid, step, ncols, strong, do_trace, cell_limit, res, counts, ops,
-                       room_end, fallbacks)
-    if not ok:
-        for lo in range(0, n, 8):
-            hi = min(n, lo + 8)
-            grid, step, ncols = forward_grid(m, soff, subjects[lo:hi], 8)
-            lanes_pass(q, scodes, soff, subjects[lo:hi], matrix, gap_open, gap_extend, False,
-                       qe, se, best, best[lo:], qe[lo:], se[lo:], np.zeros(1, np.int32), grid,
-                       step)
-            for l in range(lo, hi):
-                strong[l] = best[l] >= band_min
-            band_lanes(q, scodes, soff, subjects[lo:hi], matrix, gap_open, gap_extend,
-                       best[lo:], qe[lo:], se[lo:], grid, step, ncols, strong[lo:], do_trace,
-                       cell_limit, res[lo:hi], counts[lo:hi], ops, room_end[lo:hi],
-                       fallbacks[lo:hi])
-    weak = np.zeros(n, dtype=np.int64)
-    nweak = 0
-    for l in range(n):
-        if best[l] <= 0:
-            for col in range(5):
-                res[l, col] = 0
-            counts[l] = 0
-        elif not strong[l]:
-            weak[nweak] = l
-            nweak += 1
-    if nweak == 0:
-        return
-    wsub = np.empty(nweak, dtype=np.int64)
-    wbest = np.empty(nweak, dtype=np.int64)
-    wqe = np.empty(nweak, dtype=np.int64)
-    wse = np.empty(nweak, dtype=np.int64)
-    for k in range(nweak):
-        l = weak[k]
-        wsub[k] = subjects[l]
-        wbest[k] = best[l]
-        wqe[k] = qe[l]
-        wse[k] = se[l]
-    wres = np.zeros((nweak, 5), dtype=np.int64)
-    reverse_lanes(q, scodes, soff, wsub, matrix, gap_open, gap_extend, narrow_ok, wbest, wqe,
-                  wse, wres)
-    for k in range(nweak):
-        l = weak[k]
-        for col in range(5):
-            res[l, col] = wres[k, col]
-        counts[l] = -2
-
-
-@njit(cache=True, nogil=True, boundscheck=False)
-def locate_chunk_query(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open,
-                       gap_extend, perm, item_start, item_chunk, do_trace, cell_limit, band_min,
-                       info, ops, room, fallbacks):
-    """Local regions (and tracebacks) of chunk c's items: pairs of one query in query lanes.
-
-    Item t belongs to chunk item_chunk[t]; pair k's operations end at
-    ops[room[k + 1]]; info[k, 5]: their number, or -2 where the region is
-    still to be traced back (:func:`locate_lanes`).
-    """
-    narrow_ok = fits_int16(matrix, gap_open, gap_extend)
-    res = np.zeros((ALN_LANES, 5), dtype=np.int64)
-    counts = np.zeros(ALN_LANES, dtype=np.int64)
-    room_end = np.zeros(ALN_LANES, dtype=np.int64)
-    flags = np.zeros(ALN_LANES, dtype=np.int64)
-    for t in range(item_start.shape[0] - 1):
-        if item_chunk[t] != c:
-            continue
-        ks = perm[item_start[t]:item_start[t + 1]]
-        qi = qidx[ks[0]]
-        q = qcodes[qoff[qi]:qoff[qi + 1]]
-        n = ks.shape[0]
-        subjects = np.empty(n, dtype=np.int64)
-        for l in range(n):
-            subjects[l] = sidx[ks[l]]
-            room_end[l] = room[ks[l] + 1]
-            flags[l] = 0
-        locate_lanes(q, scodes, soff, subjects, matrix, gap_open, gap_extend, narrow_ok,
-                     do_trace, cell_limit, band_min, res[:n], counts[:n], ops, room_end[:n],
-                     flags[:n])
-        for l in range(n):
-            k = ks[l]
-            for col in range(5):
-                info[k, col] = res[l, col]
-            info[k, 5] = counts[l]
-            fallbacks[k] = flags[l]

@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from .cells import NEG
-from .modes import MODE_GLOBAL, MODE_LOCAL, MODE_SEMIGLOBAL
+from .modes import MODE_GLOBAL, MODE_SEMIGLOBAL
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -150,7 +150,7 @@ def forward_end_semi(q, s, matrix, gap_open, gap_extend):
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def locate(q, s, matrix, gap_open, gap_extend, mode=MODE_LOCAL):
+def locate(q, s, matrix, gap_open, gap_extend, mode):
     """(best, query_start, query_end, subject_start, subject_end) by the tie rules.
 
     Global mode: the whole rectangle, best unknown (0) until the traceback.
@@ -160,13 +160,9 @@ def locate(q, s, matrix, gap_open, gap_extend, mode=MODE_LOCAL):
     if mode == MODE_SEMIGLOBAL:
         best, se = forward_end_semi(q, s, matrix, gap_open, gap_extend)
         qe = q.shape[0]
-        a, b = reverse_start(q, s, qe, se, best, matrix, gap_open, gap_extend, True)
-        return best, 0, qe, se - b, se
-    best, qe, se = forward_end(q, s, matrix, gap_open, gap_extend)
-    if best <= 0:
-        return 0, 0, 0, 0, 0
-    a, b = reverse_start(q, s, qe, se, best, matrix, gap_open, gap_extend, False)
-    return best, qe - a, qe, se - b, se
+    else:
+        best, qe, se = forward_end(q, s, matrix, gap_open, gap_extend)
+    return start_from_end(q, s, best, qe, se, matrix, gap_open, gap_extend, mode)
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -174,10 +170,10 @@ def start_from_end(q, s, best, qe, se, matrix, gap_open, gap_extend, mode):
     """Like :func:`locate` from a known (best, query end, subject end)."""
     if mode == MODE_GLOBAL:
         return 0, 0, q.shape[0], 0, s.shape[0]
-    if mode == MODE_SEMIGLOBAL:
-        a, b = reverse_start(q, s, qe, se, best, matrix, gap_open, gap_extend, True)
-        return best, 0, qe, se - b, se
-    if best <= 0:
+    semi = mode == MODE_SEMIGLOBAL  # a bool, not a literal: one reverse_start to compile
+    if not semi and best <= 0:
         return 0, 0, 0, 0, 0
-    a, b = reverse_start(q, s, qe, se, best, matrix, gap_open, gap_extend, False)
+    a, b = reverse_start(q, s, qe, se, best, matrix, gap_open, gap_extend, semi)
+    if semi:
+        return best, 0, qe, se - b, se
     return best, qe - a, qe, se - b, se

@@ -41,15 +41,12 @@ How it works
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
-from numba import get_num_threads, njit, prange, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import get_num_threads, njit, prange
 
 from ..align.params import kernel_scoring
 from ..align.scalar import forward_end
 from . import TopHits
-from .simd import make_column_pass
+from .simd import HAVE_AVX2, make_column_pass, make_profile_shuffle
 
 #: Subjects aligned in lock-step (32 x int8 = one AVX2 register).
 LANES = 32
@@ -58,94 +55,12 @@ LANES = 32
 COLS = 4
 
 
-def _host_has_avx2() -> bool:
-    try:
-        import llvmlite.binding as llvm
-
-        return bool(llvm.get_host_cpu_features().get("avx2", False))
-    except Exception:  # pragma: no cover - unusual llvmlite builds
-        return False
-
-
-#: The column profile is built with AVX2 byte shuffles where available.
-_HAVE_AVX2 = _host_has_avx2()
-
-
 #: The search kernel's column pass: LANES x COLS, best score per lane.
 _column_pass = make_column_pass(LANES, COLS, False)
 
 
-def _profile_shuffle_ir(builder, inter_ptr, pos, table_ptr, n_letters, prof_ptr, lane_bits):
-    """prof[a*LANES + l] = table[a*32 + inter[pos + l]] with two AVX2 byte shuffles per letter."""
-    i8 = ir.IntType(8)
-    i64 = ir.IntType(64)
-    v32 = ir.VectorType(i8, LANES)
-    v16 = ir.VectorType(i8, 16)
-    lane_t = ir.IntType(lane_bits)
-    vout = ir.VectorType(lane_t, LANES)
-    pshufb = cgutils.get_or_insert_function(
-        builder.module, ir.FunctionType(v32, [v32, v32]), "llvm.x86.avx2.pshuf.b")
-    idx = builder.load(builder.bitcast(builder.gep(inter_ptr, [pos]), v32.as_pointer()), align=1)
-    # pshufb reads the low 4 bits of an index and gives 0 where bit 7 is set:
-    # one index vector per table half, the other half's codes set to 0x80
-    is_hi = builder.icmp_unsigned(">", idx, ir.Constant(v32, [15] * LANES))
-    off = ir.Constant(v32, [0x80] * LANES)
-    idx_lo = builder.select(is_hi, off, idx)
-    idx_hi = builder.select(is_hi, idx, off)
-    dup = ir.Constant(ir.VectorType(ir.IntType(32), LANES), list(range(16)) * 2)
-    with cgutils.for_range(builder, n_letters) as loop:
-        a = loop.index
-        row = builder.gep(table_ptr, [builder.mul(a, ir.Constant(i64, 32))])
-        lo16 = builder.load(builder.bitcast(row, v16.as_pointer()), align=1)
-        hi16 = builder.load(builder.bitcast(builder.gep(row, [ir.Constant(i64, 16)]),
-                                            v16.as_pointer()), align=1)
-        lo = builder.shuffle_vector(lo16, lo16, dup)
-        hi = builder.shuffle_vector(hi16, hi16, dup)
-        r = builder.or_(builder.call(pshufb, [lo, idx_lo]), builder.call(pshufb, [hi, idx_hi]))
-        if lane_bits > 8:
-            r = builder.sext(r, vout)
-        dst = builder.gep(prof_ptr, [builder.mul(a, ir.Constant(i64, LANES))])
-        builder.store(r, builder.bitcast(dst, vout.as_pointer()), align=lane_bits // 8)
-
-
-def _profile_lookup_ir(builder, inter_ptr, pos, table_ptr, n_letters, prof_ptr, lane_bits):
-    """Scalar version of :func:`_profile_shuffle_ir` (no x86 instructions)."""
-    i64 = ir.IntType(64)
-    lane_t = ir.IntType(lane_bits)
-    with cgutils.for_range(builder, n_letters) as la:
-        a = la.index
-        with cgutils.for_range(builder, ir.Constant(i64, LANES)) as ll:
-            lane = ll.index
-            code = builder.zext(builder.load(builder.gep(inter_ptr, [builder.add(pos, lane)])), i64)
-            v = builder.load(builder.gep(table_ptr, [builder.add(builder.mul(a, ir.Constant(i64, 32)), code)]))
-            if lane_bits > 8:
-                v = builder.sext(v, lane_t)
-            builder.store(v, builder.gep(prof_ptr, [builder.add(builder.mul(a, ir.Constant(i64, LANES)), lane)]))
-
-
-@intrinsic
-def _profile_shuffle(typingctx, inter, pos, table, prof, dst):
-    """Column profile into prof[dst:] from the int8 table (n_letters x 32) with AVX2 shuffles."""
-    if not (isinstance(inter, types.Array) and isinstance(table, types.Array)
-            and isinstance(prof, types.Array) and isinstance(prof.dtype, types.Integer)):
-        return None
-    bits = prof.dtype.bitwidth
-    sig = types.void(inter, types.int64, table, prof, types.int64)
-
-    def codegen(context, builder, signature, args):
-        it, _, tt, pt, _ = signature.args
-        ia = context.make_array(it)(context, builder, args[0])
-        ta = context.make_array(tt)(context, builder, args[2])
-        pa = context.make_array(pt)(context, builder, args[3])
-        dst = builder.gep(pa.data, [args[4]])
-        n_letters = builder.extract_value(ta.shape, 0)
-        if _HAVE_AVX2:
-            _profile_shuffle_ir(builder, ia.data, args[1], ta.data, n_letters, dst, bits)
-        else:  # never called there (use_shuffle is False), but must compile
-            _profile_lookup_ir(builder, ia.data, args[1], ta.data, n_letters, dst, bits)
-        return context.get_dummy_value()
-
-    return sig, codegen
+#: The search kernel's column profile from the int8 table with AVX2 byte shuffles.
+_profile_shuffle = make_profile_shuffle(LANES)
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -295,7 +210,7 @@ class _Prepared:
         self.levels = [lv for lv in levels if lv.fits]
         # int8 score table for the shuffle-built column profile (rows: letters,
         # 32 columns: subject codes incl. the pad code)
-        self.use_shuffle = bool(_HAVE_AVX2 and na + 1 <= 32
+        self.use_shuffle = bool(HAVE_AVX2 and na + 1 <= 32
                                 and matrix.min() >= -128 and matrix.max() <= 127)
         table8 = np.zeros((na, 32), dtype=np.int8)
         if self.use_shuffle:

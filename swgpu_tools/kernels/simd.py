@@ -10,12 +10,31 @@ vector types, through Numba intrinsics built here.
 * :func:`make_column_pass`: an intrinsic computing a few DP columns for a
   register of subjects (inter-sequence lanes, SWIPE style), with or without
   per-column tracking of the best cell.
+* :func:`make_profile_shuffle`: an intrinsic building the column profile of
+  a register of subjects (the score of each query letter against each lane's
+  subject letter) with byte shuffles, from an int8 table (:data:`HAVE_AVX2`).
 """
 from __future__ import annotations
 
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic
+
+
+def _host_has_avx2() -> bool:
+    try:
+        import llvmlite.binding as llvm
+
+        return bool(llvm.get_host_cpu_features().get("avx2", False))
+    except Exception:  # pragma: no cover - unusual llvmlite builds
+        return False
+
+
+#: Whether this CPU has AVX2 (and so SSSE3): the column profiles are then built
+#: with byte shuffles (:func:`make_profile_shuffle`); callers use a scalar loop
+#: otherwise.
+HAVE_AVX2 = _host_has_avx2()
 
 
 def vmax(builder, a, b):
@@ -186,4 +205,98 @@ def make_column_pass(lanes, cols, track):
             return typer_impl((q, prof, pstride, H, E, best, oe, ext))
     name = f"_column_pass_{lanes or 'reg'}x{cols}" + ("_track" if track else "")
     typer.__name__ = typer.__qualname__ = name
+    return intrinsic(typer)
+
+
+def _profile_shuffle_ir(builder, inter_ptr, pos, table_ptr, n_letters, prof_ptr, lanes,
+                        lane_bits):
+    """prof[a*lanes + l] = table[a*32 + inter[pos + l]]: two byte shuffles per letter.
+
+    lanes 32: AVX2 ``vpshufb`` on 32 bytes (each 128-bit half of the table row
+    duplicated); lanes 16: SSSE3 ``pshufb`` on 16 bytes.
+    """
+    i8 = ir.IntType(8)
+    i64 = ir.IntType(64)
+    vidx = ir.VectorType(i8, lanes)
+    v16 = ir.VectorType(i8, 16)
+    vout = ir.VectorType(ir.IntType(lane_bits), lanes)
+    name = "llvm.x86.avx2.pshuf.b" if lanes == 32 else "llvm.x86.ssse3.pshuf.b.128"
+    pshufb = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(vidx, [vidx, vidx]), name)
+    idx = builder.load(builder.bitcast(builder.gep(inter_ptr, [pos]), vidx.as_pointer()),
+                       align=1)
+    # pshufb reads the low 4 bits of an index and gives 0 where bit 7 is set:
+    # one index vector per table half, the other half's codes set to 0x80
+    is_hi = builder.icmp_unsigned(">", idx, ir.Constant(vidx, [15] * lanes))
+    off = ir.Constant(vidx, [0x80] * lanes)
+    idx_lo = builder.select(is_hi, off, idx)
+    idx_hi = builder.select(is_hi, idx, off)
+    dup = ir.Constant(ir.VectorType(ir.IntType(32), lanes), list(range(16)) * (lanes // 16))
+    with cgutils.for_range(builder, n_letters) as loop:
+        a = loop.index
+        row = builder.gep(table_ptr, [builder.mul(a, ir.Constant(i64, 32))])
+        lo16 = builder.load(builder.bitcast(row, v16.as_pointer()), align=1)
+        hi16 = builder.load(builder.bitcast(builder.gep(row, [ir.Constant(i64, 16)]),
+                                            v16.as_pointer()), align=1)
+        if lanes != 16:
+            lo16 = builder.shuffle_vector(lo16, lo16, dup)
+            hi16 = builder.shuffle_vector(hi16, hi16, dup)
+        r = builder.or_(builder.call(pshufb, [lo16, idx_lo]),
+                        builder.call(pshufb, [hi16, idx_hi]))
+        if lane_bits > 8:
+            r = builder.sext(r, vout)
+        dst = builder.gep(prof_ptr, [builder.mul(a, ir.Constant(i64, lanes))])
+        builder.store(r, builder.bitcast(dst, vout.as_pointer()), align=lane_bits // 8)
+
+
+def _profile_lookup_ir(builder, inter_ptr, pos, table_ptr, n_letters, prof_ptr, lanes,
+                       lane_bits):
+    """Scalar version of :func:`_profile_shuffle_ir` (no x86 instructions)."""
+    i64 = ir.IntType(64)
+    lane_t = ir.IntType(lane_bits)
+    with cgutils.for_range(builder, n_letters) as la:
+        a = la.index
+        with cgutils.for_range(builder, ir.Constant(i64, lanes)) as ll:
+            lane = ll.index
+            code = builder.zext(builder.load(builder.gep(inter_ptr, [builder.add(pos, lane)])),
+                                i64)
+            row = builder.mul(a, ir.Constant(i64, 32))
+            v = builder.load(builder.gep(table_ptr, [builder.add(row, code)]))
+            if lane_bits > 8:
+                v = builder.sext(v, lane_t)
+            at = builder.add(builder.mul(a, ir.Constant(i64, lanes)), lane)
+            builder.store(v, builder.gep(prof_ptr, [at]))
+
+
+def make_profile_shuffle(lanes):
+    """Build an intrinsic ``profile(inter, pos, table, prof, dst)`` for ``lanes`` (16 or 32).
+
+    prof[dst + a*lanes + l] = table[a, inter[pos + l]] for every row a of the
+    int8 table (n_letters x 32: a query letter's scores against subject codes
+    0..31), sign-extended to prof's integer type.  Byte shuffles where the
+    CPU has AVX2 (:data:`HAVE_AVX2`); elsewhere it compiles to a scalar loop
+    (callers use their own scalar path there).
+    """
+
+    def typer(typingctx, inter, pos, table, prof, dst):
+        if not (isinstance(inter, types.Array) and isinstance(table, types.Array)
+                and isinstance(prof, types.Array) and isinstance(prof.dtype, types.Integer)):
+            return None
+        bits = prof.dtype.bitwidth
+        sig = types.void(inter, types.int64, table, prof, types.int64)
+
+        def codegen(context, builder, signature, args):
+            it, _, tt, pt, _ = signature.args
+            ia = context.make_array(it)(context, builder, args[0])
+            ta = context.make_array(tt)(context, builder, args[2])
+            pa = context.make_array(pt)(context, builder, args[3])
+            dst = builder.gep(pa.data, [args[4]])
+            n_letters = builder.extract_value(ta.shape, 0)
+            build = _profile_shuffle_ir if HAVE_AVX2 else _profile_lookup_ir
+            build(builder, ia.data, args[1], ta.data, n_letters, dst, lanes, bits)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    typer.__name__ = typer.__qualname__ = f"_profile_shuffle_{lanes}"
     return intrinsic(typer)
