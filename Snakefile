@@ -4,10 +4,9 @@
 #   score_shard  queries x 1 shard  -> results/hits/shard-NNNN.tsv      (one job per shard)
 #   merge_hits   all shard hits     -> results/hits.tsv                 (top-k, E-values)
 #   traceback    merged hits        -> results/alignments.tsv (+ .sam/.parquet/.txt)
-#   history      this release       -> results/history/<release>/ (+ current.json)
-#   changes      release vs previous release -> results/changes.tsv
+#   release      this scan as a release -> results/history/<release>/, results/changes.tsv
+#                (vs the previous release), results/swgpu-run.json (the tables, last)
 #   plots        tables, stats JSON -> results/plots/ (snakemake --report report.html)
-#   manifest     every output       -> results/swgpu-run.json, written last
 #
 # Every step is a thin shell call to the installed `swgpu` command; all logic
 # lives in the swgpu_tools package.  See workflow/README.md and config/README.md.
@@ -42,10 +41,8 @@ wildcard_constraints:
 # Small steps run where Snakemake runs, never as cluster jobs.
 localrules:
     all,
-    history,
-    changes,
+    release,
     plots,
-    manifest,
 
 
 # GPUs count per machine, not across a cluster (also set in profiles/default,
@@ -59,10 +56,8 @@ include: "workflow/rules/shard_db.smk"
 include: "workflow/rules/score_shard.smk"
 include: "workflow/rules/merge_hits.smk"
 include: "workflow/rules/traceback.smk"
-include: "workflow/rules/history.smk"
-include: "workflow/rules/changes.smk"
+include: "workflow/rules/release.smk"
 include: "workflow/rules/plots.smk"
-include: "workflow/rules/manifest.smk"
 
 
 # snakemake --report report.html: a self-contained page with the plots of rule
@@ -73,6 +68,7 @@ report: "workflow/report/workflow.rst"
 rule all:
     input:
         "results/swgpu-run.json",
+        rules.plots.output,
     default_target: True
 
 

@@ -220,8 +220,11 @@ class ScoringScheme:
 
     def encode(self, sequences: SequenceSet, source: str = "input") -> EncodedSequences:
         """Map stored letters to matrix codes; InputError for letters the matrix cannot score."""
-        codes = self.codes_of_letters[sequences.residues]
-        if len(codes) and codes.min() < 0:
+        # bytes.translate: one C pass over the residues (a letter without a code -> 255)
+        table = bytes(int(c) if c >= 0 else 255 for c in self.codes_of_letters)
+        raw = sequences.residues.tobytes().translate(table)
+        if b"\xff" in raw:
+            codes = self.codes_of_letters[sequences.residues]
             pos = int(np.argmax(codes < 0))
             i = int(np.searchsorted(sequences.offsets, pos, side="right") - 1)
             letter = chr(sequences.residues[pos])
@@ -230,7 +233,7 @@ class ScoringScheme:
                 f"position {pos - sequences.offsets[i] + 1} cannot be scored by matrix "
                 f"'{self.matrix_name}' (alphabet {self.alphabet})"
             )
-        return EncodedSequences(codes.astype(np.uint8), sequences.offsets.copy())
+        return EncodedSequences(np.frombuffer(raw, dtype=np.uint8), sequences.offsets.copy())
 
     def check_letters(self, sequences: SequenceSet, source: str,
                       sample: int = 1_000_000) -> None:

@@ -132,7 +132,7 @@ def test_rescan_scores_only_the_new_and_changed_sequences(rescan):
         assert st["delta_sequences"] == len(ids)
         assert st["cells"] < 0.2 * st["full_scan_cells"]
     out = rescan["second"].stdout + rescan["second"].stderr
-    for rule in ("merge_hits", "traceback", "history", "changes", "plots", "manifest"):
+    for rule in ("merge_hits", "traceback", "release", "plots"):
         assert re.search(rf"^(?:local)?rule {rule}:", out, re.MULTILINE), rule
 
 

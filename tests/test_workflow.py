@@ -38,8 +38,7 @@ HITS_COLUMNS = ["qseqid", "sseqid", "qacc", "sacc", "score", "bitscore", "evalue
                 "slen", "stitle"]
 BLAST12 = ["qaccver", "saccver", "pident", "length", "mismatch", "gapopen",
            "qstart", "qend", "sstart", "send", "evalue", "bitscore"]
-RULES = ["shard_db", "score_shard", "merge_hits", "traceback", "history", "changes", "plots",
-         "manifest"]
+RULES = ["shard_db", "score_shard", "merge_hits", "traceback", "release", "plots"]
 
 pytestmark = pytest.mark.skipif(SNAKEMAKE is None, reason="snakemake is not installed")
 
@@ -348,8 +347,7 @@ def test_dry_run_lists_the_jobs(tmp_path):
     proc = _snakemake(tmp_path, "-n")
     out = proc.stdout + proc.stderr
     assert _job_counts(out) == {"shard_db": 1, "score_shard": 5, "merge_hits": 1,
-                                "traceback": 1, "history": 1, "changes": 1,
-                                "plots": 1, "manifest": 1, "all": 1}
+                                "traceback": 1, "release": 1, "plots": 1, "all": 1}
     for i in range(5):
         assert f"results/hits/shard-{i:04d}.npz" in out
     assert not (tmp_path / "results").exists()

@@ -16,9 +16,8 @@ STEPS = [
     ("merge", "merge shard hits into hits.tsv (rule merge_hits)"),
     ("traceback", "align the merged hits (rule traceback)"),
     ("check-shards", "verify shard files; move corrupt ones aside"),
-    ("record-release", "keep this scan in results/history/<release>/ (rule history)"),
+    ("release", "keep this release, compare with the previous one, list the tables (rule release)"),
     ("plots", "plots and tables for the report (rule plots)"),
-    ("write-manifest", "list the outputs with their digests, last (rule manifest)"),
 ]
 _HELP = dict(STEPS)
 
@@ -96,25 +95,25 @@ def add_steps(sub) -> None:
                    help="move corrupt shards into DIR (default: only report them)")
     p.set_defaults(run=run_check_shards)
 
-    p = _parser(sub, "record-release", "Keep this scan's hits.tsv, alignments.tsv and full "
-                                       "alignment table in HISTORY/<release>/ with a manifest, "
-                                       "and write the marker naming the current release.")
+    p = _parser(sub, "release", "The scan as a database release: keep hits.tsv, alignments.tsv and "
+                                "the reuse table in HISTORY/<release>/ with a manifest and name it "
+                                "in MARKER; write CHANGES (this release against the previous "
+                                "release); write MANIFEST (the tables, their sizes and digests) "
+                                "last.")
+    p.add_argument("extra", nargs="*", help="the other alignment files (SAM, Parquet, text)")
     p.add_argument("--hits", required=True, help="hits.tsv")
     p.add_argument("--alignments", required=True, help="alignments.tsv")
     p.add_argument("--internal", required=True, help="the alignment reuse table (a TSV)")
     p.add_argument("--database-info", required=True, help="database.json")
+    p.add_argument("--queries", default=None, help="query FASTA (for the query order)")
     p.add_argument("--history", required=True, help="the history folder")
-    p.add_argument("--marker", required=True, help="marker JSON to write (the current release)")
+    p.add_argument("--marker", required=True, help="marker JSON naming the current release")
+    p.add_argument("--changes", required=True, help="output changes.tsv")
+    p.add_argument("--manifest", required=True, help="output manifest JSON, written last")
     p.add_argument("--release", default=None, help="release name (default: from the database's "
                                                    "content digest)")
     p.add_argument("--config-json", default=None, help="the workflow configuration, as JSON")
-    p.set_defaults(run=run_record_release)
-
-    p = _parser(sub, "write-manifest", "Write a manifest (files, sizes, blake2b digests) of the "
-                                       "given output files; the workflow writes it last.")
-    p.add_argument("files", nargs="+", help="the output files")
-    p.add_argument("--out", required=True, help="the manifest JSON")
-    p.set_defaults(run=run_write_manifest)
+    p.set_defaults(run=run_release)
 
     from ..report import add_arguments as add_plots_arguments
 
@@ -180,21 +179,17 @@ def run_check_shards(args) -> int:
     return 0
 
 
-def run_record_release(args) -> int:
+def run_release(args) -> int:
     import json
 
-    from ..steps.history import record_release
+    from ..io.outputset import write_manifest
+    from ..steps.history import record_release, write_changes
 
     config = json.loads(args.config_json) if args.config_json else None
     record_release(args.hits, args.alignments, args.internal, args.database_info, args.history,
                    args.marker, args.release, config)
-    return 0
-
-
-def run_write_manifest(args) -> int:
-    from ..io.outputset import write_manifest
-
-    write_manifest(args.out, args.files)
+    write_changes(args.hits, args.marker, args.history, args.changes, args.queries)
+    write_manifest(args.manifest, [args.hits, args.alignments, *args.extra, args.changes])
     return 0
 
 

@@ -241,9 +241,9 @@ def run_align(args) -> int:
 def add_changes(sub) -> None:
     p = sub.add_parser(
         "changes", help="hits new, gone or changed between two releases",
-        description="Compare two database releases kept in the history folder: with A and B, "
-                    "the changes from release A to release B; in the workflow (--hits, "
-                    "--current), this scan against the previous release.  Rows: qseqid "
+        description="Compare two database releases kept in the history folder (the workflow "
+                    "keeps every scanned release in results/history/): the changes from release "
+                    "A to release B.  Rows: qseqid "
                     "sseqid qacc sacc change previous_score score previous_evalue evalue "
                     "slen; change is new, gone or score.",
         epilog="Examples:\n  swgpu changes --list\n  swgpu changes 2026_04 2026_05 -o "
@@ -256,10 +256,6 @@ def add_changes(sub) -> None:
     p.add_argument("--list", action="store_true", help="list the kept releases")
     p.add_argument("--prune", type=int, default=None, metavar="N",
                    help="remove all but the N newest kept releases")
-    g = p.add_argument_group("workflow step (rule changes)")
-    g.add_argument("--hits", default=None, help="the current hits.tsv")
-    g.add_argument("--current", default=None, help="the marker naming the current release")
-    g.add_argument("--queries", default=None, help="query FASTA (for the query order)")
     p.set_defaults(run=run_changes)
 
 
@@ -279,11 +275,6 @@ def run_changes(args) -> int:
     if args.prune is not None:
         gone = history.prune(args.history, args.prune)
         print(f"removed {len(gone)} release(s): {', '.join(gone) or 'none'}")
-        return 0
-    if args.hits or args.current:
-        if not (args.hits and args.current and args.out):
-            raise InputError("the workflow form needs --hits, --current and --out")
-        history.write_changes(args.hits, args.current, args.history, args.out, args.queries)
         return 0
     if len(args.releases) != 2:
         raise InputError("give two kept releases (A B), or --list (see swgpu changes --help)")

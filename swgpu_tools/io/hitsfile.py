@@ -45,11 +45,19 @@ class ShardHits:
         score = (np.concatenate([t[1] for t in top]).astype(np.int32) if top
                  else np.zeros(0, np.int32))
         used, s = np.unique(sub, return_inverse=True)
-        seqids, titles = database.seqids, database.titles
         ul = used.tolist()
+        if database.headers is None:
+            seqids = [database.ids[i] for i in ul]
+            titles = ["N/A"] * len(ul)
+        else:  # only the subjects hit
+            from ..ids import seqid_of, title_of
+
+            heads = [database.headers[i] for i in ul]
+            seqids = [seqid_of(h) or database.ids[i] for h, i in zip(heads, ul)]
+            titles = [title_of(h) for h in heads]
         return cls(list(queries.ids), q, s.astype(np.int32), score,
-                   [database.ids[i] for i in ul], [seqids[i] for i in ul],
-                   [titles[i] for i in ul], database.lengths[used].astype(np.int64))
+                   [database.ids[i] for i in ul], seqids, titles,
+                   database.lengths[used].astype(np.int64))
 
 
 def _pack(strings: list[str]) -> np.ndarray:
