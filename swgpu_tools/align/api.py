@@ -18,6 +18,7 @@ from .pair_lanes import PAIR_LANES_DEFAULT
 from .params import check_range, kernel_scoring
 from .scalar import locate
 from .traceback import TRACEBACK_CELL_LIMIT, traceback
+from .warm import notice
 
 
 def results(info: np.ndarray, parts) -> list[Alignment]:
@@ -211,6 +212,7 @@ def align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_e
         cell_limit = max(1 << 22, TRACEBACK_CELL_LIMIT // nthreads)
     # query-shared lanes where pairs share queries (database hits), else pair lanes
     query_lanes = len(qidx) >= 4 * len(np.unique(qidx))
+    notice("hits" if query_lanes and code == MODE_LOCAL else "pairs")
     info, parts, fallbacks = align_batch(
         np.ascontiguousarray(qcodes, dtype=np.uint8), qoff,
         np.ascontiguousarray(scodes, dtype=np.uint8), soff,

@@ -142,7 +142,8 @@ def backward_band(q, s, qe, se, best, matrix, gap_open, gap_extend, grid, R, K, 
         start = max(1, plo)
         if pos + se + 1 - start > hvals.shape[0]:
             grown = np.empty(2 * hvals.shape[0] + se + 1, dtype=np.int32)
-            grown[:pos] = hvals[:pos]
+            for x in range(pos):  # (a loop: slice assignments compile slowly)
+                grown[x] = hvals[x]
             hvals = grown
         hoff[a] = pos - start
         nlo = -1

@@ -117,7 +117,8 @@ def lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, reverse,
     if narrow and m >= I16_MAX:
         return False
     # matT[c, a]: subject code c (or pad = na) against compact query letter a
-    pad = min(0, matrix.min())
+    mmin, mmax = matrix_range(matrix)
+    pad = min(0, mmin)
     matT = np.zeros((na + 1, nl), dtype=probe.dtype)
     for c in range(na):
         for x in range(na):
@@ -144,8 +145,7 @@ def lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, reverse,
     prof = np.empty(ALN_COLS * pstride, dtype=probe.dtype)
     # column profiles by byte shuffles (16 int16 lanes, an int8 matrix, AVX2):
     # the lanes' letters interleaved, column j of lane l at inter[j * L + l]
-    shuffle = (HAVE_AVX2 and L == 16 and na + 1 <= 32 and matrix.min() >= -128
-               and matrix.max() <= 127)
+    shuffle = HAVE_AVX2 and L == 16 and na + 1 <= 32 and mmin >= -128 and mmax <= 127
     if shuffle:
         inter = np.full(ncols * L, na, dtype=np.uint8)
         for l in range(nsub):
@@ -206,7 +206,7 @@ def lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, reverse,
             if done:
                 break
     if narrow:
-        limit = I16_MAX - max(0, matrix.max())
+        limit = I16_MAX - max(0, mmax)
         for l in range(nsub):
             if G[l] >= limit:
                 return False
@@ -224,5 +224,18 @@ def lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, reverse,
 @njit(cache=True, nogil=True, boundscheck=False)
 def fits_int16(matrix, gap_open, gap_extend):
     """Whether int16 lanes can hold every value below their overflow flag."""
-    return (gap_open + 2 * gap_extend <= 30000 and matrix.min() >= -30000
-            and 0 <= matrix.max() <= 1000)
+    mmin, mmax = matrix_range(matrix)
+    return gap_open + 2 * gap_extend <= 30000 and mmin >= -30000 and 0 <= mmax <= 1000
+
+
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def matrix_range(matrix):
+    """(smallest, largest) substitution score.  (A loop: NumPy's min/max cost
+    Numba more compilation.)"""
+    lo = matrix[0, 0]
+    hi = matrix[0, 0]
+    for a in range(matrix.shape[0]):
+        for b in range(matrix.shape[1]):
+            lo = min(lo, matrix[a, b])
+            hi = max(hi, matrix[a, b])
+    return np.int64(lo), np.int64(hi)

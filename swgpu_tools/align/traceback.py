@@ -144,14 +144,12 @@ def load_block(p, jc, q, s, matrix, gap_open, gap_extend, sizes, d, K, ckH, ckF,
         if base[lv] == r0:
             continue
         src = 0 if lv == 1 else 1 + (lv - 2) * K + kp
-        Hj[:] = ckH[src, :w]
-        Fj[:] = ckF[src, :w]
+        _copy_row(ckH, ckF, src, Hj, Fj, w, True)
         rend = min(m, r0 + sizes[lv - 1])
         r = r0
         k = 0
         while True:
-            ckH[1 + (lv - 1) * K + k, :w] = Hj
-            ckF[1 + (lv - 1) * K + k, :w] = Fj
+            _copy_row(ckH, ckF, 1 + (lv - 1) * K + k, Hj, Fj, w, False)
             if r + sizes[lv] >= rend:
                 break
             fill_rows(q, sj, r, r + sizes[lv], Hj, Fj, nobits, matrix, gap_open, gap_extend)
@@ -163,10 +161,23 @@ def load_block(p, jc, q, s, matrix, gap_open, gap_extend, sizes, d, K, ckH, ckF,
     kp = (p - base[d]) // sizes[d]
     r0 = base[d] + kp * sizes[d]
     src = 0 if d == 0 else 1 + (d - 1) * K + kp
-    Hj[:] = ckH[src, :w]
-    Fj[:] = ckF[src, :w]
+    _copy_row(ckH, ckF, src, Hj, Fj, w, d >= 0)
     fill_rows(q, sj, r0, min(m, r0 + sizes[d]), Hj, Fj, bits, matrix, gap_open, gap_extend)
     return r0
+
+
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _copy_row(ckH, ckF, row, H, F, w, load):
+    """H, F[:w] = checkpoint row ``row`` (load), or the reverse.  (Loops: array slice
+    assignments cost seconds of Numba compilation.)"""
+    if load:
+        for j in range(w):
+            H[j] = ckH[row, j]
+            F[j] = ckF[row, j]
+    else:
+        for j in range(w):
+            ckH[row, j] = H[j]
+            ckF[row, j] = F[j]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -235,8 +246,7 @@ def traceback(q, s, matrix, gap_open, gap_extend, cell_limit, ops):
     H = np.empty(n + 1, dtype=np.int32)
     F = np.empty(n + 1, dtype=np.int32)
     init_row0(n, gap_open, gap_extend, H, F)
-    ckH[0] = H
-    ckF[0] = F
+    _copy_row(ckH, ckF, 0, H, F, n + 1, m < 0)
     base = np.full(d + 1, -1, dtype=np.int64)
     base[0] = 0
     bits = np.empty((rb, n + 1), dtype=np.uint8)

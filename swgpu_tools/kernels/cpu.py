@@ -46,6 +46,7 @@ from numba import get_num_threads, njit, prange
 from ..align.params import kernel_scoring
 from ..align.scalar import forward_end
 from . import TopHits
+from .jitcache import cache_folder, cache_warm, notice_compiling
 from .simd import HAVE_AVX2, make_column_pass, make_profile_shuffle
 
 #: Subjects aligned in lock-step (32 x int8 = one AVX2 register).
@@ -271,6 +272,7 @@ def score_all(queries, database, matrix, gap_open=None, gap_extend=None) -> np.n
 
     matrix: a ScoringScheme, or a square int matrix with the gap costs.
     """
+    notice_compiling("CPU search kernels", _entry_points())
     prep = _Prepared(database, *kernel_scoring(matrix, gap_open, gap_extend))
     nq, ns = len(queries), len(database)
     result = np.zeros((nq, ns), dtype=np.int32)
@@ -314,6 +316,7 @@ def search(queries, database, matrix, gap_open=None, gap_extend=None, top_k=None
 
 
 def _search(queries, database, matrix, gap_open, gap_extend, top_k, progress) -> TopHits:
+    notice_compiling("CPU search kernels", _entry_points())
     prep = _Prepared(database, matrix, gap_open, gap_extend)
     nq, ns = len(queries), len(database)
     row = np.zeros(ns, dtype=np.int32)
@@ -360,3 +363,51 @@ class CpuBackend:
         return pair_regions(queries.codes, queries.offsets, subjects.codes, subjects.offsets,
                             query_index, subject_index, scheme.matrix, scheme.gap_open,
                             scheme.gap_extend, mode, self.threads)
+
+
+# ---------------------------------------------------------------------------
+# compiling once per machine
+# ---------------------------------------------------------------------------
+def _entry_points():
+    """The Numba functions a search calls from Python (each caches what it calls)."""
+    return (_interleave, _score_groups, _rescore)
+
+
+def is_compiled() -> bool:
+    """Whether the search kernels load from the disk cache (cheap: compiles nothing).
+
+    False means the next search compiles them first (seconds, once per machine
+    and swgpu version); :func:`precompile` does it ahead.
+    """
+    return cache_warm(_entry_points())
+
+
+def precompile(log=None) -> dict:
+    """Compile (or load from the disk cache) every CPU search kernel a run may need.
+
+    That is the int8 and int16 lane levels, the int32 rescore of saturated
+    lanes and the int32 lane level of extreme gap costs, on a tiny made-up
+    database.  ``log``: a callable for progress lines.  Returns
+    {"what", "seconds", "was_cached", "cache_dir"}.
+    """
+    import time
+
+    from ..scoring import ScoringScheme
+    from ..sequences import SequenceSet
+
+    t0 = time.perf_counter()
+    was = is_compiled()
+    if log:
+        log(f"CPU search kernels: {'loading from' if was else 'compiling into'} "
+            f"{cache_folder()}")
+    rng = np.random.default_rng(1)
+    letters = np.array(list("ACDEFGHIKLMNPQRSTVWY"))
+    texts = ["".join(rng.choice(letters, int(n))) for n in rng.integers(5, 60, 40)]
+    texts.append("W" * 3000)  # self-score 33,000: past int8 and int16, the int32 rescore
+    scheme = ScoringScheme("BLOSUM62", 11, 1)
+    seqs = scheme.encode(SequenceSet.from_pairs([(f"s{i}", t) for i, t in enumerate(texts)]))
+    queries = scheme.encode(SequenceSet.from_pairs([("q0", texts[0]), ("q1", "W" * 3000)]))
+    _search(queries, seqs, scheme.matrix, 11, 1, 5, None)
+    _search(queries, seqs, scheme.matrix, 40000, 1, 5, None)  # int32 lanes only
+    return {"what": "CPU search kernels", "seconds": time.perf_counter() - t0,
+            "was_cached": was, "cache_dir": cache_folder()}
