@@ -57,6 +57,13 @@ if [ "$PHASE" = A ]; then
   cp /tmp/scale/q500/results/plots/steps.png "$OUT/steps_q500.png" 2>/dev/null
 fi
 if [ "$PHASE" = B ]; then
+  swgpu backend --precompile > /dev/null 2>&1
+  echo "== workflow, one shard (one GPU), warm caches" | tee -a "$OUT/log.txt"
+  timeout 240 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
+    --queries 20=$BD/bench_queries.fasta --queries 500=$D/uniprot_queries500.fasta.gz \
+    --cores 16 --threads 16 --shards 1 --workdir /tmp/scale1 --json "$OUT/scale_B1.json" 2>&1 | tee -a "$OUT/log.txt"
+  tar czf "$OUT/stats_B1.tgz" -C /tmp/scale1 q20/results/stats q500/results/stats q500/snakemake.log \
+    q20/snakemake.log q500/results/logs 2>/dev/null
   echo "== re-scan of a release (1% changed, 0.5% added, 0.5% removed)" | tee -a "$OUT/log.txt"
   timeout 300 python3 benchmarks/workflow_rescan.py --database $BD/bench_db.fasta \
     --queries $BD/bench_queries.fasta --shards 4 --cores 16 --threads 16 --backend gpu \
@@ -64,20 +71,21 @@ if [ "$PHASE" = B ]; then
   echo "== 20 queries, empty kernel caches" | tee -a "$OUT/log.txt"
   SWGPU_CACHE_DIR=/tmp/cold-cache NUMBA_CACHE_DIR=/tmp/cold-cache/numba timeout 200 \
     python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta --queries 20=$BD/bench_queries.fasta \
-    --cores 16 --threads 16 --shards 4 --workdir /tmp/cold --json "$OUT/scale_cold.json" 2>&1 | tee -a "$OUT/log.txt"
-  echo "== 5,000 queries" | tee -a "$OUT/log.txt"
-  timeout 400 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
-    --queries 5000=$D/uniprot_queries500.fasta.gz --cores 16 --threads 16 --shards 4 \
-    --workdir /tmp/scale5k --json "$OUT/scale_5000.json" 2>&1 | tee -a "$OUT/log.txt"
+    --cores 16 --threads 16 --shards 1 --workdir /tmp/cold --json "$OUT/scale_cold.json" 2>&1 | tee -a "$OUT/log.txt"
 fi
 if [ "$PHASE" = C ]; then
+  swgpu backend --precompile > /dev/null 2>&1
+  echo "== 5,000 queries" | tee -a "$OUT/log.txt"
+  timeout 300 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
+    --queries 5000=$D/uniprot_queries500.fasta.gz --cores 16 --threads 16 --shards 1 \
+    --workdir /tmp/scale5k --json "$OUT/scale_5000.json" 2>&1 | tee -a "$OUT/log.txt"
   BIG=/tmp/big; mkdir -p $BIG
   t0=$(ts)
   ( cd $BIG && python3 $D/synth_db.py --template $D/uniprot20k.fasta.gz --residues 2e9 --seed 9 \
       --db big_db.fasta --queries big_queries.fasta > synth.log 2>&1 )
   echo "synth 2e9: $(el $t0 $(ts)) s; $(ls -la $BIG/big_db.fasta | awk '{print $5}') bytes" | tee -a "$OUT/log.txt"
   timeout 420 python3 benchmarks/workflow_scale.py --database $BIG/big_db.fasta \
-    --queries 20=$BIG/big_queries.fasta --cores 16 --threads 16 --shards 16 --workdir /tmp/bigrun \
+    --queries 20=$BIG/big_queries.fasta --cores 16 --threads 16 --shards 8 --workdir /tmp/bigrun \
     --json "$OUT/scale_2e9.json" 2>&1 | tee -a "$OUT/log.txt"
 fi
 echo "phase $PHASE done" | tee -a "$OUT/log.txt"

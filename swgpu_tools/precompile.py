@@ -16,22 +16,15 @@ log = get_logger(__name__)
 
 def precompile_all(gpu: bool, jobs: int | None = None) -> list[str]:
     """Compile the CPU kernels and, with ``gpu``, the GPU kernels; one line per part."""
-    lines = []
-    t = time.perf_counter()
+    from .align.warm import precompile as precompile_align
     from .kernels import cpu
 
-    if hasattr(cpu, "precompile"):
-        cpu.precompile()
-    else:  # compile by use: a tiny search
-        _tiny_cpu_search()
+    lines = []
+    t = time.perf_counter()
+    cpu.precompile()
     lines.append(f"CPU search kernels ready in {time.perf_counter() - t:.1f} s")
     t = time.perf_counter()
-    from . import align as alignment
-
-    if hasattr(alignment, "precompile"):
-        alignment.precompile()
-    else:
-        _tiny_alignments()
+    precompile_align()
     lines.append(f"CPU alignment kernels ready in {time.perf_counter() - t:.1f} s")
     if gpu:
         from .kernels import gpu as gpu_kernels
@@ -40,31 +33,3 @@ def precompile_all(gpu: bool, jobs: int | None = None) -> list[str]:
         lines.append(f"compiled {done['kernels']} GPU kernels in {done['seconds']:.1f} s with "
                      f"{done['jobs']} processes ({done['failed_children']} failed)")
     return lines
-
-
-def _tiny_sets():
-    from .scoring import ScoringScheme
-    from .sequences import SequenceSet
-
-    scheme = ScoringScheme()
-    seqs = SequenceSet.from_sequences(["a", "b"], [b"MKTAYIAKQRQISFVKSHFSRQ", b"MKTAHIAKQRQ"])
-    return scheme, scheme.encode(seqs)
-
-
-def _tiny_cpu_search() -> None:
-    from .kernels import cpu
-
-    scheme, enc = _tiny_sets()
-    cpu.search(enc, enc, scheme.matrix, scheme.gap_open, scheme.gap_extend, 1)
-
-
-def _tiny_alignments() -> None:
-    import numpy as np
-
-    from .align import align_many
-
-    scheme, enc = _tiny_sets()
-    idx = np.array([0, 1], dtype=np.int64)
-    for mode in ("local", "global", "semiglobal"):
-        align_many(enc, enc, idx, idx[::-1].copy(), scheme.matrix, scheme.gap_open,
-                   scheme.gap_extend, mode=mode, backend="cpu")
