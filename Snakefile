@@ -1,7 +1,8 @@
 # swgpu: exact Smith-Waterman screening of protein queries against a database.
 #
 #   shard_db     database FASTA     -> results/shards/shard-NNNN.swdb + database.json
-#   score_shard  queries x 1 shard  -> results/hits/shard-NNNN.tsv      (one job per shard)
+#   score_shard  queries x 1 shard  -> results/hits/shard-NNNN.npz      (one job per shard;
+#                results/state/ keeps what a re-scan of the next release reuses)
 #   merge_hits   all shard hits     -> results/hits.tsv                 (top-k, E-values)
 #   traceback    merged hits        -> results/alignments.tsv (+ .sam/.parquet/.txt)
 #   release      this scan as a release -> results/history/<release>/, results/changes.tsv

@@ -220,9 +220,11 @@ class ScoringScheme:
 
     def encode(self, sequences: SequenceSet, source: str = "input") -> EncodedSequences:
         """Map stored letters to matrix codes; InputError for letters the matrix cannot score."""
-        # bytes.translate: one C pass over the residues (a letter without a code -> 255)
+        # bytearray.translate: one C pass over the residues (a letter without a
+        # code -> 255), into a writable buffer: a read-only array is another
+        # Numba type, and the kernels compiled for it would miss the disk cache
         table = bytes(int(c) if c >= 0 else 255 for c in self.codes_of_letters)
-        raw = sequences.residues.tobytes().translate(table)
+        raw = bytearray(memoryview(np.ascontiguousarray(sequences.residues))).translate(table)
         if b"\xff" in raw:
             codes = self.codes_of_letters[sequences.residues]
             pos = int(np.argmax(codes < 0))

@@ -58,6 +58,9 @@ def test_rare_letters_map_as_documented():
     codes = scheme.encode(seqs).codes
     expect = [scheme.alphabet.index(c) for c in "CKXBZX*"]
     assert codes.tolist() == expect
+    # writable like every array the kernels were precompiled for (a read-only
+    # array is another Numba type: the traceback recompiled for it, 24 s)
+    assert codes.flags.writeable and codes.flags.c_contiguous
 
 
 @pytest.mark.parametrize("text,needle", [
