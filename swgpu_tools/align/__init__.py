@@ -77,7 +77,7 @@ encoding), :mod:`.params` (scoring as the kernels take it), :mod:`.scalar`
 (scalar passes), :mod:`.query_lanes` and :mod:`.pair_lanes` (the SIMD lane
 engines), :mod:`.traceback`, :mod:`.batch` (batches, threads), :mod:`.cost`
 (GPU or CPU for ``backend="auto"``), :mod:`.hits` (database hits: query lanes
-then :mod:`.band`), :mod:`.pool` (threads), :mod:`.warm` (compiling once per
+then :mod:`.band`), :mod:`.pool` (threads), :mod:`.warm` and :mod:`.warmup` (compiling once per
 machine: :func:`is_compiled`, :func:`precompile`), :mod:`.api` (the entry
 points).
 """
@@ -89,7 +89,8 @@ from .modes import MODE_GLOBAL, MODE_LOCAL, MODE_SEMIGLOBAL, MODES, Alignment
 from .pair_lanes import PAIR_LANES, PAIR_LANES_DEFAULT
 from .query_lanes import ALN_LANES
 from .traceback import TRACEBACK_CELL_LIMIT
-from .warm import is_compiled, precompile
+from .warm import is_compiled
+from .warmup import precompile
 
 __all__ = [
     "ALN_LANES", "Alignment", "BACKENDS", "MODES", "MODE_GLOBAL", "MODE_LOCAL",

@@ -1,0 +1,61 @@
+"""Compiling every CPU alignment kernel ahead (``swgpu backend --precompile``).
+
+Kept apart from :mod:`.warm` (cache state and notices), which :mod:`.api`
+imports: this module runs the API on made-up sequences.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..kernels.jitcache import cache_folder
+from .warm import KINDS, is_compiled
+
+
+def precompile(log=None) -> dict:
+    """Compile (or load from the disk cache) every CPU alignment kernel a run may need.
+
+    Database hits (int16 and int32 lanes, bands and their scalar fallbacks,
+    weak hits in pair lanes, large regions one at a time), batches of pairs
+    in the three modes with and without pair lanes and from given end cells,
+    and single pairs, on made-up sequences.  ``log``: a callable for progress
+    lines.  Returns {"what", "seconds", "was_cached", "cache_dir"}.
+    """
+    from ..scoring import ScoringScheme
+    from ..sequences import EncodedSequences
+    from .api import align, align_many, align_pairs
+
+    t0 = time.perf_counter()
+    was = all(is_compiled(k) for k in KINDS)
+    if log:
+        log(f"CPU alignment kernels: {'loading from' if was else 'compiling into'} "
+            f"{cache_folder()}")
+    scheme = ScoringScheme("BLOSUM62", 11, 1)
+    rng = np.random.default_rng(2)
+    query = rng.integers(0, 20, 300).astype(np.uint8)
+    subjects = [query.copy(), np.concatenate([query[:120], query[140:]]),
+                rng.integers(0, 20, 250).astype(np.uint8)]
+    subjects += [rng.integers(0, 20, int(n)).astype(np.uint8) for n in rng.integers(20, 200, 9)]
+    wall = np.full(3000, 17, dtype=np.uint8)  # W: a self-score past the int16 lanes
+    queries = EncodedSequences(np.concatenate([query, wall]), np.array([0, 300, 3300]))
+    codes = np.concatenate(subjects + [wall, wall[:2900]])
+    db = EncodedSequences(codes, np.r_[0, np.cumsum([len(x) for x in subjects] + [3000, 2900])])
+    qi = np.r_[np.zeros(len(subjects), np.int64), [1, 1, 1, 1]]
+    si = np.r_[np.arange(len(subjects)), [len(subjects), len(subjects) + 1, 0, 1]]
+    for cell_limit in (None, 64):  # 64: bands and regions too large, the scalar paths
+        align_many(queries, db, qi, si, scheme, threads=1, backend="cpu", cell_limit=cell_limit)
+    pairs = [(query, s) for s in subjects]
+    dna = ScoringScheme(match=2, mismatch=-3, gap_open=5, gap_extend=2)
+    for mode in ("local", "global", "semiglobal"):
+        for s in (scheme, dna):
+            ps = pairs if s is scheme else [(a % 4, b % 4) for a, b in pairs]
+            for lanes in (True, False):
+                got = align_pairs(ps, s, threads=1, mode=mode, pair_lanes=lanes, backend="cpu")
+            if mode != "global":
+                ends = np.array([(a.score, a.query_end, a.subject_end) for a in got])
+                for lanes in (True, False):
+                    align_pairs(ps, s, threads=1, mode=mode, ends=ends, pair_lanes=lanes)
+        align(query, subjects[1], scheme, mode=mode)
+    return {"what": "CPU alignment kernels", "seconds": time.perf_counter() - t0,
+            "was_cached": was, "cache_dir": cache_folder()}
