@@ -67,10 +67,10 @@ report: "workflow/report/workflow.rst"
 
 
 rule all:
+    default_target: True
     input:
         "results/swgpu-run.json",
         rules.plots.output,
-    default_target: True
 
 
 onstart:

@@ -7,10 +7,10 @@ from pathlib import Path
 import shlex
 import sys
 
-
 # ---------------------------------------------------------------------------
 # inputs (paths with braces are file names, not wildcards)
 # ---------------------------------------------------------------------------
+
 
 def _input_path(key):
     """config[key] as a rule input.  Snakemake reads braces in a path as wildcards
@@ -28,8 +28,11 @@ def _input_path(key):
         os.symlink(target, tmp)
         os.replace(tmp, link)
     if workflow.is_main_process:
-        print(f"swgpu: the {key} path {path!r} has braces, which Snakemake reads as "
-              f"wildcards; reading it through the link {link}", file=sys.stderr)
+        print(
+            f"swgpu: the {key} path {path!r} has braces, which Snakemake reads as "
+            f"wildcards; reading it through the link {link}",
+            file=sys.stderr,
+        )
     return link
 
 
@@ -167,8 +170,10 @@ if GPU_PLAN.machine is not None and not _gpu_given:
     workflow.register_resource("gpu", GPU_PLAN.machine)
 if workflow.is_main_process:
     _gpu = workflow.global_resources.get("gpu")
-    print(_import_backend().workflow_gpus_line(GPU_PLAN, _gpu and _gpu.value, _gpu_given),
-          file=sys.stderr)
+    print(
+        _import_backend().workflow_gpus_line(GPU_PLAN, _gpu and _gpu.value, _gpu_given),
+        file=sys.stderr,
+    )
 
 
 def scoring_backends_used():

@@ -11,16 +11,16 @@ rule merge_hits:
     output:
         hits="results/hits.tsv",
         stats="results/stats/merge_hits.json",
-    params:
-        scoring=scoring_options(),
-        top_k=config["top_k"],
-        max_evalue=config["max_evalue"],
-        dbsize=f"--dbsize {config['dbsize']}" if config.get("dbsize") else "",
     log:
         "results/logs/merge_hits.log",
     benchmark:
         "results/benchmarks/merge_hits.tsv"
     threads: 1
+    params:
+        scoring=scoring_options(),
+        top_k=config["top_k"],
+        max_evalue=config["max_evalue"],
+        dbsize=f"--dbsize {config['dbsize']}" if config.get("dbsize") else "",
     shell:
         "swgpu merge --queries {input.queries:q} --database-info {input.info:q}"
         " --out {output.hits:q} --stats {output.stats:q} {params.scoring}"

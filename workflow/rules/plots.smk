@@ -84,14 +84,14 @@ rule plots:
             labels={"content": "summary (picture)"},
         ),
         stats="results/stats/plots.json",
-    params:
-        step_stats=STEP_STATS,
-        out_dir=lambda wildcards, output: os.path.dirname(output.scores),
     log:
         "results/logs/plots.log",
     benchmark:
         "results/benchmarks/plots.tsv"
     threads: 1
+    params:
+        step_stats=STEP_STATS,
+        out_dir=lambda wildcards, output: os.path.dirname(output.scores),
     shell:
         "swgpu plots --hits {input.hits:q} --changes {input.changes:q}"
         " --queries {input.queries:q} --out-dir {params.out_dir:q} --stats {output.stats:q}"

@@ -31,15 +31,15 @@ rule release:
             labels={"content": "table: new, gone and changed hits (TSV)"},
         ),
         manifest="results/swgpu-run.json",
-    params:
-        history=lambda wildcards, output: os.path.dirname(output.marker),
-        release=lambda wildcards: release_option(),
-        config=lambda wildcards: config_json(),
     log:
         "results/logs/release.log",
     benchmark:
         "results/benchmarks/release.tsv"
     threads: 1
+    params:
+        history=lambda wildcards, output: os.path.dirname(output.marker),
+        release=lambda wildcards: release_option(),
+        config=lambda wildcards: config_json(),
     shell:
         "swgpu release --hits {input.hits:q} --alignments {input.alignments:q}"
         " --internal {input.internal:q} --database-info {input.info:q}"

@@ -32,13 +32,6 @@ rule score_shard:
     output:
         hits="results/hits/shard-{shard}.npz",
         stats="results/stats/score_shard/shard-{shard}.json",
-    params:
-        scoring=scoring_options(),
-        top_k=config["top_k"],
-        backend=config["backend"],
-        margin=config["margin"] if config.get("margin") is not None else config["top_k"],
-        state=lambda wildcards: f"results/state/shard-{wildcards.shard}.npz",
-        quarantine=QUARANTINE_DIR,
     log:
         "results/logs/score_shard/shard-{shard}.log",
     benchmark:
@@ -46,6 +39,13 @@ rule score_shard:
     threads: config["threads"]
     resources:
         gpu=SCORE_GPUS,
+    params:
+        scoring=scoring_options(),
+        top_k=config["top_k"],
+        backend=config["backend"],
+        margin=config["margin"] if config.get("margin") is not None else config["top_k"],
+        state=lambda wildcards: f"results/state/shard-{wildcards.shard}.npz",
+        quarantine=QUARANTINE_DIR,
     shell:
         "( swgpu score-shard {input.shard:q} --queries {input.queries:q}"
         " --out {output.hits:q} --stats {output.stats:q} --state {params.state:q}"

@@ -20,14 +20,14 @@ checkpoint shard_db:
         shards=shard_files(),
         info="results/shards/database.json",
         stats="results/stats/shard_db.json",
-    params:
-        shards=config["shards"],
-        out_dir=lambda wildcards, output: os.path.dirname(output.info),
     log:
         "results/logs/shard_db.log",
     benchmark:
         "results/benchmarks/shard_db.tsv"
     threads: 1
+    params:
+        shards=config["shards"],
+        out_dir=lambda wildcards, output: os.path.dirname(output.info),
     shell:
         "swgpu shard {input.database:q} --shards {params.shards}"
         " --out-dir {params.out_dir:q} --stats {output.stats:q} > {log:q} 2>&1"

@@ -19,16 +19,16 @@ rule traceback:
         extra=alignment_format_files(),
         internal="results/internal/alignments.reuse.tsv",
         stats="results/stats/traceback.json",
-    params:
-        scoring=scoring_options(),
-        outputs=lambda wildcards: output_options(),
-        quarantine=QUARANTINE_DIR,
-        previous="results/history",
     log:
         "results/logs/traceback.log",
     benchmark:
         "results/benchmarks/traceback.tsv"
     threads: config["threads"]
+    params:
+        scoring=scoring_options(),
+        outputs=lambda wildcards: output_options(),
+        quarantine=QUARANTINE_DIR,
+        previous="results/history",
     shell:
         "( swgpu traceback --hits {input.hits:q} --queries {input.queries:q}"
         " --out {output.alignments:q} {params.outputs}"
