@@ -3,7 +3,7 @@
 A proxy for "10,000 alignments of bench200M": the top --top-k (500) hits of
 each chosen query are found with the CPU search kernel (cached in
 bench_data/, not timed here), then aligned with
-swgpu_tools.align.align_many (local mode, BLOSUM62, gaps 11 + k), which
+swgpu_tools.alignment.align_many (local mode, BLOSUM62, gaps 11 + k), which
 is what the workflow's traceback step runs.  Reported: wall clock of the
 alignments per query and in all, alignments/s, and how many DP cells the
 traceback covered (forward pass over whole pairs vs the aligned regions only).
@@ -29,7 +29,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from swgpu_tools.align import align_many  # noqa: E402
+from swgpu_tools.alignment import align_many  # noqa: E402
 from swgpu_tools.io.fasta import read_fasta  # noqa: E402
 from swgpu_tools.kernels import cpu  # noqa: E402
 from swgpu_tools.scoring import ScoringScheme  # noqa: E402

@@ -28,7 +28,7 @@ from swgpu_tools.scoring import ScoringScheme
 from swgpu_tools.sequences import SequenceSet
 
 try:
-    from swgpu_tools.align import align, align_many, align_pairs
+    from swgpu_tools.alignment import align, align_many, align_pairs
 except ImportError:  # before the split (issue 13)
     from swgpu_tools.alignment import align, align_many, align_pairs
 

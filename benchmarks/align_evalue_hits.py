@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.append(str(ROOT))  # after PYTHONPATH: compare versions with PYTHONPATH=...
 
 try:  # the align package (issue 13), else the old module
-    from swgpu_tools.align import align_many  # noqa: E402
+    from swgpu_tools.alignment import align_many  # noqa: E402
 except ImportError:  # pragma: no cover - before the split
     from swgpu_tools.alignment import align_many  # noqa: E402
 from swgpu_tools.io.fasta import read_fasta  # noqa: E402

@@ -30,8 +30,8 @@ import numpy as np
 sys.path.insert(0, sys.argv[1])
 sys.path.insert(0, sys.argv[1] + "/benchmarks")
 from align_pairs_bench import mutate, uniprot_templates
-from swgpu_tools.align import align
-from swgpu_tools.align.traceback import checkpoint_plan
+from swgpu_tools.alignment import align
+from swgpu_tools.alignment.traceback import checkpoint_plan
 from swgpu_tools.scoring import ScoringScheme
 
 length, limit, mode, template = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]

@@ -9,7 +9,7 @@ Workloads (fixed seeds, generated here):
            pairs unrelated; BLOSUM62, gaps 11 + k (BLAST convention).
 
 Tools (all on the same pairs, modes local / global / semi-global):
-  swgpu      swgpu_tools.align.align_pairs (threads over Numba code);
+  swgpu      swgpu_tools.alignment.align_pairs (threads over Numba code);
              timed once for the alignments alone and once including the rows
              that `swgpu align` writes (CIGAR =/X/I/D, identities:
              swgpu_tools.pairs.pair_rows).
@@ -42,7 +42,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from swgpu_tools.align import align_pairs  # noqa: E402
+from swgpu_tools.alignment import align_pairs  # noqa: E402
 from swgpu_tools.pairs import pair_rows  # noqa: E402
 from swgpu_tools.scoring import ScoringScheme  # noqa: E402
 from swgpu_tools.sequences import SequenceSet  # noqa: E402

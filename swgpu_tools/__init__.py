@@ -20,7 +20,7 @@ from .errors import InputError, OutputError  # noqa: E402
 
 # loaded on first use, so that `swgpu` commands that need none of them (numpy,
 # numba, pandas, CUDA) start in a fraction of a second
-_LAZY = {"search": "api", "align": "api", "SearchResult": "api", "Alignment": "align",
+_LAZY = {"search": "api", "align": "api", "SearchResult": "api", "Alignment": "alignment",
          "read_fasta": "io.fasta", "ScoringScheme": "scoring", "SequenceSet": "sequences"}
 
 

@@ -26,7 +26,7 @@ from .sequences import SequenceSet
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from .align import Alignment
+    from .alignment import Alignment
 
 __all__ = ["SearchResult", "search", "align"]
 
@@ -88,7 +88,7 @@ def align(query: str, subject: str, scheme: ScoringScheme | None = None, mode: s
     ``"global"`` or ``"semiglobal"`` (the whole query against part of the subject)."""
     import numpy as np
 
-    from .align import align as _align
+    from .alignment import align as _align
 
     scheme = scheme or ScoringScheme()
     pair = SequenceSet.from_sequences(["query", "subject"],

@@ -5,7 +5,7 @@ first file is the query of pair k, record k of the second its subject), or
 one interleaved FASTA file (records 1 and 2 are pair 1, records 3 and 4 pair
 2, ...; the first of each two is the query).  Ids may repeat (the same
 sequence can be in many pairs).  The alignments are computed by
-:func:`swgpu_tools.align.align_many` (local, global or semi-global mode,
+:func:`swgpu_tools.alignment.align_many` (local, global or semi-global mode,
 Numba threads on the CPU).
 
 GPU (``backend``, ``swgpu align --backend``): in local and semi-global modes
@@ -13,7 +13,7 @@ the score-only passes of the whole batch (each pair's best score, end cell
 and start cell: the forward and reverse passes) run on the GPU, with
 :func:`swgpu_tools.kernels.gpu.pair_regions`, when one is usable and the
 batch is large enough for it to pay (``auto``, the default: an estimate,
-start-up included, :func:`swgpu_tools.align.cost.batch_backend`; small
+start-up included, :func:`swgpu_tools.alignment.cost.batch_backend`; small
 batches, a few long pairs, or a GPU that fails run on the CPU), or when
 asked (``gpu``: an error if none is usable); the traceback of each region
 then runs in parallel on the CPU threads.  Global mode always runs on the
@@ -191,7 +191,7 @@ def align_pair_files(first, second, out_path, scheme, mode: str = "local",
 
     backend: "auto", "cpu" or "gpu" for the score passes (see the module doc).
     """
-    from .align import align_many, pair_backend
+    from .alignment import align_many, pair_backend
 
     start = time.perf_counter()
     queries, subjects = read_pairs(first, second)

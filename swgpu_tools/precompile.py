@@ -16,7 +16,7 @@ log = get_logger(__name__)
 
 def precompile_all(gpu: bool, jobs: int | None = None) -> list[str]:
     """Compile the CPU kernels and, with ``gpu``, the GPU kernels; one line per part."""
-    from .align.warmup import precompile as precompile_align
+    from .alignment.warmup import precompile as precompile_align
     from .kernels import cpu
 
     lines = []

@@ -2,7 +2,7 @@
 
 The band code computes only the cells near the optimal paths of a database
 hit; these tests compare every alignment with the scalar reference path of
-:func:`swgpu_tools.align.align` (forward pass, reverse pass and traceback over
+:func:`swgpu_tools.alignment.align` (forward pass, reverse pass and traceback over
 whole matrices), and re-score it independently.
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from reference import alignment_score
-from swgpu_tools.align import align, align_many
-from swgpu_tools.align import hits
+from swgpu_tools.alignment import align, align_many
+from swgpu_tools.alignment import hits
 from swgpu_tools.scoring import ScoringScheme
 from swgpu_tools.sequences import EncodedSequences
 

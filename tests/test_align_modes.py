@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reference import alignment_score
-from swgpu_tools.align import Alignment, align, align_many, align_pairs
-from swgpu_tools.align.pair_lanes import pair_matrix
-from swgpu_tools.align.traceback import checkpoint_plan
+from swgpu_tools.alignment import Alignment, align, align_many, align_pairs
+from swgpu_tools.alignment.pair_lanes import pair_matrix
+from swgpu_tools.alignment.traceback import checkpoint_plan
 from swgpu_tools.cli import main
 from swgpu_tools.errors import InputError
 from swgpu_tools.scoring import ScoringScheme

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reference import alignment_score, sw_score
-from swgpu_tools.align import Alignment, align_local, align_many, align_pairs
-from swgpu_tools.align import query_lanes as QL
-from swgpu_tools.align import scalar
+from swgpu_tools.alignment import Alignment, align_local, align_many, align_pairs
+from swgpu_tools.alignment import query_lanes as QL
+from swgpu_tools.alignment import scalar
 from swgpu_tools.io.fasta import read_fasta
 from swgpu_tools.kernels import cpu
 from swgpu_tools.scoring import ScoringScheme

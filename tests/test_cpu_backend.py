@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from reference import sw_score
-from swgpu_tools.align import align_many
+from swgpu_tools.alignment import align_many
 from swgpu_tools.kernels import PairBackend, SearchBackend, top_k_from_scores
 from swgpu_tools.kernels.cpu import CpuBackend
 from swgpu_tools.scoring import ScoringScheme

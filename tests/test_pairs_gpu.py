@@ -34,8 +34,8 @@ SIM_SCRIPT = textwrap.dedent(
     # the simulator's block scheduler polls its threads while holding the GIL: a short
     # switch interval lets the simulated threads run (about 3x faster here)
     sys.setswitchinterval(0.0002)
-    import swgpu_tools.align as A
-    from swgpu_tools.align import scalar
+    import swgpu_tools.alignment as A
+    from swgpu_tools.alignment import scalar
     from swgpu_tools.kernels import gpu
     from swgpu_tools.kernels.gpu import pairs
     from swgpu_tools.scoring import ScoringScheme
@@ -176,8 +176,8 @@ def test_pair_kernels_compile_for_sm90_default_tile():
 
 
 def test_auto_falls_back_to_cpu_when_the_gpu_fails(monkeypatch):
-    import swgpu_tools.align as A
-    from swgpu_tools.align import cost
+    import swgpu_tools.alignment as A
+    from swgpu_tools.alignment import cost
     from swgpu_tools.backend import BackendChoice
     from swgpu_tools.kernels import gpu
     from swgpu_tools.scoring import ScoringScheme
@@ -218,7 +218,7 @@ def test_auto_falls_back_to_cpu_when_the_gpu_fails(monkeypatch):
 
 
 def test_align_backend_choice_and_cli(tmp_path, capsys):
-    from swgpu_tools.align import pair_backend
+    from swgpu_tools.alignment import pair_backend
     from swgpu_tools.backend import gpu_status
     from swgpu_tools.cli import main
     from swgpu_tools.errors import InputError
@@ -271,7 +271,7 @@ def _random_pairs(rng, n, na, hi, related=0.6):
 
 
 def _check_batch(gpu, ps, matrix, go, ge, modes=("local", "semiglobal")):
-    from swgpu_tools.align import align_pairs
+    from swgpu_tools.alignment import align_pairs
 
     qc = np.concatenate([p[0] for p in ps])
     sc = np.concatenate([p[1] for p in ps])

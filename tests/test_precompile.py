@@ -11,7 +11,7 @@ import pytest
 CHECK = """
 import json, sys
 from swgpu_tools.kernels import cpu
-import swgpu_tools.align as A
+import swgpu_tools.alignment as A
 state = {"search": cpu.is_compiled(), "hits": A.is_compiled("hits"), "pairs": A.is_compiled("pairs")}
 if sys.argv[1] == "precompile":
     state["search_run"] = cpu.precompile()

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swgpu_tools.align import Alignment
+from swgpu_tools.alignment import Alignment
 from swgpu_tools.errors import InputError, OutputError
 from swgpu_tools.io.atomic import atomic_write
 from swgpu_tools.io.fields import FIELDS, STD, alignment_fields, parse_columns

@@ -44,7 +44,7 @@ def sequence_hashes(seqs: SequenceSet, indices) -> list[str]:
 
 
 def code_digest(scheme: ScoringScheme) -> str:
-    """What an alignment depends on besides the sequences: the scheme and the align code."""
+    """What an alignment depends on besides the sequences: the scheme and the alignment code."""
     h = hashlib.blake2b(digest_size=16)
     h.update(scheme.digest.encode())
     for path in _align_sources():
@@ -55,10 +55,10 @@ def code_digest(scheme: ScoringScheme) -> str:
 
 
 def _align_sources() -> list[str]:
-    """The source files of the alignment code (the ``align`` package)."""
+    """The source files of the alignment code (the ``alignment`` package)."""
     import importlib.util
 
-    spec = importlib.util.find_spec("swgpu_tools.align")
+    spec = importlib.util.find_spec("swgpu_tools.alignment")
     root = list(spec.submodule_search_locations)[0]
     out = []
     for dirpath, _dirs, files in sorted(os.walk(root)):
@@ -89,7 +89,7 @@ def traceback(hits, queries: SequenceSet, subjects: SequenceSet, scheme: Scoring
     """
     import pandas as pd
 
-    from ..align import Alignment, align_many
+    from ..alignment import Alignment, align_many
 
     q_index = {q: i for i, q in enumerate(queries.ids)}
     s_index = {s: i for i, s in enumerate(subjects.ids)}

@@ -200,7 +200,7 @@ def alignment_fields(queries, subjects, query_index, subject_index, alignments, 
     """Every alignment-derived field of :data:`FIELDS` for many alignments.
 
     ``queries``/``subjects``: :class:`~swgpu_tools.sequences.SequenceSet`;
-    alignment k (an :class:`~swgpu_tools.align.Alignment`, 0-based, end-exclusive)
+    alignment k (an :class:`~swgpu_tools.alignment.Alignment`, 0-based, end-exclusive)
     aligns ``queries[query_index[k]]`` with ``subjects[subject_index[k]]``.
     Returns a dict of numpy arrays (ints) and lists (strings): qstart, qend,
     sstart, send (1-based inclusive; 0 0 for an empty range), length, nident,

@@ -30,7 +30,7 @@ alignment before its traceback)::
            subject end (0-based, ends exclusive), per pair
 
 ``mode`` is ``"local"`` or ``"semiglobal"``; the tie rules are those of
-:mod:`swgpu_tools.align`.
+:mod:`swgpu_tools.alignment`.
 """
 from __future__ import annotations
 

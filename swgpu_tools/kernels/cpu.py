@@ -2,7 +2,7 @@
 
 :class:`CpuBackend` implements the contract of :mod:`swgpu_tools.kernels`
 (``SearchBackend.search`` here; ``PairBackend.pair_regions`` through the lane
-engines of :mod:`swgpu_tools.align`).  The module functions :func:`search`
+engines of :mod:`swgpu_tools.alignment`).  The module functions :func:`search`
 and :func:`score_all` (full score array, for tests and benchmarks on small
 data) take a scheme or a matrix and gap costs.
 
@@ -23,7 +23,7 @@ How it works
   within ``max(matrix)`` of the lane type's maximum is flagged, and the
   flagged subjects are recomputed with int16 lanes; the (rare) ones flagged
   again are rescored exactly with the scalar int32 Gotoh of
-  :func:`swgpu_tools.align.scalar.forward_end`.  A level is skipped
+  :func:`swgpu_tools.alignment.scalar.forward_end`.  A level is skipped
   when the gap costs or matrix values do not fit it (with extreme
   parameters everything runs in int32 lanes, which are exact).
 * Negative E/F values never influence H (H >= 0), so every value stays in
@@ -43,8 +43,8 @@ from __future__ import annotations
 import numpy as np
 from numba import get_num_threads, njit, prange
 
-from ..align.params import kernel_scoring
-from ..align.scalar import forward_end
+from ..alignment.params import kernel_scoring
+from ..alignment.scalar import forward_end
 from . import TopHits
 from .jitcache import cache_folder, cache_warm, notice_compiling
 from .simd import HAVE_AVX2, make_column_pass, make_profile_shuffle
@@ -159,7 +159,7 @@ def _score_groups(q, inter, goff, gncols, gsubj, table8, matT, use_shuffle,
 def _rescore(q, matrix, codes, offsets, subjects, gap_open, gap_extend, out):
     """Exact int32 scores of query ``q`` against ``subjects`` (written to out[s]).
 
-    The scalar Gotoh of :func:`swgpu_tools.align.scalar.forward_end`.
+    The scalar Gotoh of :func:`swgpu_tools.alignment.scalar.forward_end`.
     """
     for t in prange(subjects.shape[0]):
         s = subjects[t]
@@ -357,8 +357,8 @@ class CpuBackend:
 
     def pair_regions(self, queries, subjects, query_index, subject_index, scheme,
                      mode: str) -> np.ndarray:
-        """(best, qs, qe, ss, se) per pair, int64 (n, 5): steps 1-2 of :mod:`swgpu_tools.align`."""
-        from ..align.batch import pair_regions
+        """(best, qs, qe, ss, se) per pair, int64 (n, 5): steps 1-2 of :mod:`swgpu_tools.alignment`."""
+        from ..alignment.batch import pair_regions
 
         return pair_regions(queries.codes, queries.offsets, subjects.codes, subjects.offsets,
                             query_index, subject_index, scheme.matrix, scheme.gap_open,

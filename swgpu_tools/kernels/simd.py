@@ -2,7 +2,7 @@
 
 Numba promotes small integers to int64, which defeats LLVM's auto-vectoriser
 on DP loops; the inner loops of :mod:`swgpu_tools.kernels.cpu` and
-:mod:`swgpu_tools.align` are therefore emitted as LLVM IR with explicit
+:mod:`swgpu_tools.alignment` are therefore emitted as LLVM IR with explicit
 vector types, through Numba intrinsics built here.
 
 * :func:`vmax`, :func:`splat`: lane-wise signed maximum and broadcast (IR

@@ -2,7 +2,7 @@
 
 After the forward pass (:mod:`.query_lanes`) a database hit has its best score
 S and its end cell; the rest of the alignment -- the start (step 2 of
-:mod:`swgpu_tools.align`) and the traceback (step 3) -- needs only the cells
+:mod:`swgpu_tools.alignment`) and the traceback (step 3) -- needs only the cells
 that can lie on an optimal path.  Both are computed here on such a band, with
 the very values and tie rules of the full computation, so the alignments are
 identical to :func:`.scalar.reverse_start` + :func:`.traceback.traceback`.

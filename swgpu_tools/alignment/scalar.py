@@ -1,6 +1,6 @@
 """Scalar score-only passes of one pair (int32, exact): the end and the start of an alignment.
 
-Steps 1 and 2 of :mod:`swgpu_tools.align` for one pair, and the scalar
+Steps 1 and 2 of :mod:`swgpu_tools.alignment` for one pair, and the scalar
 reference of the lane engines (:mod:`.query_lanes`, :mod:`.pair_lanes`), which
 compute the very same cells with the same tie rules.  :func:`forward_end` is
 the one scalar Gotoh of the package (the CPU search kernel rescoring its

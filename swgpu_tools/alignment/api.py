@@ -46,7 +46,7 @@ def align(query_codes: np.ndarray, subject_codes: np.ndarray, matrix, gap_open: 
     ``gap_extend``.  mode: ``"local"`` (Smith-Waterman), ``"global"``
     (Needleman-Wunsch) or ``"semiglobal"`` (the whole query against any part
     of the subject, as SSEARCH's glsearch).  Tie rules: see
-    :mod:`swgpu_tools.align`.  cell_limit: direction bytes kept at once
+    :mod:`swgpu_tools.alignment`.  cell_limit: direction bytes kept at once
     before rows are recomputed from checkpoints.
     """
     code = mode_code(mode)
@@ -106,7 +106,7 @@ def align_pairs(pairs, matrix, gap_open: int | None = None, gap_extend: int | No
     mode: ``"local"``, ``"global"`` or ``"semiglobal"`` (see :func:`align`).
 
     backend: where the score-only passes (steps 1 and 2 of
-    :mod:`swgpu_tools.align`: the best score, the end and the start of each
+    :mod:`swgpu_tools.alignment`: the best score, the end and the start of each
     alignment) run: ``"auto"`` (the GPU when :mod:`swgpu_tools.backend` finds
     one usable, the mode is local or semi-global and the GPU is expected to be
     faster for the batch, start-up included, :func:`.cost.batch_backend`; else
@@ -118,7 +118,7 @@ def align_pairs(pairs, matrix, gap_open: int | None = None, gap_extend: int | No
     ends (the hook for an external forward pass; overrides ``backend``): an
     (n, 3) integer array of (best score, query end, subject end) per pair,
     ends exclusive, as the forward pass would find them (the tie rules of
-    :mod:`swgpu_tools.align`).  The CPU forward pass is then skipped; the
+    :mod:`swgpu_tools.alignment`).  The CPU forward pass is then skipped; the
     reverse pass and the traceback still run here.  Local and semi-global
     modes only (global mode has no forward pass); for semi-global the query
     end is the query length.

@@ -1,7 +1,7 @@
 """Batches of pairs: locating the aligned regions and tracing them back, on all threads.
 
 :func:`align_batch` runs steps 1-2 (:func:`locate_regions`) and step 3
-(:func:`traceback_regions`) of :mod:`swgpu_tools.align` for many pairs.  Work
+(:func:`traceback_regions`) of :mod:`swgpu_tools.alignment` for many pairs.  Work
 items (a lane group or one pair) are dealt round-robin to chunks, 4 per
 thread, and the chunks run on a thread pool (:func:`.pool.run_chunks`) of Numba
 functions that release the GIL.

@@ -1,6 +1,6 @@
 """Traceback of an aligned region: a global affine (Gotoh) alignment of two segments.
 
-Step 3 of :mod:`swgpu_tools.align`: once the score passes have located the
+Step 3 of :mod:`swgpu_tools.alignment`: once the score passes have located the
 region (start and end of the alignment), the region is filled with direction
 bits (1 byte a cell: :mod:`.cells`) and traced back from its end.
 
