@@ -8,6 +8,12 @@
 #          20-query workflow with empty kernel caches; 5,000 queries.
 # PHASE=C: a 2e9-residue database (synth_db.py --residues 2e9) through the workflow, each
 #          step's time and peak memory.
+# PHASE=F1: the final validation in one call: precompile, GPU tests, kernel benchmark,
+#          20/500 queries with one shard, the release re-scan.
+# PHASE=F2: 5,000 queries; a 2e9-residue database (bench200M ten times over with
+#          renamed ids: synth_db.py --residues 2e9 takes minutes) with 8 shards.
+# SWGPU_COMMIT=<commit> names the commit in the log (the device gets a copy of the
+# working tree without its history).
 # Everything that must come back is written under $OUT.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -35,7 +41,7 @@ ts() { date +%s.%N; }
 el() { awk "BEGIN{printf \"%.1f\", $2 - $1}"; }
 BD=/tmp/bench; mkdir -p $BD
 D=$PWD/gpu_bench_data
-git log -1 --format='commit %H %cd' 2>/dev/null | tee -a "$OUT/log.txt" || true
+echo "commit ${SWGPU_COMMIT:-unknown}; $(date -u +%FT%TZ); phase $PHASE" | tee -a "$OUT/log.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$OUT/log.txt"
 if [ ! -f $BD/bench_db.fasta ]; then
   ( cd $BD && python3 $D/synth_db.py --template $D/uniprot20k.fasta.gz --residues 2e8 \
@@ -87,5 +93,46 @@ if [ "$PHASE" = C ]; then
   timeout 420 python3 benchmarks/workflow_scale.py --database $BIG/big_db.fasta \
     --queries 20=$BIG/big_queries.fasta --cores 16 --threads 16 --shards 8 --workdir /tmp/bigrun \
     --json "$OUT/scale_2e9.json" 2>&1 | tee -a "$OUT/log.txt"
+fi
+if [ "$PHASE" = F1 ]; then
+  t0=$(ts); swgpu backend --precompile 2>&1 | tail -4 | tee -a "$OUT/log.txt"; echo "precompile $(el $t0 $(ts)) s" | tee -a "$OUT/log.txt"
+  echo "== GPU tests" | tee -a "$OUT/log.txt"
+  SWGPU_TEST_DATA=$D SWGPU_BENCH_DB=$BD/bench_db.fasta SWGPU_BENCH_QUERIES=$BD/bench_queries.fasta \
+    timeout 220 python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tail -5 | tee -a "$OUT/log.txt"
+  echo "== gpu_bench 20 queries" | tee -a "$OUT/log.txt"
+  timeout 100 python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta --repeat 2 \
+    --skip-start --json "$OUT/gpu_bench.json" 2>&1 | grep -iv "^BQ" | tail -4 | tee -a "$OUT/log.txt"
+  echo "== workflow, one shard, warm caches" | tee -a "$OUT/log.txt"
+  timeout 200 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
+    --queries 20=$BD/bench_queries.fasta --queries 500=$D/uniprot_queries500.fasta.gz \
+    --cores 16 --threads 16 --shards 1 --workdir /tmp/scaleF --json "$OUT/scale_F1.json" 2>&1 | tee -a "$OUT/log.txt"
+  tar czf "$OUT/stats_F1.tgz" -C /tmp/scaleF q20/results/stats q500/results/stats q500/snakemake.log \
+    q20/snakemake.log q20/results/logs q500/results/logs 2>/dev/null
+  echo "== re-scan of a release (1% changed, 0.5% added, 0.5% removed)" | tee -a "$OUT/log.txt"
+  timeout 240 python3 benchmarks/workflow_rescan.py --database $BD/bench_db.fasta \
+    --queries $BD/bench_queries.fasta --shards 4 --cores 16 --threads 16 --backend gpu \
+    --workdir /tmp/rescan --json "$OUT/rescan.json" 2>&1 | tee -a "$OUT/log.txt"
+  tar czf "$OUT/rescan_F1.tgz" -C /tmp/rescan --exclude='*.swdb' --exclude='*.fasta' --exclude='state' . 2>/dev/null
+fi
+if [ "$PHASE" = F2 ]; then
+  swgpu backend --precompile > /dev/null 2>&1
+  echo "== 5,000 queries" | tee -a "$OUT/log.txt"
+  timeout 330 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
+    --queries 5000=$D/uniprot_queries500.fasta.gz --cores 16 --threads 16 --shards 1 \
+    --workdir /tmp/scale5k --json "$OUT/scale_5000.json" 2>&1 | tee -a "$OUT/log.txt"
+  tar czf "$OUT/stats_5000.tgz" -C /tmp/scale5k q5000/results/stats q5000/snakemake.log 2>/dev/null
+  BIG=/tmp/big; mkdir -p $BIG
+  t0=$(ts)
+  python3 -c "
+src = open('$BD/bench_db.fasta', 'rb').read()
+with open('$BIG/big_db.fasta', 'wb') as f:
+    for k in range(10):
+        f.write(src.replace(b'>', b'>c%d_' % k))
+"
+  echo "2e9 database: $(el $t0 $(ts)) s; $(ls -la $BIG/big_db.fasta | awk '{print $5}') bytes" | tee -a "$OUT/log.txt"
+  timeout 240 python3 benchmarks/workflow_scale.py --database $BIG/big_db.fasta \
+    --queries 20=$BD/bench_queries.fasta --cores 16 --threads 16 --shards 8 --workdir /tmp/bigrun \
+    --json "$OUT/scale_2e9.json" 2>&1 | tee -a "$OUT/log.txt"
+  tar czf "$OUT/stats_2e9.tgz" -C /tmp/bigrun q20/results/stats q20/snakemake.log 2>/dev/null
 fi
 echo "phase $PHASE done" | tee -a "$OUT/log.txt"

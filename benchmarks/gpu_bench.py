@@ -88,7 +88,8 @@ def _device_info():
         dirty = subprocess.run(["git", "status", "--porcelain", "--", "swgpu_tools", "benchmarks"],
                                capture_output=True, text=True, timeout=10,
                                cwd=os.path.dirname(os.path.abspath(__file__)))
-        info["commit"] = (rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")) or os.environ.get("SWGPU_COMMIT", "unknown")
+        here = rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+        info["commit"] = here or os.environ.get("SWGPU_COMMIT", "unknown")
     except Exception:
         info["commit"] = "unknown"
     return info
@@ -218,7 +219,7 @@ def _bench(s, db, qs, edb, eqs, args) -> dict:
     for rep in range(args.repeat):
         th = s.search(eqs, args.top_k)
         walls.append(s.scan_seconds)
-        for qi, L, sec in s.timings:
+        for qi, _L, sec in s.timings:
             times[rep, qi] = sec
         if hits is None:
             hits = th
@@ -240,7 +241,8 @@ def _bench(s, db, qs, edb, eqs, args) -> dict:
         rows.append({"query": qs.ids[qi], "length": int(qlens[qi]), "scan_s": float(med[qi]),
                      "gcups": float(gc), "times": times[:, qi].tolist(),
                      "rescored": int(rescored[qi]), "top": top})
-        print(f"{qs.ids[qi]:<16}{qlens[qi]:>6}{med[qi]:>10.4f}{gc:>10.1f}{spread:>9.1f}{rescored[qi]:>9}  {top}")
+        print(f"{qs.ids[qi]:<16}{qlens[qi]:>6}{med[qi]:>10.4f}{gc:>10.1f}{spread:>9.1f}"
+              f"{rescored[qi]:>9}  {top}")
     total = float(med.sum())
     wall = float(np.median(walls))
     cells = float(qlens.sum()) * residues
@@ -277,7 +279,8 @@ def _copies(s, eqs, qs, residues, args) -> list:
     best = max(r["gcups"] for r in rows)
     print(f"\n[depth {s.pipeline_depth}] per query, {k} copies in one search:")
     for r in rows:
-        print(f"  {r['query']:<10}{r['length']:>6}{r['gcups']:>10.1f} GCUPS ({r['gcups'] / best * 100:.0f}% of the best)")
+        print(f"  {r['query']:<10}{r['length']:>6}{r['gcups']:>10.1f} GCUPS "
+              f"({r['gcups'] / best * 100:.0f}% of the best)")
     print(f"  min {min(r['gcups'] for r in rows):.1f}, max {best:.1f} GCUPS", flush=True)
     return rows
 

@@ -52,7 +52,8 @@ def main():
         t0 = time.perf_counter()
         s.score_query(eqs.codes[eqs.offsets[0]:eqs.offsets[1]], tables)  # compile
         cuda.synchronize()
-        print(f"\n== variant {name}: shapes {s.shapes(s.mode)} block {s.block}  (warm-up {time.perf_counter()-t0:.1f} s)")
+        print(f"\n== variant {name}: shapes {s.shapes(s.mode)} block {s.block}  "
+              f"(warm-up {time.perf_counter()-t0:.1f} s)")
         for qi in picks:
             q = eqs.codes[eqs.offsets[qi]:eqs.offsets[qi + 1]]
             L = len(q)
@@ -68,7 +69,8 @@ def main():
                 cuda.profile_stop()
             ksum = sum(r[-1] for r in s.record)
             print(f"query {qs.ids[qi]} L={L}: wall {wall*1e3:.2f} ms, kernels {ksum*1e3:.2f} ms, "
-                  f"overall {L*edb.total_residues/wall/1e9:.0f} GCUPS (kernels only {L*edb.total_residues/ksum/1e9:.0f})")
+                  f"overall {L*edb.total_residues/wall/1e9:.0f} GCUPS "
+                  f"(kernels only {L*edb.total_residues/ksum/1e9:.0f})")
             for mode, G, R, mp, n, cells, res, sec in s.record:
                 eff = res / (cells or 1)
                 print(f"   {mode} {G:>2}x{R:<2} passes<={mp:<3} items {n:>7} residues {res:>11} "

@@ -37,9 +37,9 @@ class SearchResult:
 
     #: the merged hits (:data:`swgpu_tools.io.tables.HITS_COLUMNS`), queries in
     #: input order, each by descending score
-    hits: "pd.DataFrame"
+    hits: pd.DataFrame
     #: one alignment per hit, every field of :data:`swgpu_tools.io.fields.FIELDS`
-    alignments: "pd.DataFrame"
+    alignments: pd.DataFrame
     #: what scored the database: "gpu" or "cpu", and why
     backend: str
     reason: str
@@ -83,7 +83,7 @@ def search(queries, database, scheme: ScoringScheme | None = None, *, top_k: int
 
 
 def align(query: str, subject: str, scheme: ScoringScheme | None = None, mode: str = "local"
-          ) -> "Alignment":
+          ) -> Alignment:
     """One optimal alignment of two sequences (letters) in ``mode``: ``"local"``,
     ``"global"`` or ``"semiglobal"`` (the whole query against part of the subject)."""
     import numpy as np

@@ -17,7 +17,8 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from typing import Iterable, Iterator, TypeVar
+from collections.abc import Iterable, Iterator
+from typing import TypeVar
 
 ROOT = "swgpu"
 

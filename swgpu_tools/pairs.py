@@ -45,8 +45,8 @@ import time
 import numpy as np
 
 from .errors import InputError
-from .logs import get_logger
 from .io.fasta import iter_fasta
+from .logs import get_logger
 from .sequences import SequenceSet
 
 log = get_logger(__name__)

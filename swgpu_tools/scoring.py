@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -58,7 +58,7 @@ def identity_matrix(match: int, mismatch: int, wildcard: str | None = None,
     return m
 
 
-@lru_cache(maxsize=None)
+@cache
 def matrix_names() -> tuple[str, ...]:
     """Names of the substitution matrices Biopython ships (canonical spelling)."""
     from Bio.Align import substitution_matrices
@@ -76,7 +76,7 @@ def canonical_matrix_name(name: str) -> str:
                      f"{', '.join(matrix_names())}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load_matrix(name: str) -> tuple[str, np.ndarray]:
     from Bio.Align import substitution_matrices
 

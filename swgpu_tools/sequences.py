@@ -56,7 +56,7 @@ class SequenceSet:
 
     # -- building -----------------------------------------------------------
     @classmethod
-    def from_sequences(cls, ids, sequences, headers=None) -> "SequenceSet":
+    def from_sequences(cls, ids, sequences, headers=None) -> SequenceSet:
         """Build from ids and sequences (bytes or str of canonical letters)."""
         seqs = [s.encode("ascii") if isinstance(s, str) else bytes(s) for s in sequences]
         ids = list(ids)
@@ -67,13 +67,13 @@ class SequenceSet:
                    None if headers is None else list(headers))
 
     @classmethod
-    def from_pairs(cls, pairs) -> "SequenceSet":
+    def from_pairs(cls, pairs) -> SequenceSet:
         """Build from ``(id, sequence)`` pairs; sequences must be canonical letters."""
         pairs = list(pairs)
         return cls.from_sequences([p[0] for p in pairs], [p[1] for p in pairs])
 
     @classmethod
-    def concat(cls, parts: list["SequenceSet"]) -> "SequenceSet":
+    def concat(cls, parts: list[SequenceSet]) -> SequenceSet:
         """The sets one after the other."""
         if not parts:
             return cls([], np.zeros(0, np.uint8), np.zeros(1, np.int64))
@@ -85,7 +85,7 @@ class SequenceSet:
         lengths = np.concatenate([p.lengths for p in parts])
         return cls(ids, residues, _offsets(lengths), headers)
 
-    def subset(self, indices) -> "SequenceSet":
+    def subset(self, indices) -> SequenceSet:
         """A new set with the sequences at ``indices``, in that order."""
         indices = np.asarray(indices, dtype=np.int64)
         parts = [self.residues[self.offsets[i]:self.offsets[i + 1]] for i in indices]
@@ -148,7 +148,7 @@ class EncodedSequences:
     def total_residues(self) -> int:
         return int(self.offsets[-1])
 
-    def subset(self, indices) -> "EncodedSequences":
+    def subset(self, indices) -> EncodedSequences:
         """The sequences at ``indices``, in that order."""
         indices = np.asarray(indices, dtype=np.int64)
         parts = [self.codes[self.offsets[i]:self.offsets[i + 1]] for i in indices]

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from reference import alignment_score
-from swgpu_tools.alignment import align, align_many
-from swgpu_tools.alignment import hits
+
+from swgpu_tools.alignment import align, align_many, hits
 from swgpu_tools.scoring import ScoringScheme
 from swgpu_tools.sequences import EncodedSequences
 

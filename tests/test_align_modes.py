@@ -19,15 +19,15 @@ import pytest
 from Bio.Align import PairwiseAligner, substitution_matrices
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from reference import alignment_score
+
 from swgpu_tools.alignment import Alignment, align, align_many, align_pairs
 from swgpu_tools.alignment.pair_lanes import pair_matrix
 from swgpu_tools.alignment.traceback import checkpoint_plan
 from swgpu_tools.cli import main
 from swgpu_tools.errors import InputError
-from swgpu_tools.scoring import ScoringScheme
 from swgpu_tools.io.fields import alignment_fields
+from swgpu_tools.scoring import ScoringScheme
 
 PROTEIN = "ARNDCQEGHILKMFPSTWYVBZX"
 DNA = "ACGT"

@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from reference import alignment_score, sw_score
-from swgpu_tools.alignment import Alignment, align_local, align_many, align_pairs
+
+from swgpu_tools.alignment import Alignment, align_local, align_many, align_pairs, scalar
 from swgpu_tools.alignment import query_lanes as QL
-from swgpu_tools.alignment import scalar
 from swgpu_tools.io.fasta import read_fasta
 from swgpu_tools.kernels import cpu
 from swgpu_tools.scoring import ScoringScheme

@@ -24,8 +24,9 @@ def test_no_subpackage_shadows_an_api_name():
     import subprocess
     import sys
 
-    import swgpu_tools
     from architecture import modules
+
+    import swgpu_tools
 
     top = {m.split(".")[1] for m in modules() if m.count(".") >= 1}
     assert not top & set(swgpu_tools.__all__)

@@ -21,8 +21,8 @@ import pytest
 
 from swgpu_tools.engine.merge import merge
 from swgpu_tools.engine.traceback import traceback
-from swgpu_tools.io.hitsfile import ShardHits
 from swgpu_tools.io.fasta import read_fasta
+from swgpu_tools.io.hitsfile import ShardHits
 from swgpu_tools.io.tables import format_column
 from swgpu_tools.kernels import cpu
 from swgpu_tools.scoring import ScoringScheme

@@ -4,7 +4,6 @@ reader (pandas, pysam, pyarrow), standard input, one-file output, and output
 folders written as a set."""
 from __future__ import annotations
 
-import gzip
 import os
 import re
 import subprocess

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from reference import sw_score
+
 from swgpu_tools.alignment import align_many
 from swgpu_tools.kernels import PairBackend, SearchBackend, top_k_from_scores
 from swgpu_tools.kernels.cpu import CpuBackend

@@ -1,11 +1,9 @@
 """Bad input gets a clear message naming file, record and position, exit status 2,
 no traceback and no output file; good input is read as documented."""
 import gzip
-import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from swgpu_tools.errors import InputError

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from reference import sw_score
+
 from swgpu_tools.io.fasta import read_fasta
 from swgpu_tools.kernels import cpu, top_k_from_scores
 from swgpu_tools.scoring import ScoringScheme

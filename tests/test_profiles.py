@@ -23,7 +23,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_workflow import BIN, SNAKEMAKE, _make_inputs, _snakemake, _write_config
 
 from swgpu_tools.backend import WorkflowGpus, nvidia_smi_gpus, workflow_gpus, workflow_gpus_line

@@ -35,9 +35,18 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from test_workflow import (BIN, DATA, SNAKEFILE, SNAKEMAKE, STANDARD, _mutate, _read_fasta,
-                           _snakemake, _write_config, _write_fasta)
+from test_workflow import (
+    BIN,
+    DATA,
+    SNAKEFILE,
+    SNAKEMAKE,
+    STANDARD,
+    _mutate,
+    _read_fasta,
+    _snakemake,
+    _write_config,
+    _write_fasta,
+)
 
 from swgpu_tools.io.shardfile import shard_of
 from swgpu_tools.steps.changes import CHANGES_COLUMNS, compare

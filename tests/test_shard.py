@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from swgpu_tools.errors import InputError
-from swgpu_tools.io.fasta import read_fasta
 from swgpu_tools.io.shardfile import read_database_info, read_shard, shard_of
 from swgpu_tools.steps.shard_db import shard_database
 

@@ -86,14 +86,14 @@ def _make_inputs(workdir: Path) -> tuple[dict[str, str], dict[str, str]]:
     """Write queries.fasta and database.fasta into workdir; return both as id -> sequence."""
     rng = random.Random(7)
     queries = {}
-    for header, seq in _read_fasta(DATA / "example_queries.fasta"):
+    for _header, seq in _read_fasta(DATA / "example_queries.fasta"):
         seq = seq.upper()
         if set(seq) <= STANDARD and len(seq) <= 500:
             queries[f"q{len(queries)}"] = seq
         if len(queries) == 2:
             break
     database = {}
-    for header, seq in _read_fasta(DATA / "example_database.fasta.gz"):
+    for _header, seq in _read_fasta(DATA / "example_database.fasta.gz"):
         seq = seq.upper()
         if set(seq) <= STANDARD and len(seq) <= 400:
             database[f"d{len(database):03d}"] = seq

@@ -26,8 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .cells import (E_EXTEND, F_EXTEND, H_DIAG, H_FROM_E, H_FROM_F, H_MASK, NEG, OP_D, OP_I,
-                    OP_M)
+from .cells import E_EXTEND, F_EXTEND, H_DIAG, H_FROM_E, H_FROM_F, H_MASK, NEG, OP_D, OP_I, OP_M
 
 #: Most traceback cells (bytes) kept at once for one alignment; longer
 #: regions are traced back in row blocks with checkpoints.

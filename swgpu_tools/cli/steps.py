@@ -7,7 +7,14 @@ from __future__ import annotations
 import argparse
 import os
 
-from .options import SCORING_NOTE, add_compute, add_scoring, add_selection, check_common, scheme_from
+from .options import (
+    SCORING_NOTE,
+    add_compute,
+    add_scoring,
+    add_selection,
+    check_common,
+    scheme_from,
+)
 
 #: (name, help) of the step commands, in workflow order, for ``swgpu --help``.
 STEPS = [

@@ -7,8 +7,16 @@ import os
 from ..errors import InputError
 from ..io.fieldnames import DEFAULT_COLUMNS, FIELDS, STD
 from ..logs import get_logger
-from .options import (SCORING_NOTE, add_compute, add_scoring, add_selection, check_common,
-                      check_input_file, check_output_file, scheme_from)
+from .options import (
+    SCORING_NOTE,
+    add_compute,
+    add_scoring,
+    add_selection,
+    check_common,
+    check_input_file,
+    check_output_file,
+    scheme_from,
+)
 
 log = get_logger(__name__)
 

@@ -20,8 +20,8 @@ finds, whatever the history of releases, and so are the merged tables.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 

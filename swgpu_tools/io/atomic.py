@@ -16,8 +16,9 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import IO, Iterator
+from typing import IO
 
 from ..errors import OutputError
 

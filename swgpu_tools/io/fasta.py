@@ -25,9 +25,8 @@ import os
 import re
 import sys
 import zlib
-from typing import Iterator, NamedTuple
-
-import numpy as np
+from collections.abc import Iterator
+from typing import NamedTuple
 
 from ..alphabet import canonical, invalid_characters
 from ..errors import InputError

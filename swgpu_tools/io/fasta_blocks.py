@@ -21,8 +21,8 @@ import io
 import os
 import re
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 

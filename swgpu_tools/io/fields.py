@@ -39,10 +39,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-
-
 from .fieldnames import DEFAULT_COLUMNS, FIELDS, STD, Field, parse_columns  # noqa: F401
-
 
 # ---------------------------------------------------------------------------
 # per-alignment values

@@ -36,7 +36,7 @@ class ShardHits:
         return len(self.score)
 
     @classmethod
-    def from_top(cls, queries, database, top: list) -> "ShardHits":
+    def from_top(cls, queries, database, top: list) -> ShardHits:
         """From per-query (subject indices into ``database``, scores), best first."""
         counts = [len(t[0]) for t in top]
         q = np.repeat(np.arange(len(top), dtype=np.int32), counts)

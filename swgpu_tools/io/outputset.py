@@ -54,7 +54,7 @@ class OutputSet:
         self._staged: dict[str, str] = {}
         self._lock = None
 
-    def __enter__(self) -> "OutputSet":
+    def __enter__(self) -> OutputSet:
         from filelock import FileLock, Timeout
 
         try:

@@ -86,7 +86,7 @@ def _finish(background, jobs) -> None:
         render(jobs)
 
 
-def _write_tables(table: pd.DataFrame, steps: "data.StepRecords", out: dict[str, str]) -> None:
+def _write_tables(table: pd.DataFrame, steps: data.StepRecords, out: dict[str, str]) -> None:
     """queries.tsv/.html and steps.tsv/.html."""
     qrows = _text_rows(table)
     write_tsv(out["queries.tsv"], QUERY_COLUMNS, qrows)

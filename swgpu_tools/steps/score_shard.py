@@ -6,10 +6,10 @@ import os
 from ..backend import BackendStart
 from ..engine.scan import scan
 from ..io.fasta import read_fasta
+from ..io.hitsfile import write_shard_hits
 from ..io.shardfile import read_shard
 from ..io.statefile import read_state, write_state
 from ..io.stepstats import StepTimer
-from ..io.hitsfile import write_shard_hits
 from ..logs import get_logger
 from ..scoring import ScoringScheme
 

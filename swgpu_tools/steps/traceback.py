@@ -13,13 +13,13 @@ from __future__ import annotations
 import os
 
 from ..engine.traceback import REUSE_COLUMNS, code_digest, traceback
+from ..errors import InputError
 from ..io.fasta import read_fasta
 from ..io.fields import parse_columns
 from ..io.formats import FORMATS, write_pairwise, write_parquet, write_sam
 from ..io.shardfile import read_shard, shard_of
 from ..io.stepstats import StepTimer
 from ..io.tables import HITS_COLUMNS, read_table, write_table
-from ..errors import InputError
 from ..logs import get_logger
 from ..scoring import ScoringScheme
 from ..sequences import SequenceSet

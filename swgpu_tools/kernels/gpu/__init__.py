@@ -30,12 +30,25 @@ from __future__ import annotations
 
 from ..gpu_intrinsics import SIM
 from .backend import GpuBackend, warm_up
-from .cache import (aux, get_kernel, get_pair_kernel, kernel_ptx, kernels_dir,
-                    precompile)
-from .codegen import (HIST_BINS, PADQ, PAIR_KINDS, WARP, aux_kernel_source, kernel_source,
-                      pair_kernel_source)
+from .cache import aux, get_kernel, get_pair_kernel, kernel_ptx, kernels_dir, precompile
+from .codegen import (
+    HIST_BINS,
+    PADQ,
+    PAIR_KINDS,
+    WARP,
+    aux_kernel_source,
+    kernel_source,
+    pair_kernel_source,
+)
 from .device import available, bind, compute_capability
-from .pairs import PAIR_BOUNDARY_ENTRIES, PAIR_R, PairBatch, pair_ends, pair_kernel_ptx, pair_regions
+from .pairs import (
+    PAIR_BOUNDARY_ENTRIES,
+    PAIR_R,
+    PairBatch,
+    pair_ends,
+    pair_kernel_ptx,
+    pair_regions,
+)
 from .planner import CONFIGS, MULTI_SHAPES, SHAPES
 from .searcher import GpuSearcher, search
 from .slots import PIPELINE_DEPTH, TEMP_LIMIT_BYTES

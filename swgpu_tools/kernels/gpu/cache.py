@@ -121,7 +121,7 @@ def compiled_marker(mode, G, R, multipass) -> str:
                                        f".sm{cc}.numba-cuda-{_numba_cuda_version()}.ok")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _numba_cuda_version() -> str:
     from importlib.metadata import version
 

@@ -107,7 +107,7 @@ def _parse(lines: list[tuple[str, int, str]], pos: int, stop: tuple[str, ...]):
     return nodes, pos, None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _template(name: str):
     """Parsed template ``templates/<name>.py.in`` (cached)."""
     path = TEMPLATES / f"{name}.py.in"
@@ -121,7 +121,7 @@ def _template(name: str):
     return nodes
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _code(expr: str):
     return compile(expr, "<template expression>", "eval")
 

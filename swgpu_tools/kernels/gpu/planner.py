@@ -148,7 +148,7 @@ def plan(lengths: np.ndarray, order: np.ndarray, mode: str, L: int, one, multi,
     cmin = cost.min(axis=0)
     fin = np.isfinite(cmin)
     t_query = float((cmin[fin] * wcount[fin]).sum()) / cells_per_s
-    for k, (G, R, m) in enumerate(cand):
+    for k, (G, R, _multi) in enumerate(cand):
         W = G * R
         t_task = -(-ulen // W) * (L + G - 1 + PASS_OVERHEAD_STEPS) * R * STEP_SECONDS_PER_R
         too_long = t_task > CRITICAL_SHARE * t_query

@@ -41,8 +41,13 @@ from .. import TopHits
 from ..gpu_intrinsics import SIM, pack2, used_codes
 from . import cache, planner
 from .codegen import HIST_BINS, PADQ, WARP
-from .device import (bind, compute_capability, ensure_shared, nonblocking_stream,
-                     quiet_low_occupancy_warnings)
+from .device import (
+    bind,
+    compute_capability,
+    ensure_shared,
+    nonblocking_stream,
+    quiet_low_occupancy_warnings,
+)
 from .slots import PIPELINE_DEPTH, TEMP_LIMIT_BYTES, QuerySlot
 from .streaming import BYTES_PER_SUBJECT, DatabaseBatches, layout_budget
 
@@ -180,7 +185,7 @@ class GpuSearcher:
         self.setup_times["total"] = self.setup_seconds = time.perf_counter() - t_setup
 
     @classmethod
-    def from_scheme(cls, database, scheme, **kwargs) -> "GpuSearcher":
+    def from_scheme(cls, database, scheme, **kwargs) -> GpuSearcher:
         """A searcher for a :class:`~swgpu_tools.scoring.ScoringScheme` (taken whole)."""
         return cls(database, scheme.matrix, scheme.gap_open, scheme.gap_extend, **kwargs)
 
@@ -499,19 +504,19 @@ class GpuSearcher:
             pending = []  # (query, slot) in flight, oldest first
             t_last = time.perf_counter()
 
-            def finish():
+            def finish():  # called within this batch's iteration: its j and pending
                 nonlocal t_last
-                qi, slot = pending.pop(0)
+                qi, slot = pending.pop(0)  # noqa: B023
                 self._rescore(slot, tables)
                 idx, sc = self._select(slot, top_k)
                 now = time.perf_counter()
                 tq[qi] += now - t_last  # since the previous query's hits were back
                 t_last = now
-                if j is not None:
+                if j is not None:  # noqa: B023
                     idx = self.sel[idx]
                 hits_i[qi].append(idx)
                 hits_s[qi].append(sc)
-                if progress is not None and (j is None or j == nb - 1):
+                if progress is not None and (j is None or j == nb - 1):  # noqa: B023
                     progress(qi + 1, nq)
 
             for qi in range(nq):
