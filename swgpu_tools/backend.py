@@ -327,8 +327,9 @@ def bind_gpu(gpu_id: int) -> None:
         gpu_kernels.bind(gpu_id)
 
 
-def start_backend(backend: str = "auto", device="auto") -> StartedBackend:
-    """Choose the backend; for the GPU: lock and bind one, open its context, load helpers."""
+def start_backend(backend: str = "auto", device="auto", scheme=None) -> StartedBackend:
+    """Choose the backend; for the GPU: lock and bind one, open its context, load helpers
+    (and, given the :class:`~swgpu_tools.scoring.ScoringScheme`, the cached scoring kernels)."""
     steps: dict[str, float] = {}
     t = time.perf_counter()
     gpu_id = None
@@ -342,7 +343,7 @@ def start_backend(backend: str = "auto", device="auto") -> StartedBackend:
     if choice.name == "gpu":
         from .kernels import gpu as gpu_kernels
 
-        steps.update(gpu_kernels.warm_up())
+        steps.update(gpu_kernels.warm_up(scheme))
     return StartedBackend(choice, gpu_id if choice.name == "gpu" else None, steps)
 
 
@@ -354,8 +355,9 @@ class BackendStart:
     :meth:`result` waits for it and re-raises its errors.
     """
 
-    def __init__(self, backend: str = "auto", device="auto", background: bool = False):
-        self._args = (backend, device)
+    def __init__(self, backend: str = "auto", device="auto", background: bool = False,
+                 scheme=None):
+        self._args = (backend, device, scheme)
         self._result: StartedBackend | None = None
         self._error: BaseException | None = None
         self._thread = None

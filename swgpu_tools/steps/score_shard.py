@@ -29,7 +29,7 @@ def score_shard(shard_path, queries_path, out_path, scheme: ScoringScheme, top_k
     margin = top_k if margin is None else int(margin)
     timer = StepTimer("score_shard")
     # the GPU's start-up (lock, CUDA context, helper kernels) runs while the inputs are read
-    started = BackendStart(backend, device, background=backend != "cpu")
+    started = BackendStart(backend, device, background=backend != "cpu", scheme=scheme)
     with timer.phase("read"):
         queries = read_fasta(queries_path)
         database = read_shard(shard_path)

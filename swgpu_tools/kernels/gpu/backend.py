@@ -6,26 +6,33 @@
 """
 from __future__ import annotations
 
+import os
 import time
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...logs import get_logger
 from .. import Progress, TopHits
 from ..gpu_intrinsics import SIM
 from . import cache, pairs
 from .device import bind
 from .searcher import GpuSearcher
 
+log = get_logger(__name__)
+
 if TYPE_CHECKING:  # pragma: no cover
     from ...scoring import ScoringScheme
     from ...sequences import EncodedSequences
 
 
-def warm_up() -> dict:
-    """Open the current device's CUDA context and load the top-k helper kernels.
+def warm_up(scheme: ScoringScheme | None = None) -> dict:
+    """Open the current device's CUDA context and load the top-k helper kernels;
+    with ``scheme``, also the scoring kernels a search with it may use, where they
+    are in the disk cache already (loading one costs tens of milliseconds; a
+    missing one is left to the search, which compiles them in parallel).
 
-    Returns seconds per step.  :class:`swgpu_tools.pipeline.BackendStart` runs
+    Returns seconds per step.  :class:`swgpu_tools.backend.BackendStart` runs
     this on a thread while the inputs are read, so that the driver's start-up
     (the larger part of a warm start) overlaps the reading.
     """
@@ -44,7 +51,32 @@ def warm_up() -> dict:
             for kern in disp.overloads.values():
                 kern.bind()  # module loaded into this context now, not at the first launch
     times["helper kernels"] = time.perf_counter() - t
+    if scheme is not None and not SIM and os.environ.get("SWGPU_PRELOAD", "1") != "0":
+        t = time.perf_counter()
+        n = preload_kernels(scheme)
+        times["scoring kernels"] = time.perf_counter() - t
+        log.debug(f"{n} scoring kernels loaded from the cache")
     return times
+
+
+def preload_kernels(scheme: ScoringScheme) -> int:
+    """Load (from the disk cache) the scoring kernels of the shape menu that a search
+    with ``scheme`` may use into the current context; returns how many."""
+    from .planner import menu, parse_configs
+    from .searcher import kernel_mode
+
+    mode = kernel_mode(scheme.matrix, scheme.gap_open, scheme.gap_extend)
+    one, multi = menu(mode, *parse_configs(os.environ.get("SWGPU_CONFIGS") or None))
+    n = 0
+    for shapes, multipass in ((one, False), (multi, True)):
+        for G, R in shapes:
+            if not os.path.exists(cache.compiled_marker(mode, G, R, multipass)):
+                continue
+            kern = cache.get_kernel(mode, G, R, multipass)
+            for k in kern.overloads.values():
+                k.bind()
+            n += 1
+    return n
 
 
 class GpuBackend:

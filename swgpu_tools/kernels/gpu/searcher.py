@@ -69,6 +69,21 @@ def fits16(matrix: np.ndarray, oe: int, ext: int) -> bool:
             and int(matrix.max()) <= _S16_LIMIT)
 
 
+def kernel_mode(matrix: np.ndarray, gap_open: int, gap_extend: int, mode: str = "auto") -> str:
+    """The kernels a search with this scheme uses: 's16' (packed 16-bit DPX, sm_90+, where
+    the scheme fits) or 's32'; ``mode`` 'auto' reads ``$SWGPU_GPU_MODE`` first."""
+    fits = fits16(matrix, int(gap_open) + int(gap_extend), int(gap_extend))
+    if mode == "auto":
+        mode = os.environ.get("SWGPU_GPU_MODE", "auto")
+    if mode == "auto":
+        mode = "s16" if (fits and compute_capability() >= (9, 0)) else "s32"
+    if mode == "s16" and not fits:
+        mode = "s32"
+    if mode == "s16" and compute_capability() < (9, 0):
+        raise ValueError("s16 (DPX) kernels need a GPU of compute capability 9.0 or newer")
+    return mode
+
+
 class GpuSearcher:
     """A database uploaded to the current GPU, ready to score any number of queries.
 
@@ -91,16 +106,7 @@ class GpuSearcher:
         self.matrix = matrix
         self.gap_open, self.gap_extend = int(gap_open), int(gap_extend)
         self.oe = self.gap_open + self.gap_extend
-        fits = fits16(matrix, self.oe, self.gap_extend)
-        if mode == "auto":
-            mode = os.environ.get("SWGPU_GPU_MODE", "auto")
-        if mode == "auto":
-            mode = "s16" if (fits and compute_capability() >= (9, 0)) else "s32"
-        if mode == "s16" and not fits:
-            mode = "s32"
-        if mode == "s16" and compute_capability() < (9, 0):
-            raise ValueError("s16 (DPX) kernels need a GPU of compute capability 9.0 or newer")
-        self.mode = mode
+        self.mode = mode = kernel_mode(matrix, self.gap_open, self.gap_extend, mode)
         if configs is None:
             configs = os.environ.get("SWGPU_CONFIGS") or None
         self._shapes_override = planner.parse_configs(configs)
