@@ -33,10 +33,10 @@ GRID_BYTES = 32 << 20
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def forward_grid(m, soff, subjects, lanes):
-    """An empty grid for the forward pass of a query of length m against ``subjects``.
+def grid_shape(m, soff, subjects, lanes):
+    """The grid of the forward pass of a query of length m against ``subjects``.
 
-    Returns (grid, step, ncols): int32 (nc, nr, lanes), sampling every
+    Returns (nc, nr, step, ncols): int32 (nc, nr, lanes) samples every
     ``step`` rows and columns (GRID_STEP, doubled until the grid fits
     GRID_BYTES), ncols the pass's columns.
     """
@@ -47,8 +47,26 @@ def forward_grid(m, soff, subjects, lanes):
     step = GRID_STEP
     while (ncols // step + 2) * (m // step + 2) * lanes * 4 > GRID_BYTES:
         step *= 2
-    nr = (m + step - 1) // step + 1
-    nc = (ncols + step - 1) // step + 1
+    return (ncols + step - 1) // step + 1, (m + step - 1) // step + 1, step, ncols
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def grid_view(buf, nc, nr, lanes):
+    """An (nc, nr, lanes) grid in the front of ``buf`` (reused between passes: no new
+    memory to fault in), with row 0 and column 0 zero (the DP's border)."""
+    grid = buf[:nc * nr * lanes].reshape((nc, nr, lanes))
+    for r in range(nr):
+        for l in range(lanes):
+            grid[0, r, l] = 0
+    for c in range(nc):
+        for l in range(lanes):
+            grid[c, 0, l] = 0
+    return grid
+
+
+def forward_grid(m, soff, subjects, lanes):
+    """A zeroed grid for one forward pass (tests): (grid, step, ncols)."""
+    nc, nr, step, ncols = grid_shape(m, soff, subjects, lanes)
     return np.zeros((nc, nr, lanes), dtype=np.int32), step, ncols
 
 
