@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..kernels.simd import HAVE_AVX2, make_column_pass, make_profile_shuffle
+from ..kernels.simd import HAVE_AVX2, copy_register, make_column_pass, make_profile_shuffle
 
 #: Pairs of one query aligned in lock-step by the forward and reverse passes:
 #: one AVX2 register of int16 lanes (16), or of int32 lanes (8) where int16
@@ -71,12 +71,12 @@ def forward_grid(m, soff, subjects, lanes):
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
-def _grab(g, H, step, m, lanes):
-    """g[r, l] = H of row min(r * step, m), lane l (r >= 1); ``lanes`` a literal."""
-    for r in range(1, g.shape[0]):
-        base = (min(r * step, m) - 1) * lanes
-        for l in range(lanes):
-            g[r, l] = H[base + l]
+def _grab(grid, gc, H, step, m):
+    """grid[gc, r, :] = H of row min(r * step, m), all lanes (r >= 1): one register each."""
+    nr = grid.shape[1]
+    L = grid.shape[2]
+    for r in range(1, nr):
+        copy_register(grid, (gc * nr + r) * L, H, (min(r * step, m) - 1) * L)
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -211,11 +211,7 @@ def lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, reverse,
         if capture:
             col = j + ALN_COLS  # H now holds DP column col (rows 1 .. m)
             if col % step == 0 or col == ncols:
-                g = grid[(col + step - 1) // step]
-                if narrow:
-                    _grab(g, H, step, m, 16)
-                else:
-                    _grab(g, H, step, m, 8)
+                _grab(grid, (col + step - 1) // step, H, step, m)
         if reverse:
             done = True
             for l in range(nsub):
