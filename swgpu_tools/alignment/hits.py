@@ -18,7 +18,8 @@ compiles less): a group whose int16 lanes may overflow is rerun in int32
 lanes, 8 subjects at a time (the same chunk function, typed for int32); a
 band that outgrows ``cell_limit`` falls back to the scalar passes
 (:func:`finish_scalar`).  Groups go to the threads longest first, each to
-the least loaded thread (by the cells of its forward pass).
+the least loaded of 4 chunks per thread (by the cells of its forward pass),
+heaviest chunks first.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from numba import njit
 
 from .band import backward_band, forward_band_traceback
 from .pool import run_chunks
-from .query_lanes import fits_int16, forward_grid, lanes_pass
+from .query_lanes import fits_int16, grid_shape, grid_view, lanes_pass
 from .scalar import reverse_start
 from .traceback import traceback
 
@@ -68,6 +69,7 @@ def hits_chunk(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_o
     spa = np.zeros(L, dtype=np.int64)
     spb = np.zeros(L, dtype=np.int64)
     nogrid = np.zeros((0, 0, 0), dtype=np.int32)
+    gridbuf = np.empty(0, dtype=np.int32)  # the grids of this chunk's passes, reused
     for t in range(item_start.shape[0] - 1):
         if item_chunk[t] != c:
             continue
@@ -79,7 +81,10 @@ def hits_chunk(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_o
         subjects = np.empty(n, dtype=np.int64)
         for l in range(n):
             subjects[l] = sidx[ks[l]]
-        grid, step, ncols = forward_grid(m, soff, subjects, L)
+        nc, nr, step, ncols = grid_shape(m, soff, subjects, L)
+        if nc * nr * L > gridbuf.shape[0]:
+            gridbuf = np.empty(nc * nr * L, dtype=np.int32)
+        grid = grid_view(gridbuf, nc, nr, L)
         lo = np.empty(m + 1, dtype=np.int64)
         hi = np.empty(m + 1, dtype=np.int64)
         hoff = np.empty(m + 1, dtype=np.int64)
@@ -170,14 +175,17 @@ def finish_scalar(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_
 
 
 def lpt_chunks(cost, nchunks):
-    """Chunk of each work item: longest first, each to the least loaded chunk so far."""
+    """Chunk of each work item: longest first, each to the least loaded chunk so far;
+    chunks numbered by load, heaviest first (the thread pool starts them in that order)."""
     chunk = np.zeros(len(cost), dtype=np.int64)
     load = [0.0] * nchunks
     for t in np.argsort(-np.asarray(cost, dtype=np.float64), kind="stable"):
         c = min(range(nchunks), key=load.__getitem__)
         chunk[t] = c
         load[c] += float(cost[t])
-    return chunk
+    rank = np.empty(nchunks, dtype=np.int64)
+    rank[np.argsort(-np.asarray(load), kind="stable")] = np.arange(nchunks)
+    return rank[chunk]
 
 
 def _groups(pairs, qidx, slen, size):
@@ -214,7 +222,7 @@ def hits_in_lanes(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_
         perm, item_start = _groups(todo, qidx, slen, 32 // probe.itemsize)
         first = perm[item_start[:-1]]  # the longest subject of each group comes first
         cost = qlen[first] * slen[first]
-        nchunks = min(nthreads, len(cost))
+        nchunks = min(4 * nthreads, len(cost))  # more chunks than threads: the pool balances
         run_chunks(hits_chunk, nchunks, nthreads, qcodes, qoff, scodes, soff, qidx, sidx,
                    matrix, gap_open, gap_extend, perm, item_start, lpt_chunks(cost, nchunks),
                    probe, do_trace, cell_limit, band_min, info, ops, room, status)

@@ -1,23 +1,55 @@
-"""The thread pool that runs the alignment chunks (Numba functions that release the GIL)."""
+"""The thread pool that runs the CPU kernels' chunks (Numba functions that release the GIL).
+
+One process-wide pool of Python threads, grown to the largest number of
+threads asked for; each call of :func:`run_chunks` uses at most ``nthreads``
+of them, which take the chunks in order as they come free (so the first,
+heaviest chunks start first and the rest balance).  A thread pool rather than
+Numba's ``prange``: each parallel Numba function costs seconds of
+compilation, and the result is the same.
+"""
 from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+_pool: list = []  # [ThreadPoolExecutor, its size]
+_pool_lock = threading.Lock()
+
+
+def _executor(n: int) -> ThreadPoolExecutor:
+    with _pool_lock:
+        if not _pool or _pool[1] < n:
+            if _pool:
+                _pool[0].shutdown(wait=False)
+            _pool[:] = [ThreadPoolExecutor(max_workers=n, thread_name_prefix="swgpu"), n]
+        return _pool[0]
 
 
 def run_chunks(fn, nchunks, nthreads, *args):
-    """Run fn(c, nchunks, *args) for every chunk c on ``nthreads`` threads.
+    """Run fn(c, nchunks, *args) for every chunk c in 0..nchunks-1 on ``nthreads`` threads.
 
-    The chunk functions are Numba-compiled with ``nogil=True``, so the
-    threads run in parallel; each chunk takes every nchunks-th work item.
-    (A thread pool rather than Numba's ``prange``: each parallel Numba
-    function costs seconds of compilation, and the result is the same.)
+    The chunk functions are Numba-compiled with ``nogil=True``, so the threads
+    run in parallel; each chunk takes every nchunks-th work item (or the items
+    the caller dealt to it).  Exceptions propagate.
     """
     if nchunks <= 0:
         return
-    if nthreads <= 1 or nchunks == 1:
+    nthreads = min(max(1, int(nthreads)), nchunks)
+    if nthreads == 1:
         for c in range(nchunks):
             fn(c, nchunks, *args)
         return
-    from concurrent.futures import ThreadPoolExecutor
+    chunks = iter(range(nchunks))
+    lock = threading.Lock()
 
-    with ThreadPoolExecutor(max_workers=min(nthreads, nchunks)) as pool:
-        for _ in pool.map(lambda c: fn(c, nchunks, *args), range(nchunks)):
-            pass
+    def worker():
+        while True:
+            with lock:
+                c = next(chunks, None)
+            if c is None:
+                return
+            fn(c, nchunks, *args)
+
+    futures = [_executor(nthreads).submit(worker) for _ in range(nthreads)]
+    for f in futures:
+        f.result()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..kernels.simd import HAVE_AVX2, make_column_pass, make_profile_shuffle
+from ..kernels.simd import HAVE_AVX2, copy_register, make_column_pass, make_profile_shuffle
 
 #: Pairs of one query aligned in lock-step by the forward and reverse passes:
 #: one AVX2 register of int16 lanes (16), or of int32 lanes (8) where int16
@@ -33,10 +33,10 @@ GRID_BYTES = 32 << 20
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def forward_grid(m, soff, subjects, lanes):
-    """An empty grid for the forward pass of a query of length m against ``subjects``.
+def grid_shape(m, soff, subjects, lanes):
+    """The grid of the forward pass of a query of length m against ``subjects``.
 
-    Returns (grid, step, ncols): int32 (nc, nr, lanes), sampling every
+    Returns (nc, nr, step, ncols): int32 (nc, nr, lanes) samples every
     ``step`` rows and columns (GRID_STEP, doubled until the grid fits
     GRID_BYTES), ncols the pass's columns.
     """
@@ -47,18 +47,36 @@ def forward_grid(m, soff, subjects, lanes):
     step = GRID_STEP
     while (ncols // step + 2) * (m // step + 2) * lanes * 4 > GRID_BYTES:
         step *= 2
-    nr = (m + step - 1) // step + 1
-    nc = (ncols + step - 1) // step + 1
+    return (ncols + step - 1) // step + 1, (m + step - 1) // step + 1, step, ncols
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def grid_view(buf, nc, nr, lanes):
+    """An (nc, nr, lanes) grid in the front of ``buf`` (reused between passes: no new
+    memory to fault in), with row 0 and column 0 zero (the DP's border)."""
+    grid = buf[:nc * nr * lanes].reshape((nc, nr, lanes))
+    for r in range(nr):
+        for l in range(lanes):
+            grid[0, r, l] = 0
+    for c in range(nc):
+        for l in range(lanes):
+            grid[c, 0, l] = 0
+    return grid
+
+
+def forward_grid(m, soff, subjects, lanes):
+    """A zeroed grid for one forward pass (tests): (grid, step, ncols)."""
+    nc, nr, step, ncols = grid_shape(m, soff, subjects, lanes)
     return np.zeros((nc, nr, lanes), dtype=np.int32), step, ncols
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
-def _grab(g, H, step, m, lanes):
-    """g[r, l] = H of row min(r * step, m), lane l (r >= 1); ``lanes`` a literal."""
-    for r in range(1, g.shape[0]):
-        base = (min(r * step, m) - 1) * lanes
-        for l in range(lanes):
-            g[r, l] = H[base + l]
+def _grab(grid, gc, H, step, m):
+    """grid[gc, r, :] = H of row min(r * step, m), all lanes (r >= 1): one register each."""
+    nr = grid.shape[1]
+    L = grid.shape[2]
+    for r in range(1, nr):
+        copy_register(grid, (gc * nr + r) * L, H, (min(r * step, m) - 1) * L)
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -193,11 +211,7 @@ def lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, reverse,
         if capture:
             col = j + ALN_COLS  # H now holds DP column col (rows 1 .. m)
             if col % step == 0 or col == ncols:
-                g = grid[(col + step - 1) // step]
-                if narrow:
-                    _grab(g, H, step, m, 16)
-                else:
-                    _grab(g, H, step, m, 8)
+                _grab(grid, (col + step - 1) // step, H, step, m)
         if reverse:
             done = True
             for l in range(nsub):

@@ -32,8 +32,10 @@ How it works
 * Subjects shorter than their group's longest are padded with a column that
   scores ``min(0, min(matrix))``: pad columns come after all real columns, so
   no path through them can beat the best real cell.
-* Parallelism: ``prange`` over chunks of groups (round-robin, so long and
-  short groups are spread over the threads), one query at a time: memory is
+* Parallelism: chunks of groups (round-robin, so long and short groups are
+  spread over the threads) on a pool of threads running the Numba chunk
+  function without the GIL (:mod:`swgpu_tools.alignment.pool`; a ``prange``
+  loop costs seconds more compilation), one query at a time: memory is
   one int32 score per subject plus the interleaved database (about its size)
   and per-thread scratch.  The number of threads is whatever
   ``numba.set_num_threads`` / ``NUMBA_NUM_THREADS`` says.
@@ -41,9 +43,10 @@ How it works
 from __future__ import annotations
 
 import numpy as np
-from numba import get_num_threads, njit, prange
+from numba import get_num_threads, njit
 
 from ..alignment.params import kernel_scoring
+from ..alignment.pool import run_chunks
 from ..alignment.scalar import forward_end
 from . import TopHits
 from .jitcache import cache_folder, cache_warm, notice_compiling
@@ -113,10 +116,11 @@ def _interleave(codes, offsets, subjects, pad):
     return inter, goff, gncols, gsubj
 
 
-@njit(cache=True, nogil=True, parallel=True, boundscheck=False)
-def _score_groups(q, inter, goff, gncols, gsubj, table8, matT, use_shuffle,
-                  oe, ext, limit, out, flags, nchunks):
-    """Scores of query ``q`` against the interleaved subjects (out[s], by subject index).
+@njit(cache=True, nogil=True, boundscheck=False)
+def _score_groups(c, nchunks, q, inter, goff, gncols, gsubj, table8, matT, use_shuffle,
+                  oe, ext, limit, out, flags):
+    """Scores of query ``q`` against chunk c's interleaved groups (every nchunks-th group;
+    out[s], by subject index).
 
     Lanes have the dtype of ``matT``.  flags[s] = 1 where a lane reached
     ``limit`` (its score must be recomputed with wider lanes).
@@ -124,44 +128,43 @@ def _score_groups(q, inter, goff, gncols, gsubj, table8, matT, use_shuffle,
     ngroups = gncols.shape[0]
     m = q.shape[0]
     na = matT.shape[1]
-    for c in prange(nchunks):
-        H = np.empty(m * LANES, dtype=matT.dtype)
-        E = np.empty(m * LANES, dtype=matT.dtype)
-        pstride = na * LANES
-        prof = np.zeros(COLS * pstride, dtype=matT.dtype)
-        best = np.empty(LANES, dtype=matT.dtype)
-        zero = matT.dtype.type(0)
-        neg = matT.dtype.type(-oe)
-        for g in range(c, ngroups, nchunks):
-            for k in range(m * LANES):
-                H[k] = zero
-                E[k] = neg
-            for l in range(LANES):
-                best[l] = zero
-            base = goff[g]
-            for j in range(0, gncols[g], COLS):
-                for col in range(COLS):
-                    pos = base + (j + col) * LANES
-                    if use_shuffle:
-                        _profile_shuffle(inter, pos, table8, prof, col * pstride)
-                    else:
-                        _profile_scalar(inter, pos, matT, prof, col * pstride)
-                _column_pass(q, prof, pstride, H, E, best, oe, ext)
-            for l in range(LANES):
-                s = gsubj[g * LANES + l]
-                if s >= 0:
-                    b = np.int64(best[l])
-                    out[s] = b
-                    flags[s] = 1 if b >= limit else 0
+    H = np.empty(m * LANES, dtype=matT.dtype)
+    E = np.empty(m * LANES, dtype=matT.dtype)
+    pstride = na * LANES
+    prof = np.zeros(COLS * pstride, dtype=matT.dtype)
+    best = np.empty(LANES, dtype=matT.dtype)
+    zero = matT.dtype.type(0)
+    neg = matT.dtype.type(-oe)
+    for g in range(c, ngroups, nchunks):
+        for k in range(m * LANES):
+            H[k] = zero
+            E[k] = neg
+        for l in range(LANES):
+            best[l] = zero
+        base = goff[g]
+        for j in range(0, gncols[g], COLS):
+            for col in range(COLS):
+                pos = base + (j + col) * LANES
+                if use_shuffle:
+                    _profile_shuffle(inter, pos, table8, prof, col * pstride)
+                else:
+                    _profile_scalar(inter, pos, matT, prof, col * pstride)
+            _column_pass(q, prof, pstride, H, E, best, oe, ext)
+        for l in range(LANES):
+            s = gsubj[g * LANES + l]
+            if s >= 0:
+                b = np.int64(best[l])
+                out[s] = b
+                flags[s] = 1 if b >= limit else 0
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def _rescore(q, matrix, codes, offsets, subjects, gap_open, gap_extend, out):
-    """Exact int32 scores of query ``q`` against ``subjects`` (written to out[s]).
+@njit(cache=True, nogil=True, boundscheck=False)
+def _rescore(c, nchunks, q, matrix, codes, offsets, subjects, gap_open, gap_extend, out):
+    """Exact int32 scores of query ``q`` against chunk c's subjects (written to out[s]).
 
     The scalar Gotoh of :func:`swgpu_tools.alignment.scalar.forward_end`.
     """
-    for t in prange(subjects.shape[0]):
+    for t in range(c, subjects.shape[0], nchunks):
         s = subjects[t]
         out[s] = forward_end(q, codes[offsets[s]:offsets[s + 1]], matrix, gap_open,
                              gap_extend)[0]
@@ -243,14 +246,15 @@ class _Prepared:
         for depth, level in enumerate(self.levels):
             if depth > 0 and level.dtype == np.int32:
                 # int32 is exact: a plain scalar pass for the few lanes left
-                _rescore(q, self.matrix, self.codes, self.offsets, todo,
-                         self.gap_open, self.gap_extend, out)
+                n = get_num_threads()
+                run_chunks(_rescore, min(len(todo), 4 * n), n, q, self.matrix, self.codes,
+                           self.offsets, todo, self.gap_open, self.gap_extend, out)
                 return
             inter, goff, gncols, gsubj = groups
-            _score_groups(qc, inter, goff, gncols, gsubj, table8,
-                          np.ascontiguousarray(level.matT[:, letters]),
-                          self.use_shuffle, oe, self.gap_extend, level.limit, out, flags,
-                          _nchunks(len(gncols)))
+            run_chunks(_score_groups, _nchunks(len(gncols)), get_num_threads(), qc, inter,
+                       goff, gncols, gsubj, table8,
+                       np.ascontiguousarray(level.matT[:, letters]), self.use_shuffle, oe,
+                       self.gap_extend, level.limit, out, flags)
             todo = np.flatnonzero(flags).astype(np.int64)
             if len(todo) == 0:
                 return
@@ -369,8 +373,9 @@ class CpuBackend:
 # compiling once per machine
 # ---------------------------------------------------------------------------
 def _entry_points():
-    """The Numba functions a search calls from Python (each caches what it calls)."""
-    return (_interleave, _score_groups, _rescore)
+    """The Numba functions every search calls from Python (each caches what it calls;
+    ``_rescore``, for lanes saturated even in int16, compiles when first needed)."""
+    return (_interleave, _score_groups)
 
 
 def is_compiled() -> bool:

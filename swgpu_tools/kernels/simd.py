@@ -300,3 +300,35 @@ def make_profile_shuffle(lanes):
 
     typer.__name__ = typer.__qualname__ = f"_profile_shuffle_{lanes}"
     return intrinsic(typer)
+
+
+@intrinsic
+def copy_register(typingctx, dst, dpos, src, spos):
+    """``dst.flat[dpos:dpos + L] = src.flat[spos:spos + L]`` for the L lanes of one 256-bit
+    register of src's integer type, sign-extended to dst's (one vector load, one store).
+
+    Both arrays C-contiguous; no bounds checks (callers keep the ranges inside).
+    """
+    if not (isinstance(dst, types.Array) and isinstance(src, types.Array)
+            and isinstance(dst.dtype, types.Integer) and isinstance(src.dtype, types.Integer)
+            and dst.dtype.bitwidth >= src.dtype.bitwidth):
+        return None
+    sig = types.void(dst, types.int64, src, types.int64)
+
+    def codegen(context, builder, signature, args):
+        dt, _, st, _ = signature.args
+        da = context.make_array(dt)(context, builder, args[0])
+        sa = context.make_array(st)(context, builder, args[2])
+        sbits, dbits = st.dtype.bitwidth, dt.dtype.bitwidth
+        lanes = 256 // sbits
+        vs = ir.VectorType(ir.IntType(sbits), lanes)
+        vd = ir.VectorType(ir.IntType(dbits), lanes)
+        v = builder.load(builder.bitcast(builder.gep(sa.data, [args[3]]), vs.as_pointer()),
+                         align=sbits // 8)
+        if dbits > sbits:
+            v = builder.sext(v, vd)
+        builder.store(v, builder.bitcast(builder.gep(da.data, [args[1]]), vd.as_pointer()),
+                      align=dbits // 8)
+        return context.get_dummy_value()
+
+    return sig, codegen
