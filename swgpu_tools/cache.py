@@ -9,6 +9,11 @@ modules with Numba's CUDA cache, and Numba's cache of the CPU kernels.  It is
 machine kind, not once per node.  Numba keys each cached kernel by CPU kind
 and GPU kind, so mixed nodes share one folder safely.
 
+Numba's files go to ``numba/<digest>/`` in it, the digest of the package's
+source files: Numba checks a cached function against its own file only, so a
+kernel that inlines functions of other files (the alignment lanes call
+:mod:`swgpu_tools.kernels.simd`) would otherwise load stale code after those
+files change (an upgrade, or a checkout being worked on).
 ``NUMBA_CACHE_DIR``, when the user sets it, wins for Numba's own files.
 """
 from __future__ import annotations
@@ -32,9 +37,32 @@ def cache_dir() -> str:
     return base
 
 
+def source_digest() -> str:
+    """12 hex digits of a digest of swgpu_tools' Python sources and kernel templates."""
+    if not _digest:
+        import hashlib
+
+        root = os.path.dirname(os.path.abspath(__file__))
+        h = hashlib.blake2b(digest_size=6)
+        for dirpath, dirs, files in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                if name.endswith((".py", ".py.in")):
+                    path = os.path.join(dirpath, name)
+                    h.update(os.path.relpath(path, root).encode())
+                    with open(path, "rb") as fh:
+                        h.update(fh.read())
+        _digest.append(h.hexdigest())
+    return _digest[0]
+
+
+_digest: list[str] = []
+
+
 def numba_cache_dir() -> str:
-    """Numba's cache folder for swgpu's CPU kernels."""
-    return os.environ.get("NUMBA_CACHE_DIR") or os.path.join(cache_dir(), "numba")
+    """Numba's cache folder for swgpu's kernels (per source digest, see the module doc)."""
+    return (os.environ.get("NUMBA_CACHE_DIR")
+            or os.path.join(cache_dir(), "numba", source_digest()))
 
 
 def configure_numba() -> str:

@@ -33,7 +33,9 @@ def test_precompile_then_warm(tmp_path):
     cold = run(tmp_path, "precompile")
     assert not (cold["search"] or cold["hits"] or cold["pairs"])
     assert not cold["search_run"]["was_cached"] and not cold["align_run"]["was_cached"]
-    assert cold["search_run"]["cache_dir"] == str(tmp_path / "cache" / "numba")
+    from swgpu_tools.cache import source_digest
+
+    assert cold["search_run"]["cache_dir"] == str(tmp_path / "cache" / "numba" / source_digest())
     warm = run(tmp_path, "precompile")
     assert warm["search"] and warm["hits"] and warm["pairs"]
     assert warm["search_run"]["was_cached"] and warm["align_run"]["was_cached"]

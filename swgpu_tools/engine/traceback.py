@@ -63,6 +63,8 @@ def _align_sources() -> list[str]:
     out = []
     for dirpath, _dirs, files in sorted(os.walk(root)):
         out.extend(os.path.join(dirpath, f) for f in sorted(files) if f.endswith(".py"))
+    # the lanes' vector helpers, inlined into the alignment kernels
+    out.append(os.path.join(os.path.dirname(root), "kernels", "simd.py"))
     return out
 
 
