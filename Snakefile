@@ -69,13 +69,8 @@ report: "workflow/report/workflow.rst"
 rule all:
     default_target: True
     input:
-        "results/swgpu-run.json",
+        MANIFEST,
         rules.plots.output,
-
-
-onstart:
-    # the outputs are about to change: the manifest of the last run goes first
-    Path("results/swgpu-run.json").unlink(missing_ok=True)
 
 
 onsuccess:

@@ -348,3 +348,18 @@ def test_block_reader_accepts_and_refuses_what_the_line_reader_does(tmp_path_fac
                          .tobytes()) for b in iter_blocks(path, block)
                         for k, (i, h) in enumerate(zip(b.ids, b.headers))])
     assert fast == slow
+
+
+@pytest.mark.parametrize("content", [b"", b"not a zip file", b"PK\x03\x04" + b"\x00" * 40])
+def test_damaged_hits_and_state_files(tmp_path, content):
+    """A damaged per-shard hits file is an InputError naming it (the start-up
+    check then removes it, so the shard is scored again); a damaged state file
+    is no state (the shard is scored whole)."""
+    from swgpu_tools.io.hitsfile import read_shard_hits
+    from swgpu_tools.io.statefile import read_state
+
+    path = tmp_path / "shard-0000.npz"
+    path.write_bytes(content)
+    with pytest.raises(InputError, match="shard-0000.npz: not a shard hits file"):
+        read_shard_hits(path)
+    assert read_state(path) is None

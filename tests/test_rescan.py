@@ -377,8 +377,11 @@ def test_killed_run_resumes_to_the_same_tables(rescan):
 @pytest.mark.slow
 def test_truncated_shard_is_detected_and_rebuilt(rescan):
     """A shard truncated after shard_db wrote it (e.g. a results folder copied
-    half-way): the scoring job fails naming it and moves it aside; the same
-    command again rebuilds the shards and finishes with the right tables."""
+    half-way): the next run's start-up check finds it (its size no longer matches
+    what shard_db recorded), moves it aside and the run rebuilds it.  A shard
+    damaged without a change of size or time (silent corruption): the scoring
+    job fails naming it and moves it aside; the same command again rebuilds it.
+    Both times the tables come out right."""
     work = rescan["root"] / "corrupt"
     queries, small, _, _ = _inputs(30)
     _setup(work, queries, small)
@@ -387,19 +390,32 @@ def test_truncated_shard_is_detected_and_rebuilt(rescan):
     victim = work / "results" / "shards" / "shard-0001.swdb"
     data = victim.read_bytes()
     victim.write_bytes(data[: len(data) - 100])
+    healed = _snakemake(work)
+    out = healed.stdout + healed.stderr
+    assert "shard-0001.swdb is damaged" in out and "moved to" in out
+    assert list((work / "results/shards/corrupt").glob("shard-0001.swdb.*"))
+    assert victim.read_bytes() == data                    # rebuilt as it was
+    assert re.search(r"^(?:local)?checkpoint shard_db:", out, re.MULTILINE)
+    hits = pd.read_csv(work / "results/hits.tsv", sep="\t", keep_default_na=False)
+    assert {shard_of(x, 2) for x in hits["sacc"]} == {0, 1}  # both shards' hits are there
+    expected = (work / "results/hits.tsv").read_bytes()
+
+    # silent corruption: one residue byte changed, size and modification time kept
+    st = victim.stat()
+    damaged = bytearray(data)
+    damaged[-50] ^= 0x01
+    victim.write_bytes(bytes(damaged))
+    os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
+    (work / "results/hits/shard-0001.npz").unlink()        # so that the shard is scored again
     failed = _snakemake(work, check=False)
     assert failed.returncode != 0
     log = (work / "results/logs/score_shard/shard-0001.log").read_text()
     assert "results/shards/shard-0001.swdb: shard is truncated or corrupt" in log
     assert not victim.exists()                            # moved aside
-    assert list((work / "results/shards/corrupt").glob("shard-0001.swdb.*"))
     rebuilt = _snakemake(work)
-    assert victim.read_bytes() == data                    # rebuilt as it was
-    out = rebuilt.stdout + rebuilt.stderr
-    assert re.search(r"^(?:local)?checkpoint shard_db:", out, re.MULTILINE)
+    assert victim.read_bytes() == data
     assert "0001" in _scored_shards(rebuilt)
-    hits = pd.read_csv(work / "results/hits.tsv", sep="\t", keep_default_na=False)
-    assert {shard_of(x, 2) for x in hits["sacc"]} == {0, 1}  # both shards' hits are there
+    assert (work / "results/hits.tsv").read_bytes() == expected
 
 
 def test_slurm_profile_sbatch_calls(tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,7 +94,7 @@ def read_shard_hits(path) -> ShardHits:
                              _unpack(z["stitle"], meta["subjects"]), z["slen"])
     except FileNotFoundError:
         raise InputError(f"{name}: file not found") from None
-    except (OSError, ValueError, KeyError, EOFError) as exc:
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
         raise InputError(f"{name}: not a shard hits file ({exc}); re-run its scoring") from None
     n = len(hits.score)
     if not (len(hits.q) == len(hits.s) == n and len(hits.sseqid) == len(hits.subjects)

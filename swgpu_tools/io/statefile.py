@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import zipfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,7 +104,7 @@ def read_state(path) -> ShardState | None:
                 hit_subjects=z["hit_subjects"].astype(np.int32),
                 hit_scores=z["hit_scores"].astype(np.int32),
                 complete=z["complete"].astype(bool))
-    except (OSError, ValueError, KeyError, json.JSONDecodeError, EOFError):
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return None
     if (len(state.subject_hashes) != len(state.subjects)
             or len(state.query_hashes) != len(state.queries)

@@ -50,6 +50,8 @@ SHARD_IDS = [f"{i:04d}" for i in range(config["shards"])]
 
 #: Where corrupt shard files are moved (then rebuilt by shard_db on the next run).
 QUARANTINE_DIR = "results/shards/corrupt"
+#: Written last by rule release; removed by the steps that change the tables.
+MANIFEST = "results/swgpu-run.json"
 
 
 # Damaged results of earlier runs (a corrupt shard, a truncated table, a kept

@@ -10,8 +10,9 @@
 # * changes: results/changes.tsv, this release against the previous release
 #   (the newest other one kept), never against an earlier run of this release.
 # * manifest: results/swgpu-run.json lists the tables with their sizes and
-#   digests, written last; a run removes it when it starts (Snakefile onstart),
-#   so a reader that checks it never takes files of two runs for one set.
+#   digests, written last; merge_hits and traceback remove it before they
+#   change a table, so a reader that checks it never takes files of two runs
+#   for one set.
 
 
 rule release:
@@ -30,7 +31,7 @@ rule release:
             category="Changes since the previous release",
             labels={"content": "table: new, gone and changed hits (TSV)"},
         ),
-        manifest="results/swgpu-run.json",
+        manifest=MANIFEST,
     log:
         "results/logs/release.log",
     benchmark:

@@ -6,7 +6,8 @@
 # CIGAR and the hashes of both sequences; after a re-scan, alignments of hits
 # whose query, subject, score, sequences and alignment code are unchanged are
 # taken from the newest kept release (results/history/, rule history) instead
-# of computed again.  The tables are byte-identical to a full traceback.
+# of computed again.  The tables are byte-identical to a full traceback.  As
+# in merge_hits.smk, the last run's manifest goes before the tables change.
 
 
 rule traceback:
@@ -29,8 +30,9 @@ rule traceback:
         outputs=lambda wildcards: output_options(),
         quarantine=QUARANTINE_DIR,
         previous="results/history",
+        manifest=MANIFEST,
     shell:
-        "( swgpu traceback --hits {input.hits:q} --queries {input.queries:q}"
+        "rm -f {params.manifest:q}; ( swgpu traceback --hits {input.hits:q} --queries {input.queries:q}"
         " --out {output.alignments:q} {params.outputs}"
         " --internal {output.internal:q} --previous {params.previous:q}"
         " --stats {output.stats:q} {params.scoring} --threads {threads}"
