@@ -18,6 +18,7 @@ PYTHONPATH (as benchmarks/align_dump.py):
     .venv/bin/python benchmarks/align_cold_start.py
     PYTHONPATH=/tmp/base .venv/bin/python benchmarks/align_cold_start.py --no-precompile
 """
+
 from __future__ import annotations
 
 import argparse
@@ -80,9 +81,19 @@ def main():
         env.pop("NUMBA_CACHE_DIR", None)
         for state in ("cold", "warm"):
             t = time.perf_counter()
-            r = subprocess.run([sys.executable, "-c", CHILD, args.queries, args.db,
-                                "0" if args.no_precompile or state == "cold" else "1"],
-                               env=env, capture_output=True, text=True)
+            r = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    CHILD,
+                    args.queries,
+                    args.db,
+                    "0" if args.no_precompile or state == "cold" else "1",
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
             if r.returncode != 0:
                 sys.exit(r.stderr)
             row = json.loads(r.stdout.strip().splitlines()[-1])
@@ -91,18 +102,25 @@ def main():
             rows.append(row)
         if not args.no_precompile:  # precompile into an empty cache
             env["SWGPU_CACHE_DIR"] = os.path.join(tmp, "cache2")
-            code = ("import time, json; t = time.perf_counter(); from swgpu_tools.kernels import "
-                    "cpu; import swgpu_tools.alignment as A; a = cpu.precompile()['seconds']; "
-                    "b = A.precompile()['seconds']; print(json.dumps({'state': 'precompile "
-                    "into an empty cache', 'search_s': a, 'align_s': b, 'total_s': "
-                    "time.perf_counter() - t}))")
-            r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                               text=True, check=True)
+            code = (
+                "import time, json; t = time.perf_counter(); from swgpu_tools.kernels import "
+                "cpu; import swgpu_tools.alignment as A; a = cpu.precompile()['seconds']; "
+                "b = A.precompile()['seconds']; print(json.dumps({'state': 'precompile "
+                "into an empty cache', 'search_s': a, 'align_s': b, 'total_s': "
+                "time.perf_counter() - t}))"
+            )
+            r = subprocess.run(
+                [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+            )
             row = json.loads(r.stdout.strip().splitlines()[-1])
             print(json.dumps(row), flush=True)
             rows.append(row)
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": platform.machine(),
-            "cpus": os.cpu_count(), "loadavg": os.getloadavg()}
+    meta = {
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "loadavg": os.getloadavg(),
+    }
     print(json.dumps(meta))
     if args.out:
         with open(args.out, "w") as fh:

@@ -15,6 +15,7 @@ outputs::
 The output has one line per alignment (``config k score qs qe ss se ops``)
 and ends with a SHA-1 of everything above it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,8 +61,10 @@ def protein_pairs(rng, n):
 
 def lines(tag, alns):
     for k, a in enumerate(alns):
-        yield (f"{tag} {k} {a.score} {a.query_start} {a.query_end} {a.subject_start} "
-               f"{a.subject_end} {a.operations.decode()}")
+        yield (
+            f"{tag} {k} {a.score} {a.query_start} {a.query_end} {a.subject_start} "
+            f"{a.subject_end} {a.operations.decode()}"
+        )
 
 
 def main():
@@ -78,18 +81,37 @@ def main():
     pairs = protein_pairs(rng, args.pairs)
     dna_pairs = [(a % 4, b % 4) for a, b in pairs[: args.pairs // 2]]
     out = []
-    for sname, s, ps in (("blosum62", blosum, pairs), ("pam30lin", pam, pairs),
-                         ("dna", dna, dna_pairs)):
+    for sname, s, ps in (
+        ("blosum62", blosum, pairs),
+        ("pam30lin", pam, pairs),
+        ("dna", dna, dna_pairs),
+    ):
         for mode in ("local", "global", "semiglobal"):
             for lanes in (True, False):
-                alns = align_pairs(ps, s.matrix, s.gap_open, s.gap_extend, threads=args.threads,
-                                   mode=mode, pair_lanes=lanes)
+                alns = align_pairs(
+                    ps,
+                    s.matrix,
+                    s.gap_open,
+                    s.gap_extend,
+                    threads=args.threads,
+                    mode=mode,
+                    pair_lanes=lanes,
+                )
                 out.extend(lines(f"pairs/{sname}/{mode}/lanes={int(lanes)}", alns))
-            alns = align_pairs(ps, s.matrix, s.gap_open, s.gap_extend, threads=args.threads,
-                               mode=mode, cell_limit=20_000)
+            alns = align_pairs(
+                ps,
+                s.matrix,
+                s.gap_open,
+                s.gap_extend,
+                threads=args.threads,
+                mode=mode,
+                cell_limit=20_000,
+            )
             out.extend(lines(f"pairs/{sname}/{mode}/cell_limit=20000", alns))
-            one = [align(a, b, s.matrix, s.gap_open, s.gap_extend, mode=mode, cell_limit=700)
-                   for a, b in ps[:60]]
+            one = [
+                align(a, b, s.matrix, s.gap_open, s.gap_extend, mode=mode, cell_limit=700)
+                for a, b in ps[:60]
+            ]
             out.extend(lines(f"align/{sname}/{mode}/cell_limit=700", one))
     # database hits: many subjects per query (query-shared lanes), some long and strong
     texts = [rng.integers(0, 20, int(n)).astype(np.uint8) for n in rng.integers(20, 600, 12)]
@@ -103,20 +125,33 @@ def main():
         else:
             subjects.append(rng.integers(0, 20, int(rng.integers(5, 900))))
     letters = np.frombuffer(b"ARNDCQEGHILKMFPSTWYV", np.uint8)
-    qset = SequenceSet.from_pairs([(f"q{i}", letters[t].tobytes().decode())
-                                   for i, t in enumerate(texts)])
-    sset = SequenceSet.from_pairs([(f"s{i}", letters[t.astype(np.int64)].tobytes().decode())
-                                   for i, t in enumerate(subjects)])
+    qset = SequenceSet.from_pairs(
+        [(f"q{i}", letters[t].tobytes().decode()) for i, t in enumerate(texts)]
+    )
+    sset = SequenceSet.from_pairs(
+        [(f"s{i}", letters[t.astype(np.int64)].tobytes().decode()) for i, t in enumerate(subjects)]
+    )
     qe, se = blosum.encode(qset), blosum.encode(sset)
     qi = np.arange(400) % len(texts)
     si = np.arange(400)
     for lanes in (True, False):
-        alns = align_many(qe, se, qi, si, blosum.matrix, 11, 1, threads=args.threads,
-                          pair_lanes=lanes, backend="cpu")
+        alns = align_many(
+            qe,
+            se,
+            qi,
+            si,
+            blosum.matrix,
+            11,
+            1,
+            threads=args.threads,
+            pair_lanes=lanes,
+            backend="cpu",
+        )
         out.extend(lines(f"hits/blosum62/local/lanes={int(lanes)}", alns))
     for mode in ("global", "semiglobal"):
-        alns = align_many(qe, se, qi, si, blosum.matrix, 11, 1, threads=args.threads, mode=mode,
-                          backend="cpu")
+        alns = align_many(
+            qe, se, qi, si, blosum.matrix, 11, 1, threads=args.threads, mode=mode, backend="cpu"
+        )
         out.extend(lines(f"hits/blosum62/{mode}", alns))
     text = "\n".join(out) + "\n"
     digest = hashlib.sha1(text.encode()).hexdigest()

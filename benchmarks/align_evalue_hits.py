@@ -24,6 +24,7 @@ same kind (weak hits near the cut-off).
 ``--dump`` writes every alignment (score, coordinates, operations) to an .npz;
 ``--compare`` checks a run against such a file, byte for byte.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,9 +55,11 @@ def hit_list(args, s, q_enc, d_enc, queries, db):
     """(query index, subject index, score) of the hits at E <= max_evalue; cached."""
     from swgpu_tools import stats
 
-    key = hashlib.sha1(f"{os.path.abspath(args.db)} {os.path.getsize(args.db)} "
-                       f"{os.path.abspath(args.query_file)} {os.path.getsize(args.query_file)} "
-                       f"{args.top_k}".encode()).hexdigest()[:12]
+    key = hashlib.sha1(
+        f"{os.path.abspath(args.db)} {os.path.getsize(args.db)} "
+        f"{os.path.abspath(args.query_file)} {os.path.getsize(args.query_file)} "
+        f"{args.top_k}".encode()
+    ).hexdigest()[:12]
     cache = ROOT / "bench_data" / f"hits_{key}.npz"
     if cache.exists():
         z = np.load(cache)
@@ -71,16 +74,23 @@ def hit_list(args, s, q_enc, d_enc, queries, db):
     params = stats.lookup(s.matrix_name, s.gap_open, s.gap_extend)
     qlen = np.diff(q_enc.offsets)[qi]
     slen = np.diff(d_enc.offsets)[si]
-    ev = stats.spouge_evalue(sc.astype(np.float64), qlen.astype(np.int64),
-                             slen.astype(np.int64), db.total_residues, params)
+    ev = stats.spouge_evalue(
+        sc.astype(np.float64),
+        qlen.astype(np.int64),
+        slen.astype(np.int64),
+        db.total_residues,
+        params,
+    )
     keep = ev <= args.max_evalue
     return qi[keep].astype(np.int64), si[keep].astype(np.int64), sc[keep].astype(np.int64)
 
 
 def pack(alns):
     """Alignments as arrays: info (n, 5) int64 and the operations, concatenated."""
-    info = np.array([(a.score, a.query_start, a.query_end, a.subject_start, a.subject_end)
-                     for a in alns], dtype=np.int64).reshape(-1, 5)
+    info = np.array(
+        [(a.score, a.query_start, a.query_end, a.subject_start, a.subject_end) for a in alns],
+        dtype=np.int64,
+    ).reshape(-1, 5)
     lens = np.array([len(a.operations) for a in alns], dtype=np.int64)
     ops = np.frombuffer(b"".join(a.operations for a in alns), dtype=np.uint8)
     return info, np.r_[0, np.cumsum(lens)].astype(np.int64), ops
@@ -108,15 +118,18 @@ def main():
     q_enc, d_enc = s.encode(queries), s.encode(db)
     qi, si, sc = hit_list(args, s, q_enc, d_enc, queries, db)
     if args.limit:
-        qi, si, sc = qi[:args.limit], si[:args.limit], sc[:args.limit]
+        qi, si, sc = qi[: args.limit], si[: args.limit], sc[: args.limit]
     qlen = np.diff(q_enc.offsets)[qi]
     slen = np.diff(d_enc.offsets)[si]
     import swgpu_tools
+
     print(f"swgpu_tools from {swgpu_tools.__file__}")
-    print(f"{len(qi):,} hits of {len(np.unique(qi))} queries (E <= {args.max_evalue:g}); "
-          f"query lengths {qlen.min()}-{qlen.max()}, subject lengths {slen.min()}-{slen.max()}, "
-          f"scores {sc.min()}-{sc.max()}; {int((qlen * slen).sum()):,} cells of the pairs",
-          flush=True)
+    print(
+        f"{len(qi):,} hits of {len(np.unique(qi))} queries (E <= {args.max_evalue:g}); "
+        f"query lengths {qlen.min()}-{qlen.max()}, subject lengths {slen.min()}-{slen.max()}, "
+        f"scores {sc.min()}-{sc.max()}; {int((qlen * slen).sum()):,} cells of the pairs",
+        flush=True,
+    )
 
     t = time.perf_counter()
     align_many(q_enc, d_enc, qi[:4], si[:4], s.matrix, 11, 1, args.threads, backend="cpu")
@@ -128,35 +141,55 @@ def main():
         alns = align_many(q_enc, d_enc, qi, si, s.matrix, 11, 1, args.threads, backend="cpu")
         times.append(time.perf_counter() - t)
         cpu_times.append(time.process_time() - c)
-        print(f"align_many: {len(alns):,} alignments in {times[-1]:.2f} s "
-              f"({cpu_times[-1]:.2f} s CPU time of all threads)", flush=True)
+        print(
+            f"align_many: {len(alns):,} alignments in {times[-1]:.2f} s "
+            f"({cpu_times[-1]:.2f} s CPU time of all threads)",
+            flush=True,
+        )
     bad = [k for k, a in enumerate(alns) if a.score != sc[k]]
     assert not bad, f"{len(bad)} scores differ from the search scores, e.g. hit {bad[0]}"
-    region = int(sum((a.query_end - a.query_start) * (a.subject_end - a.subject_start)
-                     for a in alns))
+    region = int(
+        sum((a.query_end - a.query_start) * (a.subject_end - a.subject_start) for a in alns)
+    )
     info, ops_off, ops = pack(alns)
     digest = hashlib.sha1(info.tobytes() + ops_off.tobytes() + ops.tobytes()).hexdigest()
-    summary = {"alignments": len(alns), "queries": int(len(np.unique(qi))),
-               "threads": args.threads, "first_call_s": first, "seconds": times,
-               "cpu_seconds": cpu_times,
-               "best_s": min(times), "alignments_per_s": len(alns) / min(times),
-               "pair_cells": int((qlen * slen).sum()), "region_cells": region,
-               "digest": digest}
+    summary = {
+        "alignments": len(alns),
+        "queries": int(len(np.unique(qi))),
+        "threads": args.threads,
+        "first_call_s": first,
+        "seconds": times,
+        "cpu_seconds": cpu_times,
+        "best_s": min(times),
+        "alignments_per_s": len(alns) / min(times),
+        "pair_cells": int((qlen * slen).sum()),
+        "region_cells": region,
+        "digest": digest,
+    }
     print(json.dumps(summary), flush=True)
     if args.dump:
         np.savez(args.dump, info=info, ops_off=ops_off, ops=ops, qi=qi, si=si)
     if args.compare:
         z = np.load(args.compare)
-        same = (np.array_equal(z["qi"], qi) and np.array_equal(z["si"], si)
-                and np.array_equal(z["info"], info) and np.array_equal(z["ops_off"], ops_off)
-                and np.array_equal(z["ops"], ops))
+        same = (
+            np.array_equal(z["qi"], qi)
+            and np.array_equal(z["si"], si)
+            and np.array_equal(z["info"], info)
+            and np.array_equal(z["ops_off"], ops_off)
+            and np.array_equal(z["ops"], ops)
+        )
         print(f"identical to {args.compare}: {same}")
         if not same:
             sys.exit(1)
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": platform.machine(),
-            "cpus": os.cpu_count(), "loadavg": os.getloadavg(),
-            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                     capture_output=True, text=True).stdout.strip()}
+    meta = {
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "loadavg": os.getloadavg(),
+        "commit": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip(),
+    }
     print(json.dumps(meta))
     if args.out:
         Path(args.out).write_text(json.dumps({"meta": meta, "summary": summary}, indent=1))

@@ -23,6 +23,7 @@ PYTHONPATH=DIR/<version>): ``child VERSION LIST THREADS REPEATS`` (one timing),
 uniprot20k; needs oracle_queries.fasta and uniprot20k.fasta.gz in DIR and
 Biopython), ``cold VERSION`` (first calls with an empty cache).
 """
+
 import hashlib
 import json
 import os
@@ -66,15 +67,31 @@ def child(which, lst, threads, repeats):
         alns = align_many(q, d, qi, si, m, 11, 1, threads, backend="cpu")
         walls.append(time.perf_counter() - t)
         cpus.append(time.process_time() - c)
-    info = np.array([(a.score, a.query_start, a.query_end, a.subject_start, a.subject_end)
-                     for a in alns], dtype=np.int64)
+    info = np.array(
+        [(a.score, a.query_start, a.query_end, a.subject_start, a.subject_end) for a in alns],
+        dtype=np.int64,
+    )
     ops = np.frombuffer(b"".join(a.operations for a in alns), dtype=np.uint8)
-    same = (np.array_equal(info, z[p + "_info"]) and np.array_equal(ops, z[p + "_ops"]))
-    print(json.dumps({"which": which, "list": lst, "threads": threads, "n": len(alns),
-                      "first_call_s": first, "wall_s": walls, "cpu_s": cpus,
-                      "best_wall_s": min(walls), "identical_to_base_dump": bool(same),
-                      "swgpu_tools": swgpu_tools.__file__, "numba": numba.__version__,
-                      "numpy": np.__version__}), flush=True)
+    same = np.array_equal(info, z[p + "_info"]) and np.array_equal(ops, z[p + "_ops"])
+    print(
+        json.dumps(
+            {
+                "which": which,
+                "list": lst,
+                "threads": threads,
+                "n": len(alns),
+                "first_call_s": first,
+                "wall_s": walls,
+                "cpu_s": cpus,
+                "best_wall_s": min(walls),
+                "identical_to_base_dump": bool(same),
+                "swgpu_tools": swgpu_tools.__file__,
+                "numba": numba.__version__,
+                "numpy": np.__version__,
+            }
+        ),
+        flush=True,
+    )
 
 
 def make_data(folder):
@@ -92,8 +109,15 @@ def make_data(folder):
     d = s.encode(read_fasta(os.path.join(bd, "bench20M.fasta")))
     zu = np.load(os.path.join(bd, "base_u500.npz"))
     zb = np.load(os.path.join(bd, "base_b20.npz"))
-    arrays = dict(matrix=s.matrix, u_codes=u.codes, u_off=u.offsets, b_codes=b.codes,
-                  b_off=b.offsets, d_codes=d.codes, d_off=d.offsets)
+    arrays = dict(
+        matrix=s.matrix,
+        u_codes=u.codes,
+        u_off=u.offsets,
+        b_codes=b.codes,
+        b_off=b.offsets,
+        d_codes=d.codes,
+        d_off=d.offsets,
+    )
     for p, z in (("u", zu), ("b", zb)):
         for key in ("qi", "si", "info", "ops_off", "ops"):
             arrays[f"{p}_{key}"] = z[key]
@@ -102,6 +126,7 @@ def make_data(folder):
 
 def cold(which):
     import numba
+
     z, Enc, np = load()
     t0 = time.perf_counter()
     try:
@@ -109,6 +134,7 @@ def cold(which):
     except ImportError:
         from swgpu_tools.alignment import align_many
     from swgpu_tools.kernels import cpu
+
     imp = time.perf_counter() - t0
     q = Enc(z["u_codes"], z["u_off"])
     d = Enc(z["d_codes"][: z["d_off"][2000]], z["d_off"][:2001])
@@ -117,13 +143,21 @@ def cold(which):
     hits = cpu.search(three, d, z["matrix"], 11, 1, 60)
     search_s = time.perf_counter() - t
     t = time.perf_counter()
-    align_many(three, d, hits.query_index, hits.subject_index, z["matrix"], 11, 1, 16,
-               backend="cpu")
+    align_many(
+        three, d, hits.query_index, hits.subject_index, z["matrix"], 11, 1, 16, backend="cpu"
+    )
     align_s = time.perf_counter() - t
-    res = {"which": which, "cold": True, "import_s": imp, "search_first_call_s": search_s,
-           "align_many_hits_first_call_s": align_s, "numba": numba.__version__}
+    res = {
+        "which": which,
+        "cold": True,
+        "import_s": imp,
+        "search_first_call_s": search_s,
+        "align_many_hits_first_call_s": align_s,
+        "numba": numba.__version__,
+    }
     if which == "new":
         import swgpu_tools.alignment as A
+
         res["is_compiled_after"] = {"search": cpu.is_compiled(), "hits": A.is_compiled("hits")}
         t = time.perf_counter()
         res["precompile_search"] = cpu.precompile()
@@ -144,7 +178,7 @@ def gcups(which, threads):
     s = ScoringScheme("BLOSUM62", 11, 1)
     q = s.encode(read_fasta(os.path.join(HERE, "oracle_queries.fasta")))
     d = s.encode(read_fasta(os.path.join(HERE, "uniprot20k.fasta.gz")))
-    one = type(q)(q.codes[:q.offsets[1]], q.offsets[:2].copy())
+    one = type(q)(q.codes[: q.offsets[1]], q.offsets[:2].copy())
     cpu.search(one, d, s.matrix, 11, 1, 500)
     cells = int(q.offsets[-1]) * int(d.offsets[-1])
     times = []
@@ -153,9 +187,19 @@ def gcups(which, threads):
         hits = cpu.search(q, d, s.matrix, 11, 1, 500)
         times.append(time.perf_counter() - t)
     digest = hashlib.sha1(hits.subject_index.tobytes() + hits.score.tobytes()).hexdigest()
-    print(json.dumps({"which": which, "gcups_threads": threads, "seconds": times,
-                      "gcups": cells / min(times) / 1e9, "hits_digest": digest,
-                      "swgpu_tools": swgpu_tools.__file__}), flush=True)
+    print(
+        json.dumps(
+            {
+                "which": which,
+                "gcups_threads": threads,
+                "seconds": times,
+                "gcups": cells / min(times) / 1e9,
+                "hits_digest": digest,
+                "swgpu_tools": swgpu_tools.__file__,
+            }
+        ),
+        flush=True,
+    )
 
 
 def run_all(out):
@@ -164,8 +208,12 @@ def run_all(out):
     lines = []
 
     def go(args, which):
-        env = dict(os.environ, PYTHONPATH=os.path.join(HERE, which) + ":" + os.environ.get("SITE", ""),
-                   NUMBA_CACHE_DIR=f"/tmp/nbcache-{which}", PYTHONDONTWRITEBYTECODE="1")
+        env = dict(
+            os.environ,
+            PYTHONPATH=os.path.join(HERE, which) + ":" + os.environ.get("SITE", ""),
+            NUMBA_CACHE_DIR=f"/tmp/nbcache-{which}",
+            PYTHONDONTWRITEBYTECODE="1",
+        )
         r = subprocess.run([py, __file__] + args, env=env, capture_output=True, text=True)
         text = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
         if r.returncode != 0:
@@ -173,8 +221,9 @@ def run_all(out):
         print(text, flush=True)
         lines.append(text)
 
-    versions = sorted(v for v in os.listdir(HERE)
-                      if os.path.isdir(os.path.join(HERE, v, "swgpu_tools")))
+    versions = sorted(
+        v for v in os.listdir(HERE) if os.path.isdir(os.path.join(HERE, v, "swgpu_tools"))
+    )
     for lst in ("b20", "u500"):
         for threads in (2, 16):
             for w in versions:

@@ -11,6 +11,7 @@ by re-scoring its operations.
     .venv/bin/python benchmarks/align_long_memory.py --length 40000 \
         --cell-limits 200000000,50000000 --modes global
 """
+
 from __future__ import annotations
 
 import argparse
@@ -85,9 +86,21 @@ def main():
     rows = []
     for mode in args.modes.split(","):
         for limit in args.cell_limits.split(","):
-            p = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), str(args.length), limit,
-                                mode, args.template], capture_output=True, text=True,
-                               env=dict(os.environ, NUMBA_NUM_THREADS="1"))
+            p = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    CHILD,
+                    str(ROOT),
+                    str(args.length),
+                    limit,
+                    mode,
+                    args.template,
+                ],
+                capture_output=True,
+                text=True,
+                env=dict(os.environ, NUMBA_NUM_THREADS="1"),
+            )
             line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
             if p.returncode or not line:
                 print(p.stdout, p.stderr, file=sys.stderr)
@@ -95,10 +108,15 @@ def main():
             row = json.loads(line[0][7:])
             print(json.dumps(row), flush=True)
             rows.append(row)
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": platform.machine(),
-            "cpus": os.cpu_count(), "loadavg": os.getloadavg(),
-            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                     capture_output=True, text=True).stdout.strip()}
+    meta = {
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "loadavg": os.getloadavg(),
+        "commit": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip(),
+    }
     print(json.dumps(meta))
     if args.out:
         Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

@@ -23,6 +23,7 @@ swgpu CIGARs of the first --rescore pairs are re-scored in Python.
     .venv/bin/python benchmarks/align_pairs_bench.py --threads 2 \
         --protein-pairs 100000 --others-subset 2000 --out bench_align_pairs.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,8 +49,11 @@ from swgpu_tools.scoring import ScoringScheme  # noqa: E402
 from swgpu_tools.sequences import SequenceSet  # noqa: E402
 
 AA = "ARNDCQEGHILKMFPSTWYV"
-PARASAIL = {"local": "sw_trace_striped_16", "global": "nw_trace_scan_16",
-            "semiglobal": "sg_dx_trace_scan_16"}
+PARASAIL = {
+    "local": "sw_trace_striped_16",
+    "global": "nw_trace_scan_16",
+    "semiglobal": "sg_dx_trace_scan_16",
+}
 
 
 # ---------------------------------------------------------------------------
@@ -106,7 +110,7 @@ def protein_pairs(n, templates, seed=2, lo=200, hi=1000):
         t = templates[int(rng.integers(len(templates)))]
         length = min(length, len(t))
         start = int(rng.integers(0, len(t) - length + 1))
-        return t[start:start + length]
+        return t[start : start + length]
 
     for _ in range(n):
         a = window(int(rng.integers(lo, hi + 1)))
@@ -145,13 +149,20 @@ def run_swgpu(pairs, scheme, mode, threads):
     enc = [(encode(scheme, a), encode(scheme, b)) for a, b in pairs]
     qs = SequenceSet.from_pairs((f"q{k}", a) for k, (a, _) in enumerate(pairs))
     ss = SequenceSet.from_pairs((f"s{k}", b) for k, (_, b) in enumerate(pairs))
-    align_pairs(enc[:8], scheme.matrix, scheme.gap_open, scheme.gap_extend, threads,
-                mode=mode)  # compile
-    list(pair_rows(qs.subset(range(8)), ss.subset(range(8)), align_pairs(
-        enc[:8], scheme.matrix, scheme.gap_open, scheme.gap_extend, threads, mode=mode)))
+    align_pairs(
+        enc[:8], scheme.matrix, scheme.gap_open, scheme.gap_extend, threads, mode=mode
+    )  # compile
+    list(
+        pair_rows(
+            qs.subset(range(8)),
+            ss.subset(range(8)),
+            align_pairs(
+                enc[:8], scheme.matrix, scheme.gap_open, scheme.gap_extend, threads, mode=mode
+            ),
+        )
+    )
     t0 = time.perf_counter()
-    alns = align_pairs(enc, scheme.matrix, scheme.gap_open, scheme.gap_extend, threads,
-                       mode=mode)
+    alns = align_pairs(enc, scheme.matrix, scheme.gap_open, scheme.gap_extend, threads, mode=mode)
     t1 = time.perf_counter()
     rows = list(pair_rows(qs, ss, alns))  # the TSV rows of swgpu align: CIGAR, identities
     t2 = time.perf_counter()
@@ -225,13 +236,23 @@ def bench(kind, pairs, scheme, modes, threads, others_subset, tools, rescore):
         alns, cols, t_aln, t_all = run_swgpu(pairs, scheme, mode, threads)
         # CIGARs re-score to their scores (the first --rescore pairs: Python is slow)
         checked = list(zip(pairs, alns, cols))[:rescore]
-        bad = sum(cigar_score(a, b, c["qstart"] - 1, c["sstart"] - 1, c["cigar"], scheme) != x.score
-                  for (a, b), x, c in checked if x.operations)
-        row = {"workload": kind, "mode": mode, "pairs": len(pairs), "cells": cells,
-               "swgpu_s": t_aln, "swgpu_with_cigar_s": t_all,
-               "swgpu_pairs_per_s": len(pairs) / t_aln,
-               "swgpu_gcups": cells / t_aln / 1e9, "cigars_rescored": len(checked),
-               "cigar_rescore_failures": bad}
+        bad = sum(
+            cigar_score(a, b, c["qstart"] - 1, c["sstart"] - 1, c["cigar"], scheme) != x.score
+            for (a, b), x, c in checked
+            if x.operations
+        )
+        row = {
+            "workload": kind,
+            "mode": mode,
+            "pairs": len(pairs),
+            "cells": cells,
+            "swgpu_s": t_aln,
+            "swgpu_with_cigar_s": t_all,
+            "swgpu_pairs_per_s": len(pairs) / t_aln,
+            "swgpu_gcups": cells / t_aln / 1e9,
+            "cigars_rescored": len(checked),
+            "cigar_rescore_failures": bad,
+        }
         sub = pairs[:others_subset]
         sub_cells = sum(len(a) * len(b) for a, b in sub)
         row["others_pairs"] = len(sub)
@@ -257,11 +278,19 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--protein-pairs", type=int, default=100_000)
     ap.add_argument("--dna-pairs", type=int, default=1000)
-    ap.add_argument("--others-subset", type=int, default=2000,
-                    help="pairs given to parasail and Biopython (the first N)")
+    ap.add_argument(
+        "--others-subset",
+        type=int,
+        default=2000,
+        help="pairs given to parasail and Biopython (the first N)",
+    )
     ap.add_argument("--modes", default="local,global,semiglobal")
-    ap.add_argument("--rescore", type=int, default=5000,
-                    help="swgpu CIGARs re-scored in Python per mode (the first N pairs)")
+    ap.add_argument(
+        "--rescore",
+        type=int,
+        default=5000,
+        help="swgpu CIGARs re-scored in Python per mode (the first N pairs)",
+    )
     ap.add_argument("--workloads", default="dna,protein")
     ap.add_argument("--tools", default="parasail,biopython")
     ap.add_argument("--template", default=str(ROOT.parent / "shared/data/uniprot20k.fasta.gz"))
@@ -273,20 +302,34 @@ def main():
     modes = args.modes.split(",")
     tools = args.tools.split(",") if args.tools else []
     rows = []
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(), "threads": args.threads,
-            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                     capture_output=True, text=True).stdout.strip(),
-            "loadavg_start": os.getloadavg()}
+    meta = {
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "machine": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "threads": args.threads,
+        "commit": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip(),
+        "loadavg_start": os.getloadavg(),
+    }
     if "dna" in args.workloads:
         s = ScoringScheme(match=1, mismatch=-1, gap_open=0, gap_extend=2)
-        rows += bench("dna", dna_pairs(args.dna_pairs), s, modes, args.threads,
-                      args.dna_pairs, tools, args.rescore)
+        rows += bench(
+            "dna",
+            dna_pairs(args.dna_pairs),
+            s,
+            modes,
+            args.threads,
+            args.dna_pairs,
+            tools,
+            args.rescore,
+        )
     if "protein" in args.workloads:
         s = ScoringScheme("BLOSUM62", 11, 1)
         pairs = protein_pairs(args.protein_pairs, uniprot_templates(args.template))
-        rows += bench("protein", pairs, s, modes, args.threads, args.others_subset, tools,
-                      args.rescore)
+        rows += bench(
+            "protein", pairs, s, modes, args.threads, args.others_subset, tools, args.rescore
+        )
     meta["loadavg_end"] = os.getloadavg()
     if args.out:
         Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

@@ -31,6 +31,7 @@ Per workload and mode it prints one JSON row with:
 
     python3 benchmarks/align_pairs_gpu_bench.py --protein-pairs 100000 --out gpu_pairs.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -90,7 +91,7 @@ def _protein_chunk(args):
         t = temps[int(rng.integers(len(temps)))]
         length = min(length, len(t))
         start = int(rng.integers(0, len(t) - length + 1))
-        return t[start:start + length]
+        return t[start : start + length]
 
     pairs = []
     for _ in range(n):
@@ -132,8 +133,14 @@ def bench(kind, pairs, scheme, mode, threads, repeat, r_values, cpu_subset):
     idx = np.arange(len(enc), dtype=np.int64)
     cells = int((np.diff(qo) * np.diff(so)).sum())
     m, go, ge = scheme.matrix, scheme.gap_open, scheme.gap_extend
-    row = {"workload": kind, "mode": mode, "pairs": len(enc), "cells": cells,
-           "threads": threads, "R_default": gpu.PAIR_R}
+    row = {
+        "workload": kind,
+        "mode": mode,
+        "pairs": len(enc),
+        "cells": cells,
+        "threads": threads,
+        "R_default": gpu.PAIR_R,
+    }
     # warm-up: kernels (disk cache) and the CPU code
     for R in r_values:
         gpu.pair_ends(qc, qo, sc, so, idx[:64], idx[:64], m, go, ge, mode, R=R)
@@ -190,11 +197,18 @@ def bench(kind, pairs, scheme, mode, threads, repeat, r_values, cpu_subset):
     row["cpu_path_pairs"] = k
     row["cpu_path_s"] = time.perf_counter() - t0
     row["cpu_path_pairs_s"] = k / row["cpu_path_s"]
-    exp = np.array([(a.score, a.query_end if mode == "semiglobal" or a.score else 0,
-                     a.subject_end) for a in cp], dtype=np.int64).reshape(-1, 3)
+    exp = np.array(
+        [
+            (a.score, a.query_end if mode == "semiglobal" or a.score else 0, a.subject_end)
+            for a in cp
+        ],
+        dtype=np.int64,
+    ).reshape(-1, 3)
     row["ends_equal"] = bool(np.array_equal(ends[:k], exp))
-    reg = np.array([(a.score, a.query_start, a.query_end, a.subject_start, a.subject_end)
-                    for a in cp], dtype=np.int64).reshape(-1, 5)
+    reg = np.array(
+        [(a.score, a.query_start, a.query_end, a.subject_start, a.subject_end) for a in cp],
+        dtype=np.int64,
+    ).reshape(-1, 5)
     row["regions_equal"] = bool(np.array_equal(regions[:k], reg))
     row["alignments_equal"] = gp[:k] == cp and after[:k] == cp
     row["speedup_end_to_end"] = (row["cpu_path_s"] / k) / (row["gpu_path_s"] / len(enc))
@@ -225,12 +239,17 @@ def main():
     if not ok:
         sys.exit(f"no usable GPU: {why}")
     r_values = sorted({int(x) for x in args.r_values.split(",")})
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "gpu": why,
-            "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-            "threads": args.threads,
-            "commit": os.environ.get("SWGPU_COMMIT") or subprocess.run(
-                ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                text=True).stdout.strip()}
+    meta = {
+        "date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+        "gpu": why,
+        "machine": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "threads": args.threads,
+        "commit": os.environ.get("SWGPU_COMMIT")
+        or subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip(),
+    }
     print(json.dumps(meta), flush=True)
     rows = []
     if "dna" in args.workloads:
@@ -238,16 +257,20 @@ def main():
         pairs = dna_pairs(args.dna_pairs)
         print(f"dna pairs generated in {time.perf_counter() - t0:.1f} s", flush=True)
         s = ScoringScheme(match=1, mismatch=-1, gap_open=0, gap_extend=2)
-        rows.append(bench("dna", pairs, s, "local", args.threads, args.repeat, r_values,
-                          args.cpu_subset))
+        rows.append(
+            bench("dna", pairs, s, "local", args.threads, args.repeat, r_values, args.cpu_subset)
+        )
     if "protein" in args.workloads:
         t0 = time.perf_counter()
         pairs = protein_pairs_fast(args.protein_pairs, uniprot_templates(args.template))
         print(f"protein pairs generated in {time.perf_counter() - t0:.1f} s", flush=True)
         s = ScoringScheme("BLOSUM62", 11, 1)
         for mode in args.protein_modes.split(","):
-            rows.append(bench("protein", pairs, s, mode, args.threads, args.repeat, r_values,
-                              args.cpu_subset))
+            rows.append(
+                bench(
+                    "protein", pairs, s, mode, args.threads, args.repeat, r_values, args.cpu_subset
+                )
+            )
     if args.out:
         Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
 

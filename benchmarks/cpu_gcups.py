@@ -16,6 +16,7 @@ oracle table (default ../shared/data/oracle_ssearch36_uniprot20k.tsv.gz).
 Rows whose columns are shifted (targets whose description holds "(digits)")
 are re-derived by running ssearch36 on those targets only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,8 +73,26 @@ def split_queries(path: Path, folder: Path) -> list[Path]:
 
 
 def ssearch_cmd(threads: int, query: Path, db: Path, extra=("-b", "500")) -> list[str]:
-    return ["ssearch36", "-q", "-p", "-s", "BL62", "-f", "11", "-g", "1", "-T", str(threads),
-            *extra, "-d", "0", "-m", "9", str(query), str(db)]
+    return [
+        "ssearch36",
+        "-q",
+        "-p",
+        "-s",
+        "BL62",
+        "-f",
+        "11",
+        "-g",
+        "1",
+        "-T",
+        str(threads),
+        *extra,
+        "-d",
+        "0",
+        "-m",
+        "9",
+        str(query),
+        str(db),
+    ]
 
 
 def ssearch_scores(cmd: list[str]) -> dict[str, int]:
@@ -99,9 +118,11 @@ def check_oracle(tsv: Path, queries, db, scores: np.ndarray, tmp: Path, query_fi
     good = raw["sw_score"].str.fullmatch(r"\d+") & raw["slen"].str.fullmatch(r"\d+")
     pairs = len(set(zip(raw["q"], raw["s"])))
     equal = int((ours[good] == raw.loc[good, "sw_score"].astype(int)).sum())
-    lines = [f"oracle rows: {len(raw)} covering {pairs} of "
-             f"{len(queries) * len(db)} (query, target) pairs; well-formed: {int(good.sum())}; "
-             f"equal to SSEARCH: {equal}/{int(good.sum())}"]
+    lines = [
+        f"oracle rows: {len(raw)} covering {pairs} of "
+        f"{len(queries) * len(db)} (query, target) pairs; well-formed: {int(good.sum())}; "
+        f"equal to SSEARCH: {equal}/{int(good.sum())}"
+    ]
     bad = raw[~good]
     if len(bad) and shutil.which("ssearch36"):
         targets = set(bad["target"].map(accession))
@@ -110,11 +131,14 @@ def check_oracle(tsv: Path, queries, db, scores: np.ndarray, tmp: Path, query_fi
         again = 0
         for _, row in bad.iterrows():
             qi, si = int(row["q"]), int(row["s"])
-            fresh = ssearch_scores(ssearch_cmd(1, query_files[qi], sub,
-                                               extra=("-z", "-1", "-b", f"={len(targets)}")))
+            fresh = ssearch_scores(
+                ssearch_cmd(1, query_files[qi], sub, extra=("-z", "-1", "-b", f"={len(targets)}"))
+            )
             again += fresh.get(db.ids[si]) == int(ours[row.name])
-        lines.append(f"garbled oracle rows (shifted columns): {len(bad)}; equal to a fresh "
-                     f"ssearch36 run on those targets: {again}/{len(bad)}")
+        lines.append(
+            f"garbled oracle rows (shifted columns): {len(bad)}; equal to a fresh "
+            f"ssearch36 run on those targets: {again}/{len(bad)}"
+        )
     return lines
 
 
@@ -141,8 +165,9 @@ def main() -> None:
     q_enc, d_enc = scheme.encode(queries), scheme.encode(db)
     residues = d_enc.total_residues
     # warm-up: compile or load every specialisation from the cache
-    cpu.score_all(q_enc, scheme.encode(db.subset(np.arange(min(64, len(db))))),
-                  scheme.matrix, 11, 1)
+    cpu.score_all(
+        q_enc, scheme.encode(db.subset(np.arange(min(64, len(db))))), scheme.matrix, 11, 1
+    )
     have_ssearch = shutil.which("ssearch36") is not None and not args.no_ssearch
 
     rows, all_scores = [], np.zeros((len(queries), len(db)), dtype=np.int32)
@@ -153,8 +178,10 @@ def main() -> None:
         if have_ssearch or args.oracle:
             write_plain_fasta(Path(args.database), dbplain)
         for qi in range(len(queries)):
-            one = q_enc.__class__(q_enc.codes[q_enc.offsets[qi]:q_enc.offsets[qi + 1]],
-                                  np.array([0, q_enc.offsets[qi + 1] - q_enc.offsets[qi]]))
+            one = q_enc.__class__(
+                q_enc.codes[q_enc.offsets[qi] : q_enc.offsets[qi + 1]],
+                np.array([0, q_enc.offsets[qi + 1] - q_enc.offsets[qi]]),
+            )
             m = int(one.offsets[1])
             best = float("inf")
             for _ in range(args.repeat):
@@ -166,32 +193,42 @@ def main() -> None:
             ss = None
             if have_ssearch:
                 t0 = time.perf_counter()
-                subprocess.run(ssearch_cmd(args.threads, query_files[qi], dbplain), check=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                subprocess.run(
+                    ssearch_cmd(args.threads, query_files[qi], dbplain),
+                    check=True,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
                 ss = time.perf_counter() - t0
             rows.append((queries.ids[qi], m, best, ss))
             print(f"  {queries.ids[qi]} done", file=sys.stderr)
         oracle_lines = []
         if args.oracle:
-            oracle_lines = check_oracle(Path(args.oracle), queries, db, all_scores, tmp,
-                                        query_files, Path(args.database))
+            oracle_lines = check_oracle(
+                Path(args.oracle), queries, db, all_scores, tmp, query_files, Path(args.database)
+            )
 
     def gcups(m, s):
         return m * residues / s / 1e9
 
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     cpu_name = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as fh:
             cpu_name = next(ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    print(f"date: {datetime.date.today().isoformat()}  commit: {commit}  machine: "
-          f"{os.cpu_count()} CPUs, {cpu_name}  threads: {args.threads}")
+    print(
+        f"date: {datetime.date.today().isoformat()}  commit: {commit}  machine: "
+        f"{os.cpu_count()} CPUs, {cpu_name}  threads: {args.threads}"
+    )
     print(f"database: {args.database} ({len(db)} sequences, {residues} residues)")
-    print(f"ours: swgpu_tools.kernels.cpu.search top_k=500 (best of {args.repeat}); "
-          f"ssearch36: {' '.join(ssearch_cmd(args.threads, Path('query.fa'), Path('db.fa')))}")
+    print(
+        f"ours: swgpu_tools.kernels.cpu.search top_k=500 (best of {args.repeat}); "
+        f"ssearch36: {' '.join(ssearch_cmd(args.threads, Path('query.fa'), Path('db.fa')))}"
+    )
     print()
     print("| query | length | ours s | ours GCUPS | ssearch36 s | ssearch36 GCUPS | speed-up |")
     print("|---|---:|---:|---:|---:|---:|---:|")
@@ -203,11 +240,15 @@ def main() -> None:
             print(f"| {name} | {m} | {ours:.2f} | {gcups(m, ours):.2f} | - | - | - |")
         else:
             ts += ss
-            print(f"| {name} | {m} | {ours:.2f} | {gcups(m, ours):.2f} | {ss:.2f} | "
-                  f"{gcups(m, ss):.2f} | {ss / ours:.1f}x |")
+            print(
+                f"| {name} | {m} | {ours:.2f} | {gcups(m, ours):.2f} | {ss:.2f} | "
+                f"{gcups(m, ss):.2f} | {ss / ours:.1f}x |"
+            )
     if ts:
-        print(f"| all | {int(tl)} | {tm:.2f} | {gcups(tl, tm):.2f} | {ts:.2f} | "
-              f"{gcups(tl, ts):.2f} | {ts / tm:.1f}x |")
+        print(
+            f"| all | {int(tl)} | {tm:.2f} | {gcups(tl, tm):.2f} | {ts:.2f} | "
+            f"{gcups(tl, ts):.2f} | {ts / tm:.1f}x |"
+        )
     else:
         print(f"| all | {int(tl)} | {tm:.2f} | {gcups(tl, tm):.2f} | - | - | - |")
     for line in oracle_lines:

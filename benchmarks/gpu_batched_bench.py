@@ -9,6 +9,7 @@ time, GCUPS and whether the top-k hits are identical.
 forces batches (same as SWGPU_GPU_MEMORY_BYTES).  Kernels are assumed compiled
 (run after gpu_bench.py or gpu.precompile()); a warm-up search runs first.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,6 +33,7 @@ def main():
     from swgpu_tools.io.fasta import read_fasta
     from swgpu_tools.kernels import gpu
     from swgpu_tools.scoring import ScoringScheme
+
     t_imp = time.perf_counter() - t0
     scheme = ScoringScheme("BLOSUM62", 11, 1)
     t0 = time.perf_counter()
@@ -42,8 +44,14 @@ def main():
     cuda.current_context()
     t_ctx = time.perf_counter() - t0
     cells = float(np.diff(eqs.offsets).sum()) * float(edb.offsets[-1])
-    out = {"import_s": t_imp, "read_encode_s": t_read, "context_s": t_ctx,
-           "residues": int(edb.offsets[-1]), "subjects": len(db), "cells": cells}
+    out = {
+        "import_s": t_imp,
+        "read_encode_s": t_read,
+        "context_s": t_ctx,
+        "residues": int(edb.offsets[-1]),
+        "subjects": len(db),
+        "cells": cells,
+    }
     res = {}
     for name, budget in (("resident", None), ("batched", int(args.budget))):
         t0 = time.perf_counter()
@@ -56,20 +64,32 @@ def main():
         th = s.search(eqs, args.top_k)
         t_search = time.perf_counter() - t0
         res[name] = th
-        r = {"init_s": t_init, "setup_seconds": s.setup_seconds, "first_search_s": t_first,
-             "search_s": t_search, "plan_s": s.plan_seconds,
-             "gcups": cells / t_search / 1e9,
-             "batches": 1 if s.batches is None else len(s.batches),
-             "budget_bytes": s.budget_bytes,
-             "upload_wait_s": getattr(s, "upload_wait_seconds", 0.0)}
+        r = {
+            "init_s": t_init,
+            "setup_seconds": s.setup_seconds,
+            "first_search_s": t_first,
+            "search_s": t_search,
+            "plan_s": s.plan_seconds,
+            "gcups": cells / t_search / 1e9,
+            "batches": 1 if s.batches is None else len(s.batches),
+            "budget_bytes": s.budget_bytes,
+            "upload_wait_s": getattr(s, "upload_wait_seconds", 0.0),
+        }
         out[name] = r
         print(name, json.dumps(r), flush=True)
         del s
     a, b = res["resident"], res["batched"]
-    same = bool(len(a.score) == len(b.score) and (a.query_index == b.query_index).all()
-                and (a.subject_index == b.subject_index).all() and (a.score == b.score).all())
+    same = bool(
+        len(a.score) == len(b.score)
+        and (a.query_index == b.query_index).all()
+        and (a.subject_index == b.subject_index).all()
+        and (a.score == b.score).all()
+    )
     out["identical_topk"] = same
-    print("identical top-%d hits (resident vs batched): %s (%d hits)" % (args.top_k, same, len(a.score)))
+    print(
+        "identical top-%d hits (resident vs batched): %s (%d hits)"
+        % (args.top_k, same, len(a.score))
+    )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=1)

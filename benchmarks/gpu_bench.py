@@ -21,6 +21,7 @@ It also measures:
 
 Subcommand ``--child-start`` is internal (used for those two measurements).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,33 +62,53 @@ def child_start(args) -> None:
     # every partition shape of this query's plan compiles (or loads) here
     s.search(eqs.__class__(eqs.codes[: eqs.offsets[1]], eqs.offsets[:2].copy()), args.top_k)
     t_first = time.perf_counter()
-    print(json.dumps({
-        "precompile_all": pre,
-        "import_s": t_imp - t_imp0,
-        "process_to_import_s": t_imp - T_START,
-        "read_s": t_read - t_imp,
-        "upload_s": t_up - t_read,
-        "first_query_s": t_first - t_up,
-        "process_to_first_hits_s": t_first - T_START,
-        "mode": s.mode,
-    }))
+    print(
+        json.dumps(
+            {
+                "precompile_all": pre,
+                "import_s": t_imp - t_imp0,
+                "process_to_import_s": t_imp - T_START,
+                "read_s": t_read - t_imp,
+                "upload_s": t_up - t_read,
+                "first_query_s": t_first - t_up,
+                "process_to_first_hits_s": t_first - T_START,
+                "mode": s.mode,
+            }
+        )
+    )
 
 
 def _device_info():
     info = {}
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm",
-             "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
+            [
+                "nvidia-smi",
+                "--query-gpu=name,driver_version,memory.total,clocks.max.sm",
+                "--format=csv,noheader",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         info["nvidia_smi"] = out.stdout.strip()
     except Exception as exc:  # pragma: no cover - no nvidia-smi
         info["nvidia_smi"] = f"unavailable: {exc}"
     try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=10, cwd=os.path.dirname(os.path.abspath(__file__)))
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "swgpu_tools", "benchmarks"],
-                               capture_output=True, text=True, timeout=10,
-                               cwd=os.path.dirname(os.path.abspath(__file__)))
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "swgpu_tools", "benchmarks"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+        )
         here = rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
         info["commit"] = here or os.environ.get("SWGPU_COMMIT", "unknown")
     except Exception:
@@ -96,27 +117,46 @@ def _device_info():
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--db", required=True)
     ap.add_argument("--queries", required=True)
     ap.add_argument("--top-k", type=int, default=10)
     ap.add_argument("--mode", default="auto")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--pipeline", default="3",
-                    help="queries in flight, comma-separated values to compare (default 3, "
-                         "the searcher's default)")
-    ap.add_argument("--copies", type=int, default=0,
-                    help="also time each query as this many copies of itself in one search")
-    ap.add_argument("--shard", default="all",
-                    help="databases: 'all' and/or shards 'K/N' (crc32(id) %% N == K), comma-separated")
+    ap.add_argument(
+        "--pipeline",
+        default="3",
+        help="queries in flight, comma-separated values to compare (default 3, "
+        "the searcher's default)",
+    )
+    ap.add_argument(
+        "--copies",
+        type=int,
+        default=0,
+        help="also time each query as this many copies of itself in one search",
+    )
+    ap.add_argument(
+        "--shard",
+        default="all",
+        help="databases: 'all' and/or shards 'K/N' (crc32(id) %% N == K), comma-separated",
+    )
     ap.add_argument("--json", default=None, help="write all numbers here")
-    ap.add_argument("--start-db", default=None,
-                    help="small database for the cold-compile / warm-start child runs (default: --db)")
+    ap.add_argument(
+        "--start-db",
+        default=None,
+        help="small database for the cold-compile / warm-start child runs (default: --db)",
+    )
     ap.add_argument("--skip-start", action="store_true", help="skip cold/warm start measurements")
     ap.add_argument("--child-start", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--precompile", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--jobs", type=int, default=None,
-                    help="processes for compiling the whole kernel menu in the cold-start run")
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="processes for compiling the whole kernel menu in the cold-start run",
+    )
     args = ap.parse_args()
     if args.child_start:
         child_start(args)
@@ -127,20 +167,37 @@ def main() -> int:
     if not args.skip_start:
         cache = tempfile.mkdtemp(prefix="swgpu-cold-")
         env = dict(os.environ, SWGPU_CACHE_DIR=cache, NUMBA_CACHE_DIR=os.path.join(cache, "numba"))
-        cmd = [sys.executable, os.path.abspath(__file__), "--child-start", "--db", args.start_db or args.db,
-               "--queries", args.queries, "--mode", args.mode, "--top-k", str(args.top_k)]
+        cmd = [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--child-start",
+            "--db",
+            args.start_db or args.db,
+            "--queries",
+            args.queries,
+            "--mode",
+            args.mode,
+            "--top-k",
+            str(args.top_k),
+        ]
         for label in ("cold", "warm", "cold-parallel"):
             t0 = time.perf_counter()
             if label == "cold-parallel":  # empty cache again: the whole menu, in parallel
                 cache = tempfile.mkdtemp(prefix="swgpu-cold2-")
-                env = dict(os.environ, SWGPU_CACHE_DIR=cache, NUMBA_CACHE_DIR=os.path.join(cache, "numba"))
+                env = dict(
+                    os.environ, SWGPU_CACHE_DIR=cache, NUMBA_CACHE_DIR=os.path.join(cache, "numba")
+                )
                 run = cmd + ["--precompile"] + (["--jobs", str(args.jobs)] if args.jobs else [])
             else:
                 run = cmd
             out = subprocess.run(run, capture_output=True, text=True, env=env)
             wall = time.perf_counter() - t0
             if out.returncode != 0:
-                print(f"{label} start child failed:\n{out.stderr[-3000:]}", file=sys.stderr, flush=True)
+                print(
+                    f"{label} start child failed:\n{out.stderr[-3000:]}",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 starts[label] = {"failed": out.stderr[-500:], "wall_s": wall}
                 continue
             starts[label] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -161,25 +218,54 @@ def main() -> int:
         cuda.synchronize()
         upload = time.perf_counter() - t0
         residues = edb.total_residues
-        print(f"\n=== database {shard}: {len(edb)} sequences, {residues} residues; upload {upload:.2f} s; "
-              f"mode {s.mode}", flush=True)
+        print(
+            f"\n=== database {shard}: {len(edb)} sequences, {residues} residues; upload {upload:.2f} s; "
+            f"mode {s.mode}",
+            flush=True,
+        )
         for depth in [int(d) for d in args.pipeline.split(",")]:
             s.pipeline_depth = depth
             row = _bench(s, db, qs, edb, eqs, args)
-            row.update({"database": shard, "residues": residues, "sequences": len(edb),
-                        "upload_s": upload, "mode": s.mode, "pipeline_depth": depth})
+            row.update(
+                {
+                    "database": shard,
+                    "residues": residues,
+                    "sequences": len(edb),
+                    "upload_s": upload,
+                    "mode": s.mode,
+                    "pipeline_depth": depth,
+                }
+            )
             result["variants"].append(row)
         del s
     print("\nsummary (overall = all queries' cells / wall clock of the whole search):")
     for r in result["variants"]:
-        print(f"  {r['database']:<6} depth {r['pipeline_depth']}: overall {r['overall_gcups']:.1f} GCUPS "
-              f"(sum of per-query times: {r['overall_sum_gcups']:.1f}), min per-query "
-              f"{r['min_query_gcups']:.1f}, max {r['max_query_gcups']:.1f}"
-              + (f"; {args.copies} copies per query: min {min(c['gcups'] for c in r['copies']):.1f}, "
-                 f"max {max(c['gcups'] for c in r['copies']):.1f}" if r.get("copies") else ""))
+        print(
+            f"  {r['database']:<6} depth {r['pipeline_depth']}: overall {r['overall_gcups']:.1f} GCUPS "
+            f"(sum of per-query times: {r['overall_sum_gcups']:.1f}), min per-query "
+            f"{r['min_query_gcups']:.1f}, max {r['max_query_gcups']:.1f}"
+            + (
+                f"; {args.copies} copies per query: min {min(c['gcups'] for c in r['copies']):.1f}, "
+                f"max {max(c['gcups'] for c in r['copies']):.1f}"
+                if r.get("copies")
+                else ""
+            )
+        )
     first = result["variants"][0]
-    result.update({k: first[k] for k in ("residues", "sequences", "upload_s", "mode", "queries",
-                                          "total_scan_s", "overall_gcups")})
+    result.update(
+        {
+            k: first[k]
+            for k in (
+                "residues",
+                "sequences",
+                "upload_s",
+                "mode",
+                "queries",
+                "total_scan_s",
+                "overall_gcups",
+            )
+        }
+    )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(result, fh, indent=1)
@@ -198,7 +284,7 @@ def _shard(db, edb, spec):
     k, n = (int(v) for v in spec.split("/"))
     idx = np.array([i for i, x in enumerate(db.ids) if shard_of(x, n) == k], dtype=np.int64)
     sub = SimpleNamespace(ids=[db.ids[i] for i in idx])  # only the ids are shown
-    codes = np.concatenate([edb.codes[edb.offsets[i]: edb.offsets[i + 1]] for i in idx])
+    codes = np.concatenate([edb.codes[edb.offsets[i] : edb.offsets[i + 1]] for i in idx])
     offsets = np.zeros(len(idx) + 1, dtype=np.int64)
     np.cumsum(np.diff(edb.offsets)[idx], out=offsets[1:])
     return sub, edb.__class__(codes, offsets)
@@ -208,8 +294,11 @@ def _bench(s, db, qs, edb, eqs, args) -> dict:
     """Warm-up pass, then ``--repeat`` timed searches; prints the per-query table."""
     t0 = time.perf_counter()
     s.search(eqs, args.top_k)
-    print(f"[depth {s.pipeline_depth}] warm-up pass over all queries: {time.perf_counter() - t0:.2f} s "
-          f"(plans {s.plan_seconds:.2f} s)", flush=True)
+    print(
+        f"[depth {s.pipeline_depth}] warm-up pass over all queries: {time.perf_counter() - t0:.2f} s "
+        f"(plans {s.plan_seconds:.2f} s)",
+        flush=True,
+    )
     residues = edb.total_residues
     nq = len(eqs)
     times = np.zeros((args.repeat, nq))
@@ -224,36 +313,59 @@ def _bench(s, db, qs, edb, eqs, args) -> dict:
         if hits is None:
             hits = th
     # count 16-bit overflow re-scores per query (one extra pass, not timed)
-    tables = {"letters": sorted(set(np.flatnonzero(np.bincount(eqs.codes, minlength=256)).tolist()))}
+    tables = {
+        "letters": sorted(set(np.flatnonzero(np.bincount(eqs.codes, minlength=256)).tolist()))
+    }
     tables[s.mode] = s._table(s.mode, tables["letters"])
     for qi in range(nq):
-        rescored[qi] = s.score_query(eqs.codes[eqs.offsets[qi]: eqs.offsets[qi + 1]], tables)
+        rescored[qi] = s.score_query(eqs.codes[eqs.offsets[qi] : eqs.offsets[qi + 1]], tables)
 
     med = np.median(times, axis=0)
     qlens = np.diff(eqs.offsets)
     rows = []
-    print(f"\n{'query':<16}{'len':>6}{'scan_s':>10}{'GCUPS':>10}{'spread%':>9}{'rescored':>9}  top hit")
+    print(
+        f"\n{'query':<16}{'len':>6}{'scan_s':>10}{'GCUPS':>10}{'spread%':>9}{'rescored':>9}  top hit"
+    )
     for qi in range(nq):
         gc = qlens[qi] * residues / med[qi] / 1e9
         spread = (times[:, qi].max() - times[:, qi].min()) / med[qi] * 100
         sel = np.flatnonzero(hits.query_index == qi)
         top = f"{db.ids[hits.subject_index[sel[0]]]}={hits.score[sel[0]]}" if len(sel) else "-"
-        rows.append({"query": qs.ids[qi], "length": int(qlens[qi]), "scan_s": float(med[qi]),
-                     "gcups": float(gc), "times": times[:, qi].tolist(),
-                     "rescored": int(rescored[qi]), "top": top})
-        print(f"{qs.ids[qi]:<16}{qlens[qi]:>6}{med[qi]:>10.4f}{gc:>10.1f}{spread:>9.1f}"
-              f"{rescored[qi]:>9}  {top}")
+        rows.append(
+            {
+                "query": qs.ids[qi],
+                "length": int(qlens[qi]),
+                "scan_s": float(med[qi]),
+                "gcups": float(gc),
+                "times": times[:, qi].tolist(),
+                "rescored": int(rescored[qi]),
+                "top": top,
+            }
+        )
+        print(
+            f"{qs.ids[qi]:<16}{qlens[qi]:>6}{med[qi]:>10.4f}{gc:>10.1f}{spread:>9.1f}"
+            f"{rescored[qi]:>9}  {top}"
+        )
     total = float(med.sum())
     wall = float(np.median(walls))
     cells = float(qlens.sum()) * residues
     overall = cells / wall / 1e9
-    print(f"\nTOTAL scan {wall:.3f} s (wall clock, median of {args.repeat}), overall {overall:.1f} GCUPS; "
-          f"sum of per-query medians {total:.3f} s ({cells / total / 1e9:.1f} GCUPS); "
-          f"min per-query {min(r['gcups'] for r in rows):.1f} GCUPS", flush=True)
-    out = {"queries": rows, "total_scan_s": wall, "sum_query_s": total, "walls": walls,
-           "overall_gcups": overall, "overall_sum_gcups": cells / total / 1e9,
-           "min_query_gcups": min(r["gcups"] for r in rows),
-           "max_query_gcups": max(r["gcups"] for r in rows)}
+    print(
+        f"\nTOTAL scan {wall:.3f} s (wall clock, median of {args.repeat}), overall {overall:.1f} GCUPS; "
+        f"sum of per-query medians {total:.3f} s ({cells / total / 1e9:.1f} GCUPS); "
+        f"min per-query {min(r['gcups'] for r in rows):.1f} GCUPS",
+        flush=True,
+    )
+    out = {
+        "queries": rows,
+        "total_scan_s": wall,
+        "sum_query_s": total,
+        "walls": walls,
+        "overall_gcups": overall,
+        "overall_sum_gcups": cells / total / 1e9,
+        "min_query_gcups": min(r["gcups"] for r in rows),
+        "max_query_gcups": max(r["gcups"] for r in rows),
+    }
     if args.copies:
         out["copies"] = _copies(s, eqs, qs, residues, args)
     return out
@@ -265,7 +377,7 @@ def _copies(s, eqs, qs, residues, args) -> list:
     rows = []
     k = args.copies
     for qi in range(len(eqs)):
-        q = eqs.codes[eqs.offsets[qi]: eqs.offsets[qi + 1]]
+        q = eqs.codes[eqs.offsets[qi] : eqs.offsets[qi + 1]]
         L = len(q)
         batch = eqs.__class__(np.tile(q, k), np.arange(k + 1, dtype=np.int64) * L)
         s.search(batch, args.top_k)  # warm (plans are cached per length bucket anyway)
@@ -274,13 +386,22 @@ def _copies(s, eqs, qs, residues, args) -> list:
             s.search(batch, args.top_k)
             walls.append(s.scan_seconds)
         wall = float(np.median(walls))
-        rows.append({"query": qs.ids[qi], "length": L, "copies": k, "wall_s": wall,
-                     "gcups": k * L * residues / wall / 1e9})
+        rows.append(
+            {
+                "query": qs.ids[qi],
+                "length": L,
+                "copies": k,
+                "wall_s": wall,
+                "gcups": k * L * residues / wall / 1e9,
+            }
+        )
     best = max(r["gcups"] for r in rows)
     print(f"\n[depth {s.pipeline_depth}] per query, {k} copies in one search:")
     for r in rows:
-        print(f"  {r['query']:<10}{r['length']:>6}{r['gcups']:>10.1f} GCUPS "
-              f"({r['gcups'] / best * 100:.0f}% of the best)")
+        print(
+            f"  {r['query']:<10}{r['length']:>6}{r['gcups']:>10.1f} GCUPS "
+            f"({r['gcups'] / best * 100:.0f}% of the best)"
+        )
     print(f"  min {min(r['gcups'] for r in rows):.1f}, max {best:.1f} GCUPS", flush=True)
     return rows
 

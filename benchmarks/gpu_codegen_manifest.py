@@ -14,6 +14,7 @@ simulator; and the top-k helper module.  ``tests/test_gpu_codegen.py`` checks
 the committed manifest: a change to the generated code (which changes what
 Numba compiles and caches) must be deliberate and shows up as a diff here.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,11 +44,15 @@ def sources() -> dict[str, str]:
             for G in GROUPS:
                 for R in SCORE_R:
                     for multipass in (False, True):
-                        name = f"score_{mode}_{G}x{R}{'m' if multipass else ''}{'_sim' if sim else ''}"
+                        name = (
+                            f"score_{mode}_{G}x{R}{'m' if multipass else ''}{'_sim' if sim else ''}"
+                        )
                         out[name] = gpu.kernel_source(mode, G, R, sim=sim, multipass=multipass)
         for kind in PAIR_KINDS:
             for R in PAIR_R:
-                out[f"pair_{kind}_r{R}{'_sim' if sim else ''}"] = gpu.pair_kernel_source(R, kind, sim=sim)
+                out[f"pair_{kind}_r{R}{'_sim' if sim else ''}"] = gpu.pair_kernel_source(
+                    R, kind, sim=sim
+                )
     if hasattr(gpu, "aux_kernel_source"):
         out["aux"] = gpu.aux_kernel_source()
     else:  # the single-module gpu.py before the split (issue 13)
@@ -56,12 +61,15 @@ def sources() -> dict[str, str]:
 
 
 def manifest(srcs: dict[str, str]) -> str:
-    return "".join(f"{hashlib.sha256(s.encode()).hexdigest()}  {n}\n" for n, s in sorted(srcs.items()))
+    return "".join(
+        f"{hashlib.sha256(s.encode()).hexdigest()}  {n}\n" for n, s in sorted(srcs.items())
+    )
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--write", action="store_true", help=f"write {MANIFEST.relative_to(ROOT)}")
     ap.add_argument("--dump", metavar="DIR", help="write every source as DIR/<name>.py")
     args = ap.parse_args()

@@ -21,6 +21,7 @@ picture side and the load average before and after.
     python benchmarks/report_bench.py                       # 500, 10,000; 100,000 x 50
     python benchmarks/report_bench.py --cases 10000:500 --repeat 5 --workers 1 2
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,8 +59,11 @@ def make_case(folder: str, nq: int, top_k: int, shards: int, seed: int = 1) -> d
     os.makedirs(os.path.join(folder, "stats", "score_shard"), exist_ok=True)
     rng = np.random.default_rng(seed)
     qlen = _write_queries(os.path.join(folder, "queries.fasta"), nq, rng)
-    k = np.where(rng.random(nq) < 0.4, top_k,
-                 np.exp(rng.uniform(0, np.log(top_k + 1), nq)).astype(np.int64) - 1)
+    k = np.where(
+        rng.random(nq) < 0.4,
+        top_k,
+        np.exp(rng.uniform(0, np.log(top_k + 1), nq)).astype(np.int64) - 1,
+    )
     n = int(k.sum())
     q = np.repeat(np.arange(nq), k)
     score = (rng.pareto(1.5, n) * 30 + 20).astype(np.int64)
@@ -72,45 +76,103 @@ def make_case(folder: str, nq: int, top_k: int, shards: int, seed: int = 1) -> d
     sids = np.char.add("A0A", rng.integers(0, 10**7, n).astype("U7"))
     slen = rng.integers(30, 3000, n)
     evalue_text = np.char.mod("%.2g", evalue)
-    hits = pd.DataFrame({"qseqid": qids[q], "sseqid": sids, "score": score,
-                         "bitscore": np.char.mod("%.1f", score * 0.35), "evalue": evalue_text,
-                         "qlen": qlen[q], "slen": slen})
-    hits.to_csv(os.path.join(folder, "hits.tsv"), sep="\t", index=False, quoting=csv.QUOTE_NONE,
-                lineterminator="\n")
-    changes = pd.DataFrame({"qseqid": qids[q], "sseqid": sids, "change": "new",
-                            "previous_score": "NA", "score": score, "previous_evalue": "NA",
-                            "evalue": evalue_text, "slen": slen})
-    changes.to_csv(os.path.join(folder, "changes.tsv"), sep="\t", index=False,
-                   quoting=csv.QUOTE_NONE, lineterminator="\n")
+    hits = pd.DataFrame(
+        {
+            "qseqid": qids[q],
+            "sseqid": sids,
+            "score": score,
+            "bitscore": np.char.mod("%.1f", score * 0.35),
+            "evalue": evalue_text,
+            "qlen": qlen[q],
+            "slen": slen,
+        }
+    )
+    hits.to_csv(
+        os.path.join(folder, "hits.tsv"),
+        sep="\t",
+        index=False,
+        quoting=csv.QUOTE_NONE,
+        lineterminator="\n",
+    )
+    changes = pd.DataFrame(
+        {
+            "qseqid": qids[q],
+            "sseqid": sids,
+            "change": "new",
+            "previous_score": "NA",
+            "score": score,
+            "previous_evalue": "NA",
+            "evalue": evalue_text,
+            "slen": slen,
+        }
+    )
+    changes.to_csv(
+        os.path.join(folder, "changes.tsv"),
+        sep="\t",
+        index=False,
+        quoting=csv.QUOTE_NONE,
+        lineterminator="\n",
+    )
     residues = 200_000_000 // shards
     paths = []
     for s in range(shards):
         kernel = float(rng.uniform(2, 4))
         cells = float(qlen.sum()) * residues
-        rec = {"step": "score_shard", "format": 1, "shard": f"shard-{s:04d}.swdb",
-               "backend": "gpu", "reason": "synthetic", "device": 0, "device_uuid": "GPU-x",
-               "queries": nq, "query_residues": int(qlen.sum()), "sequences": residues // 350,
-               "residues": residues, "cells": cells, "kernel_s": kernel,
-               "gcups": cells / kernel / 1e9, "hits": int(min(n, nq * top_k)),
-               "wall_s": kernel + 1.5, "phases_s": {"read": 0.4, "score": kernel + 0.9,
-                                                    "write": 0.2},
-               "peak_rss_bytes": 2 * 2**30, "host": "bench", "started": "", "finished": ""}
+        rec = {
+            "step": "score_shard",
+            "format": 1,
+            "shard": f"shard-{s:04d}.swdb",
+            "backend": "gpu",
+            "reason": "synthetic",
+            "device": 0,
+            "device_uuid": "GPU-x",
+            "queries": nq,
+            "query_residues": int(qlen.sum()),
+            "sequences": residues // 350,
+            "residues": residues,
+            "cells": cells,
+            "kernel_s": kernel,
+            "gcups": cells / kernel / 1e9,
+            "hits": int(min(n, nq * top_k)),
+            "wall_s": kernel + 1.5,
+            "phases_s": {"read": 0.4, "score": kernel + 0.9, "write": 0.2},
+            "peak_rss_bytes": 2 * 2**30,
+            "host": "bench",
+            "started": "",
+            "finished": "",
+        }
         path = os.path.join(folder, "stats", "score_shard", f"shard-{s:04d}.json")
         with open(path, "w") as fh:
             json.dump(rec, fh)
         paths.append(path)
-    for step, phases in (("shard_db", {"read": 30.0, "write": 12.0}),
-                         ("merge_hits", {"read": 8.0, "merge": 5.0, "write": 3.0}),
-                         ("traceback", {"read": 4.0, "align": 120.0, "write": 6.0})):
+    for step, phases in (
+        ("shard_db", {"read": 30.0, "write": 12.0}),
+        ("merge_hits", {"read": 8.0, "merge": 5.0, "write": 3.0}),
+        ("traceback", {"read": 4.0, "align": 120.0, "write": 6.0}),
+    ):
         path = os.path.join(folder, "stats", f"{step}.json")
         with open(path, "w") as fh:
-            json.dump({"step": step, "format": 1, "wall_s": sum(phases.values()) + 1,
-                       "phases_s": phases, "peak_rss_bytes": 2**30}, fh)
+            json.dump(
+                {
+                    "step": step,
+                    "format": 1,
+                    "wall_s": sum(phases.values()) + 1,
+                    "phases_s": phases,
+                    "peak_rss_bytes": 2**30,
+                },
+                fh,
+            )
         paths.append(path)
-    info = {"queries": nq, "top_k": top_k, "hits": n, "changes": n, "shards": shards,
-            "stats": paths,
-            "hits_bytes": os.path.getsize(os.path.join(folder, "hits.tsv")),
-            "changes_bytes": os.path.getsize(os.path.join(folder, "changes.tsv"))}
+    info = {
+        "queries": nq,
+        "top_k": top_k,
+        "hits": n,
+        "changes": n,
+        "shards": shards,
+        "stats": paths,
+        "hits_bytes": os.path.getsize(os.path.join(folder, "hits.tsv")),
+        "changes_bytes": os.path.getsize(os.path.join(folder, "changes.tsv")),
+    }
     with open(done, "w") as fh:
         json.dump(info, fh)
     return info
@@ -126,10 +188,19 @@ def run_once(folder: str, info: dict, workers: int = 2) -> dict:
     """One report run in a fresh process: wall seconds, peak RSS, phases."""
     out = os.path.join(folder, "out")
     stats_out = os.path.join(folder, "plots.json")
-    code = ("import sys, json; from swgpu_tools.report import make_report; "
-            "a = json.loads(sys.argv[1]); make_report(*a)")
-    args = [os.path.join(folder, "hits.tsv"), os.path.join(folder, "changes.tsv"),
-            info["stats"], out, os.path.join(folder, "queries.fasta"), stats_out, workers]
+    code = (
+        "import sys, json; from swgpu_tools.report import make_report; "
+        "a = json.loads(sys.argv[1]); make_report(*a)"
+    )
+    args = [
+        os.path.join(folder, "hits.tsv"),
+        os.path.join(folder, "changes.tsv"),
+        info["stats"],
+        out,
+        os.path.join(folder, "queries.fasta"),
+        stats_out,
+        workers,
+    ]
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(args)])
     _, status, usage = os.wait4(proc.pid, 0)
@@ -139,25 +210,38 @@ def run_once(folder: str, info: dict, workers: int = 2) -> dict:
     with open(stats_out) as fh:
         rec = json.load(fh)
     sides = [max(png_size(os.path.join(out, f))) for f in os.listdir(out) if f.endswith(".png")]
-    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
-            "peak_rss_bytes": usage.ru_maxrss * 1024,
-            "phases_s": rec["phases_s"], "max_side_px": max(sides)}
+    return {
+        "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "peak_rss_bytes": usage.ru_maxrss * 1024,
+        "phases_s": rec["phases_s"],
+        "max_side_px": max(sides),
+    }
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--cases", nargs="+", default=["500:500", "10000:500", "100000:50"],
-                   metavar="QUERIES:TOP_K")
+    p.add_argument(
+        "--cases", nargs="+", default=["500:500", "10000:500", "100000:50"], metavar="QUERIES:TOP_K"
+    )
     p.add_argument("--shards", type=int, default=100)
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--workers", type=int, nargs="+", default=[2],
-                   help="make_report's workers; several values run interleaved, one row each")
-    p.add_argument("--workdir", default=os.path.join(os.environ.get("TMPDIR", "/tmp"),
-                                                      "swgpu-report-bench"))
+    p.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        default=[2],
+        help="make_report's workers; several values run interleaved, one row each",
+    )
+    p.add_argument(
+        "--workdir", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "swgpu-report-bench")
+    )
     args = p.parse_args(argv)
-    print("| queries | top_k | workers | hits rows | hits.tsv MB | changes rows | shards | "
-          "wall s min | wall s median | wall s max | CPU s median | peak RSS MiB | "
-          "read / tables / plots s (median run) | max px | load avg |")
+    print(
+        "| queries | top_k | workers | hits rows | hits.tsv MB | changes rows | shards | "
+        "wall s min | wall s median | wall s max | CPU s median | peak RSS MiB | "
+        "read / tables / plots s (median run) | max px | load avg |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
     for case in args.cases:
         nq, top_k = (int(x) for x in case.split(":"))
@@ -173,15 +257,17 @@ def main(argv=None) -> int:
             walls = [r["wall_s"] for r in rs]
             med = sorted(rs, key=lambda r: r["wall_s"])[len(rs) // 2]
             ph = med["phases_s"]
-            print(f"| {nq:,} | {top_k} | {w} | {info['hits']:,} | "
-                  f"{info['hits_bytes'] / 1e6:,.0f} | "
-                  f"{info['changes']:,} | {info['shards']} | {min(walls):.2f} | "
-                  f"{statistics.median(walls):.2f} | {max(walls):.2f} | "
-                  f"{statistics.median(r['cpu_s'] for r in rs):.2f} | "
-                  f"{max(r['peak_rss_bytes'] for r in rs) / 2**20:,.0f} | "
-                  f"{ph.get('read', 0):.2f} / {ph.get('tables', 0):.2f} / "
-                  f"{ph.get('plots', 0):.2f} | {max(r['max_side_px'] for r in rs)} | {load} |",
-                  flush=True)
+            print(
+                f"| {nq:,} | {top_k} | {w} | {info['hits']:,} | "
+                f"{info['hits_bytes'] / 1e6:,.0f} | "
+                f"{info['changes']:,} | {info['shards']} | {min(walls):.2f} | "
+                f"{statistics.median(walls):.2f} | {max(walls):.2f} | "
+                f"{statistics.median(r['cpu_s'] for r in rs):.2f} | "
+                f"{max(r['peak_rss_bytes'] for r in rs) / 2**20:,.0f} | "
+                f"{ph.get('read', 0):.2f} / {ph.get('tables', 0):.2f} / "
+                f"{ph.get('plots', 0):.2f} | {max(r['max_side_px'] for r in rs)} | {load} |",
+                flush=True,
+            )
     return 0
 
 

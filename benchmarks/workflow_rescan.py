@@ -17,6 +17,7 @@ and prints, for runs 2 and 3: wall clock, scoring jobs, residues scored
 hits.tsv and alignments.tsv are byte-identical.  ``--json`` writes the
 numbers.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,9 +36,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 #: the snakemake command: $SNAKEMAKE, else the one beside this Python, else on PATH
-SNAKEMAKE = (os.environ.get("SNAKEMAKE")
-             or (str(BIN / "snakemake") if (BIN / "snakemake").exists() else None)
-             or shutil.which("snakemake") or "snakemake")
+SNAKEMAKE = (
+    os.environ.get("SNAKEMAKE")
+    or (str(BIN / "snakemake") if (BIN / "snakemake").exists() else None)
+    or shutil.which("snakemake")
+    or "snakemake"
+)
 
 
 def read_fasta(path):
@@ -69,13 +73,13 @@ def release_v2(recs, changed, removed, added, seed):
     n = len(recs)
     idx = rng.sample(range(n), round(n * (changed + removed + added)))
     nc, nr = round(n * changed), round(n * removed)
-    change, remove, copy = idx[:nc], set(idx[nc:nc + nr]), idx[nc + nr:]
+    change, remove, copy = idx[:nc], set(idx[nc : nc + nr]), idx[nc + nr :]
     letters = "ACDEFGHIKLMNPQRSTVWY"
     out = [list(r) for r in recs]
     for i in change:
         s = out[i][1]
         p = rng.randrange(len(s))
-        out[i][1] = s[:p] + rng.choice([c for c in letters if c != s[p]]) + s[p + 1:]
+        out[i][1] = s[:p] + rng.choice([c for c in letters if c != s[p]]) + s[p + 1 :]
     new = []
     for k, i in enumerate(copy):
         s = "".join(rng.choice(letters) if rng.random() < 0.1 else c for c in recs[i][1])
@@ -85,14 +89,33 @@ def release_v2(recs, changed, removed, added, seed):
 
 
 def run(workdir: Path, database, args) -> dict:
-    cfg = {"database": str(database), "queries": str(args.queries), "shards": args.shards,
-           "backend": args.backend, "threads": args.threads, "top_k": args.top_k}
+    cfg = {
+        "database": str(database),
+        "queries": str(args.queries),
+        "shards": args.shards,
+        "backend": args.backend,
+        "threads": args.threads,
+        "top_k": args.top_k,
+    }
     (workdir / "config.yaml").write_text("".join(f"{k}: {v}\n" for k, v in cfg.items()))
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
     start = time.perf_counter()
-    proc = subprocess.run([SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory",
-                           str(workdir), "--configfile", str(workdir / "config.yaml"),
-                           "--cores", str(args.cores)], env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            SNAKEMAKE,
+            "-s",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(workdir),
+            "--configfile",
+            str(workdir / "config.yaml"),
+            "--cores",
+            str(args.cores),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     wall = time.perf_counter() - start
     if proc.returncode:
         sys.exit(proc.stdout[-3000:] + proc.stderr[-4000:])
@@ -101,16 +124,22 @@ def run(workdir: Path, database, args) -> dict:
     for m in re.finditer(r"^(?:local)?(?:rule|checkpoint) (\w+):", out, re.M):
         jobs[m.group(1)] = jobs.get(m.group(1), 0) + 1
     scored = re.findall(r"wildcards: shard=(\d+)", out)
-    stats = [json.loads((workdir / f"results/stats/score_shard/shard-{s}.json").read_text())
-             for s in scored]
+    stats = [
+        json.loads((workdir / f"results/stats/score_shard/shard-{s}.json").read_text())
+        for s in scored
+    ]
     tb = json.loads((workdir / "results/stats/traceback.json").read_text())
     steps = {}
     for p in (workdir / "results/benchmarks").rglob("*.tsv"):
         rows = p.read_text().splitlines()
         if len(rows) > 1:
-            steps[str(p.relative_to(workdir / "results/benchmarks"))] = float(rows[-1].split("\t")[0])
+            steps[str(p.relative_to(workdir / "results/benchmarks"))] = float(
+                rows[-1].split("\t")[0]
+            )
     return {
-        "wall_s": wall, "jobs": jobs, "scoring_jobs": len(scored),
+        "wall_s": wall,
+        "jobs": jobs,
+        "scoring_jobs": len(scored),
         "cells": sum(s["cells"] for s in stats),
         "full_scan_cells": sum(s["full_scan_cells"] for s in stats),
         "kernel_s": sum(s["kernel_s"] for s in stats),
@@ -155,21 +184,33 @@ def main():
     print(f"v1 scratch: {r1['wall_s']:.1f} s wall, {r1['kernel_s']:.2f} s scoring", flush=True)
     r2 = run(inc, root / "v2.fasta", args)
     r3 = run(scratch, root / "v2.fasta", args)
-    same = {f: filecmp.cmp(inc / "results" / f, scratch / "results" / f, shallow=False)
-            for f in ("hits.tsv", "alignments.tsv")}
+    same = {
+        f: filecmp.cmp(inc / "results" / f, scratch / "results" / f, shallow=False)
+        for f in ("hits.tsv", "alignments.tsv")
+    }
     print(f"{'':24}{'incremental v1->v2':>20}{'scratch v2':>14}{'ratio':>8}")
-    for label, key in (("wall clock (s)", "wall_s"), ("scoring jobs", "scoring_jobs"),
-                       ("cells scored", "cells"), ("scoring seconds", "kernel_s")):
+    for label, key in (
+        ("wall clock (s)", "wall_s"),
+        ("scoring jobs", "scoring_jobs"),
+        ("cells scored", "cells"),
+        ("scoring seconds", "kernel_s"),
+    ):
         a, b = r2[key], r3[key]
         fmt = (lambda x: f"{x:.3g}") if key == "cells" else (lambda x: f"{x:.2f}")
         print(f"{label:24}{fmt(a):>20}{fmt(b):>14}{(a / b if b else float('nan')):>8.3f}")
-    print(f"delta sequences scored: {r2['delta_sequences']:,}; queries against whole shards "
-          f"per job: {r2['full_queries']} (margin ran out {r2['margin_ran_out']})")
+    print(
+        f"delta sequences scored: {r2['delta_sequences']:,}; queries against whole shards "
+        f"per job: {r2['full_queries']} (margin ran out {r2['margin_ran_out']})"
+    )
     print(f"traceback: incremental {r2['traceback']}, scratch {r3['traceback']}")
     print(f"tables byte-identical (incremental vs scratch): {same}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"release": what, "v1": r1, "incremental": r2,
-                                               "scratch": r3, "identical": same}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {"release": what, "v1": r1, "incremental": r2, "scratch": r3, "identical": same},
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

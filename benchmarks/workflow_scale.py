@@ -13,6 +13,7 @@ kernels, from results/stats/score_shard/*.json) and their share.
 ``--queries N=FILE`` takes the first N records of FILE; N larger than the
 file takes records of the database instead (every N-th, as extra queries).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,9 +29,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 #: the snakemake command: $SNAKEMAKE, else the one beside this Python, else on PATH
-SNAKEMAKE = (os.environ.get("SNAKEMAKE")
-             or (str(BIN / "snakemake") if (BIN / "snakemake").exists() else None)
-             or shutil.which("snakemake") or "snakemake")
+SNAKEMAKE = (
+    os.environ.get("SNAKEMAKE")
+    or (str(BIN / "snakemake") if (BIN / "snakemake").exists() else None)
+    or shutil.which("snakemake")
+    or "snakemake"
+)
 
 
 def records(path):
@@ -92,13 +96,27 @@ def run(label: str, queries: Path, args) -> dict:
     work = Path(args.workdir) / label
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    cfg = {"database": os.path.abspath(args.database), "queries": str(queries.resolve()),
-           "shards": args.shards, "backend": args.backend, "threads": args.threads,
-           "top_k": args.top_k}
+    cfg = {
+        "database": os.path.abspath(args.database),
+        "queries": str(queries.resolve()),
+        "shards": args.shards,
+        "backend": args.backend,
+        "threads": args.threads,
+        "top_k": args.top_k,
+    }
     (work / "config.yaml").write_text("".join(f"{k}: {v}\n" for k, v in cfg.items()))
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
-    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(work),
-           "--configfile", str(work / "config.yaml"), "--cores", str(args.cores)]
+    cmd = [
+        SNAKEMAKE,
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(work),
+        "--configfile",
+        str(work / "config.yaml"),
+        "--cores",
+        str(args.cores),
+    ]
     start = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
@@ -111,19 +129,30 @@ def run(label: str, queries: Path, args) -> dict:
     gpu_s = sum(s.get("kernel_s", 0.0) for s in scan)
     tb = json.loads((results / "stats/traceback.json").read_text())
     n_hits = sum(1 for _ in open(results / "hits.tsv")) - 1
-    return {"label": label, "wall_s": wall, "steps": steps, "scan_s": gpu_s,
-            "scan_gcups": sum(s["cells"] for s in scan) / max(gpu_s, 1e-9) / 1e9,
-            "hits": n_hits, "traceback": tb, "queries": sum(1 for _ in records(queries))}
+    return {
+        "label": label,
+        "wall_s": wall,
+        "steps": steps,
+        "scan_s": gpu_s,
+        "scan_gcups": sum(s["cells"] for s in scan) / max(gpu_s, 1e-9) / 1e9,
+        "hits": n_hits,
+        "traceback": tb,
+        "queries": sum(1 for _ in records(queries)),
+    }
 
 
 def show(r: dict) -> None:
-    print(f"\n== {r['label']}: {r['queries']} queries, {r['hits']:,} hits; whole run "
-          f"{r['wall_s']:.1f} s; GPU scan {r['scan_s']:.1f} s ({100 * r['scan_s'] / r['wall_s']:.0f}%"
-          f" of the run, {r['scan_gcups']:,.0f} GCUPS)")
+    print(
+        f"\n== {r['label']}: {r['queries']} queries, {r['hits']:,} hits; whole run "
+        f"{r['wall_s']:.1f} s; GPU scan {r['scan_s']:.1f} s ({100 * r['scan_s'] / r['wall_s']:.0f}%"
+        f" of the run, {r['scan_gcups']:,.0f} GCUPS)"
+    )
     print(f"   {'step':<16}{'jobs':>5}{'seconds':>10}{'share':>8}{'peak MB':>10}")
     for step, d in sorted(r["steps"].items(), key=lambda kv: -kv[1]["seconds"]):
-        print(f"   {step:<16}{d['jobs']:>5}{d['seconds']:>10.2f}"
-              f"{100 * d['seconds'] / r['wall_s']:>7.0f}%{d['max_rss_mb']:>10.0f}")
+        print(
+            f"   {step:<16}{d['jobs']:>5}{d['seconds']:>10.2f}"
+            f"{100 * d['seconds'] / r['wall_s']:>7.0f}%{d['max_rss_mb']:>10.0f}"
+        )
 
 
 def main():

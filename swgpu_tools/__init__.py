@@ -10,6 +10,7 @@ The Python API::
     result.hits, result.alignments          # pandas DataFrames
     aln = sw.align("MKTAYIAKQR", "MKTAHIAKQR", scheme, mode="global")
 """
+
 __version__ = "0.2.0"
 
 from .cache import configure_numba as _configure_numba
@@ -20,8 +21,15 @@ from .errors import InputError, OutputError  # noqa: E402
 
 # loaded on first use, so that `swgpu` commands that need none of them (numpy,
 # numba, pandas, CUDA) start in a fraction of a second
-_LAZY = {"search": "api", "align": "api", "SearchResult": "api", "Alignment": "alignment",
-         "read_fasta": "io.fasta", "ScoringScheme": "scoring", "SequenceSet": "sequences"}
+_LAZY = {
+    "search": "api",
+    "align": "api",
+    "SearchResult": "api",
+    "Alignment": "alignment",
+    "read_fasta": "io.fasta",
+    "ScoringScheme": "scoring",
+    "SequenceSet": "sequences",
+}
 
 
 def __getattr__(name):
@@ -32,5 +40,15 @@ def __getattr__(name):
     raise AttributeError(f"module 'swgpu_tools' has no attribute '{name}'")
 
 
-__all__ = ["InputError", "OutputError", "read_fasta", "ScoringScheme", "SequenceSet",
-           "search", "align", "SearchResult", "Alignment", "__version__"]
+__all__ = [
+    "InputError",
+    "OutputError",
+    "read_fasta",
+    "ScoringScheme",
+    "SequenceSet",
+    "search",
+    "align",
+    "SearchResult",
+    "Alignment",
+    "__version__",
+]

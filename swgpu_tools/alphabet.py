@@ -17,6 +17,7 @@ substitution matrix (see :func:`letter_codes`):
   protein matrices, ``N`` for nucleotide matrices.  A matrix with neither
   cannot score such a letter, and that is an input error.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,10 +38,9 @@ def is_nucleotide_alphabet(matrix_alphabet: str) -> bool:
     """True for an alphabet made of IUPAC nucleotide codes only (e.g. NUC.4.4)."""
     return set(matrix_alphabet.upper()) <= NUCLEOTIDE_CODES
 
+
 # bytes.translate tables: upper-case letters; and the set of accepted bytes.
-_UPPER = bytes.maketrans(
-    b"abcdefghijklmnopqrstuvwxyz", b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-)
+_UPPER = bytes.maketrans(b"abcdefghijklmnopqrstuvwxyz", b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _ACCEPTED = RESIDUE_LETTERS + RESIDUE_LETTERS.lower() + DROPPED + b"\r"
 
 
@@ -59,7 +59,9 @@ def letter_codes(matrix_alphabet: str) -> np.ndarray:
     table = np.full(256, -1, dtype=np.int16)
     index = {c: i for i, c in enumerate(matrix_alphabet)}
     wildcard = next((index[w] for w in WILDCARDS if w in index), -1)
-    fallbacks = NUCLEOTIDE_FALLBACKS if is_nucleotide_alphabet(matrix_alphabet) else PROTEIN_FALLBACKS
+    fallbacks = (
+        NUCLEOTIDE_FALLBACKS if is_nucleotide_alphabet(matrix_alphabet) else PROTEIN_FALLBACKS
+    )
     for byte in RESIDUE_LETTERS:
         letter = chr(byte)
         if letter in index:

@@ -14,6 +14,7 @@ Parameter names follow Biopython's ``PairwiseAligner`` where they overlap
 ``match``/``mismatch``); gap costs follow BLAST (a gap of k costs
 ``gap_open + k * gap_extend``).
 """
+
 from __future__ import annotations
 
 import os
@@ -55,10 +56,18 @@ def _as_set(x, what: str) -> SequenceSet:
     raise TypeError(f"{what} must be a SequenceSet or a FASTA path, got {type(x).__name__}")
 
 
-def search(queries, database, scheme: ScoringScheme | None = None, *, top_k: int = 500,
-           max_evalue: float | None = 10.0, dbsize: int | None = None,
-           backend: str = "auto", threads: int | None = None, device="auto"
-           ) -> SearchResult:
+def search(
+    queries,
+    database,
+    scheme: ScoringScheme | None = None,
+    *,
+    top_k: int = 500,
+    max_evalue: float | None = 10.0,
+    dbsize: int | None = None,
+    backend: str = "auto",
+    threads: int | None = None,
+    device="auto",
+) -> SearchResult:
     """Search ``queries`` against ``database`` (SequenceSets or FASTA paths).
 
     Exact Smith-Waterman scores, top ``top_k`` per query, BLAST E-values over the
@@ -76,14 +85,14 @@ def search(queries, database, scheme: ScoringScheme | None = None, *, top_k: int
     d = d.subset(sorted(range(len(d)), key=d.ids.__getitem__))
     info: dict = {}
     raw = score(q, d, scheme, top_k, backend=backend, threads=threads, device=device, stats=info)
-    hits = merge([raw], q, int(dbsize) if dbsize else d.total_residues, scheme, top_k,
-                 max_evalue)
+    hits = merge([raw], q, int(dbsize) if dbsize else d.total_residues, scheme, top_k, max_evalue)
     alignments = traceback(hits, q, d, scheme, threads)
     return SearchResult(hits, alignments, info.get("backend", ""), info.get("reason", ""))
 
 
-def align(query: str, subject: str, scheme: ScoringScheme | None = None, mode: str = "local"
-          ) -> Alignment:
+def align(
+    query: str, subject: str, scheme: ScoringScheme | None = None, mode: str = "local"
+) -> Alignment:
     """One optimal alignment of two sequences (letters) in ``mode``: ``"local"``,
     ``"global"`` or ``"semiglobal"`` (the whole query against part of the subject)."""
     import numpy as np
@@ -91,9 +100,9 @@ def align(query: str, subject: str, scheme: ScoringScheme | None = None, mode: s
     from .alignment import align as _align
 
     scheme = scheme or ScoringScheme()
-    pair = SequenceSet.from_sequences(["query", "subject"],
-                                      [query.upper().encode(), subject.upper().encode()])
+    pair = SequenceSet.from_sequences(
+        ["query", "subject"], [query.upper().encode(), subject.upper().encode()]
+    )
     enc = scheme.encode(pair, "sequences")
     codes = np.split(enc.codes, [int(enc.offsets[1])])
-    return _align(codes[0], codes[1], scheme.matrix, scheme.gap_open, scheme.gap_extend,
-                  mode=mode)
+    return _align(codes[0], codes[1], scheme.matrix, scheme.gap_open, scheme.gap_extend, mode=mode)

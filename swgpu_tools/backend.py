@@ -26,6 +26,7 @@ scoring job asks for and how many GPUs the machine offers; the workflow
 (``workflow/rules/common.smk``) registers that as Snakemake's ``gpu``
 resource unless ``--resources gpu=K`` was given.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -113,8 +114,9 @@ def nvidia_smi_gpus(env: dict | None = None, timeout: float = 20.0) -> list[str]
     if exe is None:
         return []
     try:
-        listing = subprocess.run([exe, "-L"], capture_output=True, text=True,
-                                 timeout=timeout, env=dict(env))
+        listing = subprocess.run(
+            [exe, "-L"], capture_output=True, text=True, timeout=timeout, env=dict(env)
+        )
     except (OSError, subprocess.SubprocessError):
         return []
     if listing.returncode != 0:
@@ -155,6 +157,7 @@ class WorkflowGpus:
     (``--resources gpu=K``), or None to leave it unset.  ``reason``: one line
     for the user.
     """
+
     per_job: int
     machine: int | None
     reason: str
@@ -183,11 +186,13 @@ def workflow_gpus(backend: str, gpus: list[str] | None = None) -> WorkflowGpus:
         gpus = nvidia_smi_gpus()
     if gpus:
         n = len(gpus)
-        return WorkflowGpus(1, n, f"{n} GPU{'s' if n > 1 else ''} visible"
-                            " (nvidia-smi -L and CUDA_VISIBLE_DEVICES)")
+        return WorkflowGpus(
+            1, n, f"{n} GPU{'s' if n > 1 else ''} visible (nvidia-smi -L and CUDA_VISIBLE_DEVICES)"
+        )
     if backend == "auto":
-        return WorkflowGpus(0, None, "backend auto and no GPU listed by nvidia-smi -L:"
-                            " scoring jobs are CPU jobs")
+        return WorkflowGpus(
+            0, None, "backend auto and no GPU listed by nvidia-smi -L: scoring jobs are CPU jobs"
+        )
     return WorkflowGpus(1, 1, "backend gpu but no GPU listed by nvidia-smi -L here")
 
 
@@ -254,7 +259,9 @@ def acquire_gpu(device="auto", wait_seconds: float = 7 * 24 * 3600) -> int:
     gpus = visible_gpus()
     if not gpus:
         return 0
-    lock_dir = os.environ.get("SWGPU_LOCK_DIR", os.path.join(tempfile.gettempdir(), "swgpu-gpu-locks"))
+    lock_dir = os.environ.get(
+        "SWGPU_LOCK_DIR", os.path.join(tempfile.gettempdir(), "swgpu-gpu-locks")
+    )
     os.makedirs(lock_dir, exist_ok=True)
     deadline = time.monotonic() + wait_seconds
     announced = False
@@ -271,8 +278,9 @@ def acquire_gpu(device="auto", wait_seconds: float = 7 * 24 * 3600) -> int:
         if time.monotonic() > deadline:
             raise InputError(f"no free GPU among {len(gpus)} after waiting {wait_seconds:.0f} s")
         if not announced:
-            log.warning(f"all {len(gpus)} visible GPUs are in use by other swgpu jobs; "
-                        f"waiting for one")
+            log.warning(
+                f"all {len(gpus)} visible GPUs are in use by other swgpu jobs; waiting for one"
+            )
             announced = True
         time.sleep(1.0)
 
@@ -280,6 +288,7 @@ def acquire_gpu(device="auto", wait_seconds: float = 7 * 24 * 3600) -> int:
 # ---------------------------------------------------------------------------
 # starting a backend for a scoring job
 # ---------------------------------------------------------------------------
+
 
 @dataclass
 class StartedBackend:
@@ -355,15 +364,15 @@ class BackendStart:
     :meth:`result` waits for it and re-raises its errors.
     """
 
-    def __init__(self, backend: str = "auto", device="auto", background: bool = False,
-                 scheme=None):
+    def __init__(self, backend: str = "auto", device="auto", background: bool = False, scheme=None):
         self._args = (backend, device, scheme)
         self._result: StartedBackend | None = None
         self._error: BaseException | None = None
         self._thread = None
         if background:
-            self._thread = threading.Thread(target=self._run, name="swgpu-backend-start",
-                                            daemon=True)
+            self._thread = threading.Thread(
+                target=self._run, name="swgpu-backend-start", daemon=True
+            )
             self._thread.start()
         else:
             self._run()

@@ -16,6 +16,7 @@ kernel that inlines functions of other files (the alignment lanes call
 files change (an upgrade, or a checkout being worked on).
 ``NUMBA_CACHE_DIR``, when the user sets it, wins for Numba's own files.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,8 +33,10 @@ def cache_dir() -> str:
 
             base = user_cache_dir("swgpu", appauthor=False)
         except ImportError:  # pragma: no cover - platformdirs is a dependency
-            base = os.path.join(os.environ.get("XDG_CACHE_HOME")
-                                or os.path.join(os.path.expanduser("~"), ".cache"), "swgpu")
+            base = os.path.join(
+                os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+                "swgpu",
+            )
     return base
 
 
@@ -61,8 +64,7 @@ _digest: list[str] = []
 
 def numba_cache_dir() -> str:
     """Numba's cache folder for swgpu's kernels (per source digest, see the module doc)."""
-    return (os.environ.get("NUMBA_CACHE_DIR")
-            or os.path.join(cache_dir(), "numba", source_digest()))
+    return os.environ.get("NUMBA_CACHE_DIR") or os.path.join(cache_dir(), "numba", source_digest())
 
 
 def configure_numba() -> str:

@@ -8,6 +8,7 @@ formats, the shard count -- before any step runs.  Each problem is one short
 line (no schema dump).  Warnings (no BLAST statistics for the scheme, more
 shards than the database can use) come back apart.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -103,25 +104,35 @@ def check_config(config: dict, schema_path, workdir: str = ".") -> ConfigCheck:
         value = config[key]
         if not _type_ok(value, spec.get("type", "string")):
             want = spec.get("type")
-            check.problems.append(f"'{key}' must be {want if isinstance(want, str) else ' or '.join(want)}, "
-                                  f"got {value!r}")
+            check.problems.append(
+                f"'{key}' must be {want if isinstance(want, str) else ' or '.join(want)}, "
+                f"got {value!r}"
+            )
             continue
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             if "minimum" in spec and value < spec["minimum"]:
                 check.problems.append(f"'{key}' must be at least {spec['minimum']}, got {value}")
             if "exclusiveMinimum" in spec and not value > spec["exclusiveMinimum"]:
-                check.problems.append(f"'{key}' must be greater than {spec['exclusiveMinimum']}, "
-                                      f"got {value}")
+                check.problems.append(
+                    f"'{key}' must be greater than {spec['exclusiveMinimum']}, got {value}"
+                )
         if "enum" in spec and value not in spec["enum"]:
-            check.problems.append(f"'{key}' must be one of {', '.join(spec['enum'])}, got {value!r}")
+            check.problems.append(
+                f"'{key}' must be one of {', '.join(spec['enum'])}, got {value!r}"
+            )
         if spec.get("type") == "array":
             allowed = spec.get("items", {}).get("enum")
             bad = [v for v in value if allowed and v not in allowed]
             if bad:
-                check.problems.append(f"'{key}': unknown {', '.join(map(str, bad))}; choose from "
-                                      f"{', '.join(allowed)}")
-        if spec.get("type") == "string" and spec.get("minLength") and isinstance(value, str) \
-                and len(value) < spec["minLength"]:
+                check.problems.append(
+                    f"'{key}': unknown {', '.join(map(str, bad))}; choose from {', '.join(allowed)}"
+                )
+        if (
+            spec.get("type") == "string"
+            and spec.get("minLength")
+            and isinstance(value, str)
+            and len(value) < spec["minLength"]
+        ):
             check.problems.append(f"'{key}' must not be empty")
     if len(check.problems) > unknown:  # wrong types: the checks below would only repeat them
         return check
@@ -137,8 +148,9 @@ def check_config(config: dict, schema_path, workdir: str = ".") -> ConfigCheck:
         from . import stats
 
         if stats.lookup(scheme.matrix_name, scheme.gap_open, scheme.gap_extend) is None:
-            check.warnings.append(stats.no_statistics_message(
-                scheme.matrix_name, scheme.gap_open, scheme.gap_extend))
+            check.warnings.append(
+                stats.no_statistics_message(scheme.matrix_name, scheme.gap_open, scheme.gap_extend)
+            )
     # output columns
     try:
         from .io.fields import parse_columns
@@ -150,8 +162,9 @@ def check_config(config: dict, schema_path, workdir: str = ".") -> ConfigCheck:
     for key, what in (("queries", "queries"), ("database", "database")):
         path = os.path.join(workdir, config[key])
         if not os.path.exists(path):
-            check.problems.append(f"'{key}': {config[key]}: file not found "
-                                  f"(relative to {os.path.abspath(workdir)})")
+            check.problems.append(
+                f"'{key}': {config[key]}: file not found (relative to {os.path.abspath(workdir)})"
+            )
             continue
         if os.path.isdir(path):
             check.problems.append(f"'{key}': {config[key]} is a directory, not a FASTA file")
@@ -178,7 +191,8 @@ def check_config(config: dict, schema_path, workdir: str = ".") -> ConfigCheck:
             check.warnings.append(
                 f"shards: {config['shards']} shards of a database of {'' if exact else 'about '}"
                 f"{n:,} sequences would hold fewer than min_shard_sequences ({least}) each, "
-                f"and every scoring job costs seconds of start-up; using {capped} shards")
+                f"and every scoring job costs seconds of start-up; using {capped} shards"
+            )
             config["shards"] = capped
     return check
 

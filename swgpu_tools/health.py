@@ -22,6 +22,7 @@ from when they were last found whole (``results/shards/verified.json``, the
 manifests); a flipped bit that leaves both unchanged is caught when the file
 is next read (shards carry a digest that every reader checks).
 """
+
 from __future__ import annotations
 
 import json

@@ -8,6 +8,7 @@
 * title (:func:`title_of`; BLAST's ``stitle``): the rest of the header after
   the first word and one separator character; ``N/A`` when there is none.
 """
+
 from __future__ import annotations
 
 import re
@@ -36,5 +37,5 @@ def title_of(header: str) -> str:
     words = stripped.split(None, 1)
     if len(words) < 2:
         return "N/A"
-    rest = stripped[len(words[0]) + 1:]
+    rest = stripped[len(words[0]) + 1 :]
     return rest if rest.strip() else "N/A"

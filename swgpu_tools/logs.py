@@ -12,6 +12,7 @@ configure logging themselves.
 error is a terminal) and logs a line every few seconds otherwise (a log file,
 a cluster job), so logs stay readable.
 """
+
 from __future__ import annotations
 
 import logging
@@ -48,8 +49,9 @@ def configure(verbosity: int = 0, stream=None) -> logging.Logger:
     handler._swgpu = True  # type: ignore[attr-defined]
     handler.setFormatter(_Formatter())
     logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG if verbosity > 0 else
-                    logging.WARNING if verbosity < 0 else logging.INFO)
+    logger.setLevel(
+        logging.DEBUG if verbosity > 0 else logging.WARNING if verbosity < 0 else logging.INFO
+    )
     logger.propagate = False
     return logger
 
@@ -57,7 +59,7 @@ def configure(verbosity: int = 0, stream=None) -> logging.Logger:
 def get_logger(name: str = ROOT) -> logging.Logger:
     """The logger of a module (``get_logger(__name__)``) under ``swgpu``."""
     if name.startswith("swgpu_tools"):
-        name = ROOT + name[len("swgpu_tools"):]
+        name = ROOT + name[len("swgpu_tools") :]
     return logging.getLogger(name)
 
 
@@ -68,9 +70,14 @@ def _interactive() -> bool:
         return False
 
 
-def progress(items: Iterable[T], total: int | None = None, desc: str = "",
-             unit: str = "it", logger: logging.Logger | None = None,
-             every_s: float = 10.0) -> Iterator[T]:
+def progress(
+    items: Iterable[T],
+    total: int | None = None,
+    desc: str = "",
+    unit: str = "it",
+    logger: logging.Logger | None = None,
+    every_s: float = 10.0,
+) -> Iterator[T]:
     """Iterate ``items`` showing progress: a tqdm bar on a terminal, else a log
     line at most every ``every_s`` seconds (and at the end)."""
     logger = logger or get_logger()
@@ -85,8 +92,15 @@ def progress(items: Iterable[T], total: int | None = None, desc: str = "",
         except ImportError:  # pragma: no cover - tqdm is a dependency
             pass
         else:
-            yield from tqdm(items, total=total, desc=desc, unit=unit, leave=False,
-                            file=sys.stderr, dynamic_ncols=True)
+            yield from tqdm(
+                items,
+                total=total,
+                desc=desc,
+                unit=unit,
+                leave=False,
+                file=sys.stderr,
+                dynamic_ncols=True,
+            )
             return
     start = last = time.monotonic()
     done = 0
@@ -105,16 +119,23 @@ class ProgressBar:
     watches (standard error is a terminal), else nothing (the caller logs its
     own lines for log files).  ``update(done)`` takes the running total."""
 
-    def __init__(self, total: int, desc: str, unit: str = "it",
-                 logger: logging.Logger | None = None):
+    def __init__(
+        self, total: int, desc: str, unit: str = "it", logger: logging.Logger | None = None
+    ):
         self._bar = None
         logger = logger or get_logger()
         if _interactive() and logger.isEnabledFor(logging.INFO):
             try:
                 from tqdm import tqdm
 
-                self._bar = tqdm(total=total, desc=desc, unit=unit, leave=False,
-                                 file=sys.stderr, dynamic_ncols=True)
+                self._bar = tqdm(
+                    total=total,
+                    desc=desc,
+                    unit=unit,
+                    leave=False,
+                    file=sys.stderr,
+                    dynamic_ncols=True,
+                )
             except ImportError:  # pragma: no cover
                 self._bar = None
 

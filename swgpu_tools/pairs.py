@@ -37,6 +37,7 @@ written atomically (:func:`swgpu_tools.tables.atomic_write`):
   ``*`` for an empty alignment;
 * with ``aligned_strings``: ``qaln saln``, the aligned rows with ``-`` for gaps.
 """
+
 from __future__ import annotations
 
 import os
@@ -106,14 +107,28 @@ the log says which one did and why.
 """
 
 
-PAIR_COLUMNS = ["qseqid", "sseqid", "score", "qstart", "qend", "sstart", "send", "qlen",
-                "slen", "length", "identities", "pident", "cigar"]
+PAIR_COLUMNS = [
+    "qseqid",
+    "sseqid",
+    "score",
+    "qstart",
+    "qend",
+    "sstart",
+    "send",
+    "qlen",
+    "slen",
+    "length",
+    "identities",
+    "pident",
+    "cigar",
+]
 ALIGNED_COLUMNS = ["qaln", "saln"]
 
 
 def _set(records) -> SequenceSet:
-    return SequenceSet.from_sequences([r.id for r in records], [r.sequence for r in records],
-                                      [r.header for r in records])
+    return SequenceSet.from_sequences(
+        [r.id for r in records], [r.sequence for r in records], [r.header for r in records]
+    )
 
 
 def read_pairs(first, second=None) -> tuple[SequenceSet, SequenceSet]:
@@ -128,7 +143,8 @@ def read_pairs(first, second=None) -> tuple[SequenceSet, SequenceSet]:
             raise InputError(
                 f"{os.fspath(first)}: an interleaved pairs file needs an even number of "
                 f"records (query, subject, query, subject, ...); it has {len(a)}: the last "
-                f"record '{a[-1].id}' (line {a[-1].line}) has no partner")
+                f"record '{a[-1].id}' (line {a[-1].line}) has no partner"
+            )
         return _set(a[0::2]), _set(a[1::2])
     b = list(iter_fasta(second))
     if len(a) != len(b):
@@ -138,12 +154,14 @@ def read_pairs(first, second=None) -> tuple[SequenceSet, SequenceSet]:
             f"the two pair files have different numbers of records: {os.fspath(first)} has "
             f"{len(a)}, {os.fspath(second)} has {len(b)}; record {min(len(a), len(b)) + 1} "
             f"of {os.fspath(long_)} ('{extra.id}', line {extra.line}) has no partner in "
-            f"{os.fspath(short)}")
+            f"{os.fspath(short)}"
+        )
     return _set(a), _set(b)
 
 
-def pair_rows(queries: SequenceSet, subjects: SequenceSet, alignments, scheme,
-              aligned_strings: bool = False):
+def pair_rows(
+    queries: SequenceSet, subjects: SequenceSet, alignments, scheme, aligned_strings: bool = False
+):
     """Yield one tuple per pair in the order of :data:`PAIR_COLUMNS` (+ aligned rows)."""
     from .io.fields import alignment_fields
     from .io.tables import format_pident
@@ -154,14 +172,43 @@ def pair_rows(queries: SequenceSet, subjects: SequenceSet, alignments, scheme,
     idx = np.arange(n, dtype=np.int64)
     f = alignment_fields(queries, subjects, idx, idx, alignments, scheme)
     qids, sids = queries.seqids, subjects.seqids
-    cols = [f[c].tolist() if isinstance(f[c], np.ndarray) else f[c]
-            for c in ("score", "qstart", "qend", "sstart", "send", "qlen", "slen", "length",
-                      "nident", "pident", "cigar", "qseq", "sseq")]
+    cols = [
+        f[c].tolist() if isinstance(f[c], np.ndarray) else f[c]
+        for c in (
+            "score",
+            "qstart",
+            "qend",
+            "sstart",
+            "send",
+            "qlen",
+            "slen",
+            "length",
+            "nident",
+            "pident",
+            "cigar",
+            "qseq",
+            "sseq",
+        )
+    ]
     for k in range(n):
         score, qs, qe, ss, se, ql, sl, length, ident, pident, cigar, qseq, sseq = (
-            c[k] for c in cols)
-        row = (qids[k], sids[k], score, qs, qe, ss, se, ql, sl, length, ident,
-               format_pident(pident), cigar)
+            c[k] for c in cols
+        )
+        row = (
+            qids[k],
+            sids[k],
+            score,
+            qs,
+            qe,
+            ss,
+            se,
+            ql,
+            sl,
+            length,
+            ident,
+            format_pident(pident),
+            cigar,
+        )
         if aligned_strings:
             row += (qseq, sseq)
         yield row
@@ -184,9 +231,17 @@ def write_pairs_table(rows, path, aligned_strings: bool = False) -> None:
             fh.write("\n".join(lines) + "\n")
 
 
-def align_pair_files(first, second, out_path, scheme, mode: str = "local",
-                     threads: int | None = None, aligned_strings: bool = False,
-                     cell_limit: int | None = None, backend: str = "auto") -> int:
+def align_pair_files(
+    first,
+    second,
+    out_path,
+    scheme,
+    mode: str = "local",
+    threads: int | None = None,
+    aligned_strings: bool = False,
+    cell_limit: int | None = None,
+    backend: str = "auto",
+) -> int:
     """Align the pairs of ``first`` (and ``second``) and write ``out_path``; returns the count.
 
     backend: "auto", "cpu" or "gpu" for the score passes (see the module doc).
@@ -203,19 +258,35 @@ def align_pair_files(first, second, out_path, scheme, mode: str = "local",
     stats = {}
     t0 = time.perf_counter()
     try:
-        alignments = align_many(q, s, idx, idx, scheme.matrix, scheme.gap_open,
-                                scheme.gap_extend, threads, cell_limit=cell_limit, mode=mode,
-                                backend=backend, stats=stats)
+        alignments = align_many(
+            q,
+            s,
+            idx,
+            idx,
+            scheme.matrix,
+            scheme.gap_open,
+            scheme.gap_extend,
+            threads,
+            cell_limit=cell_limit,
+            mode=mode,
+            backend=backend,
+            stats=stats,
+        )
     except ValueError as exc:  # e.g. scores beyond 32 bits for huge pairs
         raise InputError(str(exc)) from None
     t1 = time.perf_counter()
-    write_pairs_table(pair_rows(queries, subjects, alignments, scheme, aligned_strings),
-                      out_path, aligned_strings)
+    write_pairs_table(
+        pair_rows(queries, subjects, alignments, scheme, aligned_strings), out_path, aligned_strings
+    )
     log.info(f"backend: {stats.get('backend')} ({stats.get('reason')})")
     split = ""
     if stats.get("backend") == "gpu":
-        split = (f" (score passes on the GPU {stats['gpu_s']:.2f} s, traceback on the CPU "
-                 f"{stats['cpu_s']:.2f} s)")
-    log.info(f"aligned {len(alignments):,} pairs ({mode}) in {t1 - t0:.2f} s{split}; "
-        f"{time.perf_counter() - start:.2f} s in all; wrote {os.fspath(out_path)}")
+        split = (
+            f" (score passes on the GPU {stats['gpu_s']:.2f} s, traceback on the CPU "
+            f"{stats['cpu_s']:.2f} s)"
+        )
+    log.info(
+        f"aligned {len(alignments):,} pairs ({mode}) in {t1 - t0:.2f} s{split}; "
+        f"{time.perf_counter() - start:.2f} s in all; wrote {os.fspath(out_path)}"
+    )
     return len(alignments)

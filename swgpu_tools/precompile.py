@@ -5,6 +5,7 @@ minute); they are cached under :func:`swgpu_tools.cache.cache_dir`, once per
 machine kind.  :func:`precompile_all` does it up front: the CPU search and
 alignment kernels, and the GPU kernels when a GPU is usable.
 """
+
 from __future__ import annotations
 
 import time
@@ -30,6 +31,8 @@ def precompile_all(gpu: bool, jobs: int | None = None) -> list[str]:
         from .kernels import gpu as gpu_kernels
 
         done = gpu_kernels.precompile(jobs=jobs)
-        lines.append(f"compiled {done['kernels']} GPU kernels in {done['seconds']:.1f} s with "
-                     f"{done['jobs']} processes ({done['failed_children']} failed)")
+        lines.append(
+            f"compiled {done['kernels']} GPU kernels in {done['seconds']:.1f} s with "
+            f"{done['jobs']} processes ({done['failed_children']} failed)"
+        )
     return lines

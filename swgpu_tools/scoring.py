@@ -23,6 +23,7 @@ Biopython ships (``NUC.4.4``, ``BLASTN``, ``MEGABLAST``, ``HOXD70``) work by
 name, with IUPAC ambiguity codes (see :mod:`swgpu_tools.alphabet`).  Matrix
 names are case-insensitive (``blosum62`` is ``BLOSUM62``).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -42,8 +43,9 @@ MAX_ALPHABET = 32
 IDENTITY_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ*"
 
 
-def identity_matrix(match: int, mismatch: int, wildcard: str | None = None,
-                    alphabet: str = IDENTITY_ALPHABET) -> np.ndarray:
+def identity_matrix(
+    match: int, mismatch: int, wildcard: str | None = None, alphabet: str = IDENTITY_ALPHABET
+) -> np.ndarray:
     """int32 matrix over ``alphabet``: ``match`` on the diagonal, ``mismatch`` elsewhere.
 
     Pairs with the ``wildcard`` letter (if any) score 0.
@@ -72,8 +74,9 @@ def canonical_matrix_name(name: str) -> str:
     for known in matrix_names():
         if known.upper() == wanted:
             return known
-    raise InputError(f"unknown substitution matrix '{name}'; known (any case): "
-                     f"{', '.join(matrix_names())}")
+    raise InputError(
+        f"unknown substitution matrix '{name}'; known (any case): {', '.join(matrix_names())}"
+    )
 
 
 @cache
@@ -101,8 +104,11 @@ def load_matrix(name: str) -> tuple[str, np.ndarray]:
 
 
 def _int_param(key: str, value, minimum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer, float)) \
-            or int(value) != value:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, np.integer, float))
+        or int(value) != value
+    ):
         raise InputError(f"{key} must be an integer, got {value!r}")
     value = int(value)
     if minimum is not None and value < minimum:
@@ -168,16 +174,26 @@ class ScoringScheme:
                 put(self, "wildcard", wc)
             alphabet = IDENTITY_ALPHABET
             matrix = identity_matrix(self.match, self.mismatch, self.wildcard)
-            put(self, "matrix_name", f"match={self.match},mismatch={self.mismatch}" + (
-                f",wildcard={self.wildcard}" if self.wildcard else ""))
+            put(
+                self,
+                "matrix_name",
+                f"match={self.match},mismatch={self.mismatch}"
+                + (f",wildcard={self.wildcard}" if self.wildcard else ""),
+            )
         put(self, "alphabet", alphabet)
         put(self, "matrix", matrix)
         put(self, "codes_of_letters", letter_codes(alphabet))
 
     # -- identity -----------------------------------------------------------
     def _key(self) -> tuple:
-        return (self.matrix_name, self.gap_open, self.gap_extend, self.match, self.mismatch,
-                self.wildcard)
+        return (
+            self.matrix_name,
+            self.gap_open,
+            self.gap_extend,
+            self.match,
+            self.mismatch,
+            self.wildcard,
+        )
 
     def __eq__(self, other) -> bool:
         return isinstance(other, ScoringScheme) and self._key() == other._key()
@@ -211,8 +227,10 @@ class ScoringScheme:
 
     def description(self) -> str:
         """One line: ``BLOSUM62, gaps 11/1 (a gap of k costs 11 + k)``."""
-        return (f"{self.matrix_name}, gaps {self.gap_open}/{self.gap_extend} "
-                f"(a gap of k costs {self.gap_open} + {self.gap_extend}k)")
+        return (
+            f"{self.matrix_name}, gaps {self.gap_open}/{self.gap_extend} "
+            f"(a gap of k costs {self.gap_open} + {self.gap_extend}k)"
+        )
 
     def gap_cost(self, length: int) -> int:
         """Cost of one gap of ``length`` residues."""
@@ -237,8 +255,7 @@ class ScoringScheme:
             )
         return EncodedSequences(np.frombuffer(raw, dtype=np.uint8), sequences.offsets.copy())
 
-    def check_letters(self, sequences: SequenceSet, source: str,
-                      sample: int = 1_000_000) -> None:
+    def check_letters(self, sequences: SequenceSet, source: str, sample: int = 1_000_000) -> None:
         """InputError when the sequences' letters do not suit the scheme: mostly
         nucleotides with a protein matrix, or mostly protein letters with a
         nucleotide matrix (judged on at most ``sample`` residues, at least 50)."""
@@ -251,12 +268,14 @@ class ScoringScheme:
                 f"{source}: {100 * frac:.0f}% of the letters are A, C, G, T, U or N: these look "
                 f"like nucleotide sequences, but matrix {self.matrix_name} scores proteins. "
                 f"Give protein sequences, or align nucleotides with swgpu align and a "
-                f"nucleotide matrix (--matrix NUC.4.4) or --match/--mismatch")
+                f"nucleotide matrix (--matrix NUC.4.4) or --match/--mismatch"
+            )
         if self.is_nucleotide and frac < 0.5:
             raise InputError(
                 f"{source}: only {100 * frac:.0f}% of the letters are A, C, G, T, U or N: these "
                 f"look like protein sequences, but matrix {self.matrix_name} scores "
-                f"nucleotides; use a protein matrix such as BLOSUM62")
+                f"nucleotides; use a protein matrix such as BLOSUM62"
+            )
 
     def score_pair(self, a: str, b: str) -> int:
         """Substitution score of two letters (after fallbacks)."""

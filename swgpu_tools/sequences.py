@@ -14,6 +14,7 @@ substitution matrix).
 One way to build a set: :meth:`SequenceSet.from_sequences` (and
 :meth:`SequenceSet.concat`, :meth:`SequenceSet.subset`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -63,8 +64,12 @@ class SequenceSet:
         if len(seqs) != len(ids):
             raise ValueError("one sequence per id")
         residues = np.frombuffer(b"".join(seqs), dtype=np.uint8).copy()
-        return cls(ids, residues, _offsets([len(s) for s in seqs]),
-                   None if headers is None else list(headers))
+        return cls(
+            ids,
+            residues,
+            _offsets([len(s) for s in seqs]),
+            None if headers is None else list(headers),
+        )
 
     @classmethod
     def from_pairs(cls, pairs) -> SequenceSet:
@@ -88,11 +93,12 @@ class SequenceSet:
     def subset(self, indices) -> SequenceSet:
         """A new set with the sequences at ``indices``, in that order."""
         indices = np.asarray(indices, dtype=np.int64)
-        parts = [self.residues[self.offsets[i]:self.offsets[i + 1]] for i in indices]
+        parts = [self.residues[self.offsets[i] : self.offsets[i + 1]] for i in indices]
         residues = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
         headers = None if self.headers is None else [self.headers[i] for i in indices]
-        return SequenceSet([self.ids[i] for i in indices], residues,
-                           _offsets(self.lengths[indices]), headers)
+        return SequenceSet(
+            [self.ids[i] for i in indices], residues, _offsets(self.lengths[indices]), headers
+        )
 
     # -- reading ------------------------------------------------------------
     def __len__(self) -> int:
@@ -108,7 +114,7 @@ class SequenceSet:
 
     def sequence(self, i: int) -> str:
         """Sequence ``i`` as a str."""
-        return self.residues[self.offsets[i]:self.offsets[i + 1]].tobytes().decode("ascii")
+        return self.residues[self.offsets[i] : self.offsets[i + 1]].tobytes().decode("ascii")
 
     @property
     def seqids(self) -> list[str]:
@@ -151,6 +157,6 @@ class EncodedSequences:
     def subset(self, indices) -> EncodedSequences:
         """The sequences at ``indices``, in that order."""
         indices = np.asarray(indices, dtype=np.int64)
-        parts = [self.codes[self.offsets[i]:self.offsets[i + 1]] for i in indices]
+        parts = [self.codes[self.offsets[i] : self.offsets[i + 1]] for i in indices]
         codes = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
         return EncodedSequences(codes, _offsets(np.diff(self.offsets)[indices]))

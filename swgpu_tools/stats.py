@@ -48,6 +48,7 @@ Scoring schemes BLAST has no table row for: :func:`lookup` returns ``None``;
 callers must then write ``NA`` for E-values and bit scores (E-values are off for
 that scoring scheme), never a number computed from the wrong parameters.
 """
+
 from __future__ import annotations
 
 import math
@@ -270,8 +271,14 @@ def lookup(matrix_name: str, gap_open: int, gap_extend: int) -> KarlinAltschul |
 #: BLAST+ blastp's default gap costs per matrix (what ``blastp -matrix M`` prints
 #: as "Gap Penalties", read off blastp 2.12).
 BLAST_DEFAULT_GAPS: dict[str, tuple[int, int]] = {
-    "BLOSUM45": (14, 2), "BLOSUM50": (13, 2), "BLOSUM62": (11, 1), "BLOSUM80": (10, 1),
-    "BLOSUM90": (10, 1), "PAM30": (9, 1), "PAM70": (10, 1), "PAM250": (14, 2),
+    "BLOSUM45": (14, 2),
+    "BLOSUM50": (13, 2),
+    "BLOSUM62": (11, 1),
+    "BLOSUM80": (10, 1),
+    "BLOSUM90": (10, 1),
+    "PAM30": (9, 1),
+    "PAM70": (10, 1),
+    "PAM250": (14, 2),
 }
 
 
@@ -286,15 +293,21 @@ def no_statistics_message(matrix_name: str, gap_open: int, gap_extend: int) -> s
     name = str(matrix_name).upper()
     pairs = gap_pairs(name)
     if not pairs:
-        return (f"BLAST has no statistics for matrix {matrix_name}: bit scores and E-values "
-                f"are NA and no E-value cut-off applies (every query keeps its top_k hits)")
+        return (
+            f"BLAST has no statistics for matrix {matrix_name}: bit scores and E-values "
+            f"are NA and no E-value cut-off applies (every query keeps its top_k hits)"
+        )
     default = BLAST_DEFAULT_GAPS.get(name)
-    hint = (f"BLAST's default gaps for {name} are {default[0]}/{default[1]}"
-            if default else f"BLAST has statistics for {name} with gaps "
-            + ", ".join(f"{a}/{b}" for a, b in pairs))
-    return (f"BLAST has no statistics for {name} with gaps {gap_open}/{gap_extend} ({hint}; "
-            f"any of {', '.join(f'{a}/{b}' for a, b in pairs)} has them): bit scores and "
-            f"E-values are NA and no E-value cut-off applies (every query keeps its top_k hits)")
+    hint = (
+        f"BLAST's default gaps for {name} are {default[0]}/{default[1]}"
+        if default
+        else f"BLAST has statistics for {name} with gaps " + ", ".join(f"{a}/{b}" for a, b in pairs)
+    )
+    return (
+        f"BLAST has no statistics for {name} with gaps {gap_open}/{gap_extend} ({hint}; "
+        f"any of {', '.join(f'{a}/{b}' for a, b in pairs)} has them): bit scores and "
+        f"E-values are NA and no E-value cut-off applies (every query keeps its top_k hits)"
+    )
 
 
 def supported() -> list[tuple[str, int, int]]:
@@ -313,8 +326,7 @@ def bit_score(raw, params: KarlinAltschul):
 
     ``raw`` may be a number or an array of raw scores.
     """
-    return _out((np.asarray(raw, dtype=np.float64) * params.lambda_ - params.logK)
-                / math.log(2.0))
+    return _out((np.asarray(raw, dtype=np.float64) * params.lambda_ - params.logK) / math.log(2.0))
 
 
 def length_adjustment(
@@ -411,8 +423,7 @@ def evalue(raw, query_length, db_residues: int, db_sequences: int, params: Karli
     return _out(searchsp * np.exp(-params.lambda_ * raw_a + params.logK))
 
 
-def spouge_evalue(raw, query_length, subject_length, db_residues: int,
-                  params: KarlinAltschul):
+def spouge_evalue(raw, query_length, subject_length, db_residues: int, params: KarlinAltschul):
     """E-value with Spouge's finite-size correction (``BLAST_SpougeStoE``).
 
     This is BLAST+'s default for gapped blastp (no ``OLD_FSC``): a pairwise

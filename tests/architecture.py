@@ -6,6 +6,7 @@ Every import of a ``swgpu_tools`` module counts, also those inside functions
 (an import done lazily is still a dependency).  tests/test_architecture.py
 checks the rules: no module over 800 lines, no import cycles.
 """
+
 from __future__ import annotations
 
 import ast
@@ -113,8 +114,10 @@ def main() -> int:
     for name in sorted(counts):
         deps = ", ".join(sorted(d.replace("swgpu_tools.", "") for d in g[name]))
         print(f"{name:<44}{counts[name]:>6}  {deps}")
-    print(f"\n{len(counts)} modules, {sum(counts.values()):,} lines; largest "
-          f"{max(counts.values())} ({max(counts, key=counts.get)})")
+    print(
+        f"\n{len(counts)} modules, {sum(counts.values()):,} lines; largest "
+        f"{max(counts.values())} ({max(counts, key=counts.get)})"
+    )
     found = cycles(g)
     print("import cycles: " + ("none" if not found else "; ".join(" -> ".join(c) for c in found)))
     return 1 if found or max(counts.values()) > MAX_LINES else 0

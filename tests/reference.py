@@ -15,6 +15,7 @@ The score is the maximum of M over all cells, or 0.  (Gaps are allowed to
 follow each other directly; that can never beat one longer gap, so it does
 not change the maximum.)
 """
+
 from __future__ import annotations
 
 NEG = float("-inf")
@@ -50,8 +51,9 @@ def sw_score(a, b, matrix, gap_open, gap_extend) -> int:
     return int(best)
 
 
-def alignment_score(a, b, query_start, subject_start, operations, matrix,
-                    gap_open, gap_extend) -> int:
+def alignment_score(
+    a, b, query_start, subject_start, operations, matrix, gap_open, gap_extend
+) -> int:
     """Score of an explicit alignment (ops ``M``/``I``/``D`` from the given starts)."""
     i, j = query_start, subject_start
     score = 0

@@ -5,6 +5,7 @@ hit; these tests compare every alignment with the scalar reference path of
 :func:`swgpu_tools.alignment.align` (forward pass, reverse pass and traceback over
 whole matrices), and re-score it independently.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,9 +16,12 @@ from swgpu_tools.alignment import align, align_many, hits
 from swgpu_tools.scoring import ScoringScheme
 from swgpu_tools.sequences import EncodedSequences
 
-SCHEMES = [ScoringScheme("BLOSUM62", 11, 1), ScoringScheme("PAM30", 0, 3),
-           ScoringScheme("BLOSUM45", 5, 0), ScoringScheme(match=2, mismatch=-3, gap_open=5,
-                                                          gap_extend=2)]
+SCHEMES = [
+    ScoringScheme("BLOSUM62", 11, 1),
+    ScoringScheme("PAM30", 0, 3),
+    ScoringScheme("BLOSUM45", 5, 0),
+    ScoringScheme(match=2, mismatch=-3, gap_open=5, gap_extend=2),
+]
 
 
 def mutate(rng, a, identity, alphabet):
@@ -38,8 +42,9 @@ def mutate(rng, a, identity, alphabet):
 
 
 def make_hits(rng, nq, per_query, alphabet, max_len):
-    queries = [rng.integers(0, alphabet, int(rng.integers(5, max_len))).astype(np.uint8)
-               for _ in range(nq)]
+    queries = [
+        rng.integers(0, alphabet, int(rng.integers(5, max_len))).astype(np.uint8) for _ in range(nq)
+    ]
     subjects, qi = [], []
     for k, q in enumerate(queries):
         for t in range(per_query):
@@ -63,8 +68,19 @@ def check(alns, queries, subjects, qi, s):
         want = align(q, d, s, mode="local")
         assert aln == want, (k, aln, want)
         if aln.score:
-            assert alignment_score(q, d, aln.query_start, aln.subject_start, aln.operations,
-                                   s.matrix, s.gap_open, s.gap_extend) == aln.score
+            assert (
+                alignment_score(
+                    q,
+                    d,
+                    aln.query_start,
+                    aln.subject_start,
+                    aln.operations,
+                    s.matrix,
+                    s.gap_open,
+                    s.gap_extend,
+                )
+                == aln.score
+            )
 
 
 @pytest.mark.parametrize("scheme", range(len(SCHEMES)))
@@ -104,10 +120,16 @@ def test_band_with_int32_lanes():
     base = rng.integers(0, 20, 4200).astype(np.uint8)
     base[:3000] = 17  # W: 11 a residue, a self-score far above 32767
     queries = [base]
-    subjects = [base.copy(), mutate(rng, base, 0.97, 20), base[2000:], base[::-1].copy(),
-                mutate(rng, base[:2500], 0.8, 20)]
+    subjects = [
+        base.copy(),
+        mutate(rng, base, 0.97, 20),
+        base[2000:],
+        base[::-1].copy(),
+        mutate(rng, base[:2500], 0.8, 20),
+    ]
     qi = np.zeros(len(subjects), dtype=np.int64)
-    alns = align_many(pack(queries), pack(subjects), qi, np.arange(len(subjects)), s,
-                      threads=2, backend="cpu")
+    alns = align_many(
+        pack(queries), pack(subjects), qi, np.arange(len(subjects)), s, threads=2, backend="cpu"
+    )
     assert alns[0].score > 32767
     check(alns, queries, subjects, qi, s)

@@ -9,6 +9,7 @@ extend_gap_score = -gap_extend.  Our query is Biopython's query, our subject
 its target (``aligner.score(subject, query)``); semi-global is a global aligner
 with free end deletions (subject residues hanging over the query's ends).
 """
+
 from __future__ import annotations
 
 import re
@@ -96,11 +97,19 @@ def check(aln: Alignment, qt: str, st_: str, s: ScoringScheme, mode: str, want: 
     ops = aln.operations
     assert ops.count(b"M") + ops.count(b"I") == aln.query_end - aln.query_start
     assert ops.count(b"M") + ops.count(b"D") == aln.subject_end - aln.subject_start
-    assert alignment_score(q, d, aln.query_start, aln.subject_start, ops, s.matrix,
-                           s.gap_open, s.gap_extend) == want
+    assert (
+        alignment_score(
+            q, d, aln.query_start, aln.subject_start, ops, s.matrix, s.gap_open, s.gap_extend
+        )
+        == want
+    )
     if mode == "global":
         assert (aln.query_start, aln.query_end, aln.subject_start, aln.subject_end) == (
-            0, len(qt), 0, len(st_))
+            0,
+            len(qt),
+            0,
+            len(st_),
+        )
     elif mode == "semiglobal":
         assert (aln.query_start, aln.query_end) == (0, len(qt))
         assert ops[:1] != b"D" and ops[-1:] != b"D"
@@ -114,8 +123,14 @@ def check(aln: Alignment, qt: str, st_: str, s: ScoringScheme, mode: str, want: 
 def _fields(query: str, subject: str, aln, s) -> dict:
     from swgpu_tools.sequences import SequenceSet
 
-    f = alignment_fields(SequenceSet.from_sequences(["q"], [query]),
-                         SequenceSet.from_sequences(["s"], [subject]), [0], [0], [aln], s)
+    f = alignment_fields(
+        SequenceSet.from_sequences(["q"], [query]),
+        SequenceSet.from_sequences(["s"], [subject]),
+        [0],
+        [0],
+        [aln],
+        s,
+    )
     return {k: (v[0].item() if isinstance(v, np.ndarray) else v[0]) for k, v in f.items()}
 
 
@@ -126,24 +141,40 @@ def related(letters, max_size=50):
     seq = st.text(alphabet=letters, min_size=1, max_size=max_size)
     return st.one_of(
         st.tuples(seq, seq),
-        st.builds(lambda a, cut, ins, pre: (a, pre + a[:cut] + ins + a[cut + len(ins) // 2:]),
-                  seq, st.integers(0, max_size), st.text(alphabet=letters, max_size=6),
-                  st.text(alphabet=letters, max_size=10)),
+        st.builds(
+            lambda a, cut, ins, pre: (a, pre + a[:cut] + ins + a[cut + len(ins) // 2 :]),
+            seq,
+            st.integers(0, max_size),
+            st.text(alphabet=letters, max_size=6),
+            st.text(alphabet=letters, max_size=10),
+        ),
     )
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(p=related(PROTEIN), mode=MODES,
-       gap=st.one_of(st.tuples(st.integers(1, 12), st.integers(1, 3)),  # affine
-                     st.tuples(st.just(0), st.integers(1, 6))),  # linear
-       matrix=st.sampled_from(("BLOSUM62", "PAM30")),
-       cell_limit=st.sampled_from((1, 40, 200_000_000)))
+@given(
+    p=related(PROTEIN),
+    mode=MODES,
+    gap=st.one_of(
+        st.tuples(st.integers(1, 12), st.integers(1, 3)),  # affine
+        st.tuples(st.just(0), st.integers(1, 6)),
+    ),  # linear
+    matrix=st.sampled_from(("BLOSUM62", "PAM30")),
+    cell_limit=st.sampled_from((1, 40, 200_000_000)),
+)
 def test_protein_vs_biopython(p, mode, gap, matrix, cell_limit):
     s = scheme(matrix, *gap)
     qt, st_ = p
     want = int(biopython(s, mode).score(st_, qt))
-    aln = align(codes(s, qt), codes(s, st_), s.matrix, s.gap_open, s.gap_extend, mode=mode,
-                cell_limit=cell_limit)
+    aln = align(
+        codes(s, qt),
+        codes(s, st_),
+        s.matrix,
+        s.gap_open,
+        s.gap_extend,
+        mode=mode,
+        cell_limit=cell_limit,
+    )
     check(aln, qt, st_, s, mode, want)
 
 
@@ -165,8 +196,12 @@ def test_dna_match_mismatch_vs_biopython(p, mode, k):
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(p=related(IUPAC, 40), mode=MODES, gap=st.sampled_from(((5, 2), (0, 3), (10, 1))),
-       matrix=st.sampled_from(("NUC.4.4", "BLASTN")))
+@given(
+    p=related(IUPAC, 40),
+    mode=MODES,
+    gap=st.sampled_from(((5, 2), (0, 3), (10, 1))),
+    matrix=st.sampled_from(("NUC.4.4", "BLASTN")),
+)
 def test_dna_matrices_with_ambiguity_codes(p, mode, gap, matrix):
     s = scheme(matrix, *gap)
     qt, st_ = p
@@ -182,13 +217,23 @@ def test_match_mismatch_scheme():
     w = ScoringScheme(match=1, mismatch=-1, wildcard="n", gap_open=0, gap_extend=2)
     assert (w.score_pair("N", "A"), w.score_pair("N", "N"), w.score_pair("G", "G")) == (0, 0, 1)
     # the wildcard as Biopython's
-    a = PairwiseAligner(match_score=1, mismatch_score=-1, open_gap_score=-2,
-                        extend_gap_score=-2, wildcard="N", mode="global")
+    a = PairwiseAligner(
+        match_score=1,
+        mismatch_score=-1,
+        open_gap_score=-2,
+        extend_gap_score=-2,
+        wildcard="N",
+        mode="global",
+    )
     x, y = "ACGNNTTAGC", "ACGTCTNAC"
     assert align(codes(w, x), codes(w, y), w.matrix, 0, 2, mode="global").score == a.score(y, x)
-    for bad in (dict(match=1), dict(match=0, mismatch=-1), dict(match=1.5, mismatch=-1),
-                dict(match=1, mismatch=-1, wildcard="NN"),
-                dict(matrix_name="BLOSUM62", wildcard="X")):
+    for bad in (
+        dict(match=1),
+        dict(match=0, mismatch=-1),
+        dict(match=1.5, mismatch=-1),
+        dict(match=1, mismatch=-1, wildcard="NN"),
+        dict(matrix_name="BLOSUM62", wildcard="X"),
+    ):
         with pytest.raises(InputError):
             ScoringScheme(**bad)
 
@@ -273,7 +318,7 @@ def test_pair_lanes_equal_scalar_passes():
         else:  # related: mutated, with a prefix and a cut
             b = a.copy()
             b[rng.random(len(b)) < 0.25] = rng.integers(0, 23)
-            b = np.concatenate([rng.integers(0, 23, int(rng.integers(0, 12))), b[t % 7:]])
+            b = np.concatenate([rng.integers(0, 23, int(rng.integers(0, 12))), b[t % 7 :]])
             b = b.astype(np.uint8) if len(b) else a[:1].copy()
         pairs.append((a, b))
     # BLOSUM62 (gathered scores), match/mismatch (letters compared), with a wildcard (gathered)
@@ -290,8 +335,10 @@ def test_pair_lanes_equal_scalar_passes():
                 assert lanes == scalar, mode
                 # a small cell limit splits the lane groups and sends large regions to
                 # the checkpointed scalar traceback
-                assert align_pairs(ps, matrix, go, ge, threads=2, mode=mode,
-                                   cell_limit=30_000) == scalar
+                assert (
+                    align_pairs(ps, matrix, go, ge, threads=2, mode=mode, cell_limit=30_000)
+                    == scalar
+                )
 
 
 # ---------------------------------------------------------------------------
@@ -332,14 +379,22 @@ def test_pair_rows_match_the_aligned_rows():
         alns = align_many(q, d, idx, idx, s.matrix, 5, 1, mode=mode)
         for k, row in enumerate(pair_rows(qs, ss, alns, s, aligned_strings=True)):
             qaln, saln = row[13], row[14]
-            assert qaln.replace("-", "") == qs.sequence(k)[alns[k].query_start:alns[k].query_end]
-            assert saln.replace("-", "") == ss.sequence(k)[alns[k].subject_start:alns[k].subject_end]
+            assert qaln.replace("-", "") == qs.sequence(k)[alns[k].query_start : alns[k].query_end]
+            assert (
+                saln.replace("-", "") == ss.sequence(k)[alns[k].subject_start : alns[k].subject_end]
+            )
             ident = sum(a == b for a, b in zip(qaln, saln))
             length = len(qaln)
-            classes = "".join("I" if b == "-" else "D" if a == "-" else "=" if a == b else "X"
-                              for a, b in zip(qaln, saln))
-            cigar = "".join(f"{len(m.group(0))}{m.group(0)[0]}"
-                            for m in re.finditer(r"(.)\1*", classes)) or "*"
+            classes = "".join(
+                "I" if b == "-" else "D" if a == "-" else "=" if a == b else "X"
+                for a, b in zip(qaln, saln)
+            )
+            cigar = (
+                "".join(
+                    f"{len(m.group(0))}{m.group(0)[0]}" for m in re.finditer(r"(.)\1*", classes)
+                )
+                or "*"
+            )
             pident = "%.3f" % (100.0 * ident / length if length else 0.0)
             assert row[9:13] == (length, ident, pident, cigar)
 
@@ -349,15 +404,38 @@ def test_align_command_two_files_and_interleaved(tmp_path, mode, capsys):
     qf = write(tmp_path / "q.fa", [(a, b) for a, b, _, _ in DNA_PAIRS])
     sf = write(tmp_path / "s.fa", [(c, d) for _, _, c, d in DNA_PAIRS])
     inter = write(tmp_path / "pairs.fa", [r for a, b, c, d in DNA_PAIRS for r in ((a, b), (c, d))])
-    opts = ["--mode", mode, "--match", "2", "--mismatch", "-3", "--gap-open", "5",
-            "--gap-extend", "2"]
+    opts = [
+        "--mode",
+        mode,
+        "--match",
+        "2",
+        "--mismatch",
+        "-3",
+        "--gap-open",
+        "5",
+        "--gap-extend",
+        "2",
+    ]
     out1, out2 = tmp_path / "o1.tsv", tmp_path / "o2.tsv"
     assert main(["align", qf, sf, "--out", str(out1), "--threads", "2"] + opts) == 0
     assert main(["align", inter, "--out", str(out2), "--aligned-strings"] + opts) == 0
     h1, rows1 = read_tsv(out1)
     h2, rows2 = read_tsv(out2)
-    assert h1 == ["qseqid", "sseqid", "score", "qstart", "qend", "sstart", "send", "qlen",
-                  "slen", "length", "identities", "pident", "cigar"]
+    assert h1 == [
+        "qseqid",
+        "sseqid",
+        "score",
+        "qstart",
+        "qend",
+        "sstart",
+        "send",
+        "qlen",
+        "slen",
+        "length",
+        "identities",
+        "pident",
+        "cigar",
+    ]
     assert h2 == h1 + ["qaln", "saln"]
     assert len(rows1) == len(DNA_PAIRS)
     s = scheme(match=2, mismatch=-3, gap_open=5, gap_extend=2)
@@ -367,10 +445,11 @@ def test_align_command_two_files_and_interleaved(tmp_path, mode, capsys):
         score = int(r1["score"])
         assert score == int(biopython(s, mode).score(st_, qt))
         if r1["cigar"] != "*":
-            assert cigar_score(qt, st_, int(r1["qstart"]), int(r1["sstart"]), r1["cigar"],
-                               s) == score
-            assert r2["qaln"].replace("-", "") == qt[int(r1["qstart"]) - 1:int(r1["qend"])]
-            assert r2["saln"].replace("-", "") == st_[int(r1["sstart"]) - 1:int(r1["send"])]
+            assert (
+                cigar_score(qt, st_, int(r1["qstart"]), int(r1["sstart"]), r1["cigar"], s) == score
+            )
+            assert r2["qaln"].replace("-", "") == qt[int(r1["qstart"]) - 1 : int(r1["qend"])]
+            assert r2["saln"].replace("-", "") == st_[int(r1["sstart"]) - 1 : int(r1["send"])]
             ident = sum(a == b for a, b in zip(r2["qaln"], r2["saln"]) if a != "-")
             assert int(r1["identities"]) == ident and int(r1["length"]) == len(r2["qaln"])
         else:
@@ -386,8 +465,9 @@ def test_align_command_protein_default_matrix(tmp_path):
     assert main(["align", inter, "--out", str(out), "--mode", "global"]) == 0
     _, rows = read_tsv(out)
     s = scheme("BLOSUM62", 11, 1)
-    assert int(rows[0]["score"]) == int(biopython(s, "global").score("MKVLGIWWHEGK",
-                                                                      "MKVLAAGIWWHEAGK"))
+    assert int(rows[0]["score"]) == int(
+        biopython(s, "global").score("MKVLGIWWHEGK", "MKVLAAGIWWHEAGK")
+    )
 
 
 def test_align_command_bad_input(tmp_path, capsys):
@@ -397,8 +477,10 @@ def test_align_command_bad_input(tmp_path, capsys):
     cases = [
         (["align", q, s], "different numbers of records"),
         (["align", q], "even number of records"),
-        (["align", s, s, "--matrix", "BLOSUM62", "--match", "1", "--mismatch", "-1"],
-         "either --matrix or --match"),
+        (
+            ["align", s, s, "--matrix", "BLOSUM62", "--match", "1", "--mismatch", "-1"],
+            "either --matrix or --match",
+        ),
         (["align", s, s, "--match", "1"], "give both"),
         (["align", s, s, "--matrix", "NOSUCH"], "unknown substitution matrix"),
         (["align", s, s, "--wildcard", "N"], "--wildcard goes with"),
@@ -421,6 +503,12 @@ def test_align_help_explains(capsys):
     with pytest.raises(SystemExit):
         main(["align", "--help"])
     text = capsys.readouterr().out
-    for word in ("semiglobal", "Needleman-Wunsch", "GAP_OPEN + k * GAP_EXTEND", "interleaved",
-                 "--aligned-strings", "--match"):
+    for word in (
+        "semiglobal",
+        "Needleman-Wunsch",
+        "GAP_OPEN + k * GAP_EXTEND",
+        "interleaved",
+        "--aligned-strings",
+        "--match",
+    ):
         assert word in text

@@ -1,4 +1,5 @@
 """Traceback: the alignment reproduces the kernel score and is well formed."""
+
 from __future__ import annotations
 
 import gzip
@@ -48,8 +49,9 @@ def check_alignment(aln: Alignment, q, d, s, expected_score):
     assert ops[:1] == b"M" and ops[-1:] == b"M"
     assert ops.count(b"M") + ops.count(b"I") == aln.query_end - aln.query_start
     assert ops.count(b"M") + ops.count(b"D") == aln.subject_end - aln.subject_start
-    rescored = alignment_score(q, d, aln.query_start, aln.subject_start, ops, s.matrix,
-                               s.gap_open, s.gap_extend)
+    rescored = alignment_score(
+        q, d, aln.query_start, aln.subject_start, ops, s.matrix, s.gap_open, s.gap_extend
+    )
     assert rescored == aln.score
 
 
@@ -57,15 +59,22 @@ seq = st.text(alphabet=LETTERS, min_size=1, max_size=60)
 # related pairs give long alignments with gaps; unrelated ones short or empty
 pair = st.one_of(
     st.tuples(seq, seq),
-    st.builds(lambda a, cut, ins: (a, a[:cut] + ins + a[cut + len(ins) // 2:]),
-              seq, st.integers(0, 60), st.text(alphabet=LETTERS, max_size=8)),
+    st.builds(
+        lambda a, cut, ins: (a, a[:cut] + ins + a[cut + len(ins) // 2 :]),
+        seq,
+        st.integers(0, 60),
+        st.text(alphabet=LETTERS, max_size=8),
+    ),
 )
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(p=pair, gap=st.tuples(st.integers(0, 15), st.integers(1, 5)),
-       matrix=st.sampled_from(("BLOSUM62", "BLOSUM45", "PAM30")),
-       cell_limit=st.sampled_from((1, 7, 200_000_000)))
+@given(
+    p=pair,
+    gap=st.tuples(st.integers(0, 15), st.integers(1, 5)),
+    matrix=st.sampled_from(("BLOSUM62", "BLOSUM45", "PAM30")),
+    cell_limit=st.sampled_from((1, 7, 200_000_000)),
+)
 def test_random_pairs(p, gap, matrix, cell_limit):
     s = scheme(matrix, *gap)
     q, d = codes(s, p[0]), codes(s, p[1])
@@ -83,7 +92,7 @@ def test_gap_extend_zero_and_linear_gaps():
         s = scheme("BLOSUM62", go, ge)
         for _ in range(20):
             a = "".join(rng.choice(list(LETTERS[:20]), rng.integers(5, 50)))
-            b = a[: len(a) // 3] + "".join(rng.choice(list(LETTERS), 4)) + a[len(a) // 2:]
+            b = a[: len(a) // 3] + "".join(rng.choice(list(LETTERS), 4)) + a[len(a) // 2 :]
             q, d = codes(s, a), codes(s, b)
             aln = align_local(q, d, s.matrix, go, ge, cell_limit=5)
             check_alignment(aln, q, d, s, sw_score(q, d, s.matrix, go, ge))
@@ -95,8 +104,14 @@ def test_tie_rules_documented():
     d = codes(s, "WWAAAWW")
     aln = align_local(q, d, s.matrix, 11, 1)
     # two equal local alignments: the first end in row-major order wins
-    assert (aln.score, aln.query_start, aln.query_end, aln.subject_start,
-            aln.subject_end, aln.operations) == (22, 0, 2, 0, 2, b"MM")
+    assert (
+        aln.score,
+        aln.query_start,
+        aln.query_end,
+        aln.subject_start,
+        aln.subject_end,
+        aln.operations,
+    ) == (22, 0, 2, 0, 2, b"MM")
     nothing = align_local(codes(s, "W"), codes(s, "P"), s.matrix, 11, 1)
     assert nothing == Alignment(0, 0, 0, 0, 0, b"")
 
@@ -110,13 +125,14 @@ def test_align_many_matches_align_local():
     qi = rng.integers(0, len(texts), 60)
     si = rng.integers(0, len(texts), 60)
     got = align_many(seqs, seqs, qi, si, s.matrix, 11, 1, threads=2)
-    piece = lambda i: seqs.codes[seqs.offsets[i]:seqs.offsets[i + 1]]  # noqa: E731
+    piece = lambda i: seqs.codes[seqs.offsets[i] : seqs.offsets[i + 1]]  # noqa: E731
     scores = cpu.score_all(seqs, seqs, s.matrix, 11, 1)
     for k, aln in enumerate(got):
         assert aln == align_local(piece(qi[k]), piece(si[k]), s.matrix, 11, 1)
         check_alignment(aln, piece(qi[k]), piece(si[k]), s, int(scores[qi[k], si[k]]))
-    again = align_pairs([(piece(a), piece(b)) for a, b in zip(qi, si)], s.matrix, 11, 1,
-                        threads=1, cell_limit=50)
+    again = align_pairs(
+        [(piece(a), piece(b)) for a, b in zip(qi, si)], s.matrix, 11, 1, threads=1, cell_limit=50
+    )
     assert again == got
     assert align_many(seqs, seqs, [], [], s.matrix, 11, 1) == []
 
@@ -131,10 +147,13 @@ def test_lane_passes_agree_with_scalar_passes():
         subjects = []
         for _ in range(rng.integers(1, QL.ALN_LANES + 1)):
             if rng.random() < 0.5:  # related: a mutated piece of the query
-                piece = q[rng.integers(0, len(q)):].copy()
+                piece = q[rng.integers(0, len(q)) :].copy()
                 piece[rng.random(len(piece)) < 0.2] = rng.integers(0, 23)
-                subjects.append(np.concatenate([rng.integers(0, 23, rng.integers(0, 9)),
-                                                piece]).astype(np.uint8))
+                subjects.append(
+                    np.concatenate([rng.integers(0, 23, rng.integers(0, 9)), piece]).astype(
+                        np.uint8
+                    )
+                )
             else:
                 subjects.append(rng.integers(0, 23, rng.integers(1, 90)).astype(np.uint8))
         subjects = [x if len(x) else q[:1].copy() for x in subjects]
@@ -145,7 +164,7 @@ def test_lane_passes_agree_with_scalar_passes():
 
 def local_dp(q, d, matrix, go, ge):
     """The whole local DP matrix H (rows 0..len(q), columns 0..len(d)), plain Python."""
-    neg = -10**9
+    neg = -(10**9)
     H = np.zeros((len(q) + 1, len(d) + 1), dtype=np.int64)
     F = [neg] * (len(d) + 1)
     for i in range(1, len(q) + 1):
@@ -165,8 +184,9 @@ def check_lane_passes(q, subjects, s, go, ge, probe, check_grid):
     best, qe, se = (np.zeros(QL.ALN_LANES, np.int64) for _ in range(3))
     lanes = 32 // probe.itemsize
     grid, step, ncols = QL.forward_grid(len(q), off, idx, lanes)
-    assert QL.lanes_pass(q, codes, off, idx, s.matrix, go, ge, False, qe, se, best, best, qe,
-                         se, probe, grid, step)
+    assert QL.lanes_pass(
+        q, codes, off, idx, s.matrix, go, ge, False, qe, se, best, best, qe, se, probe, grid, step
+    )
     live = np.flatnonzero(best[:n] > 0)
     for k in range(n):
         assert (best[k], qe[k], se[k]) == scalar.forward_end(q, subjects[k], s.matrix, go, ge)
@@ -181,12 +201,30 @@ def check_lane_passes(q, subjects, s, go, ge, probe, check_grid):
         return
     found, a, b = (np.zeros(QL.ALN_LANES, np.int64) for _ in range(3))
     nogrid = np.zeros((0, 0, 0), np.int32)
-    assert QL.lanes_pass(q, codes, off, idx[live], s.matrix, go, ge, True, qe[live].copy(),
-                         se[live].copy(), best[live].copy(), found, a, b, probe, nogrid, 1)
+    assert QL.lanes_pass(
+        q,
+        codes,
+        off,
+        idx[live],
+        s.matrix,
+        go,
+        ge,
+        True,
+        qe[live].copy(),
+        se[live].copy(),
+        best[live].copy(),
+        found,
+        a,
+        b,
+        probe,
+        nogrid,
+        1,
+    )
     for r, k in enumerate(live):
         assert found[r] == best[k] + 1
-        assert (a[r], b[r]) == scalar.reverse_start(q, subjects[k], qe[k], se[k], best[k],
-                                                s.matrix, go, ge)
+        assert (a[r], b[r]) == scalar.reverse_start(
+            q, subjects[k], qe[k], se[k], best[k], s.matrix, go, ge
+        )
 
 
 def test_int16_lanes_overflow_falls_back_to_int32():
@@ -195,7 +233,7 @@ def test_int16_lanes_overflow_falls_back_to_int32():
     text = "W" * 3200 + "ACDEFGHIKLMNPQRSTVWY" * 20
     seqs = s.encode(SequenceSet.from_pairs([("a", text), ("b", text[:3000]), ("c", "WWW")]))
     got = align_many(seqs, seqs, [0, 0, 0], [0, 1, 2], s.matrix, 11, 1, threads=1)
-    piece = lambda i: seqs.codes[seqs.offsets[i]:seqs.offsets[i + 1]]  # noqa: E731
+    piece = lambda i: seqs.codes[seqs.offsets[i] : seqs.offsets[i + 1]]  # noqa: E731
     scores = cpu.score_all(seqs, seqs, s.matrix, 11, 1)
     assert scores[0, 0] > 32767
     for k, aln in enumerate(got):
@@ -229,10 +267,14 @@ def test_oracle_pairs(oracle_pairs):
     got = align_many(q, d, qi, si, s.matrix, 11, 1, threads=2)
     same_coords = 0
     for k, (aln, row) in enumerate(zip(got, oracle_pairs.itertuples())):
-        qc = q.codes[q.offsets[qi[k]]:q.offsets[qi[k] + 1]]
-        dc = d.codes[d.offsets[si[k]]:d.offsets[si[k] + 1]]
+        qc = q.codes[q.offsets[qi[k]] : q.offsets[qi[k] + 1]]
+        dc = d.codes[d.offsets[si[k]] : d.offsets[si[k] + 1]]
         check_alignment(aln, qc, dc, s, int(row.sw_score))
         # SSEARCH's coordinates describe one optimal alignment: information only
-        same_coords += (aln.query_start + 1, aln.query_end, aln.subject_start + 1,
-                        aln.subject_end) == (row.qstart, row.qend, row.sstart, row.send)
+        same_coords += (
+            aln.query_start + 1,
+            aln.query_end,
+            aln.subject_start + 1,
+            aln.subject_end,
+        ) == (row.qstart, row.qend, row.sstart, row.send)
     print(f"{same_coords}/{len(got)} oracle alignments have SSEARCH's exact coordinates")

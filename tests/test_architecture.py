@@ -1,4 +1,5 @@
 """The package's shape (ARCHITECTURE.md): no module over 800 lines, no import cycles."""
+
 from __future__ import annotations
 
 from architecture import MAX_LINES, cycles, graph, line_counts
@@ -30,6 +31,8 @@ def test_no_subpackage_shadows_an_api_name():
 
     top = {m.split(".")[1] for m in modules() if m.count(".") >= 1}
     assert not top & set(swgpu_tools.__all__)
-    code = ("import swgpu_tools as sw, swgpu_tools.api, swgpu_tools.alignment; "
-            "assert callable(sw.align) and callable(sw.search), sw.align")
+    code = (
+        "import swgpu_tools as sw, swgpu_tools.api, swgpu_tools.alignment; "
+        "assert callable(sw.align) and callable(sw.search), sw.align"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -3,6 +3,7 @@
 CI has no GPU: 'gpu' must fail with the reason, from the thread, in the caller;
 'auto' falls back to the CPU and scores the same as 'cpu'.
 """
+
 import os
 import subprocess
 import sys
@@ -46,8 +47,16 @@ def test_process_age_is_the_age_of_this_process():
     if not os.path.exists("/proc/self/stat"):
         pytest.skip("needs Linux /proc")
     t0 = time.time()
-    out = subprocess.run([sys.executable, "-c", "import time; time.sleep(0.5); "
-                          "from swgpu_tools.engine.scan import process_age; print(process_age())"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import time; time.sleep(0.5); "
+            "from swgpu_tools.engine.scan import process_age; print(process_age())",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     age = float(out.stdout)
     assert 0.5 <= age <= time.time() - t0 + 0.05

@@ -9,6 +9,7 @@ Smith-Waterman score, swgpu must print the same bit score and E-value strings
 tabulates -- and, where both found the very same alignment (equal BTOP), the
 same ids, title and every alignment field.
 """
+
 from __future__ import annotations
 
 import csv
@@ -30,14 +31,23 @@ from swgpu_tools.stats import supported
 
 DATA = Path(__file__).resolve().parent / "data"
 BLAST = DATA / "blast"
-FIELDS = ("qseqid qacc sseqid sacc score bitscore evalue qlen slen length pident nident mismatch "
-          "positive ppos gapopen gaps qstart qend sstart send qcovhsp stitle btop").split()
+FIELDS = (
+    "qseqid qacc sseqid sacc score bitscore evalue qlen slen length pident nident mismatch "
+    "positive ppos gapopen gaps qstart qend sstart send qcovhsp stitle btop"
+).split()
 
 
 def _read(path: Path, names: list[str]) -> pd.DataFrame:
     with gzip.open(path, "rt") as fh:
-        return pd.read_csv(fh, sep="\t", names=names, dtype=str, quoting=csv.QUOTE_NONE,
-                           keep_default_na=False, na_filter=False)
+        return pd.read_csv(
+            fh,
+            sep="\t",
+            names=names,
+            dtype=str,
+            quoting=csv.QUOTE_NONE,
+            keep_default_na=False,
+            na_filter=False,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +62,9 @@ def _our_rows(queries, database, scheme, pairs: pd.DataFrame, db_residues: int) 
     q = queries.subset(qi)
     wanted_s = set(pairs["sacc"])
     database = database.subset([i for i, s in enumerate(database.ids) if s in wanted_s])
-    scores = cpu.score_all(scheme.encode(q), scheme.encode(database), scheme.matrix,
-                           scheme.gap_open, scheme.gap_extend)
+    scores = cpu.score_all(
+        scheme.encode(q), scheme.encode(database), scheme.matrix, scheme.gap_open, scheme.gap_extend
+    )
     d_index = {s: i for i, s in enumerate(database.ids)}
     q_index = {a: i for i, a in enumerate(q.ids)}
     top = [([], []) for _ in q.ids]
@@ -61,8 +72,9 @@ def _our_rows(queries, database, scheme, pairs: pd.DataFrame, db_residues: int) 
         top[q_index[a]][0].append(d_index[b])
         top[q_index[a]][1].append(int(scores[q_index[a], d_index[b]]))
     top = [(np.array(t[0], dtype=np.int64), np.array(t[1], dtype=np.int64)) for t in top]
-    merged = merge([ShardHits.from_top(q, database, top)], q, db_residues, scheme,
-                   top_k=10**9, max_evalue=None)
+    merged = merge(
+        [ShardHits.from_top(q, database, top)], q, db_residues, scheme, top_k=10**9, max_evalue=None
+    )
     merged["bitscore_text"] = format_column("bitscore", merged["bitscore"].tolist())
     merged["evalue_text"] = format_column("evalue", merged["evalue"].tolist())
     return merged
@@ -71,18 +83,36 @@ def _our_rows(queries, database, scheme, pairs: pd.DataFrame, db_residues: int) 
 def _compare(ours: pd.DataFrame, blast: pd.DataFrame) -> tuple[int, int, list]:
     both = blast.merge(ours, on=["qacc", "sacc"], suffixes=("_blast", ""))
     same = both[both["score_blast"].astype(int) == both["score"].astype(int)]
-    bad = same[(same["bitscore_blast"] != same["bitscore_text"])
-               | (same["evalue_blast"] != same["evalue_text"])]
-    return len(both), len(same), bad[["qacc", "sacc", "score", "bitscore_blast", "bitscore_text",
-                                      "evalue_blast", "evalue_text"]].head(5).values.tolist()
+    bad = same[
+        (same["bitscore_blast"] != same["bitscore_text"])
+        | (same["evalue_blast"] != same["evalue_text"])
+    ]
+    return (
+        len(both),
+        len(same),
+        bad[
+            [
+                "qacc",
+                "sacc",
+                "score",
+                "bitscore_blast",
+                "bitscore_text",
+                "evalue_blast",
+                "evalue_text",
+            ]
+        ]
+        .head(5)
+        .values.tolist(),
+    )
 
 
 def test_blosum62_evalues_and_bitscores_print_as_blastp(sets):
     queries, database = sets
     blast = _read(BLAST / "blastp_BLOSUM62_11_1.tsv.gz", FIELDS)
     blast["qacc"] = blast["qacc"].str.split("|").str[1]  # blastp does not parse query ids
-    ours = _our_rows(queries, database, ScoringScheme("BLOSUM62", 11, 1), blast,
-                     database.total_residues)
+    ours = _our_rows(
+        queries, database, ScoringScheme("BLOSUM62", 11, 1), blast, database.total_residues
+    )
     n, same, bad = _compare(ours, blast)
     assert n == len(blast) > 2900
     assert same > 2400  # pairs where BLAST's heuristic found the optimal score
@@ -91,8 +121,10 @@ def test_blosum62_evalues_and_bitscores_print_as_blastp(sets):
 
 def test_dbsize_evalues_print_as_blastp(sets):
     queries, database = sets
-    blast = _read(BLAST / "blastp_BLOSUM62_11_1_dbsize.tsv.gz",
-                  ["qacc", "sacc", "score", "bitscore", "evalue", "qlen", "slen"])
+    blast = _read(
+        BLAST / "blastp_BLOSUM62_11_1_dbsize.tsv.gz",
+        ["qacc", "sacc", "score", "bitscore", "evalue", "qlen", "slen"],
+    )
     blast["qacc"] = blast["qacc"].str.split("|").str[1]
     ours = _our_rows(queries, database, ScoringScheme("BLOSUM62", 11, 1), blast, 10**9)
     n, same, bad = _compare(ours, blast)
@@ -101,16 +133,29 @@ def test_dbsize_evalues_print_as_blastp(sets):
 
 def test_every_tabulated_matrix_and_gap_pair_prints_as_blastp(sets):
     queries, database = sets
-    blast = _read(BLAST / "blastp_matrices.tsv.gz",
-                  ["matrix", "gap_open", "gap_extend", "qacc", "sacc", "score", "bitscore",
-                   "evalue", "qlen", "slen"])
+    blast = _read(
+        BLAST / "blastp_matrices.tsv.gz",
+        [
+            "matrix",
+            "gap_open",
+            "gap_extend",
+            "qacc",
+            "sacc",
+            "score",
+            "bitscore",
+            "evalue",
+            "qlen",
+            "slen",
+        ],
+    )
     blast["qacc"] = blast["qacc"].str.split("|").str[1]
     triples = blast.groupby(["matrix", "gap_open", "gap_extend"], sort=False)
     assert len(triples) == len(supported())
     total = 0
     for (m, go, ge), rows in triples:
-        ours = _our_rows(queries, database, ScoringScheme(m, int(go), int(ge)), rows,
-                         database.total_residues)
+        ours = _our_rows(
+            queries, database, ScoringScheme(m, int(go), int(ge)), rows, database.total_residues
+        )
         n, same, bad = _compare(ours, rows.drop(columns=["matrix", "gap_open", "gap_extend"]))
         assert bad == [], (m, go, ge)
         total += same
@@ -129,20 +174,46 @@ def test_alignment_fields_and_ids_equal_blastp_where_the_alignment_is_the_same(s
     short = [q for q, n in zip(queries.ids, queries.lengths) if n <= 300]
     blast = blast[blast["qacc"].isin(short)].reset_index(drop=True)
     ours = _our_rows(queries, database, scheme, blast, database.total_residues)
-    ours = ours[ours["score"] == blast.set_index(["qacc", "sacc"]).loc[
-        list(zip(ours["qacc"], ours["sacc"])), "score"].astype(int).to_numpy()]
+    ours = ours[
+        ours["score"]
+        == blast.set_index(["qacc", "sacc"])
+        .loc[list(zip(ours["qacc"], ours["sacc"])), "score"]
+        .astype(int)
+        .to_numpy()
+    ]
     ours = ours.reset_index(drop=True)
-    table = traceback(ours.assign(evalue=ours["evalue_text"], bitscore=ours["bitscore_text"]),
-                      queries, database, scheme, threads=2)
+    table = traceback(
+        ours.assign(evalue=ours["evalue_text"], bitscore=ours["bitscore_text"]),
+        queries,
+        database,
+        scheme,
+        threads=2,
+    )
     both = blast.merge(table, on=["qacc", "sacc"], suffixes=("_blast", ""))
     same = both[both["btop_blast"] == both["btop"]]
     assert len(same) > 100
-    checks = {"sseqid": "sseqid", "stitle": "stitle", "score": "score", "length": "length",
-              "pident": "pident", "nident": "nident", "mismatch": "mismatch",
-              "positive": "positive", "ppos": "ppos", "gapopen": "gapopen", "gaps": "gaps",
-              "qstart": "qstart", "qend": "qend", "sstart": "sstart", "send": "send",
-              "qcovhsp": "qcovhsp", "qlen": "qlen", "slen": "slen", "evalue": "evalue",
-              "bitscore": "bitscore"}
+    checks = {
+        "sseqid": "sseqid",
+        "stitle": "stitle",
+        "score": "score",
+        "length": "length",
+        "pident": "pident",
+        "nident": "nident",
+        "mismatch": "mismatch",
+        "positive": "positive",
+        "ppos": "ppos",
+        "gapopen": "gapopen",
+        "gaps": "gaps",
+        "qstart": "qstart",
+        "qend": "qend",
+        "sstart": "sstart",
+        "send": "send",
+        "qcovhsp": "qcovhsp",
+        "qlen": "qlen",
+        "slen": "slen",
+        "evalue": "evalue",
+        "bitscore": "bitscore",
+    }
     for ours_col, blast_col in checks.items():
         mine = format_column(ours_col, same[ours_col].tolist())
         theirs = same[blast_col + "_blast"].tolist()

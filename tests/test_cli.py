@@ -2,6 +2,7 @@
 read, BLAST's names and conventions, every output format read back by its own
 reader (pandas, pysam, pyarrow), standard input, one-file output, and output
 folders written as a set."""
+
 from __future__ import annotations
 
 import os
@@ -26,25 +27,37 @@ MISSING = "/nonexistent/db.fasta"
 
 
 def swgpu(*args, stdin=None, cwd=None, timeout=300):
-    return subprocess.run([sys.executable, "-m", "swgpu_tools.cli", *map(str, args)],
-                          input=stdin, capture_output=True, text=True, cwd=cwd, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "swgpu_tools.cli", *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+    )
 
 
 # ------------------------------------------------------------------ mistakes
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--threads", "0"], "--threads must be at least 1, got 0"),
-    (["--top-k", "0"], "--top-k must be at least 1, got 0"),
-    (["--max-evalue", "-1"], "--max-evalue must be positive, got -1"),
-    (["--max-evalue", "0"], "--max-evalue must be positive, got 0"),
-    (["--dbsize", "0"], "--dbsize must be a positive number of residues"),
-    (["--matrix", "BLOSUM63"], "unknown substitution matrix 'BLOSUM63'; known (any case): "),
-    (["--gap-open", "0", "--gap-extend", "0"], "gap_open + gap_extend must be positive"),
-    (["--columns", "std qsequid"], "unknown output field 'qsequid'; valid fields: std qseqid"),
-    (["--format", "xml"], "--format: unknown format xml; choose from tsv, sam, parquet, pairwise"),
-    (["--device", "one"], "--device must be 'auto' or a GPU number"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--threads", "0"], "--threads must be at least 1, got 0"),
+        (["--top-k", "0"], "--top-k must be at least 1, got 0"),
+        (["--max-evalue", "-1"], "--max-evalue must be positive, got -1"),
+        (["--max-evalue", "0"], "--max-evalue must be positive, got 0"),
+        (["--dbsize", "0"], "--dbsize must be a positive number of residues"),
+        (["--matrix", "BLOSUM63"], "unknown substitution matrix 'BLOSUM63'; known (any case): "),
+        (["--gap-open", "0", "--gap-extend", "0"], "gap_open + gap_extend must be positive"),
+        (["--columns", "std qsequid"], "unknown output field 'qsequid'; valid fields: std qseqid"),
+        (
+            ["--format", "xml"],
+            "--format: unknown format xml; choose from tsv, sam, parquet, pairwise",
+        ),
+        (["--device", "one"], "--device must be 'auto' or a GPU number"),
+    ],
+)
 def test_options_are_checked_before_any_file_is_read(tmp_path, args, needle):
     # the database does not exist: the option's message must come first
     r = swgpu("search", QUERIES, MISSING, "--out-dir", tmp_path / "out", *args)
@@ -84,19 +97,33 @@ def test_help_lists_user_commands_first_and_steps_apart():
         assert not re.search(rf"^  {cmd}\b", text[user:steps], re.M)
     r = swgpu("search", "--help")
     assert r.returncode == 0
-    tail = r.stdout[r.stdout.index("Examples:"):]
+    tail = r.stdout[r.stdout.index("Examples:") :]
     assert "swgpu search" in tail and "Columns (--columns" in tail
     for name in FIELDS:  # every field is listed with its meaning
         assert re.search(rf"^  {name}\s+\S", tail, re.M), name
 
 
 def test_lower_case_matrix_names_work_and_matrices_without_statistics_warn(tmp_path):
-    r = swgpu("search", QUERIES, DATABASE, "--matrix", "blosum45", "--backend", "cpu",
-              "--top-k", "3", "--out-dir", tmp_path / "o")
+    r = swgpu(
+        "search",
+        QUERIES,
+        DATABASE,
+        "--matrix",
+        "blosum45",
+        "--backend",
+        "cpu",
+        "--top-k",
+        "3",
+        "--out-dir",
+        tmp_path / "o",
+    )
     assert r.returncode == 0, r.stderr
     warnings = [l for l in r.stderr.splitlines() if "WARNING" in l]
     assert len(warnings) == 1
-    assert "BLOSUM45 with gaps 11/1" in warnings[0] and "default gaps for BLOSUM45 are 14/2" in warnings[0]
+    assert (
+        "BLOSUM45 with gaps 11/1" in warnings[0]
+        and "default gaps for BLOSUM45 are 14/2" in warnings[0]
+    )
     assert "E-values are NA" in warnings[0]
     hits = read_table(tmp_path / "o" / "hits.tsv", HITS_COLUMNS)
     assert (hits["evalue"] == "NA").all()
@@ -112,8 +139,17 @@ def test_nucleotides_with_a_protein_matrix_are_an_error(tmp_path):
     assert r.returncode == 2
     assert "look like nucleotide sequences, but matrix BLOSUM62 scores proteins" in r.stderr
     assert not (tmp_path / "o" / "hits.tsv").exists()
-    r = swgpu("search", QUERIES, DATABASE, "--matrix", "NUC.4.4", "--backend", "cpu",
-              "--out-dir", tmp_path / "o2")
+    r = swgpu(
+        "search",
+        QUERIES,
+        DATABASE,
+        "--matrix",
+        "NUC.4.4",
+        "--backend",
+        "cpu",
+        "--out-dir",
+        tmp_path / "o2",
+    )
     assert r.returncode == 2
     assert "look like protein sequences, but matrix NUC.4.4 scores nucleotides" in r.stderr
 
@@ -125,8 +161,19 @@ def test_nucleotides_with_a_protein_matrix_are_an_error(tmp_path):
 def run(tmp_path_factory):
     """One search of the bundled example with every format, into a folder."""
     out = tmp_path_factory.mktemp("search") / "results"
-    r = swgpu("search", QUERIES, DATABASE, "--out-dir", out, "--backend", "cpu",
-              "--format", "tsv,sam,parquet,pairwise", "--max-evalue", "1")
+    r = swgpu(
+        "search",
+        QUERIES,
+        DATABASE,
+        "--out-dir",
+        out,
+        "--backend",
+        "cpu",
+        "--format",
+        "tsv,sam,parquet,pairwise",
+        "--max-evalue",
+        "1",
+    )
     assert r.returncode == 0, r.stderr
     return out
 
@@ -135,17 +182,22 @@ def test_folder_is_written_as_a_set_with_a_manifest(run):
     from swgpu_tools.io.outputset import read_manifest
 
     manifest = read_manifest(run)
-    assert sorted(manifest["files"]) == ["alignments.parquet", "alignments.sam",
-                                         "alignments.tsv", "alignments.txt", "hits.tsv"]
+    assert sorted(manifest["files"]) == [
+        "alignments.parquet",
+        "alignments.sam",
+        "alignments.tsv",
+        "alignments.txt",
+        "hits.tsv",
+    ]
     assert not [n for n in os.listdir(run) if n.endswith(".part")]
 
 
 def test_tsv_reads_back_with_blast_columns(run):
     hits = read_table(run / "hits.tsv", HITS_COLUMNS)
-    aln = pd.read_csv(run / "alignments.tsv", sep="\t", dtype=str, keep_default_na=False,
-                      quoting=3)
-    assert list(aln.columns) == parse_columns("std qseqid sseqid score qlen slen qcovhsp cigar "
-                                              "btop qseq sseq stitle")
+    aln = pd.read_csv(run / "alignments.tsv", sep="\t", dtype=str, keep_default_na=False, quoting=3)
+    assert list(aln.columns) == parse_columns(
+        "std qseqid sseqid score qlen slen qcovhsp cigar btop qseq sseq stitle"
+    )
     assert list(aln.columns[:12]) == STD
     assert len(aln) == len(hits) > 20
     # ids as BLAST -parse_seqids prints them: first word, accession
@@ -187,8 +239,9 @@ def test_sam_reads_back_with_pysam(run):
         # residues against gaps, S for the unaligned ends of the query
         ops = "".join(op * int(n) for n, op in re.findall(r"(\d+)([MIDS])", rec.cigarstring))
         core = ops.strip("S")
-        expect = "".join("I" if b == "-" else "D" if a == "-" else "M"
-                         for a, b in zip(row.qseq, row.sseq))
+        expect = "".join(
+            "I" if b == "-" else "D" if a == "-" else "M" for a, b in zip(row.qseq, row.sseq)
+        )
         assert core == expect
         assert ops.count("S") == int(row.qlen) - len(row.qseq.replace("-", ""))
         assert rec.is_secondary == (row.qseqid in seen)
@@ -237,10 +290,12 @@ def test_pairwise_text_is_blast_like(run):
             continue
         start = len("Query  ") + len(m.group(1))
         q = m.group(2)
-        mid = lines[k + 1][start:start + len(q)].ljust(len(q))
-        s = lines[k + 2][start:start + len(q)]
+        mid = lines[k + 1][start : start + len(q)].ljust(len(q))
+        s = lines[k + 2][start : start + len(q)]
         for a, b, c in zip(q, s, mid):
-            want = a if a == b else "+" if "-" not in (a, b) and scheme.score_pair(a, b) > 0 else " "
+            want = (
+                a if a == b else "+" if "-" not in (a, b) and scheme.score_pair(a, b) > 0 else " "
+            )
             assert c == want
         checked += 1
     assert checked >= len(aln)
@@ -249,8 +304,19 @@ def test_pairwise_text_is_blast_like(run):
 def test_standard_input_and_one_output_file(tmp_path):
     queries = QUERIES.read_text()
     out = tmp_path / "o.tsv"
-    r = swgpu("search", "-", DATABASE, "-o", out, "--backend", "cpu", "--columns", "std",
-              "--no-header", stdin=queries)
+    r = swgpu(
+        "search",
+        "-",
+        DATABASE,
+        "-o",
+        out,
+        "--backend",
+        "cpu",
+        "--columns",
+        "std",
+        "--no-header",
+        stdin=queries,
+    )
     assert r.returncode == 0, r.stderr
     lines = out.read_text().splitlines()
     assert len(lines[0].split("\t")) == 12 and not lines[0].startswith("qaccver")
@@ -271,9 +337,24 @@ def test_a_second_run_into_the_same_folder_waits_or_refuses(tmp_path):
     try:
         r = swgpu("search", QUERIES, DATABASE, "--out-dir", out, "--backend", "cpu", "--no-wait")
         assert r.returncode == 2 and "another swgpu run is writing into this folder" in r.stderr
-        proc = subprocess.Popen([sys.executable, "-m", "swgpu_tools.cli", "search", str(QUERIES),
-                                 str(DATABASE), "--out-dir", str(out), "--backend", "cpu",
-                                 "--top-k", "2"], stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "swgpu_tools.cli",
+                "search",
+                str(QUERIES),
+                str(DATABASE),
+                "--out-dir",
+                str(out),
+                "--backend",
+                "cpu",
+                "--top-k",
+                "2",
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(5)
         assert proc.poll() is None  # still waiting for the lock
         assert not (out / "hits.tsv").exists()

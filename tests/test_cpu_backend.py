@@ -1,4 +1,5 @@
 """CpuBackend: the typed contract of swgpu_tools.kernels (search and pair passes)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,7 +30,7 @@ def test_cpu_backend_protocols_search_and_pair_regions():
     assert backend.name == "cpu"
     assert isinstance(backend, SearchBackend) and isinstance(backend, PairBackend)
     hits = backend.search(q, d, s, top_k=7)
-    pieces = lambda e: [e.codes[e.offsets[i]:e.offsets[i + 1]] for i in range(len(e))]  # noqa: E731
+    pieces = lambda e: [e.codes[e.offsets[i] : e.offsets[i + 1]] for i in range(len(e))]  # noqa: E731
     want = np.array([[sw_score(a, b, s.matrix, 10, 1) for b in pieces(d)] for a in pieces(q)])
     expected = top_k_from_scores(want, 7)
     np.testing.assert_array_equal(hits.subject_index, expected.subject_index)
@@ -40,8 +41,7 @@ def test_cpu_backend_protocols_search_and_pair_regions():
         regions = backend.pair_regions(q, d, qi, si, s, mode)
         assert regions.shape == (len(qi), 5) and regions.dtype == np.int64
         alns = align_many(q, d, qi, si, s, threads=2, mode=mode, backend="cpu")
-        got = [(a.score, a.query_start, a.query_end, a.subject_start, a.subject_end)
-               for a in alns]
+        got = [(a.score, a.query_start, a.query_end, a.subject_start, a.subject_end) for a in alns]
         assert [tuple(r) for r in regions.tolist()] == got
         if mode == "local":
             assert list(regions[:, 0]) == [int(want[a, b]) for a, b in zip(qi, si)]
@@ -55,8 +55,9 @@ def test_scheme_and_raw_forms_agree():
     q = encoded(s, ["".join(rng.choice(list(LETTERS), 40))], "q")
     d = encoded(s, ["".join(rng.choice(list(LETTERS), n)) for n in (20, 50, 45)], "s")
     qi, si = np.zeros(3, np.int64), np.arange(3)
-    assert (align_many(q, d, qi, si, s, threads=1)
-            == align_many(q, d, qi, si, s.matrix, 9, 2, threads=1))
+    assert align_many(q, d, qi, si, s, threads=1) == align_many(
+        q, d, qi, si, s.matrix, 9, 2, threads=1
+    )
     with pytest.raises(ValueError, match="gap_open"):
         align_many(q, d, qi, si, s, 11, 2)
     with pytest.raises(ValueError, match="square"):

@@ -9,6 +9,7 @@
   deliberate kernel change: ``python benchmarks/gpu_codegen_manifest.py --write``.
 * The template language itself, on small templates of its own.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -23,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _manifest_module():
     spec = importlib.util.spec_from_file_location(
-        "gpu_codegen_manifest", ROOT / "benchmarks" / "gpu_codegen_manifest.py")
+        "gpu_codegen_manifest", ROOT / "benchmarks" / "gpu_codegen_manifest.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
@@ -67,7 +69,8 @@ def test_sources_are_python_and_name_their_shape():
     assert "x4 = int32((ca * D + cb) * 4 + sbase)" in src and "x5 " not in src
     assert src.count("vmax3_2(best,") == 2 and "best = vmax2(best, h4)" in src  # R odd
     assert [ln.strip() for ln in src.splitlines() if "shfl_xor" in ln] == [
-        f"best = vmax2(best, cuda.shfl_xor_sync(0xFFFFFFFF, best, {o}))" for o in (4, 2, 1)]
+        f"best = vmax2(best, cuda.shfl_xor_sync(0xFFFFFFFF, best, {o}))" for o in (4, 2, 1)
+    ]
     src = codegen.pair_kernel_source(4, "local_rev", sim=True)
     compile(src, "<pair kernel>", "exec")
     assert "cm = max3_32(hl0, hl1, hl2)\n" in src and "cm = max32(cm, hl3)" in src
@@ -96,14 +99,17 @@ def test_template_language(tmp_path, monkeypatch):
         "{a}-{b}\n"
         "%end\n"
         "%include inc\n"
-        "\n")
+        "\n"
+    )
     (tmp_path / "inc.py.in").write_text("inc {n * 10}\n")
     monkeypatch.setattr(codegen, "TEMPLATES", tmp_path)
     codegen._template.cache_clear()
     try:
         out = codegen.render("t", n=3, name="x", pairs=[(1, 2), (3, 4)])
         assert out == "head 3 'x'\nbig\n    odd1\n1-2\n3-4\ninc 30\n\n"
-        assert codegen.render("t", n=2, name="y", pairs=[]).startswith("head 2 'y'\ntwo\n    odd1\n")
+        assert codegen.render("t", n=2, name="y", pairs=[]).startswith(
+            "head 2 'y'\ntwo\n    odd1\n"
+        )
         assert codegen.render("t", n=0, name="", pairs=[]) == "head 0 ''\nsmall\ninc 0\n\n"
         (tmp_path / "bad.py.in").write_text("%if True\nno end\n")
         with pytest.raises(codegen.TemplateError, match="bad.py.in:1"):

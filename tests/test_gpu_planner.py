@@ -7,6 +7,7 @@ ceiling of its longest item over the shape's width; cells and residues add up;
 launch order by critical path; the cheapest shape wins when one shape is
 clearly cheapest; bucket lengths stay within a sixth of an octave.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -38,7 +39,9 @@ def _check(parts, lengths, order, mode, sim=False):
         W = p.G * p.R
         ilen = np.where(items >= 0, lengths[np.maximum(items, 0)], 0).max(axis=1)
         # passes of each warp task: its longest item over the width, at least 1
-        want = [max(1, -(-int(ilen[k * ppw:(k + 1) * ppw].max()) // W)) for k in range(p.n_wtasks)]
+        want = [
+            max(1, -(-int(ilen[k * ppw : (k + 1) * ppw].max()) // W)) for k in range(p.n_wtasks)
+        ]
         assert np.asarray(p.wnpass).tolist() == want
         assert p.max_passes == max(want)
         assert p.cells == sum(want) * ppw * W * ipi
@@ -57,8 +60,11 @@ def _check(parts, lengths, order, mode, sim=False):
 
 
 @settings(max_examples=40, deadline=None)
-@given(lengths=st.lists(st.integers(0, 6000), min_size=1, max_size=300),
-       L=st.integers(1, 5000), mode=st.sampled_from(["s16", "s32"]))
+@given(
+    lengths=st.lists(st.integers(0, 6000), min_size=1, max_size=300),
+    L=st.integers(1, 5000),
+    mode=st.sampled_from(["s16", "s32"]),
+)
 def test_plan_properties(lengths, L, mode):
     parts, order = _plan(lengths, mode, planner.length_bucket(L))
     _check(parts, lengths, order, mode)
@@ -69,8 +75,11 @@ def test_plan_properties(lengths, L, mode):
 
 
 @settings(max_examples=20, deadline=None)
-@given(lengths=st.lists(st.integers(1, 40), min_size=1, max_size=40), L=st.integers(1, 30),
-       data=st.data())
+@given(
+    lengths=st.lists(st.integers(1, 40), min_size=1, max_size=40),
+    L=st.integers(1, 30),
+    data=st.data(),
+)
 def test_plan_of_a_subset_and_under_the_simulator(lengths, L, data):
     subset = data.draw(st.lists(st.integers(0, len(lengths) - 1), min_size=1, unique=True))
     planner_configs = planner.CONFIGS
@@ -113,7 +122,9 @@ def test_menu_and_overrides():
     assert planner.menu("s16") == (planner.SHAPES["s16"], planner.MULTI_SHAPES["s16"])
     assert planner.menu("s32", [(4, 16), (8, 32)]) == (((4, 16), (8, 32)), ((8, 32),))
     assert planner.menu("s32", [(4, 16)], [(32, 32)]) == (((4, 16),), ((32, 32),))
-    assert planner.menu("s16", None, None, sim=True)[1] == (max(planner.CONFIGS, key=lambda c: c[0] * c[1]),)
+    assert planner.menu("s16", None, None, sim=True)[1] == (
+        max(planner.CONFIGS, key=lambda c: c[0] * c[1]),
+    )
     assert planner.parse_configs("8x16,16x32;32x32") == ([(8, 16), (16, 32)], [(32, 32)])
     assert planner.parse_configs("8x16") == ([(8, 16)], None)
     assert planner.parse_configs(((4, 16),)) == ([(4, 16)], None)

@@ -5,6 +5,7 @@ The search is brute force over an independent score table (a plain
 O(mn) Smith-Waterman of every pair, tests/reference.py), so these tests check
 the increment logic alone; test_rescan.py runs it through the workflow.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -66,9 +67,9 @@ def histories(draw):
         for key in list(cur):
             r = draw(st.integers(0, 9))
             if r == 0:
-                del cur[key]                  # removed
+                del cur[key]  # removed
             elif r == 1:
-                cur[key] = draw(seqs)         # changed
+                cur[key] = draw(seqs)  # changed
         for j in range(draw(st.integers(0, 4))):
             cur[f"n{len(releases)}_{j}"] = draw(seqs)  # added
         if not cur:
@@ -102,18 +103,19 @@ def test_only_new_and_changed_sequences_are_scored():
     rng = np.random.default_rng(3)
     release = {f"s{i:04d}": "".join(rng.choice(list(LETTERS), 12)) for i in range(400)}
     queries = SequenceSet.from_sequences(["q0", "q1"], ["ACDEFGHIKL", "MNPQRSTVWY"])
-    first = scan_shard(queries, _shard(release), "s", 5, 5, None,
-                       BruteSearch(queries, _shard(release)))
+    first = scan_shard(
+        queries, _shard(release), "s", 5, 5, None, BruteSearch(queries, _shard(release))
+    )
     second = dict(release)
     for key in list(second)[:4]:
-        second[key] = "WWWWW"                 # 4 changed
-    second["new1"] = "ACDEFGHIKLMN"           # 1 added
-    del second["s0100"]                       # 1 removed
+        second[key] = "WWWWW"  # 4 changed
+    second["new1"] = "ACDEFGHIKLMN"  # 1 added
+    del second["s0100"]  # 1 removed
     shard = _shard(second)
     search = BruteSearch(queries, shard)
     res = scan_shard(queries, shard, "s", 5, 5, first.state, search)
     assert res.stats["mode"] == "incremental" and res.stats["delta_sequences"] == 5
-    assert search.cells == 2 * 5              # each query against the 5 new or changed only
+    assert search.cells == 2 * 5  # each query against the 5 new or changed only
     assert [(list(a), list(b)) for a, b in res.top] == _scratch(queries, shard, 5)
 
 
@@ -122,8 +124,9 @@ def test_margin_running_out_rescans_only_that_query():
     release = {f"s{i:03d}": "AAAAA" for i in range(10)}
     release.update({f"t{i:03d}": "CCCCC" for i in range(10)})
     queries = SequenceSet.from_sequences(["q0", "q1"], ["AAAAA", "CCCCC"])
-    first = scan_shard(queries, _shard(release), "s", 2, 1, None,
-                       BruteSearch(queries, _shard(release)))
+    first = scan_shard(
+        queries, _shard(release), "s", 2, 1, None, BruteSearch(queries, _shard(release))
+    )
     second = {k: v for k, v in release.items() if k not in ("s000", "s001", "s002")}
     shard = _shard(second)
     search = BruteSearch(queries, shard)

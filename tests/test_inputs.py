@@ -1,5 +1,6 @@
 """Bad input gets a clear message naming file, record and position, exit status 2,
 no traceback and no output file; good input is read as documented."""
+
 import gzip
 import subprocess
 import sys
@@ -11,7 +12,9 @@ from swgpu_tools.io.fasta import parse_id, read_fasta
 from swgpu_tools.scoring import ScoringScheme
 from swgpu_tools.sequences import SequenceSet
 
-GOOD_DB = ">sp|P00001|ONE_HUMAN first\nMKTAYIAKQR\nQISFVKSHFS\n>tr|Q00002|TWO_MOUSE second\nMKVLAAGIVG\n"
+GOOD_DB = (
+    ">sp|P00001|ONE_HUMAN first\nMKTAYIAKQR\nQISFVKSHFS\n>tr|Q00002|TWO_MOUSE second\nMKVLAAGIVG\n"
+)
 GOOD_Q = ">q1 a query\nMKTAYIAKQRQISF\n"
 
 
@@ -22,8 +25,9 @@ def write(path, text, mode="w"):
 
 
 def swgpu(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "swgpu_tools.cli", *args], capture_output=True,
-                          text=True, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "swgpu_tools.cli", *args], capture_output=True, text=True, cwd=cwd
+    )
 
 
 def test_ids_from_uniprot_and_other_headers():
@@ -61,18 +65,21 @@ def test_rare_letters_map_as_documented():
     assert codes.flags.writeable and codes.flags.c_contiguous
 
 
-@pytest.mark.parametrize("text,needle", [
-    (">x\nMKT1AA\n", "line 2, column 4: record 'x': '1' at residue position 4"),
-    (">x\nMKTAA\n>y\nAC.D\n", "line 4, column 3: record 'y': '.' at residue position 3"),
-    (">x\nMK\nTA A\n", "line 3, column 3: record 'x': a space at residue position 5"),
-    (">x\nMKÄ\n", "record 'x': a non-ASCII byte"),
-    (">x\n>y\nMK\n", "line 1: record 'x' has no residues"),
-    (">x\nMK\n>x\nAA\n", "line 3: duplicate sequence id 'x' (first seen at line 1)"),
-    ("", "contains no FASTA records"),
-    ("\n\n", "contains no FASTA records"),
-    ("hello world\nthis is not fasta\n", "not a FASTA file: line 1"),
-    ("ID   P12345; SWISS-PROT\nSQ   MKT\n", "not a FASTA file"),
-])
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        (">x\nMKT1AA\n", "line 2, column 4: record 'x': '1' at residue position 4"),
+        (">x\nMKTAA\n>y\nAC.D\n", "line 4, column 3: record 'y': '.' at residue position 3"),
+        (">x\nMK\nTA A\n", "line 3, column 3: record 'x': a space at residue position 5"),
+        (">x\nMKÄ\n", "record 'x': a non-ASCII byte"),
+        (">x\n>y\nMK\n", "line 1: record 'x' has no residues"),
+        (">x\nMK\n>x\nAA\n", "line 3: duplicate sequence id 'x' (first seen at line 1)"),
+        ("", "contains no FASTA records"),
+        ("\n\n", "contains no FASTA records"),
+        ("hello world\nthis is not fasta\n", "not a FASTA file: line 1"),
+        ("ID   P12345; SWISS-PROT\nSQ   MKT\n", "not a FASTA file"),
+    ],
+)
 def test_bad_fasta_messages(tmp_path, text, needle):
     path = write(tmp_path / "bad.fa", text, "w")
     with pytest.raises(InputError) as err:
@@ -104,16 +111,20 @@ def test_letter_a_matrix_cannot_score(tmp_path):
     # NUC.4.4 has N as wildcard, so protein letters map to N; a matrix without a wildcard errors
     scheme = ScoringScheme("NUC.4.4")
     assert scheme.encode(SequenceSet.from_pairs([("a", "ACGTU")])).codes.tolist() == [
-        scheme.alphabet.index(c) for c in "ACGTT"]
+        scheme.alphabet.index(c) for c in "ACGTT"
+    ]
 
 
-@pytest.mark.parametrize("db_text,q_text,needle", [
-    (GOOD_DB, ">q1\nMKT#AA\n", "queries.fa: line 2, column 4: record 'q1': '#'"),
-    (GOOD_DB + ">sp|P00001|DUP x\nMK\n", GOOD_Q, "duplicate sequence id 'P00001'"),
-    ("", GOOD_Q, "db.fa: contains no FASTA records"),
-    ("not fasta\n", GOOD_Q, "db.fa: not a FASTA file"),
-    (None, GOOD_Q, "db.fa: database file not found"),
-])
+@pytest.mark.parametrize(
+    "db_text,q_text,needle",
+    [
+        (GOOD_DB, ">q1\nMKT#AA\n", "queries.fa: line 2, column 4: record 'q1': '#'"),
+        (GOOD_DB + ">sp|P00001|DUP x\nMK\n", GOOD_Q, "duplicate sequence id 'P00001'"),
+        ("", GOOD_Q, "db.fa: contains no FASTA records"),
+        ("not fasta\n", GOOD_Q, "db.fa: not a FASTA file"),
+        (None, GOOD_Q, "db.fa: database file not found"),
+    ],
+)
 def test_cli_bad_input_exits_2_without_output(tmp_path, db_text, q_text, needle):
     db = tmp_path / "db.fa"
     if db_text is not None:
@@ -149,8 +160,12 @@ def test_bom_is_skipped_and_control_characters_named(tmp_path):
 def test_ids_titles_like_blast_parse_seqids(tmp_path):
     """sseqid: the first word; sacc: the UniProt accession (else the first word); stitle:
     the rest after one separator, 'N/A' when empty (as blastp -parse_seqids prints them)."""
-    s = read_fasta(write(tmp_path / "t.fa", ">s1\nMKT\n>s2   lead spaces  trail  \nMKT\n"
-                         ">sp|P99999|XX_HUMAN desc one\nMKT\n"))
+    s = read_fasta(
+        write(
+            tmp_path / "t.fa",
+            ">s1\nMKT\n>s2   lead spaces  trail  \nMKT\n>sp|P99999|XX_HUMAN desc one\nMKT\n",
+        )
+    )
     assert s.ids == ["s1", "s2", "P99999"]
     assert s.seqids == ["s1", "s2", "sp|P99999|XX_HUMAN"]
     assert s.titles == ["N/A", "  lead spaces  trail  ", "desc one"]

@@ -1,4 +1,5 @@
 """The disk-cache check of the CPU kernels (kernels/jitcache.py) and the compile notices."""
+
 from __future__ import annotations
 
 import importlib
@@ -10,14 +11,14 @@ import pytest
 
 from swgpu_tools.kernels import jitcache
 
-MODULE = '''
+MODULE = """
 from numba import njit
 
 
 @njit(cache=True)
 def twice(x):
     return 2 * x
-'''
+"""
 
 
 @pytest.fixture

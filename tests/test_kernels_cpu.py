@@ -1,4 +1,5 @@
 """CPU kernel: exact scores (reference, SSEARCH oracle) and top-k selection."""
+
 from __future__ import annotations
 
 import gzip
@@ -33,24 +34,31 @@ def encode(s, seqs, prefix):
 
 
 def pieces(enc):
-    return [enc.codes[enc.offsets[i]:enc.offsets[i + 1]] for i in range(len(enc))]
+    return [enc.codes[enc.offsets[i] : enc.offsets[i + 1]] for i in range(len(enc))]
 
 
 def reference_scores(s, q_enc, d_enc):
-    return np.array([[sw_score(q, d, s.matrix, s.gap_open, s.gap_extend)
-                      for d in pieces(d_enc)] for q in pieces(q_enc)], dtype=np.int32)
+    return np.array(
+        [
+            [sw_score(q, d, s.matrix, s.gap_open, s.gap_extend) for d in pieces(d_enc)]
+            for q in pieces(q_enc)
+        ],
+        dtype=np.int32,
+    )
 
 
 seq = st.text(alphabet=LETTERS, min_size=1, max_size=60)
 gaps = st.tuples(st.integers(0, 15), st.integers(1, 5))
-HYP = settings(max_examples=60, deadline=None,
-               suppress_health_check=[HealthCheck.too_slow])
+HYP = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @HYP
-@given(queries=st.lists(seq, min_size=1, max_size=3),
-       subjects=st.lists(seq, min_size=1, max_size=40),
-       gap=gaps, matrix=st.sampled_from(MATRICES))
+@given(
+    queries=st.lists(seq, min_size=1, max_size=3),
+    subjects=st.lists(seq, min_size=1, max_size=40),
+    gap=gaps,
+    matrix=st.sampled_from(MATRICES),
+)
 def test_score_all_equals_reference(queries, subjects, gap, matrix):
     s = scheme(matrix, *gap)
     q, d = encode(s, queries, "q"), encode(s, subjects, "s")
@@ -60,9 +68,13 @@ def test_score_all_equals_reference(queries, subjects, gap, matrix):
 
 
 @HYP
-@given(queries=st.lists(seq, min_size=1, max_size=2),
-       subjects=st.lists(seq, min_size=1, max_size=70),
-       gap=gaps, matrix=st.sampled_from(MATRICES), top_k=st.integers(1, 80))
+@given(
+    queries=st.lists(seq, min_size=1, max_size=2),
+    subjects=st.lists(seq, min_size=1, max_size=70),
+    gap=gaps,
+    matrix=st.sampled_from(MATRICES),
+    top_k=st.integers(1, 80),
+)
 def test_search_equals_reference_top_k(queries, subjects, gap, matrix, top_k):
     s = scheme(matrix, *gap)
     q, d = encode(s, queries, "q"), encode(s, subjects, "s")
@@ -85,7 +97,8 @@ def test_linear_and_extreme_gap_costs():
         s = scheme("BLOSUM62", go, ge)
         q, d = encode(s, queries, "q"), encode(s, subjects, "s")
         np.testing.assert_array_equal(
-            cpu.score_all(q, d, s.matrix, go, ge), reference_scores(s, q, d), err_msg=f"{go},{ge}")
+            cpu.score_all(q, d, s.matrix, go, ge), reference_scores(s, q, d), err_msg=f"{go},{ge}"
+        )
 
 
 def test_wide_matrix_values_and_portable_profile():
@@ -111,8 +124,14 @@ def test_saturating_lanes_are_rescored_exactly():
     s = scheme("BLOSUM62")
     rng = np.random.default_rng(3)
     base = "".join(rng.choice(list(LETTERS[:20]), 3500))
-    subjects = [base, base[:20], "W" * 3100, base[::-1], base[:1000] + "PPPP" + base[1000:2000],
-                "A" * 5]
+    subjects = [
+        base,
+        base[:20],
+        "W" * 3100,
+        base[::-1],
+        base[:1000] + "PPPP" + base[1000:2000],
+        "A" * 5,
+    ]
     queries = [base, "W" * 3000, base[:60]]
     q, d = encode(s, queries, "q"), encode(s, subjects, "s")
     got = cpu.score_all(q, d, s.matrix, 11, 1)

@@ -12,6 +12,7 @@
   oracle equality, planted benchmark hits, scores above 32,767, a
   40,000 x 40,000 pair, and random databases against the CPU backend.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -30,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
 
 SIM_SCRIPT = textwrap.dedent(
-    r'''
+    r"""
     import json, os, sys
     import numpy as np
     # the simulator's block scheduler polls its threads while holding the GIL: a short
@@ -94,26 +95,45 @@ SIM_SCRIPT = textwrap.dedent(
         out["backend"] = {"topk_equal": same(backend.search(eqs, edb, scheme, 4)),
                           "kept": backend.searcher(edb, scheme) is first}
     print("RESULT " + json.dumps(out))
-    '''
+    """
 )
 
 
 #: (mode, 16-bit limit, queries in flight, memory budget) cases: every mode, the
 #: re-scoring path (limit lowered to 12), one and two queries in flight, streamed
 #: batches (budget 300 bytes)
-ALL_CASES = [("s32", None, None, 2), ("s16", None, None, 2), ("s16", 12, None, 2),
-             ("s16", 12, None, 1), ("s32", None, 300, 2), ("s16", 12, 300, 2)]
+ALL_CASES = [
+    ("s32", None, None, 2),
+    ("s16", None, None, 2),
+    ("s16", 12, None, 2),
+    ("s16", 12, None, 1),
+    ("s32", None, 300, 2),
+    ("s16", 12, 300, 2),
+]
 
 
 def _run_sim(seed, go=11, ge=1, cases=ALL_CASES, full=True):
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(ROOT))
     proc = subprocess.run(
-        [sys.executable, "-c", SIM_SCRIPT, str(TESTS), str(seed), str(go), str(ge),
-         json.dumps(cases), "full" if full else "top-k"],
-        capture_output=True, text=True, env=env, timeout=900)
+        [
+            sys.executable,
+            "-c",
+            SIM_SCRIPT,
+            str(TESTS),
+            str(seed),
+            str(go),
+            str(ge),
+            json.dumps(cases),
+            "full" if full else "top-k",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 def _check_sim(res, n_cases):
@@ -190,6 +210,7 @@ def test_kernels_compile_for_sm90():
 # GPU tests
 # ---------------------------------------------------------------------------
 
+
 def _gpu():
     from swgpu_tools.kernels import gpu
 
@@ -200,7 +221,11 @@ def _gpu():
 
 
 def _data_dir():
-    for cand in (os.environ.get("SWGPU_TEST_DATA"), ROOT / "gpu_bench_data", ROOT.parent / "shared" / "data"):
+    for cand in (
+        os.environ.get("SWGPU_TEST_DATA"),
+        ROOT / "gpu_bench_data",
+        ROOT.parent / "shared" / "data",
+    ):
         if cand and (Path(cand) / "oracle_queries.fasta").exists():
             return Path(cand)
     pytest.skip("oracle data not found (set SWGPU_TEST_DATA)")
@@ -265,11 +290,14 @@ def test_gpu_random_vs_cpu_and_topk():
     rng = np.random.default_rng(5)
     scheme = ScoringScheme("BLOSUM62", 11, 1)
     letters = np.array(list("ARNDCQEGHILKMFPSTWYVXBZU"))
-    lens = np.concatenate([rng.integers(1, 40, 300), rng.integers(40, 1100, 300),
-                           rng.integers(1100, 4000, 40)])
+    lens = np.concatenate(
+        [rng.integers(1, 40, 300), rng.integers(40, 1100, 300), rng.integers(1100, 4000, 40)]
+    )
     db = [(f"s{i}", "".join(rng.choice(letters, n))) for i, n in enumerate(lens)]
-    db += [(f"d{i}", db[i * 7][1]) for i in range(20)]   # duplicates: ties
-    qs = [("q%d" % i, "".join(rng.choice(letters, n))) for i, n in enumerate([1, 17, 144, 600, 2100])]
+    db += [(f"d{i}", db[i * 7][1]) for i in range(20)]  # duplicates: ties
+    qs = [
+        ("q%d" % i, "".join(rng.choice(letters, n))) for i, n in enumerate([1, 17, 144, 600, 2100])
+    ]
     qs.append(("qh", db[650][1][:800]))
     edb = scheme.encode(SequenceSet.from_pairs(db))
     eqs = scheme.encode(SequenceSet.from_pairs(qs))
@@ -360,8 +388,13 @@ def test_gpu_planted_bench_hits():
     db, qs = read_fasta(dbp), read_fasta(qp)
     edb, eqs = scheme.encode(db), scheme.encode(qs)
     # ids: queries ">sp|BQ01|BENCH01_144 ...", planted copies ">sp|PL01019|PLANT01_019 ..."
-    known = {("BQ01", "PL01019"): 732, ("BQ01", "PL01018"): 714, ("BQ02", "PL02019"): 968,
-             ("BQ03", "PL03018"): 1075, ("BQ03", "PL03019"): 1064}
+    known = {
+        ("BQ01", "PL01019"): 732,
+        ("BQ01", "PL01018"): 714,
+        ("BQ02", "PL02019"): 968,
+        ("BQ03", "PL03018"): 1075,
+        ("BQ03", "PL03019"): 1064,
+    }
     qpos = {x: i for i, x in enumerate(qs.ids)}
     dpos = {x: i for i, x in enumerate(db.ids)}
     s = gpu.GpuSearcher(edb, scheme.matrix, 11, 1)

@@ -12,6 +12,7 @@
 * ``@pytest.mark.gpu`` (a real GPU, ``-m gpu``): thousands of random pairs up
   to a few thousand residues, and scores above 32,767, equal to the CPU.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,7 +29,7 @@ from ptx_check import run_ptx_check
 ROOT = Path(__file__).resolve().parents[1]
 
 SIM_SCRIPT = textwrap.dedent(
-    r'''
+    r"""
     import json, sys
     import numpy as np
     # the simulator's block scheduler polls its threads while holding the GIL: a short
@@ -110,7 +111,7 @@ SIM_SCRIPT = textwrap.dedent(
                             "alignments_equal": g == c, "backend": stats["backend"],
                             "zero_scores": sum(a.score == 0 for a in c)})
     print("RESULT " + json.dumps(out))
-    '''
+    """
 )
 
 
@@ -127,11 +128,16 @@ def test_pair_kernel_source():
 
 def test_simulator_pair_ends_and_alignments_match_cpu():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-c", SIM_SCRIPT, "7", "3"], capture_output=True,
-                          text=True, env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", SIM_SCRIPT, "7", "3"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
-    res = json.loads(line[len("RESULT "):])
+    res = json.loads(line[len("RESULT ") :])
     assert len(res) == 8
     for r in res:
         assert r["got"] == r["exp"], r["case"]
@@ -184,8 +190,10 @@ def test_auto_falls_back_to_cpu_when_the_gpu_fails(monkeypatch):
 
     m = ScoringScheme("BLOSUM62", 11, 1).matrix
     rng = np.random.default_rng(4)
-    ps = [(rng.integers(0, 20, 30).astype(np.uint8), rng.integers(0, 20, 40).astype(np.uint8))
-          for _ in range(5)]
+    ps = [
+        (rng.integers(0, 20, 30).astype(np.uint8), rng.integers(0, 20, 40).astype(np.uint8))
+        for _ in range(5)
+    ]
     cpu = A.align_pairs(ps, m, 11, 1, backend="cpu")
 
     def broken(*args, **kwargs):
@@ -207,8 +215,8 @@ def test_auto_falls_back_to_cpu_when_the_gpu_fails(monkeypatch):
     stats = {}
     assert A.align_pairs(ps, m, 11, 1, backend="auto", stats=stats) == cpu
     assert stats["backend"] == "cpu" and "expected to be faster" in stats["reason"] and checked
-    assert cost.gpu_pays(2 * 10**10, 10**6, 2)[0]           # 100,000 protein pairs, 2 threads
-    assert not cost.gpu_pays(40000**2, 40000**2, 16)[0]     # one long pair
+    assert cost.gpu_pays(2 * 10**10, 10**6, 2)[0]  # 100,000 protein pairs, 2 threads
+    assert not cost.gpu_pays(40000**2, 40000**2, 16)[0]  # one long pair
     monkeypatch.setattr(cost, "gpu_pays", lambda *args: (True, 0.0, 1.0))
     stats = {}
     assert A.align_pairs(ps, m, 11, 1, backend="auto", stats=stats) == cpu
@@ -236,8 +244,7 @@ def test_align_backend_choice_and_cli(tmp_path, capsys):
         assert pair_backend("auto", "local").name == "cpu"
         with pytest.raises(InputError):
             pair_backend("gpu", "semiglobal")
-        assert main(["align", str(fa), "--out", str(tmp_path / "g.tsv"),
-                     "--backend", "gpu"]) == 2
+        assert main(["align", str(fa), "--out", str(tmp_path / "g.tsv"), "--backend", "gpu"]) == 2
         assert "no GPU is usable" in capsys.readouterr().err
 
 
@@ -261,8 +268,13 @@ def _random_pairs(rng, n, na, hi, related=0.6):
             b = a.copy()
             b[rng.random(len(b)) < rng.uniform(0.05, 0.6)] = rng.integers(0, na)
             cut = int(rng.integers(0, max(1, len(b) // 3)))
-            b = np.concatenate([rng.integers(0, na, int(rng.integers(0, 50))), b[cut:],
-                                rng.integers(0, na, int(rng.integers(0, 50)))]).astype(np.uint8)
+            b = np.concatenate(
+                [
+                    rng.integers(0, na, int(rng.integers(0, 50))),
+                    b[cut:],
+                    rng.integers(0, na, int(rng.integers(0, 50))),
+                ]
+            ).astype(np.uint8)
             b = b if len(b) else a[:1].copy()
         else:
             b = rng.integers(0, na, int(rng.integers(1, hi + 1))).astype(np.uint8)
@@ -280,18 +292,28 @@ def _check_batch(gpu, ps, matrix, go, ge, modes=("local", "semiglobal")):
     idx = np.arange(len(ps))
     for mode in modes:
         cpu = align_pairs(ps, matrix, go, ge, mode=mode, backend="cpu")
-        exp = np.array([(a.score, a.query_end if mode == "semiglobal" or a.score else 0,
-                         a.subject_end) for a in cpu])
-        regions = np.array([(a.score, a.query_start, a.query_end, a.subject_start,
-                             a.subject_end) for a in cpu])
+        exp = np.array(
+            [
+                (a.score, a.query_end if mode == "semiglobal" or a.score else 0, a.subject_end)
+                for a in cpu
+            ]
+        )
+        regions = np.array(
+            [(a.score, a.query_start, a.query_end, a.subject_start, a.subject_end) for a in cpu]
+        )
         for R in sorted({gpu.PAIR_R, 8, 16}):
             got = gpu.pair_ends(qc, qo, sc, so, idx, idx, matrix, go, ge, mode, R=R)
             bad = np.flatnonzero((got != exp).any(axis=1))
             assert len(bad) == 0, (mode, R, len(bad), got[bad[:3]].tolist(), exp[bad[:3]].tolist())
             got = gpu.pair_regions(qc, qo, sc, so, idx, idx, matrix, go, ge, mode, R=R)
             bad = np.flatnonzero((got != regions).any(axis=1))
-            assert len(bad) == 0, (mode, R, len(bad), got[bad[:3]].tolist(),
-                                   regions[bad[:3]].tolist())
+            assert len(bad) == 0, (
+                mode,
+                R,
+                len(bad),
+                got[bad[:3]].tolist(),
+                regions[bad[:3]].tolist(),
+            )
         stats = {}
         assert align_pairs(ps, matrix, go, ge, mode=mode, backend="gpu", stats=stats) == cpu, mode
         assert stats["backend"] == "gpu" and stats["gpu_s"] > 0

@@ -1,4 +1,5 @@
 """precompile() fills the disk cache of the CPU kernels; is_compiled() tells (slow: cold compiles)."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,9 @@ print(json.dumps(state))
 def run(tmp_path, what):
     env = dict(os.environ, SWGPU_CACHE_DIR=str(tmp_path / "cache"))
     env.pop("NUMBA_CACHE_DIR", None)
-    out = subprocess.run([sys.executable, "-c", CHECK, what], env=env, capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHECK, what], env=env, capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

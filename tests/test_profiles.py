@@ -15,6 +15,7 @@ than expected fails the run; one that runs more shows in the scheduler's
 batches ("Execute N jobs...") and in the records.
 Every other `swgpu` command is the real one (shard_db makes real shards).
 """
+
 from __future__ import annotations
 
 import os
@@ -53,21 +54,25 @@ def _fake_smi(folder: Path, listing: str | None, rc: int = 0) -> Path:
 # counting GPUs
 # ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("mask, expected", [
-    (None, UUIDS),
-    ("0,2", [UUIDS[0], UUIDS[2]]),
-    ("2,0", [UUIDS[2], UUIDS[0]]),
-    (" 1 ", [UUIDS[1]]),
-    ("GPU-bbbb1111", [UUIDS[1]]),                  # a unique UUID prefix
-    ("GPU-cccc2222-0000-0000-0000-000000000000,0", [UUIDS[2], UUIDS[0]]),
-    ("MIG-dddd3333", ["MIG-dddd3333-0000-0000-0000-000000000000"]),
-    ("0,7,1", [UUIDS[0]]),                         # CUDA stops at the first bad entry
-    ("0,0,1", [UUIDS[0]]),                         # ... and at a repeated one
-    ("GPU-", []),                                  # ambiguous prefix
-    ("", []),
-    ("-1", []),
-    ("NoDevFiles", []),
-])
+
+@pytest.mark.parametrize(
+    "mask, expected",
+    [
+        (None, UUIDS),
+        ("0,2", [UUIDS[0], UUIDS[2]]),
+        ("2,0", [UUIDS[2], UUIDS[0]]),
+        (" 1 ", [UUIDS[1]]),
+        ("GPU-bbbb1111", [UUIDS[1]]),  # a unique UUID prefix
+        ("GPU-cccc2222-0000-0000-0000-000000000000,0", [UUIDS[2], UUIDS[0]]),
+        ("MIG-dddd3333", ["MIG-dddd3333-0000-0000-0000-000000000000"]),
+        ("0,7,1", [UUIDS[0]]),  # CUDA stops at the first bad entry
+        ("0,0,1", [UUIDS[0]]),  # ... and at a repeated one
+        ("GPU-", []),  # ambiguous prefix
+        ("", []),
+        ("-1", []),
+        ("NoDevFiles", []),
+    ],
+)
 def test_nvidia_smi_gpus_applies_cuda_visible_devices(tmp_path, mask, expected):
     env = {"PATH": f"{_fake_smi(tmp_path / 'bin', SMI_3)}{os.pathsep}/usr/bin{os.pathsep}/bin"}
     if mask is not None:
@@ -86,20 +91,24 @@ def test_nvidia_smi_gpus_without_driver_or_tool(tmp_path):
 def test_workflow_gpus_plan():
     assert workflow_gpus("cpu", UUIDS) == WorkflowGpus(0, None, workflow_gpus("cpu").reason)
     assert (workflow_gpus("auto", UUIDS).per_job, workflow_gpus("auto", UUIDS).machine) == (1, 3)
-    assert (workflow_gpus("gpu", UUIDS[:1]).per_job, workflow_gpus("gpu", UUIDS[:1]).machine) == (1, 1)
+    assert (workflow_gpus("gpu", UUIDS[:1]).per_job, workflow_gpus("gpu", UUIDS[:1]).machine) == (
+        1,
+        1,
+    )
     assert (workflow_gpus("auto", []).per_job, workflow_gpus("auto", []).machine) == (0, None)
     assert (workflow_gpus("gpu", []).per_job, workflow_gpus("gpu", []).machine) == (1, 1)
     line = workflow_gpus_line(workflow_gpus("auto", UUIDS), 3, given=False)
     assert "3 GPUs visible" in line and "up to 3 scoring jobs at once (gpu=3" in line
-    assert "up to 1 scoring job at once (gpu=1, --resources)" in \
-        workflow_gpus_line(workflow_gpus("auto", UUIDS), 1, given=True)
+    assert "up to 1 scoring job at once (gpu=1, --resources)" in workflow_gpus_line(
+        workflow_gpus("auto", UUIDS), 1, given=True
+    )
 
 
 # ---------------------------------------------------------------------------
 # the scheduler: concurrent scoring jobs in a real run
 # ---------------------------------------------------------------------------
 
-BARRIER = r'''#!{python}
+BARRIER = r"""#!{python}
 import os, sys, time
 args = sys.argv[1:]
 if args[:1] != ["score-shard"]:
@@ -129,27 +138,44 @@ with open(args[args.index("--stats") + 1], "w") as fh:
 with open(os.path.join(d, "seen-" + name), "w") as fh:
     fh.write(str(seen))
 open(os.path.join(d, "end-" + name), "w").close()
-'''
+"""
 
 SHARDS = 6
 
 
 @pytest.mark.skipif(SNAKEMAKE is None, reason="snakemake is not installed")
-@pytest.mark.parametrize("case, smi, mask, args, backend, want, line", [
-    # a plain `snakemake --cores N`: one scoring job per listed GPU
-    ("3 GPUs", SMI_3, None, [], "auto", 3, "up to 3 scoring jobs at once (gpu=3"),
-    # the user's --resources wins
-    ("--resources gpu=1", SMI_3, None, ["--resources", "gpu=1"], "auto", 1,
-     "up to 1 scoring job at once (gpu=1, --resources)"),
-    ("--resources gpu=2", SMI_3, None, ["--resources", "gpu=2"], "gpu", 2,
-     "up to 2 scoring jobs at once (gpu=2, --resources)"),
-    # CUDA_VISIBLE_DEVICES hides one of the three
-    ("CUDA_VISIBLE_DEVICES=0,2", SMI_3, "0,2", [], "auto", 2, "2 GPUs visible"),
-    # no driver: CPU jobs, limited by --cores 4 and threads 1 only
-    ("no GPU", None, None, [], "auto", 4, "scoring jobs are CPU jobs"),
-    # a GPU, but backend cpu: CPU jobs too, not one per GPU
-    ("backend cpu", SMI_3, None, [], "cpu", 4, "backend cpu: scoring jobs are CPU jobs"),
-])
+@pytest.mark.parametrize(
+    "case, smi, mask, args, backend, want, line",
+    [
+        # a plain `snakemake --cores N`: one scoring job per listed GPU
+        ("3 GPUs", SMI_3, None, [], "auto", 3, "up to 3 scoring jobs at once (gpu=3"),
+        # the user's --resources wins
+        (
+            "--resources gpu=1",
+            SMI_3,
+            None,
+            ["--resources", "gpu=1"],
+            "auto",
+            1,
+            "up to 1 scoring job at once (gpu=1, --resources)",
+        ),
+        (
+            "--resources gpu=2",
+            SMI_3,
+            None,
+            ["--resources", "gpu=2"],
+            "gpu",
+            2,
+            "up to 2 scoring jobs at once (gpu=2, --resources)",
+        ),
+        # CUDA_VISIBLE_DEVICES hides one of the three
+        ("CUDA_VISIBLE_DEVICES=0,2", SMI_3, "0,2", [], "auto", 2, "2 GPUs visible"),
+        # no driver: CPU jobs, limited by --cores 4 and threads 1 only
+        ("no GPU", None, None, [], "auto", 4, "scoring jobs are CPU jobs"),
+        # a GPU, but backend cpu: CPU jobs too, not one per GPU
+        ("backend cpu", SMI_3, None, [], "cpu", 4, "backend cpu: scoring jobs are CPU jobs"),
+    ],
+)
 def test_scoring_jobs_run_one_per_gpu(tmp_path, case, smi, mask, args, backend, want, line):
     work = tmp_path / "work"
     work.mkdir()
@@ -160,9 +186,13 @@ def test_scoring_jobs_run_one_per_gpu(tmp_path, case, smi, mask, args, backend, 
     (fake / "swgpu").chmod(0o755)
     barrier = tmp_path / "barrier"
     barrier.mkdir()
-    env = {"PATH": f"{fake}{os.pathsep}{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-           "CUDA_VISIBLE_DEVICES": mask, "BARRIER_DIR": str(barrier),
-           "BARRIER_WANT": str(want), "BARRIER_TOTAL": str(SHARDS)}
+    env = {
+        "PATH": f"{fake}{os.pathsep}{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "CUDA_VISIBLE_DEVICES": mask,
+        "BARRIER_DIR": str(barrier),
+        "BARRIER_WANT": str(want),
+        "BARRIER_TOTAL": str(SHARDS),
+    }
     targets = [f"results/hits/shard-{i:04d}.npz" for i in range(SHARDS)]
     proc = _snakemake(work, *targets, "--cores", "4", *args, extra_env=env)
     out = proc.stdout + proc.stderr

@@ -9,6 +9,7 @@
 * ids that pandas would read as quotes or missing values survive every step;
 * disk full, huge scores, an output folder that is a file: one clear line.
 """
+
 from __future__ import annotations
 
 import errno
@@ -39,17 +40,17 @@ PROTEIN = "ACDEFGHIKLMNPQRSTVWY"
 near_fasta = st.lists(
     st.one_of(
         st.builds(lambda h: ">" + h, st.text(min_size=0, max_size=20)),
-        st.text(alphabet=PROTEIN + "acdefxXBZUOJ*-\r \t1.#\"", min_size=0, max_size=70),
+        st.text(alphabet=PROTEIN + 'acdefxXBZUOJ*-\r \t1.#"', min_size=0, max_size=70),
         st.just(""),
         st.binary(max_size=30).map(lambda b: b.decode("latin-1")),
     ),
-    min_size=0, max_size=12,
+    min_size=0,
+    max_size=12,
 ).map(lambda lines: "\n".join(lines).encode("utf-8", "surrogateescape"))
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.one_of(st.binary(max_size=300), near_fasta),
-       bom=st.booleans())
+@given(data=st.one_of(st.binary(max_size=300), near_fasta), bom=st.booleans())
 def test_fasta_reader_fuzz(tmp_path_factory, data, bom):
     path = tmp_path_factory.mktemp("fuzz") / "x.fa"
     path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + data)
@@ -67,8 +68,14 @@ def test_fasta_reader_fuzz(tmp_path_factory, data, bom):
 
 
 def _swgpu(*args, cwd=None, timeout=300, env=None):
-    return subprocess.run([sys.executable, "-m", "swgpu_tools.cli", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd, timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "swgpu_tools.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        env=env,
+    )
 
 
 @pytest.mark.slow
@@ -82,8 +89,17 @@ def test_search_fuzz_clean_error_or_complete_tables(tmp_path_factory, db, querie
     work = tmp_path_factory.mktemp("search-fuzz")
     (work / "db.fa").write_bytes(db)
     (work / "q.fa").write_bytes(queries)
-    r = _swgpu("search", work / "q.fa", work / "db.fa", "--out-dir", work / "out",
-               "--backend", "cpu", "--threads", "1")
+    r = _swgpu(
+        "search",
+        work / "q.fa",
+        work / "db.fa",
+        "--out-dir",
+        work / "out",
+        "--backend",
+        "cpu",
+        "--threads",
+        "1",
+    )
     assert "Traceback" not in r.stderr, r.stderr
     assert r.returncode in (0, 2), r.stderr
     if r.returncode == 2:
@@ -124,15 +140,19 @@ def test_scores_beyond_int32_are_refused_before_scoring(tmp_path, monkeypatch):
     q = SequenceSet.from_sequences(["long_query"], ["W" * 300])
     d = SequenceSet.from_sequences(["a", "big_subject"], ["W" * 50, "W" * 400])
     monkeypatch.setattr(scan, "MAX_SCORE", 1000)
-    with pytest.raises(InputError, match=r"query 'long_query' \(300 residues\) against subject "
-                                         r"'big_subject' \(400 residues\) could score up to 3,300"):
+    with pytest.raises(
+        InputError,
+        match=r"query 'long_query' \(300 residues\) against subject "
+        r"'big_subject' \(400 residues\) could score up to 3,300",
+    ):
         scan.score(q, d, ScoringScheme(), top_k=1, backend="cpu")
 
 
 def test_out_dir_that_is_a_file_fails_before_any_work(tmp_path):
     (tmp_path / "out").write_text("not a folder")
-    r = _swgpu("search", DATA / "example_queries.fasta", "/nonexistent.fa", "--out-dir",
-               tmp_path / "out")
+    r = _swgpu(
+        "search", DATA / "example_queries.fasta", "/nonexistent.fa", "--out-dir", tmp_path / "out"
+    )
     assert r.returncode == 2 and "--out-dir is an existing file" in r.stderr
 
 
@@ -148,35 +168,61 @@ def _inputs(n: int = 40, seed: int = 1):
     db = {}
     for i in range(n):
         db[f"sp|D{i:04d}|D{i:04d}_TEST entry {i}"] = "".join(
-            rng.choice(PROTEIN) for _ in range(rng.randint(60, 200)))
-    queries = {"q1 query one": db["sp|D0001|D0001_TEST entry 1"][5:80],
-               "q2": db["sp|D0002|D0002_TEST entry 2"][10:120]}
+            rng.choice(PROTEIN) for _ in range(rng.randint(60, 200))
+        )
+    queries = {
+        "q1 query one": db["sp|D0001|D0001_TEST entry 1"][5:80],
+        "q2": db["sp|D0002|D0002_TEST entry 2"][10:120],
+    }
     return queries, db
 
 
 def _snakemake(work: Path, *args, check=True, timeout=900):
     bin_dir = Path(sys.executable).parent
-    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-               SWGPU_LOCK_DIR=str(work / "gpu-locks"))
-    cmd = [str(bin_dir / "snakemake"), "-s", str(REPO / "Snakefile"), "--directory", str(work),
-           "--configfile", str(work / "config.yaml"), "--cores", "2", *args]
-    proc = subprocess.run(cmd, cwd=work.parent, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    env = dict(
+        os.environ,
+        PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        SWGPU_LOCK_DIR=str(work / "gpu-locks"),
+    )
+    cmd = [
+        str(bin_dir / "snakemake"),
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(work),
+        "--configfile",
+        str(work / "config.yaml"),
+        "--cores",
+        "2",
+        *args,
+    ]
+    proc = subprocess.run(
+        cmd, cwd=work.parent, env=env, capture_output=True, text=True, timeout=timeout
+    )
     if check and proc.returncode:
         raise AssertionError(proc.stdout[-2000:] + proc.stderr[-3000:])
     return proc
 
 
 def _config(work: Path, **kw):
-    cfg = dict(database="database.fasta", queries="queries.fasta", shards=3, backend="cpu",
-               threads=1, min_shard_sequences=1, top_k=20)
+    cfg = dict(
+        database="database.fasta",
+        queries="queries.fasta",
+        shards=3,
+        backend="cpu",
+        threads=1,
+        min_shard_sequences=1,
+        top_k=20,
+    )
     cfg.update(kw)
     (work / "config.yaml").write_text("".join(f"{k}: {v}\n" for k, v in cfg.items()))
 
 
 def _tables(work: Path) -> dict:
-    return {f: (work / "results" / f).read_bytes()
-            for f in ("hits.tsv", "alignments.tsv", "changes.tsv")}
+    return {
+        f: (work / "results" / f).read_bytes()
+        for f in ("hits.tsv", "alignments.tsv", "changes.tsv")
+    }
 
 
 @pytest.mark.slow
@@ -185,7 +231,7 @@ def test_hostile_ids_survive_every_step(tmp_path):
     queries, db = _inputs()
     hostile = ['"s1 x', "NA", "nan", "#x", 'sp|"Q1|X_HUMAN quoted', "NULL", "-", "1e5"]
     seqs = list(db.values())
-    db = {h: seqs[i] for i, h in enumerate(hostile)} | dict(list(db.items())[len(hostile):])
+    db = {h: seqs[i] for i, h in enumerate(hostile)} | dict(list(db.items())[len(hostile) :])
     queries = {"NA query": seqs[0][3:90], '"q2': seqs[4][:100]}
     work = tmp_path / "w"
     work.mkdir()
@@ -245,10 +291,20 @@ def test_a_second_workflow_run_in_the_same_folder_is_refused(tmp_path):
     _config(work)
     bin_dir = Path(sys.executable).parent
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    cmd = [str(bin_dir / "snakemake"), "-s", str(REPO / "Snakefile"), "--directory", str(work),
-           "--configfile", str(work / "config.yaml"), "--cores", "1"]
-    first = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True)
+    cmd = [
+        str(bin_dir / "snakemake"),
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(work),
+        "--configfile",
+        str(work / "config.yaml"),
+        "--cores",
+        "1",
+    ]
+    first = subprocess.Popen(
+        cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.time() + 120
     while time.time() < deadline and not list((work / ".snakemake/locks").glob("*")):
         time.sleep(0.2)
@@ -305,10 +361,25 @@ def test_sigkill_at_random_points_then_restart_gives_the_uninterrupted_tables(tm
             _write(work / "database.fasta", v2)
         tables, duration = ref[label]
         delay = rng.uniform(0.3, duration)
-        cmd = [str(bin_dir / "snakemake"), "-s", str(REPO / "Snakefile"), "--directory",
-               str(work), "--configfile", str(work / "config.yaml"), "--cores", "2"]
-        proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
+        cmd = [
+            str(bin_dir / "snakemake"),
+            "-s",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(work),
+            "--configfile",
+            str(work / "config.yaml"),
+            "--cores",
+            "2",
+        ]
+        proc = subprocess.Popen(
+            cmd,
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         time.sleep(delay)
         finished = proc.poll() is not None
         try:
@@ -319,8 +390,9 @@ def test_sigkill_at_random_points_then_restart_gives_the_uninterrupted_tables(tm
         _snakemake(work, "--unlock")
         _snakemake(work)
         assert _tables(work) == tables, f"kill {i} ({label}) at {delay:.2f} s"
-        outcomes.append((label, round(delay, 2), "finished before the kill" if finished
-                         else "killed"))
+        outcomes.append(
+            (label, round(delay, 2), "finished before the kill" if finished else "killed")
+        )
     killed = [o for o in outcomes if o[2] == "killed"]
     assert len(killed) >= KILLS // 2, outcomes
     print(f"{len(killed)} of {KILLS} runs killed mid-way; every restart gave the reference tables")
@@ -344,9 +416,13 @@ def test_block_reader_accepts_and_refuses_what_the_line_reader_does(tmp_path_fac
             return "error", str(exc)
 
     slow = run(lambda: [(r.id, r.header, r.sequence) for r in iter_fasta(path)])
-    fast = run(lambda: [(i.decode(), h.decode("utf-8"), b.residues[b.offsets[k]:b.offsets[k + 1]]
-                         .tobytes()) for b in iter_blocks(path, block)
-                        for k, (i, h) in enumerate(zip(b.ids, b.headers))])
+    fast = run(
+        lambda: [
+            (i.decode(), h.decode("utf-8"), b.residues[b.offsets[k] : b.offsets[k + 1]].tobytes())
+            for b in iter_blocks(path, block)
+            for k, (i, h) in enumerate(zip(b.ids, b.headers))
+        ]
+    )
     assert fast == slow
 
 

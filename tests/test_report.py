@@ -5,6 +5,7 @@ hits.tsv, ids kept exactly as written, statistics from JSON files only.
 References here are computed with the csv module and plain Python, not with
 the report's pandas code.
 """
+
 from __future__ import annotations
 
 import csv
@@ -23,13 +24,35 @@ from swgpu_tools.report import OUTPUTS, make_report  # noqa: E402
 from swgpu_tools.report.data import QUERY_COLUMNS  # noqa: E402
 
 HITS_HEADER = ["qseqid", "sseqid", "score", "bitscore", "evalue", "qlen", "slen"]
-CHANGES_HEADER = ["qseqid", "sseqid", "change", "previous_score", "score", "previous_evalue",
-                  "evalue", "slen"]
+CHANGES_HEADER = [
+    "qseqid",
+    "sseqid",
+    "change",
+    "previous_score",
+    "score",
+    "previous_evalue",
+    "evalue",
+    "slen",
+]
 
 #: Ids that pandas' defaults turn into NaN, quote-parse, treat as comments, or
 #: that are HTML.  (Tabs and line breaks cannot be in an id.)
-HOSTILE = ['"s1', "NA", "nan", "#x", 'sp|"Q1|A_HUMAN', "N/A", "null", "None", "-nan", "1e5",
-           "</script><script>alert(1)</script>", "a&b", "'q'", '""']
+HOSTILE = [
+    '"s1',
+    "NA",
+    "nan",
+    "#x",
+    'sp|"Q1|A_HUMAN',
+    "N/A",
+    "null",
+    "None",
+    "-nan",
+    "1e5",
+    "</script><script>alert(1)</script>",
+    "a&b",
+    "'q'",
+    '""',
+]
 
 
 def write_table(path, header, rows) -> None:
@@ -58,11 +81,24 @@ def shard_stats(folder, n, backend="gpu", gcups=100.0) -> list[str]:
     for i in range(n):
         path = os.path.join(folder, "score_shard", f"shard-{i:04d}.json")
         with open(path, "w") as fh:
-            json.dump({"step": "score_shard", "format": 1, "shard": f"shard-{i:04d}.swdb",
-                       "backend": backend, "device": 0, "queries": 3, "cells": gcups * 1e9 * 2,
-                       "kernel_s": 2.0, "gcups": gcups, "wall_s": 3.0 + i % 3,
-                       "phases_s": {"read": 0.5, "score": 2.2, "write": 0.1}, "hits": 10,
-                       "peak_rss_bytes": 10**8}, fh)
+            json.dump(
+                {
+                    "step": "score_shard",
+                    "format": 1,
+                    "shard": f"shard-{i:04d}.swdb",
+                    "backend": backend,
+                    "device": 0,
+                    "queries": 3,
+                    "cells": gcups * 1e9 * 2,
+                    "kernel_s": 2.0,
+                    "gcups": gcups,
+                    "wall_s": 3.0 + i % 3,
+                    "phases_s": {"read": 0.5, "score": 2.2, "write": 0.1},
+                    "hits": 10,
+                    "peak_rss_bytes": 10**8,
+                },
+                fh,
+            )
         paths.append(path)
     return paths
 
@@ -102,8 +138,9 @@ def expected_queries(hits_path, changes_path) -> dict[str, dict]:
     for (qid, _), _n in changes.items():
         out.setdefault(qid, {"hits": 0, "best": None})
     for qid, q in out.items():
-        q["new"], q["gone"], q["changed_score"] = (changes[(qid, k)]
-                                                   for k in ("new", "gone", "score"))
+        q["new"], q["gone"], q["changed_score"] = (
+            changes[(qid, k)] for k in ("new", "gone", "score")
+        )
     return out
 
 
@@ -124,8 +161,13 @@ def check_query_table(path, expected: dict[str, dict], order: list[str] | None =
             assert (r["best_sseqid"], r["best_score"], r["best_evalue"]) == ("NA", "NA", "NA")
         else:
             b = e["best"]
-            assert (r["best_sseqid"], r["best_score"], r["best_bitscore"], r["best_evalue"],
-                    r["qlen"]) == (b["sseqid"], b["score"], b["bitscore"], b["evalue"], b["qlen"])
+            assert (
+                r["best_sseqid"],
+                r["best_score"],
+                r["best_bitscore"],
+                r["best_evalue"],
+                r["qlen"],
+            ) == (b["sseqid"], b["score"], b["bitscore"], b["evalue"], b["qlen"])
 
 
 def test_query_table_equals_an_independent_computation(tmp_path):
@@ -209,11 +251,13 @@ def test_statistics_come_from_json_never_from_logs(tmp_path):
     logs.mkdir(parents=True)
     (logs / "shard-0000.log").write_text(
         "[swgpu 00:00:00] backend: gpu (decoy)\n"
-        "scored 4 queries x 10 sequences (1,000 residues) in 0.01 s: 999.00 GCUPS\n")
+        "scored 4 queries x 10 sequences (1,000 residues) in 0.01 s: 999.00 GCUPS\n"
+    )
     stats = shard_stats(tmp_path / "stats", 1, backend="cpu", gcups=12.5)
     merge = tmp_path / "stats" / "merge_hits.json"
-    merge.write_text(json.dumps({"step": "merge_hits", "wall_s": 4.0,
-                                 "phases_s": {"read": 1.0, "merge": 2.0}}))
+    merge.write_text(
+        json.dumps({"step": "merge_hits", "wall_s": 4.0, "phases_s": {"read": 1.0, "merge": 2.0}})
+    )
     missing = [str(tmp_path / "stats" / name) for name in ("traceback.json", "shard_db.json")]
     opened: list[str] = []
     _HOOK_TARGETS.append(opened)
@@ -235,8 +279,12 @@ _HOOK_TARGETS: list[list[str]] = []
 
 
 def _audit(event, args):
-    if (event == "open" and _HOOK_TARGETS and args
-            and isinstance(args[0], (str, bytes, os.PathLike))):
+    if (
+        event == "open"
+        and _HOOK_TARGETS
+        and args
+        and isinstance(args[0], (str, bytes, os.PathLike))
+    ):
         for target in _HOOK_TARGETS:
             target.append(os.fsdecode(args[0]))
 

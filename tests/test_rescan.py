@@ -21,6 +21,7 @@ removed (a hit is gone) and one added (a new hit).
 * the SLURM profile: the sbatch calls of the scoring jobs (a fake sbatch
   records them) ask for one GPU, 4 CPUs, 32 GB and 12 hours.
 """
+
 from __future__ import annotations
 
 import json
@@ -81,9 +82,9 @@ def _inputs(n_db: int = 400):
     v2 = dict(v1)
     v2["d0010"] = v1["d0010"][:5] + ("W" if v1["d0010"][5] != "W" else "A") + v1["d0010"][6:]
     s = v1["self_q1"]
-    v2["self_q1"] = s[:10] + "GGGG" + s[14:]            # score drops
-    del v2["mut_q0"]                                     # a hit is gone
-    v2["new_q0"] = _mutate(queries["q0"], rng)          # a new hit
+    v2["self_q1"] = s[:10] + "GGGG" + s[14:]  # score drops
+    del v2["mut_q0"]  # a hit is gone
+    v2["new_q0"] = _mutate(queries["q0"], rng)  # a new hit
     changed_ids = ["d0010", "self_q1", "mut_q0", "new_q0"]
     return queries, v1, v2, changed_ids
 
@@ -101,8 +102,9 @@ def _scored_shards(proc) -> list[str]:
 
 
 def _tables(workdir: Path) -> dict[str, bytes]:
-    return {name: (workdir / "results" / name).read_bytes()
-            for name in ("hits.tsv", "alignments.tsv")}
+    return {
+        name: (workdir / "results" / name).read_bytes() for name in ("hits.tsv", "alignments.tsv")
+    }
 
 
 @pytest.fixture(scope="module")
@@ -118,9 +120,20 @@ def rescan(tmp_path_factory):
     second = _snakemake(inc)
     _setup(scratch, queries, v2)
     third = _snakemake(scratch)
-    return dict(root=root, inc=inc, scratch=scratch, queries=queries, v1=v1, v2=v2,
-                changed_ids=changed_ids, first=first, second=second, third=third,
-                tables_v1=tables_v1, release_v1=release_v1)
+    return dict(
+        root=root,
+        inc=inc,
+        scratch=scratch,
+        queries=queries,
+        v1=v1,
+        v2=v2,
+        changed_ids=changed_ids,
+        first=first,
+        second=second,
+        third=third,
+        tables_v1=tables_v1,
+        release_v1=release_v1,
+    )
 
 
 def _stats(workdir: Path, shard: str) -> dict:
@@ -170,9 +183,20 @@ def test_both_releases_are_kept(rescan):
     assert (history / current / "hits.tsv").read_bytes() == _tables(rescan["inc"])["hits.tsv"]
     # swgpu changes A B compares any two kept releases: v1 -> v2 is changes.tsv
     out = rescan["root"] / "v1_v2.tsv"
-    proc = subprocess.run([str(BIN / "swgpu"), "changes", rescan["release_v1"], current,
-                           "--history", str(history), "-o", str(out)], capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        [
+            str(BIN / "swgpu"),
+            "changes",
+            rescan["release_v1"],
+            current,
+            "--history",
+            str(history),
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     assert out.read_bytes() == (rescan["inc"] / "results/changes.tsv").read_bytes()
     # scratch run: no previous release, every hit is new
@@ -195,8 +219,12 @@ def test_same_release_with_other_filters_is_not_a_new_release(rescan, tmp_path):
     assert len(kept) == 2
     ch = pd.read_csv(work / "results/changes.tsv", sep="\t", keep_default_na=False, dtype=str)
     assert (work / "results/changes.tsv").read_bytes() != before  # the filter moved hits
-    old = pd.read_csv(work / "results/history" / rescan["release_v1"] / "hits.tsv", sep="\t",
-                      keep_default_na=False, dtype=str)
+    old = pd.read_csv(
+        work / "results/history" / rescan["release_v1"] / "hits.tsv",
+        sep="\t",
+        keep_default_na=False,
+        dtype=str,
+    )
     new = pd.read_csv(work / "results/hits.tsv", sep="\t", keep_default_na=False, dtype=str)
     assert (new["evalue"].astype(float) <= 1e-3).all()
     _check_changes(old, new, ch)  # against release v1, not the earlier run of this release
@@ -212,11 +240,14 @@ def test_same_release_with_other_filters_is_not_a_new_release(rescan, tmp_path):
 @pytest.mark.slow
 def test_changes_table_lists_the_constructed_changes(rescan):
     inc = rescan["inc"]
-    ch = pd.read_csv(inc / "results/changes.tsv", sep="\t", keep_default_na=False,
-                     dtype=str)
+    ch = pd.read_csv(inc / "results/changes.tsv", sep="\t", keep_default_na=False, dtype=str)
     assert list(ch.columns) == CHANGES_COLUMNS
-    old = pd.read_csv(inc / "results/history" / rescan["release_v1"] / "hits.tsv", sep="\t",
-                      keep_default_na=False, dtype=str)
+    old = pd.read_csv(
+        inc / "results/history" / rescan["release_v1"] / "hits.tsv",
+        sep="\t",
+        keep_default_na=False,
+        dtype=str,
+    )
     new = pd.read_csv(inc / "results/hits.tsv", sep="\t", keep_default_na=False, dtype=str)
     rows = {(r.qseqid, r.sseqid): r for r in ch.itertuples(index=False)}
     # the added near-copy of q0 is a new hit of q0; the removed copy is gone
@@ -257,23 +288,43 @@ def _check_changes(old, new, ch):
 
 
 def test_compare_constructed_case():
-    prev = pd.DataFrame({"qseqid": ["a", "a", "a", "b"], "sseqid": ["x", "y", "z", "x"],
-                         "qacc": ["a", "a", "a", "b"], "sacc": ["x", "y", "z", "x"],
-                         "score": ["50", "40", "30", "20"], "evalue": ["1e-5", "1e-3", "0.1", "2"],
-                         "slen": ["10", "11", "12", "10"]})
-    cur = pd.DataFrame({"qseqid": ["b", "a", "a", "a"], "sseqid": ["w", "x", "y", "v"],
-                        "qacc": ["b", "a", "a", "a"], "sacc": ["w", "x", "y", "v"],
-                        "score": ["25", "50", "45", "35"], "evalue": ["1", "2e-5", "1e-4", "0.01"],
-                        "slen": ["9", "10", "11", "13"]})
+    prev = pd.DataFrame(
+        {
+            "qseqid": ["a", "a", "a", "b"],
+            "sseqid": ["x", "y", "z", "x"],
+            "qacc": ["a", "a", "a", "b"],
+            "sacc": ["x", "y", "z", "x"],
+            "score": ["50", "40", "30", "20"],
+            "evalue": ["1e-5", "1e-3", "0.1", "2"],
+            "slen": ["10", "11", "12", "10"],
+        }
+    )
+    cur = pd.DataFrame(
+        {
+            "qseqid": ["b", "a", "a", "a"],
+            "sseqid": ["w", "x", "y", "v"],
+            "qacc": ["b", "a", "a", "a"],
+            "sacc": ["w", "x", "y", "v"],
+            "score": ["25", "50", "45", "35"],
+            "evalue": ["1", "2e-5", "1e-4", "0.01"],
+            "slen": ["9", "10", "11", "13"],
+        }
+    )
     out = compare(prev, cur, ["a", "b"])
     assert list(out.columns) == CHANGES_COLUMNS
-    got = [tuple(r) for r in out[["qseqid", "sseqid", "change", "previous_score", "score",
-                                  "slen"]].itertuples(index=False)]
-    assert got == [("a", "v", "new", "NA", "35", "13"),
-                   ("a", "y", "score", "40", "45", "11"),
-                   ("a", "z", "gone", "30", "NA", "12"),
-                   ("b", "w", "new", "NA", "25", "9"),
-                   ("b", "x", "gone", "20", "NA", "10")]
+    got = [
+        tuple(r)
+        for r in out[["qseqid", "sseqid", "change", "previous_score", "score", "slen"]].itertuples(
+            index=False
+        )
+    ]
+    assert got == [
+        ("a", "v", "new", "NA", "35", "13"),
+        ("a", "y", "score", "40", "45", "11"),
+        ("a", "z", "gone", "30", "NA", "12"),
+        ("b", "w", "new", "NA", "25", "9"),
+        ("b", "x", "gone", "20", "NA", "10"),
+    ]
     # a-x: same score, E-value moved with the database size: not listed
     assert ("a", "x") not in {(r[0], r[1]) for r in got}
     first = compare(None, cur, ["a", "b"])
@@ -291,7 +342,7 @@ def _env(workdir: Path) -> dict:
 # command; every later one marks itself held and waits to be killed.  So the
 # kill always finds one shard scored (and recorded by Snakemake) and scoring
 # jobs running, however fast or slow the machine is.
-GATE = r'''#!{python}
+GATE = r"""#!{python}
 import os, sys, time
 args = sys.argv[1:]
 if args[:1] == ["score-shard"]:
@@ -306,7 +357,7 @@ if args[:1] == ["score-shard"]:
     os.write(fd, shard.encode())
     os.close(fd)
 os.execv({real!r}, [{real!r}] + args)
-'''
+"""
 
 
 @pytest.mark.slow
@@ -325,29 +376,45 @@ def test_killed_run_resumes_to_the_same_tables(rescan):
     _setup(work, rescan["queries"], rescan["v2"])
     gate = work.parent / "killed-gate"
     (gate / "bin").mkdir(parents=True)
-    (gate / "bin" / "swgpu").write_text(GATE.format(python=sys.executable,
-                                                    real=str(BIN / "swgpu")))
+    (gate / "bin" / "swgpu").write_text(GATE.format(python=sys.executable, real=str(BIN / "swgpu")))
     (gate / "bin" / "swgpu").chmod(0o755)
     env = _env(work)
     env["PATH"] = f"{gate / 'bin'}{os.pathsep}{env['PATH']}"
     env["SWGPU_TEST_GATE"] = str(gate)
-    cmd = [SNAKEMAKE, "-s", str(SNAKEFILE), "--directory", str(work), "--configfile",
-           str(work / "config.yaml"), "--cores", "2"]
+    cmd = [
+        SNAKEMAKE,
+        "-s",
+        str(SNAKEFILE),
+        "--directory",
+        str(work),
+        "--configfile",
+        str(work / "config.yaml"),
+        "--cores",
+        "2",
+    ]
     first_out = open(work / "killed-run.out", "w")
-    proc = subprocess.Popen(cmd, cwd=work.parent, env=env, stdout=first_out,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=work.parent,
+        env=env,
+        stdout=first_out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     deadline = time.time() + 600  # a bound for a stuck run, not a timing assumption
     try:
         while True:
             out = (work / "killed-run.out").read_text()
-            if ("(Rule: score_shard)" in out and (gate / "first").exists()
-                    and list(gate.glob("held-*"))):
+            if (
+                "(Rule: score_shard)" in out
+                and (gate / "first").exists()
+                and list(gate.glob("held-*"))
+            ):
                 break
             if proc.poll() is not None:
                 pytest.fail("snakemake finished before it could be killed:\n" + out[-3000:])
             if time.time() > deadline:
-                pytest.fail("no scoring job finished and none held within 600 s:\n"
-                            + out[-3000:])
+                pytest.fail("no scoring job finished and none held within 600 s:\n" + out[-3000:])
             time.sleep(0.05)
         os.killpg(proc.pid, signal.SIGKILL)
     finally:
@@ -357,7 +424,7 @@ def test_killed_run_resumes_to_the_same_tables(rescan):
             pass
         proc.wait()
         first_out.close()
-    first = (gate / "first").read_text()           # e.g. shard-0003.swdb
+    first = (gate / "first").read_text()  # e.g. shard-0003.swdb
     first_shard = re.fullmatch(r"shard-(\d+)\.swdb", first).group(1)
     done = sorted(p.name for p in (work / "results" / "hits").glob("shard-*.npz"))
     killed_out = (work / "killed-run.out").read_text()[-3000:]
@@ -368,8 +435,9 @@ def test_killed_run_resumes_to_the_same_tables(rescan):
     assert len(read_shard_hits(work / "results" / "hits" / done[0])) > 0
     _snakemake(work, "--unlock")
     resumed = _snakemake(work)  # the real swgpu again
-    assert _scored_shards(resumed) == [f"{i:04d}" for i in range(SHARDS)
-                                       if f"{i:04d}" != first_shard], resumed.stderr[-3000:]
+    assert _scored_shards(resumed) == [
+        f"{i:04d}" for i in range(SHARDS) if f"{i:04d}" != first_shard
+    ], resumed.stderr[-3000:]
     assert _tables(work) == _tables(rescan["scratch"]), resumed.stderr[-3000:]
     assert "swgpu finished" in resumed.stdout + resumed.stderr
 
@@ -394,7 +462,7 @@ def test_truncated_shard_is_detected_and_rebuilt(rescan):
     out = healed.stdout + healed.stderr
     assert "shard-0001.swdb is damaged" in out and "moved to" in out
     assert list((work / "results/shards/corrupt").glob("shard-0001.swdb.*"))
-    assert victim.read_bytes() == data                    # rebuilt as it was
+    assert victim.read_bytes() == data  # rebuilt as it was
     assert re.search(r"^(?:local)?checkpoint shard_db:", out, re.MULTILINE)
     hits = pd.read_csv(work / "results/hits.tsv", sep="\t", keep_default_na=False)
     assert {shard_of(x, 2) for x in hits["sacc"]} == {0, 1}  # both shards' hits are there
@@ -412,7 +480,7 @@ def test_truncated_shard_is_detected_and_rebuilt(rescan):
     assert failed.returncode != 0
     log = (work / "results/logs/score_shard/shard-0001.log").read_text()
     assert "results/shards/shard-0001.swdb: shard is truncated or corrupt" in log
-    assert not victim.exists()                            # moved aside
+    assert not victim.exists()  # moved aside
     rebuilt = _snakemake(work)
     assert victim.read_bytes() == data
     assert "0001" in _scored_shards(rebuilt)
@@ -434,18 +502,37 @@ def test_slurm_profile_sbatch_calls(tmp_path):
     fake.mkdir()
     calls = tmp_path / "sbatch.calls"
     (fake / "sbatch").write_text(
-        f"#!/bin/sh\necho \"$@\" >> {calls}\necho 'sbatch: error: fake sbatch' >&2\nexit 1\n")
+        f"#!/bin/sh\necho \"$@\" >> {calls}\necho 'sbatch: error: fake sbatch' >&2\nexit 1\n"
+    )
     for tool in ("sacct", "squeue", "sinfo", "scontrol", "sshare", "sacctmgr"):
         (fake / tool).write_text("#!/bin/sh\nexit 0\n")
     for p in fake.iterdir():
         p.chmod(0o755)
     env = _env(work)
     env["PATH"] = f"{fake}{os.pathsep}{env['PATH']}"
-    proc = subprocess.run([SNAKEMAKE, "-s", str(SNAKEFILE), "--directory", str(work),
-                           "--configfile", str(work / "config.yaml"),
-                           "--profile", str(REPO / "profiles" / "slurm"), "--keep-going",
-                           "--retries", "0", "--slurm-init-seconds-before-status-checks", "1"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            SNAKEMAKE,
+            "-s",
+            str(SNAKEFILE),
+            "--directory",
+            str(work),
+            "--configfile",
+            str(work / "config.yaml"),
+            "--profile",
+            str(REPO / "profiles" / "slurm"),
+            "--keep-going",
+            "--retries",
+            "0",
+            "--slurm-init-seconds-before-status-checks",
+            "1",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode != 0  # every submission was refused
     lines = calls.read_text().splitlines()
     scoring = [line for line in lines if "rule_score_shard" in line]
@@ -469,8 +556,14 @@ def test_report_is_self_contained_with_the_plots(rescan):
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
     _snakemake(inc, "--report", str(inc / "report.html"))
     html = (inc / "report.html").read_text()
-    for name in ("scores.png", "evalues.png", "hits_per_query.png", "shards.png", "changes.png",
-                 "changes.tsv"):
+    for name in (
+        "scores.png",
+        "evalues.png",
+        "hits_per_query.png",
+        "shards.png",
+        "changes.png",
+        "changes.tsv",
+    ):
         assert name in html
     assert html.count("data:image/png;") >= 5
     assert "Configuration used" in html and "database.fasta" in html

@@ -11,6 +11,7 @@ Reference numbers come from two places:
   (``Statistics_eff-space``), and for each HSP the raw score, the bit score
   and the E-value.
 """
+
 from __future__ import annotations
 
 import math
@@ -107,8 +108,16 @@ def test_every_tabulated_scheme_is_a_valid_scoring_scheme():
 @pytest.mark.parametrize(
     "raw, reported",
     # (Hsp_score, Hsp_bit-score) pairs from xml_2226_blastp_001.xml
-    [(350, 139.428), (219, 88.9669), (204, 83.1889), (29, 15.779), (522, 205.682),
-     (101, 43.5134), (72, 32.3426), (506, 199.519)],
+    [
+        (350, 139.428),
+        (219, 88.9669),
+        (204, 83.1889),
+        (29, 15.779),
+        (522, 205.682),
+        (101, 43.5134),
+        (72, 32.3426),
+        (506, 199.519),
+    ],
 )
 def test_bit_score_matches_blast_report(raw, reported):
     assert bit_score(raw, B62) == pytest.approx(reported, abs=5e-4)
@@ -164,8 +173,14 @@ def test_length_adjustment_zero_when_search_space_too_small():
 def test_length_adjustment_keeps_search_space_meaningful():
     """BLAST's documented guarantee: K (m - L)(n - N L) > max(m, n), converged or not."""
     p = B62
-    cases = [(300, 10**8, 300000), (50, 10**6, 5000), (1000, 2 * 10**9, 10**7),
-             (32, 6406, 20), (5000, 200000, 100000), (250, 10**11, 4 * 10**8)]
+    cases = [
+        (300, 10**8, 300000),
+        (50, 10**6, 5000),
+        (1000, 2 * 10**9, 10**7),
+        (32, 6406, 20),
+        (5000, 200000, 100000),
+        (250, 10**11, 4 * 10**8),
+    ]
     for m, n, N in cases:
         L, _ = length_adjustment(m, n, N, p)
         assert L >= 0
@@ -180,8 +195,13 @@ def test_length_adjustment_is_a_fixed_point_bracket():
     def f(ell, m, n, N):
         return (p.alpha / p.lambda_) * (p.logK + math.log((m - ell) * (n - N * ell))) + p.beta
 
-    for m, n, N in [(300, 10**8, 300000), (1000, 2 * 10**9, 10**7), (500, 10**9, 3 * 10**6),
-                    (250, 10**11, 4 * 10**8), (102, 6406, 20)]:
+    for m, n, N in [
+        (300, 10**8, 300000),
+        (1000, 2 * 10**9, 10**7),
+        (500, 10**9, 3 * 10**6),
+        (250, 10**11, 4 * 10**8),
+        (102, 6406, 20),
+    ]:
         L, converged = length_adjustment(m, n, N, p)
         assert converged
         assert f(L, m, n, N) >= L
@@ -288,8 +308,9 @@ def test_array_arguments_match_scalar_calls():
     b = bit_score(raw, B62)
     for i in range(len(raw)):
         assert e[i] == evalue(int(raw[i]), int(m[i]), DB_RES, DB_SEQS, B62)
-        assert s[i] == pytest.approx(spouge_evalue(int(raw[i]), int(m[i]), int(n[i]), DB_RES, B62),
-                                     rel=1e-15)
+        assert s[i] == pytest.approx(
+            spouge_evalue(int(raw[i]), int(m[i]), int(n[i]), DB_RES, B62), rel=1e-15
+        )
         assert b[i] == bit_score(int(raw[i]), B62)
     assert isinstance(evalue(60, 102, DB_RES, DB_SEQS, B62), float)
     assert isinstance(bit_score(60, B62), float)

@@ -1,5 +1,6 @@
 """Tests for swgpu_tools.io.fields and io.tables: BLAST tabular fields, CIGAR/BTOP,
 the table writer and reader, atomic writes."""
+
 from __future__ import annotations
 
 import os
@@ -65,7 +66,13 @@ def test_mismatch_and_query_insertion():
     c = alignment_columns(q, s, aln)
     assert c["cigar"] == "4=1X4=2I7="
     assert c["btop"] == "4AS4A-L-7"
-    assert (c["length"], c["identities"], c["mismatch"], c["gapopen"], c["gaps"]) == (18, 15, 1, 1, 2)
+    assert (c["length"], c["identities"], c["mismatch"], c["gapopen"], c["gaps"]) == (
+        18,
+        15,
+        1,
+        1,
+        2,
+    )
     assert format_pident(c["pident"]) == "83.333"
     assert (c["qstart"], c["qend"], c["sstart"], c["send"]) == (1, 18, 1, 16)
     assert c["qaln"] == "MKVLAAGIVALLLAAGCS" and c["saln"] == "MKVLSAGIV--LLAAGCS"
@@ -105,10 +112,14 @@ def test_real_blast_hsps_from_biopython_test_suite():
     BLAST reported: identity 69, gaps 2, align-len 102 (query 1-102, hit 1-100);
     and identity 48, gaps 5, align-len 105 (query 1-101, hit 1-104).
     """
-    qseq = ("MKKFIALLFFILLLSGCGVNSQKSQGEDVSPDSNIETKEGTYVGLADTHTIEVTVDNEPVSLDITEESTSDLDKF"
-            "NSGDKVTITYEKNDEGQLLLKDIERAN")
-    hseq = ("MKKIFGCLFFILLLAGCGVTNEKSQGEDAG--EKLVTKEGTYVGLADTHTIEVTVDHEPVSFDITEESADDVKNL"
-            "NNGEKVTVKYQKNSKGQLVLKDIEPAN")
+    qseq = (
+        "MKKFIALLFFILLLSGCGVNSQKSQGEDVSPDSNIETKEGTYVGLADTHTIEVTVDNEPVSLDITEESTSDLDKF"
+        "NSGDKVTITYEKNDEGQLLLKDIERAN"
+    )
+    hseq = (
+        "MKKIFGCLFFILLLAGCGVTNEKSQGEDAG--EKLVTKEGTYVGLADTHTIEVTVDHEPVSFDITEESADDVKNL"
+        "NNGEKVTVKYQKNSKGQLVLKDIEPAN"
+    )
     q, s, aln = from_rows(qseq, hseq)
     c = alignment_columns(q, s, aln)
     assert (c["identities"], c["gaps"], c["length"]) == (69, 2, 102)
@@ -116,10 +127,14 @@ def test_real_blast_hsps_from_biopython_test_suite():
     assert (c["qstart"], c["qend"], c["sstart"], c["send"]) == (1, 102, 1, 100)
     assert format_pident(c["pident"]) == "67.647"
 
-    qseq = ("MKKFIALLFFILL----LSGCGVNSQKSQGEDVSPDSNIETKEGTYVGLADTHTIEVTVDNEPVSLDITEESTSDL"
-            "DKFNSGDKVTITYEKNDEGQLLLKDIERA")
-    hseq = ("MKKTIAASFLILLFSVVLAACGTAEQSKKGSG-SSENQAQKETAYYVGMADTHTIEVKVDDQPVSFEFSDDFSDVL"
-            "NKFSENDKVSITYFTNDKGQKEIKEIEKA")
+    qseq = (
+        "MKKFIALLFFILL----LSGCGVNSQKSQGEDVSPDSNIETKEGTYVGLADTHTIEVTVDNEPVSLDITEESTSDL"
+        "DKFNSGDKVTITYEKNDEGQLLLKDIERA"
+    )
+    hseq = (
+        "MKKTIAASFLILLFSVVLAACGTAEQSKKGSG-SSENQAQKETAYYVGMADTHTIEVKVDDQPVSFEFSDDFSDVL"
+        "NKFSENDKVSITYFTNDKGQKEIKEIEKA"
+    )
     q, s, aln = from_rows(qseq, hseq)
     c = alignment_columns(q, s, aln)
     assert (c["identities"], c["gaps"], c["length"]) == (48, 5, 105)
@@ -193,10 +208,20 @@ def test_atomic_write_keeps_old_file_on_error(tmp_path):
 
 def test_writer_error_leaves_no_file(tmp_path):
     target = tmp_path / "hits.tsv"
-    bad = pd.DataFrame({"qseqid": ["q1", "q2"], "sseqid": ["s1", "s\t2"], "qacc": ["q1", "q2"],
-                        "sacc": ["s1", "s2"], "score": [10, 9], "bitscore": [8.0, 7.0],
-                        "evalue": [1.0, 2.0], "qlen": [5, 5], "slen": [6, 6],
-                        "stitle": ["a", "b"]})
+    bad = pd.DataFrame(
+        {
+            "qseqid": ["q1", "q2"],
+            "sseqid": ["s1", "s\t2"],
+            "qacc": ["q1", "q2"],
+            "sacc": ["s1", "s2"],
+            "score": [10, 9],
+            "bitscore": [8.0, 7.0],
+            "evalue": [1.0, 2.0],
+            "qlen": [5, 5],
+            "slen": [6, 6],
+            "stitle": ["a", "b"],
+        }
+    )
     with pytest.raises(ValueError, match="tab"):
         write_hits_table(bad, target)
     assert os.listdir(tmp_path) == []
@@ -209,19 +234,21 @@ def test_writer_error_leaves_no_file(tmp_path):
 
 
 def hits_frame():
-    return pd.DataFrame({
-        "qseqid": ["q1", "q1", "q2"],
-        "sseqid": ["sp|P1|A", "sp|P2|B", "s3"],
-        "qacc": ["q1", "q1", "q2"],
-        "sacc": ["P1", "P2", "s3"],
-        "stitle": ["one", "N/A", "three"],
-        "score": np.array([350, 29, 40], dtype=np.int64),
-        "bitscore": [139.42808385111766, 15.779019981647249, np.nan],
-        "evalue": [1.69e-46, 7.12269, np.nan],
-        "qlen": np.array([102, 102, 30], dtype=np.int64),
-        "slen": np.array([100, 132, 50], dtype=np.int64),
-        "extra": [1, 2, 3],
-    })
+    return pd.DataFrame(
+        {
+            "qseqid": ["q1", "q1", "q2"],
+            "sseqid": ["sp|P1|A", "sp|P2|B", "s3"],
+            "qacc": ["q1", "q1", "q2"],
+            "sacc": ["P1", "P2", "s3"],
+            "stitle": ["one", "N/A", "three"],
+            "score": np.array([350, 29, 40], dtype=np.int64),
+            "bitscore": [139.42808385111766, 15.779019981647249, np.nan],
+            "evalue": [1.69e-46, 7.12269, np.nan],
+            "qlen": np.array([102, 102, 30], dtype=np.int64),
+            "slen": np.array([100, 132, 50], dtype=np.int64),
+            "extra": [1, 2, 3],
+        }
+    )
 
 
 def test_write_hits_table_exact_bytes(tmp_path):
@@ -253,17 +280,42 @@ def test_write_hits_table_empty_and_preformatted(tmp_path):
 def test_write_alignments_table_from_dicts(tmp_path):
     q, s, aln = from_rows("MKVLAAGIVALLLAAGCS", "MKVLSAGIV--LLAAGCS")
     row = alignment_columns(q, s, aln)
-    row.update(qaccver="q1", saccver="s1", evalue=2.5e-5, bitscore=43.51, score=101,
-               qlen=len(q), slen=len(s))
+    row.update(
+        qaccver="q1",
+        saccver="s1",
+        evalue=2.5e-5,
+        bitscore=43.51,
+        score=101,
+        qlen=len(q),
+        slen=len(s),
+    )
     target = tmp_path / "alignments.tsv"
     write_alignments_table([row], target)
     lines = target.read_text().splitlines()
     assert lines[0] == "\t".join(ALIGNMENTS_COLUMNS)
-    assert lines[1] == "\t".join([
-        "q1", "s1", "83.333", "18", "1", "1", "1", "18", "1", "16", "2.50e-05", "43.5",
-        "101", "20", "17", "4=1X4=2I7=", "4AS4A-L-7", "MKVLAAGIVALLLAAGCS",
-        "MKVLSAGIV--LLAAGCS",
-    ])
+    assert lines[1] == "\t".join(
+        [
+            "q1",
+            "s1",
+            "83.333",
+            "18",
+            "1",
+            "1",
+            "1",
+            "18",
+            "1",
+            "16",
+            "2.50e-05",
+            "43.5",
+            "101",
+            "20",
+            "17",
+            "4=1X4=2I7=",
+            "4AS4A-L-7",
+            "MKVLAAGIVALLLAAGCS",
+            "MKVLSAGIV--LLAAGCS",
+        ]
+    )
     write_alignments_table(pd.DataFrame([row]), tmp_path / "b.tsv")
     assert (tmp_path / "b.tsv").read_bytes() == target.read_bytes()
 
@@ -328,10 +380,12 @@ def alignments(draw):
     q_pre = draw(st.integers(0, 5))
     s_pre = draw(st.integers(0, 5))
     alphabet = st.sampled_from(LETTERS[:6] if draw(st.booleans()) else LETTERS)
-    query = "".join(draw(st.lists(alphabet, min_size=q_pre + q_used + 3,
-                                  max_size=q_pre + q_used + 3)))
-    subject = "".join(draw(st.lists(alphabet, min_size=s_pre + s_used + 2,
-                                    max_size=s_pre + s_used + 2)))
+    query = "".join(
+        draw(st.lists(alphabet, min_size=q_pre + q_used + 3, max_size=q_pre + q_used + 3))
+    )
+    subject = "".join(
+        draw(st.lists(alphabet, min_size=s_pre + s_used + 2, max_size=s_pre + s_used + 2))
+    )
     aln = Alignment(0, q_pre, q_pre + q_used, s_pre, s_pre + s_used, ops.encode())
     return query, subject, aln
 
@@ -345,7 +399,7 @@ def decode_btop(btop: str, qaln_identical_source: str) -> tuple[str, str]:
     qrow, srow, pos = [], [], 0
     for number, pair in re.findall(r"(\d+)|(..)", btop):
         if number:
-            seg = qaln_identical_source[pos:pos + int(number)]
+            seg = qaln_identical_source[pos : pos + int(number)]
             qrow.append(seg)
             srow.append(seg)
             pos += int(number)
@@ -357,8 +411,12 @@ def decode_btop(btop: str, qaln_identical_source: str) -> tuple[str, str]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(alignments(), st.sampled_from([("BLOSUM62", 11, 1), ("BLOSUM62", 10, 1),
-                                      ("PAM30", 9, 1), ("BLOSUM50", 13, 2)]))
+@given(
+    alignments(),
+    st.sampled_from(
+        [("BLOSUM62", 11, 1), ("BLOSUM62", 10, 1), ("PAM30", 9, 1), ("BLOSUM50", 13, 2)]
+    ),
+)
 def test_rescoring_printed_rows_gives_the_score(example, scheme_args):
     query, subject, aln = example
     scheme = _scheme(scheme_args)
@@ -367,8 +425,8 @@ def test_rescoring_printed_rows_gives_the_score(example, scheme_args):
 
     assert rescore_rows(c["qaln"], c["saln"], scheme) == aln.score
     # the rows are the aligned residues with gaps
-    assert c["qaln"].replace("-", "") == query[aln.query_start:aln.query_end]
-    assert c["saln"].replace("-", "") == subject[aln.subject_start:aln.subject_end]
+    assert c["qaln"].replace("-", "") == query[aln.query_start : aln.query_end]
+    assert c["saln"].replace("-", "") == subject[aln.subject_start : aln.subject_end]
     assert len(c["qaln"]) == len(c["saln"]) == c["length"] == len(aln.operations)
     # CIGAR: M split into =/X by letter equality, I/D kept
     expanded = decode_cigar(c["cigar"])
@@ -385,14 +443,17 @@ def test_rescoring_printed_rows_gives_the_score(example, scheme_args):
     assert c["gapopen"] == len(re.findall("-+", c["qaln"])) + len(re.findall("-+", c["saln"]))
     if c["length"]:
         assert c["pident"] == 100.0 * identities / c["length"]
+
     def span(a, b):  # 1-based inclusive; 0 0 for an empty range
         return (a + 1, b) if b > a else (0, 0)
 
     assert (c["qstart"], c["qend"]) == span(aln.query_start, aln.query_end)
     assert (c["sstart"], c["send"]) == span(aln.subject_start, aln.subject_end)
     # BLAST's positives: identical letters, or a substitution score above 0
-    positives = sum(a != "-" and b != "-" and (a == b or scheme.score_pair(a, b) > 0)
-                    for a, b in zip(c["qaln"], c["saln"]))
+    positives = sum(
+        a != "-" and b != "-" and (a == b or scheme.score_pair(a, b) > 0)
+        for a, b in zip(c["qaln"], c["saln"])
+    )
     assert c["positive"] == positives
     if c["length"]:
         assert c["ppos"] == 100.0 * positives / c["length"]
@@ -405,19 +466,29 @@ def test_std_expands_as_blast_and_unknown_names_are_listed():
     assert parse_columns("std") == STD
     assert STD[:2] == ["qaccver", "saccver"] and STD[-2:] == ["evalue", "bitscore"]
     assert parse_columns("qseqid,std qseqid") == ["qseqid"] + STD
-    with pytest.raises(InputError, match="unknown output field 'qsequid'.*valid fields: std qseqid"):
+    with pytest.raises(
+        InputError, match="unknown output field 'qsequid'.*valid fields: std qseqid"
+    ):
         parse_columns("std qsequid")
-    for required in ("qseqid qacc sseqid sacc stitle salltitles qlen slen length pident nident "
-                     "mismatch positive ppos gapopen gaps qstart qend sstart send qcovhsp evalue "
-                     "bitscore score qseq sseq btop cigar").split():
+    for required in (
+        "qseqid qacc sseqid sacc stitle salltitles qlen slen length pident nident "
+        "mismatch positive ppos gapopen gaps qstart qend sstart send qcovhsp evalue "
+        "bitscore score qseq sseq btop cigar"
+    ).split():
         assert required in FIELDS
 
 
-@pytest.mark.parametrize("qstart, qend, qlen, expected", [
-    (6, 59, 59, 92), (12, 59, 59, 81),   # round half up below 99
-    (1, 1932, 1934, 99), (7, 4291, 4291, 99),  # 99.9 and 99.86 print 99 (BLAST)
-    (1, 59, 59, 100), (0, 0, 10, 0),
-])
+@pytest.mark.parametrize(
+    "qstart, qend, qlen, expected",
+    [
+        (6, 59, 59, 92),
+        (12, 59, 59, 81),  # round half up below 99
+        (1, 1932, 1934, 99),
+        (7, 4291, 4291, 99),  # 99.9 and 99.86 print 99 (BLAST)
+        (1, 59, 59, 100),
+        (0, 0, 10, 0),
+    ],
+)
 def test_qcovhsp_rounds_as_blastp(qstart, qend, qlen, expected):
     from swgpu_tools.io.fields import qcov
 
@@ -432,13 +503,20 @@ HOSTILE_IDS = ['"s1', "NA", "nan", "#x", 'sp|"Q1|X_HUMAN', "N/A", "null", "-", "
 
 
 def test_tables_round_trip_hostile_ids(tmp_path):
-    df = pd.DataFrame({
-        "qseqid": HOSTILE_IDS, "sseqid": list(reversed(HOSTILE_IDS)), "qacc": HOSTILE_IDS,
-        "sacc": HOSTILE_IDS, "score": np.arange(len(HOSTILE_IDS), dtype=np.int64),
-        "bitscore": [np.nan] * len(HOSTILE_IDS), "evalue": [1e-5] * len(HOSTILE_IDS),
-        "qlen": [5] * len(HOSTILE_IDS), "slen": [7] * len(HOSTILE_IDS),
-        "stitle": ['a "quoted" title', "NA", "#", "", "x", "y", "z", "w", "v", "u"],
-    })
+    df = pd.DataFrame(
+        {
+            "qseqid": HOSTILE_IDS,
+            "sseqid": list(reversed(HOSTILE_IDS)),
+            "qacc": HOSTILE_IDS,
+            "sacc": HOSTILE_IDS,
+            "score": np.arange(len(HOSTILE_IDS), dtype=np.int64),
+            "bitscore": [np.nan] * len(HOSTILE_IDS),
+            "evalue": [1e-5] * len(HOSTILE_IDS),
+            "qlen": [5] * len(HOSTILE_IDS),
+            "slen": [7] * len(HOSTILE_IDS),
+            "stitle": ['a "quoted" title', "NA", "#", "", "x", "y", "z", "w", "v", "u"],
+        }
+    )
     path = tmp_path / "hits.tsv"
     write_table(df, path, HITS_COLUMNS)
     back = read_table(path, HITS_COLUMNS)

@@ -12,6 +12,7 @@ gap residue, extend_gap_score for each further one) with
 open = -(gap_open + gap_extend), extend = -gap_extend give BLAST's
 "a gap of length k costs gap_open + k * gap_extend".
 """
+
 from __future__ import annotations
 
 import gzip
@@ -34,10 +35,32 @@ SNAKEMAKE = shutil.which("snakemake", path=str(BIN)) or shutil.which("snakemake"
 
 MATRIX, GAP_OPEN, GAP_EXTEND = "BLOSUM62", 11, 1
 STANDARD = set("ACDEFGHIKLMNPQRSTVWY")
-HITS_COLUMNS = ["qseqid", "sseqid", "qacc", "sacc", "score", "bitscore", "evalue", "qlen",
-                "slen", "stitle"]
-BLAST12 = ["qaccver", "saccver", "pident", "length", "mismatch", "gapopen",
-           "qstart", "qend", "sstart", "send", "evalue", "bitscore"]
+HITS_COLUMNS = [
+    "qseqid",
+    "sseqid",
+    "qacc",
+    "sacc",
+    "score",
+    "bitscore",
+    "evalue",
+    "qlen",
+    "slen",
+    "stitle",
+]
+BLAST12 = [
+    "qaccver",
+    "saccver",
+    "pident",
+    "length",
+    "mismatch",
+    "gapopen",
+    "qstart",
+    "qend",
+    "sstart",
+    "send",
+    "evalue",
+    "bitscore",
+]
 RULES = ["shard_db", "score_shard", "merge_hits", "traceback", "release", "plots"]
 
 pytestmark = pytest.mark.skipif(SNAKEMAKE is None, reason="snakemake is not installed")
@@ -46,6 +69,7 @@ pytestmark = pytest.mark.skipif(SNAKEMAKE is None, reason="snakemake is not inst
 # ---------------------------------------------------------------------------
 # data and helpers
 # ---------------------------------------------------------------------------
+
 
 def _read_fasta(path: Path) -> list[tuple[str, str]]:
     opener = gzip.open if path.suffix == ".gz" else open
@@ -70,7 +94,7 @@ def _mutate(seq: str, rng: random.Random) -> str:
     out = [rng.choice(letters) if rng.random() < 1 / 6 else c for c in seq]
     cut = len(out) // 3
     out[cut:cut] = list("GSGS")
-    del out[2 * len(out) // 3: 2 * len(out) // 3 + 3]
+    del out[2 * len(out) // 3 : 2 * len(out) // 3 + 3]
     return "".join(out)
 
 
@@ -79,7 +103,7 @@ def _write_fasta(path: Path, records: dict[str, str]) -> None:
         for name, seq in records.items():
             fh.write(f">{name} test sequence\n")
             for i in range(0, len(seq), 60):
-                fh.write(seq[i:i + 60] + "\n")
+                fh.write(seq[i : i + 60] + "\n")
 
 
 def _make_inputs(workdir: Path) -> tuple[dict[str, str], dict[str, str]]:
@@ -109,17 +133,28 @@ def _make_inputs(workdir: Path) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def _write_config(workdir: Path, **overrides) -> Path:
-    config = dict(database="database.fasta", queries="queries.fasta", matrix=MATRIX,
-                  gap_open=GAP_OPEN, gap_extend=GAP_EXTEND, top_k=500, max_evalue=10.0,
-                  shards=4, backend="cpu", threads=1, min_shard_sequences=1)
+    config = dict(
+        database="database.fasta",
+        queries="queries.fasta",
+        matrix=MATRIX,
+        gap_open=GAP_OPEN,
+        gap_extend=GAP_EXTEND,
+        top_k=500,
+        max_evalue=10.0,
+        shards=4,
+        backend="cpu",
+        threads=1,
+        min_shard_sequences=1,
+    )
     config.update(overrides)
     path = workdir / "config.yaml"
     path.write_text("".join(f"{k}: {v}\n" for k, v in config.items()))
     return path
 
 
-def _snakemake(workdir: Path, *args: str, check: bool = True,
-               extra_env: dict | None = None) -> subprocess.CompletedProcess:
+def _snakemake(
+    workdir: Path, *args: str, check: bool = True, extra_env: dict | None = None
+) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"  # the `swgpu` command
     for key, value in (extra_env or {}).items():
@@ -128,26 +163,40 @@ def _snakemake(workdir: Path, *args: str, check: bool = True,
         else:
             env[key] = value
     env["SWGPU_LOCK_DIR"] = str(workdir / "gpu-locks")
-    cmd = [SNAKEMAKE, "-s", str(SNAKEFILE), "--directory", str(workdir),
-           "--configfile", str(workdir / "config.yaml"), "--cores", "2", *args]
-    proc = subprocess.run(cmd, cwd=workdir.parent, env=env, capture_output=True, text=True,
-                          timeout=300)
+    cmd = [
+        SNAKEMAKE,
+        "-s",
+        str(SNAKEFILE),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config.yaml"),
+        "--cores",
+        "2",
+        *args,
+    ]
+    proc = subprocess.run(
+        cmd, cwd=workdir.parent, env=env, capture_output=True, text=True, timeout=300
+    )
     if check and proc.returncode != 0:
         logs = ""
         for log in sorted((workdir / "results" / "logs").rglob("*.log")):
             logs += f"\n--- {log}\n{log.read_text()[-2000:]}"
-        raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n"
-                             f"{proc.stderr[-5000:]}{logs}")
+        raise AssertionError(
+            f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-5000:]}{logs}"
+        )
     return proc
 
 
 def _aligner():
     from Bio.Align import PairwiseAligner, substitution_matrices
 
-    return PairwiseAligner(mode="local",
-                           substitution_matrix=substitution_matrices.load(MATRIX),
-                           open_gap_score=-(GAP_OPEN + GAP_EXTEND),
-                           extend_gap_score=-GAP_EXTEND)
+    return PairwiseAligner(
+        mode="local",
+        substitution_matrix=substitution_matrices.load(MATRIX),
+        open_gap_score=-(GAP_OPEN + GAP_EXTEND),
+        extend_gap_score=-GAP_EXTEND,
+    )
 
 
 def _score_of_columns(qaln: str, saln: str) -> int:
@@ -172,14 +221,17 @@ def _score_of_columns(qaln: str, saln: str) -> int:
 def _job_counts(dry_run_output: str) -> dict[str, int]:
     """The 'Job stats' table of a dry run: rule -> count."""
     block = dry_run_output.split("Job stats:", 1)[1]
-    return {m.group(1): int(m.group(2))
-            for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", block, re.MULTILINE)
-            if m.group(1) != "total"}
+    return {
+        m.group(1): int(m.group(2))
+        for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", block, re.MULTILINE)
+        if m.group(1) != "total"
+    }
 
 
 # ---------------------------------------------------------------------------
 # one full run (4 shards), then a rerun with shards=3 top_k=5, in one folder
 # ---------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
@@ -189,56 +241,104 @@ def runs(tmp_path_factory):
     _write_config(workdir)
     first = _snakemake(workdir)
     tables1 = {
-        "hits": pd.read_csv(workdir / "results/hits.tsv", sep="\t", keep_default_na=False,
-                            na_values=["NA"], dtype={"qseqid": str, "sseqid": str}),
-        "alignments": pd.read_csv(workdir / "results/alignments.tsv", sep="\t",
-                                  keep_default_na=False, na_values=["NA"],
-                                  dtype={"qseqid": str, "sseqid": str}),
-        "files": sorted(str(p.relative_to(workdir)) for p in (workdir / "results").rglob("*")
-                        if p.is_file()),
+        "hits": pd.read_csv(
+            workdir / "results/hits.tsv",
+            sep="\t",
+            keep_default_na=False,
+            na_values=["NA"],
+            dtype={"qseqid": str, "sseqid": str},
+        ),
+        "alignments": pd.read_csv(
+            workdir / "results/alignments.tsv",
+            sep="\t",
+            keep_default_na=False,
+            na_values=["NA"],
+            dtype={"qseqid": str, "sseqid": str},
+        ),
+        "files": sorted(
+            str(p.relative_to(workdir)) for p in (workdir / "results").rglob("*") if p.is_file()
+        ),
     }
     noop = _snakemake(workdir, "-n")
     second = _snakemake(workdir, "--config", "shards=3", "top_k=5")
     tables2 = {
-        "hits": pd.read_csv(workdir / "results/hits.tsv", sep="\t", keep_default_na=False,
-                            na_values=["NA"], dtype={"qseqid": str, "sseqid": str}),
-        "alignments": pd.read_csv(workdir / "results/alignments.tsv", sep="\t",
-                                  keep_default_na=False, na_values=["NA"],
-                                  dtype={"qseqid": str, "sseqid": str}),
+        "hits": pd.read_csv(
+            workdir / "results/hits.tsv",
+            sep="\t",
+            keep_default_na=False,
+            na_values=["NA"],
+            dtype={"qseqid": str, "sseqid": str},
+        ),
+        "alignments": pd.read_csv(
+            workdir / "results/alignments.tsv",
+            sep="\t",
+            keep_default_na=False,
+            na_values=["NA"],
+            dtype={"qseqid": str, "sseqid": str},
+        ),
     }
     # a database update that changes one entry: only its shard is scored again
     changed = dict(database)
-    changed["d000"] = "W" + database["d000"][1:] if database["d000"][0] != "W" else \
-        "A" + database["d000"][1:]
+    changed["d000"] = (
+        "W" + database["d000"][1:] if database["d000"][0] != "W" else "A" + database["d000"][1:]
+    )
     _write_fasta(workdir / "database.fasta", changed)
     third = _snakemake(workdir, "--config", "shards=3", "top_k=5")
-    hits3 = pd.read_csv(workdir / "results/hits.tsv", sep="\t", keep_default_na=False,
-                        na_values=["NA"], dtype={"qseqid": str, "sseqid": str})
-    return dict(workdir=workdir, queries=queries, database=database, changed=changed,
-                first=first, noop=noop, second=second, third=third, run1=tables1,
-                run2=tables2, hits3=hits3)
+    hits3 = pd.read_csv(
+        workdir / "results/hits.tsv",
+        sep="\t",
+        keep_default_na=False,
+        na_values=["NA"],
+        dtype={"qseqid": str, "sseqid": str},
+    )
+    return dict(
+        workdir=workdir,
+        queries=queries,
+        database=database,
+        changed=changed,
+        first=first,
+        noop=noop,
+        second=second,
+        third=third,
+        run1=tables1,
+        run2=tables2,
+        hits3=hits3,
+    )
 
 
 @pytest.fixture(scope="module")
 def all_scores(runs):
     """Independent SW score of every (query, database entry) pair."""
     aligner = _aligner()
-    return {(q, s): int(aligner.score(qs, ss))
-            for q, qs in runs["queries"].items() for s, ss in runs["database"].items()}
+    return {
+        (q, s): int(aligner.score(qs, ss))
+        for q, qs in runs["queries"].items()
+        for s, ss in runs["database"].items()
+    }
 
 
 @pytest.mark.slow
 def test_full_run_writes_tables_logs_and_benchmarks(runs):
     files = runs["run1"]["files"]
-    for f in ["results/hits.tsv", "results/alignments.tsv", "results/shards/database.json",
-              "results/logs/shard_db.log", "results/logs/merge_hits.log",
-              "results/logs/traceback.log", "results/benchmarks/shard_db.tsv",
-              "results/benchmarks/merge_hits.tsv", "results/benchmarks/traceback.tsv"]:
+    for f in [
+        "results/hits.tsv",
+        "results/alignments.tsv",
+        "results/shards/database.json",
+        "results/logs/shard_db.log",
+        "results/logs/merge_hits.log",
+        "results/logs/traceback.log",
+        "results/benchmarks/shard_db.tsv",
+        "results/benchmarks/merge_hits.tsv",
+        "results/benchmarks/traceback.tsv",
+    ]:
         assert f in files
     for i in range(4):
-        for f in [f"results/shards/shard-{i:04d}.swdb", f"results/hits/shard-{i:04d}.npz",
-                  f"results/logs/score_shard/shard-{i:04d}.log",
-                  f"results/benchmarks/score_shard/shard-{i:04d}.tsv"]:
+        for f in [
+            f"results/shards/shard-{i:04d}.swdb",
+            f"results/hits/shard-{i:04d}.npz",
+            f"results/logs/score_shard/shard-{i:04d}.log",
+            f"results/benchmarks/score_shard/shard-{i:04d}.tsv",
+        ]:
             assert f in files
     # onsuccess names the tables
     out = runs["first"].stdout + runs["first"].stderr
@@ -291,8 +391,8 @@ def test_alignments_table(runs):
     assert list(aln["score"]) == list(hits["score"])
     for row in aln.itertuples(index=False):
         q, s = queries[row.qseqid], database[row.sseqid]
-        assert row.qseq.replace("-", "") == q[row.qstart - 1:row.qend]
-        assert row.sseq.replace("-", "") == s[row.sstart - 1:row.send]
+        assert row.qseq.replace("-", "") == q[row.qstart - 1 : row.qend]
+        assert row.sseq.replace("-", "") == s[row.sstart - 1 : row.send]
         assert len(row.qseq) == len(row.sseq) == row.length
         assert _score_of_columns(row.qseq, row.sseq) == row.score, (row.qseqid, row.sseqid)
 
@@ -341,13 +441,21 @@ def test_database_update_rescores_only_the_changed_shard(runs):
 # dry run, config validation, lint (no scoring: fast)
 # ---------------------------------------------------------------------------
 
+
 def test_dry_run_lists_the_jobs(tmp_path):
     _make_inputs(tmp_path)
     _write_config(tmp_path, shards=5)
     proc = _snakemake(tmp_path, "-n")
     out = proc.stdout + proc.stderr
-    assert _job_counts(out) == {"shard_db": 1, "score_shard": 5, "merge_hits": 1,
-                                "traceback": 1, "release": 1, "plots": 1, "all": 1}
+    assert _job_counts(out) == {
+        "shard_db": 1,
+        "score_shard": 5,
+        "merge_hits": 1,
+        "traceback": 1,
+        "release": 1,
+        "plots": 1,
+        "all": 1,
+    }
     for i in range(5):
         assert f"results/hits/shard-{i:04d}.npz" in out
     assert not (tmp_path / "results").exists()
@@ -381,12 +489,15 @@ def test_dry_run_backend_auto_plans_gpu_jobs_from_nvidia_smi(tmp_path, visible, 
     assert all(f"gpu={planned}" in b for b in blocks)
 
 
-@pytest.mark.parametrize("override, key", [
-    ("shards=0", "shards"),
-    ("backend=tpu", "backend"),
-    ("gap_open=1.5", "gap_open"),
-    ("shard=3", "shard"),  # typo of a key
-])
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("shards=0", "shards"),
+        ("backend=tpu", "backend"),
+        ("gap_open=1.5", "gap_open"),
+        ("shard=3", "shard"),  # typo of a key
+    ],
+)
 def test_bad_config_is_refused(tmp_path, override, key):
     _make_inputs(tmp_path)
     _write_config(tmp_path)
@@ -412,14 +523,17 @@ def test_lint(tmp_path):
     assert set(linted_rules) <= set(RULES)
 
 
-@pytest.mark.parametrize("override, needle", [
-    ("gap_open=0 gap_extend=0", "gap_open + gap_extend must be positive"),
-    ("matrix=BLOSUM63", "unknown substitution matrix 'BLOSUM63'"),
-    ("queries=missing.fasta", "'queries': missing.fasta: file not found"),
-    ("columns=std,qsequid", "unknown output field 'qsequid'"),
-    ("formats=[xml]", "'formats': unknown xml"),
-    ("max_evalue=0", "'max_evalue' must be greater than 0"),
-])
+@pytest.mark.parametrize(
+    "override, needle",
+    [
+        ("gap_open=0 gap_extend=0", "gap_open + gap_extend must be positive"),
+        ("matrix=BLOSUM63", "unknown substitution matrix 'BLOSUM63'"),
+        ("queries=missing.fasta", "'queries': missing.fasta: file not found"),
+        ("columns=std,qsequid", "unknown output field 'qsequid'"),
+        ("formats=[xml]", "'formats': unknown xml"),
+        ("max_evalue=0", "'max_evalue' must be greater than 0"),
+    ],
+)
 def test_config_problems_are_found_when_the_workflow_is_parsed(tmp_path, override, needle):
     _make_inputs(tmp_path)
     _write_config(tmp_path)

@@ -81,6 +81,7 @@ then :mod:`.band`), :mod:`.pool` (threads), :mod:`.warm` and :mod:`.warmup` (com
 machine: :func:`is_compiled`, :func:`precompile`), :mod:`.api` (the entry
 points).
 """
+
 from __future__ import annotations
 
 from .api import align, align_local, align_many, align_pairs
@@ -93,7 +94,21 @@ from .warm import is_compiled
 from .warmup import precompile
 
 __all__ = [
-    "ALN_LANES", "Alignment", "BACKENDS", "MODES", "MODE_GLOBAL", "MODE_LOCAL",
-    "MODE_SEMIGLOBAL", "PAIR_LANES", "PAIR_LANES_DEFAULT", "TRACEBACK_CELL_LIMIT", "align",
-    "align_local", "align_many", "align_pairs", "is_compiled", "pair_backend", "precompile",
+    "ALN_LANES",
+    "Alignment",
+    "BACKENDS",
+    "MODES",
+    "MODE_GLOBAL",
+    "MODE_LOCAL",
+    "MODE_SEMIGLOBAL",
+    "PAIR_LANES",
+    "PAIR_LANES_DEFAULT",
+    "TRACEBACK_CELL_LIMIT",
+    "align",
+    "align_local",
+    "align_many",
+    "align_pairs",
+    "is_compiled",
+    "pair_backend",
+    "precompile",
 ]

@@ -5,6 +5,7 @@ Every entry point takes the scoring as a :class:`~swgpu_tools.scoring.ScoringSch
 (``align_many(queries, database, qi, si, scheme)``) or, as before, as a
 matrix and two gap costs (checked once, :func:`.params.kernel_scoring`).
 """
+
 from __future__ import annotations
 
 import time
@@ -32,14 +33,22 @@ def results(info: np.ndarray, parts) -> list[Alignment]:
         if count < 0:
             raise AssertionError(f"traceback of pair {k} did not reproduce score {score}")
         ops, room = parts[p][0], parts[p][1]
-        out.append(Alignment(score, qs, qe, ss, se,
-                             ops[room[k + 1] - count:room[k + 1]].tobytes()))
+        out.append(
+            Alignment(score, qs, qe, ss, se, ops[room[k + 1] - count : room[k + 1]].tobytes())
+        )
     return out
 
 
-def align(query_codes: np.ndarray, subject_codes: np.ndarray, matrix, gap_open: int | None = None,
-          gap_extend: int | None = None, *, mode: str = "local",
-          cell_limit: int = TRACEBACK_CELL_LIMIT) -> Alignment:
+def align(
+    query_codes: np.ndarray,
+    subject_codes: np.ndarray,
+    matrix,
+    gap_open: int | None = None,
+    gap_extend: int | None = None,
+    *,
+    mode: str = "local",
+    cell_limit: int = TRACEBACK_CELL_LIMIT,
+) -> Alignment:
     """Best alignment of two code arrays (uint8 matrix codes) in ``mode``.
 
     matrix: a ScoringScheme, or a square int matrix with ``gap_open`` and
@@ -58,29 +67,56 @@ def align(query_codes: np.ndarray, subject_codes: np.ndarray, matrix, gap_open: 
     if code == MODE_LOCAL and best <= 0:
         return Alignment(0, 0, 0, 0, 0, b"")
     ops = np.zeros((qe - qs) + (se - ss), dtype=np.uint8)
-    score, count = traceback(q[qs:qe], s[ss:se], matrix, gap_open, gap_extend,
-                             max(1, int(cell_limit)), ops)
+    score, count = traceback(
+        q[qs:qe], s[ss:se], matrix, gap_open, gap_extend, max(1, int(cell_limit)), ops
+    )
     if code == MODE_GLOBAL:
         best = score
     elif score != best:
         raise AssertionError(f"traceback score {score} != best {best}")
-    return Alignment(int(best), int(qs), int(qe), int(ss), int(se),
-                     ops[len(ops) - count:].tobytes())
+    return Alignment(
+        int(best), int(qs), int(qe), int(ss), int(se), ops[len(ops) - count :].tobytes()
+    )
 
 
-def align_local(query_codes: np.ndarray, subject_codes: np.ndarray, matrix,
-                gap_open: int | None = None, gap_extend: int | None = None, *,
-                cell_limit: int = TRACEBACK_CELL_LIMIT) -> Alignment:
+def align_local(
+    query_codes: np.ndarray,
+    subject_codes: np.ndarray,
+    matrix,
+    gap_open: int | None = None,
+    gap_extend: int | None = None,
+    *,
+    cell_limit: int = TRACEBACK_CELL_LIMIT,
+) -> Alignment:
     """Best local alignment of two code arrays (uint8 matrix codes); see :func:`align`."""
-    return align(query_codes, subject_codes, matrix, gap_open, gap_extend, mode="local",
-                 cell_limit=cell_limit)
+    return align(
+        query_codes,
+        subject_codes,
+        matrix,
+        gap_open,
+        gap_extend,
+        mode="local",
+        cell_limit=cell_limit,
+    )
 
 
-def align_many(queries, database, query_index, subject_index, matrix,
-               gap_open: int | None = None, gap_extend: int | None = None,
-               threads: int | None = None, *, cell_limit: int | None = None,
-               mode: str = "local", ends=None, pair_lanes: bool | None = None,
-               backend: str = "auto", stats: dict | None = None) -> list[Alignment]:
+def align_many(
+    queries,
+    database,
+    query_index,
+    subject_index,
+    matrix,
+    gap_open: int | None = None,
+    gap_extend: int | None = None,
+    threads: int | None = None,
+    *,
+    cell_limit: int | None = None,
+    mode: str = "local",
+    ends=None,
+    pair_lanes: bool | None = None,
+    backend: str = "auto",
+    stats: dict | None = None,
+) -> list[Alignment]:
     """Align the pairs (queries[query_index[k]], database[subject_index[k]]) in parallel.
 
     queries, database: :class:`~swgpu_tools.sequences.EncodedSequences`.
@@ -92,15 +128,40 @@ def align_many(queries, database, query_index, subject_index, matrix,
     mode, ends, pair_lanes, backend, stats: as in :func:`align_pairs`.
     Returns one :class:`Alignment` per pair, in input order.
     """
-    return align_arrays(queries.codes, queries.offsets, database.codes, database.offsets,
-                        query_index, subject_index, matrix, gap_open, gap_extend,
-                        threads, cell_limit, mode, ends, pair_lanes, backend, stats)
+    return align_arrays(
+        queries.codes,
+        queries.offsets,
+        database.codes,
+        database.offsets,
+        query_index,
+        subject_index,
+        matrix,
+        gap_open,
+        gap_extend,
+        threads,
+        cell_limit,
+        mode,
+        ends,
+        pair_lanes,
+        backend,
+        stats,
+    )
 
 
-def align_pairs(pairs, matrix, gap_open: int | None = None, gap_extend: int | None = None,
-                threads: int | None = None, *, cell_limit: int | None = None,
-                mode: str = "local", ends=None, pair_lanes: bool | None = None,
-                backend: str = "auto", stats: dict | None = None) -> list[Alignment]:
+def align_pairs(
+    pairs,
+    matrix,
+    gap_open: int | None = None,
+    gap_extend: int | None = None,
+    threads: int | None = None,
+    *,
+    cell_limit: int | None = None,
+    mode: str = "local",
+    ends=None,
+    pair_lanes: bool | None = None,
+    backend: str = "auto",
+    stats: dict | None = None,
+) -> list[Alignment]:
     """Align ``(query_codes, subject_codes)`` pairs in parallel (see :func:`align_many`).
 
     mode: ``"local"``, ``"global"`` or ``"semiglobal"`` (see :func:`align`).
@@ -146,13 +207,44 @@ def align_pairs(pairs, matrix, gap_open: int | None = None, gap_extend: int | No
     qc, qo = pack(qs)
     sc, so = pack(ss)
     idx = np.arange(len(pairs), dtype=np.int64)
-    return align_arrays(qc, qo, sc, so, idx, idx, matrix, gap_open, gap_extend,
-                        threads, cell_limit, mode, ends, pair_lanes, backend, stats)
+    return align_arrays(
+        qc,
+        qo,
+        sc,
+        so,
+        idx,
+        idx,
+        matrix,
+        gap_open,
+        gap_extend,
+        threads,
+        cell_limit,
+        mode,
+        ends,
+        pair_lanes,
+        backend,
+        stats,
+    )
 
 
-def align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                 threads, cell_limit, mode="local", ends=None, pair_lanes=None,
-                 backend="auto", stats=None) -> list[Alignment]:
+def align_arrays(
+    qcodes,
+    qoff,
+    scodes,
+    soff,
+    qidx,
+    sidx,
+    matrix,
+    gap_open,
+    gap_extend,
+    threads,
+    cell_limit,
+    mode="local",
+    ends=None,
+    pair_lanes=None,
+    backend="auto",
+    stats=None,
+) -> list[Alignment]:
     """:func:`align_many` on concatenated codes and offsets (see :mod:`.batch`)."""
     import numba
 
@@ -196,15 +288,24 @@ def align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_e
         t0 = time.perf_counter()
         stats["gpu"] = {}
         try:
-            ends = gpu.pair_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open,
-                                    gap_extend, "local" if code == MODE_LOCAL else "semiglobal",
-                                    timings=stats["gpu"])
+            ends = gpu.pair_regions(
+                qcodes,
+                qoff,
+                scodes,
+                soff,
+                qidx,
+                sidx,
+                matrix,
+                gap_open,
+                gap_extend,
+                "local" if code == MODE_LOCAL else "semiglobal",
+                timings=stats["gpu"],
+            )
         except Exception as exc:  # e.g. no GPU memory left: "auto" falls back to the CPU
             if str(backend).lower() != "auto":
                 raise
             stats["backend"] = "cpu"
-            stats["reason"] = (f"the GPU failed ({type(exc).__name__}: {exc}); "
-                               f"the CPU ran the batch")
+            stats["reason"] = f"the GPU failed ({type(exc).__name__}: {exc}); the CPU ran the batch"
         else:
             mark_gpu_used()
         stats["gpu_s"] = time.perf_counter() - t0
@@ -214,10 +315,22 @@ def align_arrays(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_e
     query_lanes = len(qidx) >= 4 * len(np.unique(qidx))
     notice("hits" if query_lanes and code == MODE_LOCAL else "pairs")
     info, parts, fallbacks = align_batch(
-        np.ascontiguousarray(qcodes, dtype=np.uint8), qoff,
-        np.ascontiguousarray(scodes, dtype=np.uint8), soff,
-        qidx, sidx, matrix, gap_open, gap_extend, max(1, int(cell_limit)), nthreads,
-        code, ends, bool(query_lanes), bool(pair_lanes))
+        np.ascontiguousarray(qcodes, dtype=np.uint8),
+        qoff,
+        np.ascontiguousarray(scodes, dtype=np.uint8),
+        soff,
+        qidx,
+        sidx,
+        matrix,
+        gap_open,
+        gap_extend,
+        max(1, int(cell_limit)),
+        nthreads,
+        code,
+        ends,
+        bool(query_lanes),
+        bool(pair_lanes),
+    )
     out = results(info, parts)
     stats["band_fallbacks"] = int(fallbacks.sum())
     stats["cpu_s"] = time.perf_counter() - t_start - stats["gpu_s"]

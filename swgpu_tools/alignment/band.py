@@ -44,6 +44,7 @@ hits) instead of the region twice (reverse pass, traceback fill).  Memory:
 one byte per band cell (bits) and a few rows; a band over ``cell_limit``
 bytes, or anything unexpected, falls back to the scalar passes.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -67,8 +68,11 @@ def prefix_bound(grid, i, j, R, K, m, ncols, gap_open, gap_extend):
         return 0
     r = (i + R - 1) // R
     c = (j + K - 1) // K
-    return np.int64(grid[c, r]) + _slack(i, r * R, m, gap_open, gap_extend) + _slack(
-        j, c * K, ncols, gap_open, gap_extend)
+    return (
+        np.int64(grid[c, r])
+        + _slack(i, r * R, m, gap_open, gap_extend)
+        + _slack(j, c * K, ncols, gap_open, gap_extend)
+    )
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
@@ -79,8 +83,9 @@ def _slack(x, x2, top, gap_open, gap_extend):
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def backward_band(q, s, qe, se, best, matrix, gap_open, gap_extend, grid, R, K, m, ncols,
-                  lo, hi, hoff, limit):
+def backward_band(
+    q, s, qe, se, best, matrix, gap_open, gap_extend, grid, R, K, m, ncols, lo, hi, hoff, limit
+):
     """The start of the best local alignment ending at (qe, se), on the backward band.
 
     q, s: the whole query and subject; grid, R, K, m, ncols: the forward
@@ -193,8 +198,9 @@ def backward_band(q, s, qe, se, best, matrix, gap_open, gap_extend, grid, R, K, 
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def forward_band_traceback(x, y, matrix, gap_open, gap_extend, best, lo, hi, hoff, hvals, ops,
-                           end, limit):
+def forward_band_traceback(
+    x, y, matrix, gap_open, gap_extend, best, lo, hi, hoff, hvals, ops, end, limit
+):
     """Global alignment of the region segments x, y on the backward band; ops end at ops[end].
 
     Position (i, j) of the region is position (a, b) = (m - i, n - j) of the

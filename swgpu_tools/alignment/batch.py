@@ -12,6 +12,7 @@ Arrays: ``qcodes``/``qoff`` and ``scodes``/``soff`` are the concatenated codes
 query end, subject start, subject end, number of operations); pair k's
 operations are ``ops[room[k + 1] - count:room[k + 1]]``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,17 +27,33 @@ from .traceback import TRACEBACK_CELL_LIMIT, traceback
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def locate_chunk_scalar(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix,
-                        gap_open, gap_extend, mode, ends, perm, info):
+def locate_chunk_scalar(
+    c,
+    nchunks,
+    qcodes,
+    qoff,
+    scodes,
+    soff,
+    qidx,
+    sidx,
+    matrix,
+    gap_open,
+    gap_extend,
+    mode,
+    ends,
+    perm,
+    info,
+):
     """Locate the regions of chunk c's pairs one by one, scalar passes (from ``ends`` if given)."""
     given = ends.shape[0] == qidx.shape[0]
     for t in range(c, perm.shape[0], nchunks):
         k = perm[t]
-        q = qcodes[qoff[qidx[k]]:qoff[qidx[k] + 1]]
-        s = scodes[soff[sidx[k]]:soff[sidx[k] + 1]]
+        q = qcodes[qoff[qidx[k]] : qoff[qidx[k] + 1]]
+        s = scodes[soff[sidx[k]] : soff[sidx[k] + 1]]
         if given:
-            r = start_from_end(q, s, ends[k, 0], ends[k, 1], ends[k, 2], matrix, gap_open,
-                               gap_extend, mode)
+            r = start_from_end(
+                q, s, ends[k, 0], ends[k, 1], ends[k, 2], matrix, gap_open, gap_extend, mode
+            )
         else:
             r = locate(q, s, matrix, gap_open, gap_extend, mode)
         for col in range(5):
@@ -44,29 +61,81 @@ def locate_chunk_scalar(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matr
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def traceback_chunk(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open,
-                    gap_extend, mode, perm, item_start, mf, w, ident, info, ops, room):
+def traceback_chunk(
+    c,
+    nchunks,
+    qcodes,
+    qoff,
+    scodes,
+    soff,
+    qidx,
+    sidx,
+    matrix,
+    gap_open,
+    gap_extend,
+    mode,
+    perm,
+    item_start,
+    mf,
+    w,
+    ident,
+    info,
+    ops,
+    room,
+):
     """Traceback of chunk c's groups of regions, in pair lanes."""
     for t in range(c, item_start.shape[0] - 1, nchunks):
-        ks = perm[item_start[t]:item_start[t + 1]]
-        scores, counts = traceback_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, w,
-                                         ident, matrix.shape[0], gap_open, gap_extend, info,
-                                         ops, room)
+        ks = perm[item_start[t] : item_start[t + 1]]
+        scores, counts = traceback_group(
+            qcodes,
+            qoff,
+            scodes,
+            soff,
+            qidx,
+            sidx,
+            ks,
+            mf,
+            w,
+            ident,
+            matrix.shape[0],
+            gap_open,
+            gap_extend,
+            info,
+            ops,
+            room,
+        )
         _record(ks, scores, counts, mode, info)
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def traceback_singles(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open,
-                      gap_extend, cell_limit, mode, ks, info, ops, room):
+def traceback_singles(
+    c,
+    nchunks,
+    qcodes,
+    qoff,
+    scodes,
+    soff,
+    qidx,
+    sidx,
+    matrix,
+    gap_open,
+    gap_extend,
+    cell_limit,
+    mode,
+    ks,
+    info,
+    ops,
+    room,
+):
     """Traceback of chunk c's regions one at a time, with checkpoints (large regions)."""
     for t in range(c, ks.shape[0], nchunks):
         k = ks[t]
-        q = qcodes[qoff[qidx[k]] + info[k, 1]:qoff[qidx[k]] + info[k, 2]]
-        s = scodes[soff[sidx[k]] + info[k, 3]:soff[sidx[k]] + info[k, 4]]
-        score, count = traceback(q, s, matrix, gap_open, gap_extend, cell_limit,
-                                 ops[room[k]:room[k + 1]])
-        _record(ks[t:t + 1], np.full(1, score, np.int64), np.full(1, count, np.int64), mode,
-                info)
+        q = qcodes[qoff[qidx[k]] + info[k, 1] : qoff[qidx[k]] + info[k, 2]]
+        s = scodes[soff[sidx[k]] + info[k, 3] : soff[sidx[k]] + info[k, 4]]
+        score, count = traceback(
+            q, s, matrix, gap_open, gap_extend, cell_limit, ops[room[k] : room[k + 1]]
+        )
+        _record(ks[t : t + 1], np.full(1, score, np.int64), np.full(1, count, np.int64), mode, info)
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
@@ -94,8 +163,23 @@ def items(order, size):
     return np.r_[np.arange(0, len(order), size), len(order)].astype(np.int64)
 
 
-def locate_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                   nthreads, mode, ends, query_lanes, pair_lanes, info):
+def locate_regions(
+    qcodes,
+    qoff,
+    scodes,
+    soff,
+    qidx,
+    sidx,
+    matrix,
+    gap_open,
+    gap_extend,
+    nthreads,
+    mode,
+    ends,
+    query_lanes,
+    pair_lanes,
+    info,
+):
     """Steps 1-2: info[:, :5] = (best, qs, qe, ss, se) of every pair, by the tie rules.
 
     * ``ends`` given ((n, 3) int64: best, query end, subject end per pair from
@@ -130,27 +214,111 @@ def locate_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap
         # reverse passes only: groups of similar end cells (the reversed prefixes)
         perm = shape_order(ends[:, 2], ends[:, 1], np.ones(n, dtype=bool))
         item_start = items(perm, PAIR_LANES)
-        run_chunks(locate_chunk_pairs, min(nchunks, len(item_start) - 1), nthreads,
-                   qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                   mode, perm, item_start, mf, mft, w, ident, info, ends)
+        run_chunks(
+            locate_chunk_pairs,
+            min(nchunks, len(item_start) - 1),
+            nthreads,
+            qcodes,
+            qoff,
+            scodes,
+            soff,
+            qidx,
+            sidx,
+            matrix,
+            gap_open,
+            gap_extend,
+            mode,
+            perm,
+            item_start,
+            mf,
+            mft,
+            w,
+            ident,
+            info,
+            ends,
+        )
     elif given or not (pair_lanes or (query_lanes and mode == MODE_LOCAL)):
-        run_chunks(locate_chunk_scalar, min(nchunks, n), nthreads, qcodes, qoff, scodes,
-                   soff, qidx, sidx, matrix, gap_open, gap_extend, mode, ends,
-                   np.argsort(-(qlen * slen), kind="stable"), info)
+        run_chunks(
+            locate_chunk_scalar,
+            min(nchunks, n),
+            nthreads,
+            qcodes,
+            qoff,
+            scodes,
+            soff,
+            qidx,
+            sidx,
+            matrix,
+            gap_open,
+            gap_extend,
+            mode,
+            ends,
+            np.argsort(-(qlen * slen), kind="stable"),
+            info,
+        )
     elif mode == MODE_LOCAL and query_lanes:
-        hits_in_lanes(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                      nthreads, False, TRACEBACK_CELL_LIMIT, info, np.zeros(0, np.uint8),
-                      np.zeros(n + 1, np.int64))
+        hits_in_lanes(
+            qcodes,
+            qoff,
+            scodes,
+            soff,
+            qidx,
+            sidx,
+            matrix,
+            gap_open,
+            gap_extend,
+            nthreads,
+            False,
+            TRACEBACK_CELL_LIMIT,
+            info,
+            np.zeros(0, np.uint8),
+            np.zeros(n + 1, np.int64),
+        )
     else:
         perm = shape_order(qlen, slen, np.ones(n, dtype=bool))
         item_start = items(perm, PAIR_LANES)
-        run_chunks(locate_chunk_pairs, min(nchunks, len(item_start) - 1), nthreads,
-                   qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                   mode, perm, item_start, mf, mft, w, ident, info, ends)
+        run_chunks(
+            locate_chunk_pairs,
+            min(nchunks, len(item_start) - 1),
+            nthreads,
+            qcodes,
+            qoff,
+            scodes,
+            soff,
+            qidx,
+            sidx,
+            matrix,
+            gap_open,
+            gap_extend,
+            mode,
+            perm,
+            item_start,
+            mf,
+            mft,
+            w,
+            ident,
+            info,
+            ends,
+        )
 
 
-def traceback_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                      cell_limit, nthreads, mode, pair_lanes, info, subset=None):
+def traceback_regions(
+    qcodes,
+    qoff,
+    scodes,
+    soff,
+    qidx,
+    sidx,
+    matrix,
+    gap_open,
+    gap_extend,
+    cell_limit,
+    nthreads,
+    mode,
+    pair_lanes,
+    info,
+    subset=None,
+):
     """Step 3: the traceback of every located region (or of the pairs in the mask ``subset``);
     returns (ops, room) and fills info[:, 5].
 
@@ -187,20 +355,72 @@ def traceback_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, 
         bounds.append(h)
         g = h
     item_start = np.asarray(bounds, dtype=np.int64)
-    run_chunks(traceback_chunk, min(nchunks, len(item_start) - 1), nthreads, qcodes, qoff,
-               scodes, soff, qidx, sidx, matrix, gap_open, gap_extend, mode, order,
-               item_start, mf, w, ident, info, ops, room)
+    run_chunks(
+        traceback_chunk,
+        min(nchunks, len(item_start) - 1),
+        nthreads,
+        qcodes,
+        qoff,
+        scodes,
+        soff,
+        qidx,
+        sidx,
+        matrix,
+        gap_open,
+        gap_extend,
+        mode,
+        order,
+        item_start,
+        mf,
+        w,
+        ident,
+        info,
+        ops,
+        room,
+    )
     singles = np.flatnonzero(todo & ~lanes_ok).astype(np.int64)
     if len(singles):  # compiled only when a run has large regions (or no pair lanes)
         singles = singles[np.argsort(-(rq[singles] * rs[singles]), kind="stable")]
-        run_chunks(traceback_singles, min(nchunks, len(singles)), nthreads, qcodes, qoff,
-                   scodes, soff, qidx, sidx, matrix, gap_open, gap_extend, cell_limit, mode,
-                   singles, info, ops, room)
+        run_chunks(
+            traceback_singles,
+            min(nchunks, len(singles)),
+            nthreads,
+            qcodes,
+            qoff,
+            scodes,
+            soff,
+            qidx,
+            sidx,
+            matrix,
+            gap_open,
+            gap_extend,
+            cell_limit,
+            mode,
+            singles,
+            info,
+            ops,
+            room,
+        )
     return ops, room
 
 
-def align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                cell_limit, nthreads, mode, ends, query_lanes, pair_lanes):
+def align_batch(
+    qcodes,
+    qoff,
+    scodes,
+    soff,
+    qidx,
+    sidx,
+    matrix,
+    gap_open,
+    gap_extend,
+    cell_limit,
+    nthreads,
+    mode,
+    ends,
+    query_lanes,
+    pair_lanes,
+):
     """Align pairs (qidx[k], sidx[k]) in ``mode``; see the module doc.
 
     Returns (info, parts, fallbacks): pair k's operations are
@@ -219,26 +439,94 @@ def align_batch(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_ex
         room = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(qlen + slen, out=room[1:])
         ops = np.zeros(int(room[n]), dtype=np.uint8)
-        status, fallbacks = hits_in_lanes(qcodes, qoff, scodes, soff, qidx, sidx, matrix,
-                                          gap_open, gap_extend, nthreads, True, cell_limit,
-                                          info, ops, room)
+        status, fallbacks = hits_in_lanes(
+            qcodes,
+            qoff,
+            scodes,
+            soff,
+            qidx,
+            sidx,
+            matrix,
+            gap_open,
+            gap_extend,
+            nthreads,
+            True,
+            cell_limit,
+            info,
+            ops,
+            room,
+        )
         rest = status == TRACE
         parts = [(ops, room, ~rest)]
         if rest.any():
-            ops2, room2 = traceback_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix,
-                                            gap_open, gap_extend, cell_limit, nthreads, mode,
-                                            pair_lanes, info, rest)
+            ops2, room2 = traceback_regions(
+                qcodes,
+                qoff,
+                scodes,
+                soff,
+                qidx,
+                sidx,
+                matrix,
+                gap_open,
+                gap_extend,
+                cell_limit,
+                nthreads,
+                mode,
+                pair_lanes,
+                info,
+                rest,
+            )
             parts.append((ops2, room2, rest))
         return info, parts, fallbacks
-    locate_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                   nthreads, mode, ends, query_lanes, pair_lanes, info)
-    ops, room = traceback_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open,
-                                  gap_extend, cell_limit, nthreads, mode, pair_lanes, info)
+    locate_regions(
+        qcodes,
+        qoff,
+        scodes,
+        soff,
+        qidx,
+        sidx,
+        matrix,
+        gap_open,
+        gap_extend,
+        nthreads,
+        mode,
+        ends,
+        query_lanes,
+        pair_lanes,
+        info,
+    )
+    ops, room = traceback_regions(
+        qcodes,
+        qoff,
+        scodes,
+        soff,
+        qidx,
+        sidx,
+        matrix,
+        gap_open,
+        gap_extend,
+        cell_limit,
+        nthreads,
+        mode,
+        pair_lanes,
+        info,
+    )
     return info, [(ops, room, np.ones(n, dtype=bool))], fallbacks
 
 
-def pair_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                 mode: str, threads: int | None = None) -> np.ndarray:
+def pair_regions(
+    qcodes,
+    qoff,
+    scodes,
+    soff,
+    qidx,
+    sidx,
+    matrix,
+    gap_open,
+    gap_extend,
+    mode: str,
+    threads: int | None = None,
+) -> np.ndarray:
     """Steps 1-2 on the CPU: (best, qs, qe, ss, se) per pair, int64 (n, 5).
 
     The PairBackend contract of :mod:`swgpu_tools.kernels` (matrix and gap
@@ -255,10 +543,21 @@ def pair_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_e
     if len(qidx):
         nthreads = numba.get_num_threads() if threads is None else max(1, int(threads))
         query_lanes = len(qidx) >= 4 * len(np.unique(qidx))
-        locate_regions(np.ascontiguousarray(qcodes, dtype=np.uint8),
-                       np.ascontiguousarray(qoff, dtype=np.int64),
-                       np.ascontiguousarray(scodes, dtype=np.uint8),
-                       np.ascontiguousarray(soff, dtype=np.int64), qidx, sidx, matrix,
-                       gap_open, gap_extend, nthreads, code, np.zeros((0, 3), dtype=np.int64),
-                       query_lanes, True, info)
+        locate_regions(
+            np.ascontiguousarray(qcodes, dtype=np.uint8),
+            np.ascontiguousarray(qoff, dtype=np.int64),
+            np.ascontiguousarray(scodes, dtype=np.uint8),
+            np.ascontiguousarray(soff, dtype=np.int64),
+            qidx,
+            sidx,
+            matrix,
+            gap_open,
+            gap_extend,
+            nthreads,
+            code,
+            np.zeros((0, 3), dtype=np.int64),
+            query_lanes,
+            True,
+            info,
+        )
     return np.ascontiguousarray(info[:, :5])

@@ -3,6 +3,7 @@
 Shared by the scalar passes, the lane engines and the traceback (all Numba
 code reads these as compile-time constants).
 """
+
 from __future__ import annotations
 
 #: "Minus infinity" that cannot overflow int32 when decreased a little.

@@ -9,6 +9,7 @@ checked once per process there); :func:`batch_backend` adds, for ``"auto"``,
 an estimate of whether the GPU is faster for the batch, its start-up
 included.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -59,8 +60,9 @@ def gpu_pays(cells: int, max_cells: int, nthreads: int):
     return gpu < cpu, gpu, cpu
 
 
-def batch_backend(backend, mode, qlen: np.ndarray, slen: np.ndarray, nthreads: int
-                  ) -> BackendChoice:
+def batch_backend(
+    backend, mode, qlen: np.ndarray, slen: np.ndarray, nthreads: int
+) -> BackendChoice:
     """The BackendChoice for one batch: :func:`pair_backend`, with the estimate for "auto".
 
     "auto" does not even check for a GPU (seconds in a new process) when the
@@ -73,20 +75,29 @@ def batch_backend(backend, mode, qlen: np.ndarray, slen: np.ndarray, nthreads: i
     est_cpu = 2 * total / (CPU_THREAD_CELLS_PER_S * max(1, nthreads))
     start = gpu_start_s()
     if est_cpu <= start:
-        return BackendChoice("cpu", f"small batch: CPU score passes ~{est_cpu:.2f} s on "
-                                    f"{nthreads} threads, less than the GPU's start-up in this "
-                                    f"process (~{start:.1f} s); GPU not checked")
+        return BackendChoice(
+            "cpu",
+            f"small batch: CPU score passes ~{est_cpu:.2f} s on "
+            f"{nthreads} threads, less than the GPU's start-up in this "
+            f"process (~{start:.1f} s); GPU not checked",
+        )
     choice = pair_backend(backend, mode)
     if choice.name != "gpu":
         return choice
     pays, est_gpu, est_cpu = gpu_pays(total, most, nthreads)
     if not pays:
-        return BackendChoice("cpu", f"GPU usable, but the CPU is expected to be faster for "
-                                    f"this batch (score passes: GPU ~{est_gpu:.2f} s with one "
-                                    f"thread per pair and its start-up, CPU ~{est_cpu:.2f} s "
-                                    f"on {nthreads} threads)")
-    return BackendChoice("gpu", f"{choice.reason}; estimate for the score passes: GPU "
-                                f"~{est_gpu:.2f} s, CPU ~{est_cpu:.2f} s on {nthreads} threads")
+        return BackendChoice(
+            "cpu",
+            f"GPU usable, but the CPU is expected to be faster for "
+            f"this batch (score passes: GPU ~{est_gpu:.2f} s with one "
+            f"thread per pair and its start-up, CPU ~{est_cpu:.2f} s "
+            f"on {nthreads} threads)",
+        )
+    return BackendChoice(
+        "gpu",
+        f"{choice.reason}; estimate for the score passes: GPU "
+        f"~{est_gpu:.2f} s, CPU ~{est_cpu:.2f} s on {nthreads} threads",
+    )
 
 
 def pair_backend(backend: str = "auto", mode: str = "local") -> BackendChoice:
@@ -107,8 +118,11 @@ def pair_backend(backend: str = "auto", mode: str = "local") -> BackendChoice:
     if backend == "cpu":
         return BackendChoice("cpu", "CPU backend requested")
     if mode_code(mode) == MODE_GLOBAL:
-        return BackendChoice("cpu", "global mode runs on the CPU (no score pass to move to "
-                                    "the GPU: its traceback recomputes the whole matrix)")
+        return BackendChoice(
+            "cpu",
+            "global mode runs on the CPU (no score pass to move to "
+            "the GPU: its traceback recomputes the whole matrix)",
+        )
     if backend == "gpu":
         from ..kernels.gpu_intrinsics import SIM
 
@@ -118,5 +132,8 @@ def pair_backend(backend: str = "auto", mode: str = "local") -> BackendChoice:
     _paid["check"] = True
     if ok:
         return BackendChoice("gpu", f"score passes on the GPU: {why}")
-    return choose_backend(backend) if backend == "gpu" else BackendChoice(
-        "cpu", f"no usable GPU, using the CPU: {why}")
+    return (
+        choose_backend(backend)
+        if backend == "gpu"
+        else BackendChoice("cpu", f"no usable GPU, using the CPU: {why}")
+    )

@@ -21,6 +21,7 @@ band that outgrows ``cell_limit`` falls back to the scalar passes
 the least loaded of 4 chunks per thread (by the cells of its forward pass),
 heaviest chunks first.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -46,9 +47,30 @@ TRACE = 3  # a weak hit, located: its region is traced back in pair lanes
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def hits_chunk(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open,
-               gap_extend, perm, item_start, item_chunk, probe, do_trace, cell_limit, band_min,
-               info, ops, room, status):
+def hits_chunk(
+    c,
+    nchunks,
+    qcodes,
+    qoff,
+    scodes,
+    soff,
+    qidx,
+    sidx,
+    matrix,
+    gap_open,
+    gap_extend,
+    perm,
+    item_start,
+    item_chunk,
+    probe,
+    do_trace,
+    cell_limit,
+    band_min,
+    info,
+    ops,
+    room,
+    status,
+):
     """Chunk c's groups (item t, pairs perm[item_start[t]:item_start[t + 1]], belongs to
     chunk item_chunk[t]; at most 32 // probe.itemsize pairs, all of one query).
 
@@ -73,10 +95,10 @@ def hits_chunk(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_o
     for t in range(item_start.shape[0] - 1):
         if item_chunk[t] != c:
             continue
-        ks = perm[item_start[t]:item_start[t + 1]]
+        ks = perm[item_start[t] : item_start[t + 1]]
         n = ks.shape[0]
         qi = qidx[ks[0]]
-        q = qcodes[qoff[qi]:qoff[qi + 1]]
+        q = qcodes[qoff[qi] : qoff[qi + 1]]
         m = q.shape[0]
         subjects = np.empty(n, dtype=np.int64)
         for l in range(n):
@@ -97,12 +119,45 @@ def hits_chunk(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_o
             if reverse:
                 if nweak == 0:
                     break
-                ok = lanes_pass(q, scodes, soff, wsub[:nweak], matrix, gap_open, gap_extend,
-                                reverse, wqe[:nweak], wse[:nweak], wbest[:nweak], found, spa,
-                                spb, probe, nogrid, phase)
+                ok = lanes_pass(
+                    q,
+                    scodes,
+                    soff,
+                    wsub[:nweak],
+                    matrix,
+                    gap_open,
+                    gap_extend,
+                    reverse,
+                    wqe[:nweak],
+                    wse[:nweak],
+                    wbest[:nweak],
+                    found,
+                    spa,
+                    spb,
+                    probe,
+                    nogrid,
+                    phase,
+                )
             else:
-                ok = lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend,
-                                reverse, qe, se, best, best, qe, se, probe, grid, step)
+                ok = lanes_pass(
+                    q,
+                    scodes,
+                    soff,
+                    subjects,
+                    matrix,
+                    gap_open,
+                    gap_extend,
+                    reverse,
+                    qe,
+                    se,
+                    best,
+                    best,
+                    qe,
+                    se,
+                    probe,
+                    grid,
+                    step,
+                )
             if not ok:
                 for x in range(nweak if reverse else n):
                     status[wk[x] if reverse else ks[x]] = WIDE
@@ -134,10 +189,26 @@ def hits_chunk(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_o
                     wse[nweak] = se[l]
                     nweak += 1
                     continue
-                s = scodes[soff[subjects[l]]:soff[subjects[l] + 1]]
-                a, b, _, hvals = backward_band(q, s, qe[l], se[l], best[l], matrix, gap_open,
-                                               gap_extend, grid[:, :, l], step, step, m,
-                                               ncols, lo, hi, hoff, cell_limit)
+                s = scodes[soff[subjects[l]] : soff[subjects[l] + 1]]
+                a, b, _, hvals = backward_band(
+                    q,
+                    s,
+                    qe[l],
+                    se[l],
+                    best[l],
+                    matrix,
+                    gap_open,
+                    gap_extend,
+                    grid[:, :, l],
+                    step,
+                    step,
+                    m,
+                    ncols,
+                    lo,
+                    hi,
+                    hoff,
+                    cell_limit,
+                )
                 info[k, 2] = qe[l]
                 info[k, 4] = se[l]
                 if a < 0:
@@ -147,8 +218,20 @@ def hits_chunk(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_o
                 info[k, 3] = se[l] - b
                 if do_trace:
                     score, count = forward_band_traceback(
-                        q[qe[l] - a:qe[l]], s[se[l] - b:se[l]], matrix, gap_open, gap_extend,
-                        best[l], lo, hi, hoff, hvals, ops, room[k + 1], cell_limit)
+                        q[qe[l] - a : qe[l]],
+                        s[se[l] - b : se[l]],
+                        matrix,
+                        gap_open,
+                        gap_extend,
+                        best[l],
+                        lo,
+                        hi,
+                        hoff,
+                        hvals,
+                        ops,
+                        room[k + 1],
+                        cell_limit,
+                    )
                     if count < 0 or score != best[l]:
                         status[k] = SCALAR
                     else:
@@ -156,21 +239,43 @@ def hits_chunk(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_o
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def finish_scalar(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                  cell_limit, do_trace, ks, info, ops, room):
+def finish_scalar(
+    qcodes,
+    qoff,
+    scodes,
+    soff,
+    qidx,
+    sidx,
+    matrix,
+    gap_open,
+    gap_extend,
+    cell_limit,
+    do_trace,
+    ks,
+    info,
+    ops,
+    room,
+):
     """The scalar passes for pairs ks whose best and end are in info: the start
     (:func:`.scalar.reverse_start`) and, with ``do_trace``, the checkpointed traceback."""
     for k in ks:
-        q = qcodes[qoff[qidx[k]]:qoff[qidx[k] + 1]]
-        s = scodes[soff[sidx[k]]:soff[sidx[k] + 1]]
+        q = qcodes[qoff[qidx[k]] : qoff[qidx[k] + 1]]
+        s = scodes[soff[sidx[k]] : soff[sidx[k] + 1]]
         best, qe, se = info[k, 0], info[k, 2], info[k, 4]
         semi = k < 0  # False, but a bool rather than a literal: one reverse_start to compile
         a, b = reverse_start(q, s, qe, se, best, matrix, gap_open, gap_extend, semi)
         info[k, 1] = qe - a
         info[k, 3] = se - b
         if do_trace:
-            score, count = traceback(q[qe - a:qe], s[se - b:se], matrix, gap_open, gap_extend,
-                                     cell_limit, ops[:room[k + 1]])
+            score, count = traceback(
+                q[qe - a : qe],
+                s[se - b : se],
+                matrix,
+                gap_open,
+                gap_extend,
+                cell_limit,
+                ops[: room[k + 1]],
+            )
             info[k, 5] = count if score == best else -1
 
 
@@ -199,8 +304,24 @@ def _groups(pairs, qidx, slen, size):
     return perm, np.asarray(bounds, dtype=np.int64)
 
 
-def hits_in_lanes(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                  nthreads, do_trace, cell_limit, info, ops, room, band_min=None):
+def hits_in_lanes(
+    qcodes,
+    qoff,
+    scodes,
+    soff,
+    qidx,
+    sidx,
+    matrix,
+    gap_open,
+    gap_extend,
+    nthreads,
+    do_trace,
+    cell_limit,
+    info,
+    ops,
+    room,
+    band_min=None,
+):
     """Locate (and with ``do_trace`` trace back) database hits; see the module doc.
 
     Returns (status, fallbacks): status[k] is TRACE for the weak hits whose
@@ -223,16 +344,53 @@ def hits_in_lanes(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_
         first = perm[item_start[:-1]]  # the longest subject of each group comes first
         cost = qlen[first] * slen[first]
         nchunks = min(4 * nthreads, len(cost))  # more chunks than threads: the pool balances
-        run_chunks(hits_chunk, nchunks, nthreads, qcodes, qoff, scodes, soff, qidx, sidx,
-                   matrix, gap_open, gap_extend, perm, item_start, lpt_chunks(cost, nchunks),
-                   probe, do_trace, cell_limit, band_min, info, ops, room, status)
+        run_chunks(
+            hits_chunk,
+            nchunks,
+            nthreads,
+            qcodes,
+            qoff,
+            scodes,
+            soff,
+            qidx,
+            sidx,
+            matrix,
+            gap_open,
+            gap_extend,
+            perm,
+            item_start,
+            lpt_chunks(cost, nchunks),
+            probe,
+            do_trace,
+            cell_limit,
+            band_min,
+            info,
+            ops,
+            room,
+            status,
+        )
         todo = np.flatnonzero(status == WIDE).astype(np.int64)
         if len(todo) == 0:
             break
     fallbacks = (status == SCALAR).astype(np.int64)
     ks = np.flatnonzero(fallbacks).astype(np.int64)
     if len(ks):
-        finish_scalar(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                      cell_limit, do_trace, ks, info, ops, room)
+        finish_scalar(
+            qcodes,
+            qoff,
+            scodes,
+            soff,
+            qidx,
+            sidx,
+            matrix,
+            gap_open,
+            gap_extend,
+            cell_limit,
+            do_trace,
+            ks,
+            info,
+            ops,
+            room,
+        )
         status[ks] = DONE
     return status, fallbacks

@@ -12,6 +12,7 @@ Modes (``mode=``; :data:`MODES`):
 Numba code takes the integer codes (:data:`MODE_LOCAL`, ...); the API takes
 the names and turns them into codes with :func:`mode_code`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,8 +23,13 @@ MODE_SEMIGLOBAL = 2
 #: The mode names the API documents.
 MODES = ("local", "global", "semiglobal")
 #: Every accepted spelling (lower case) and its code.
-MODE_CODES = {"local": MODE_LOCAL, "global": MODE_GLOBAL, "semiglobal": MODE_SEMIGLOBAL,
-              "semi-global": MODE_SEMIGLOBAL, "glsearch": MODE_SEMIGLOBAL}
+MODE_CODES = {
+    "local": MODE_LOCAL,
+    "global": MODE_GLOBAL,
+    "semiglobal": MODE_SEMIGLOBAL,
+    "semi-global": MODE_SEMIGLOBAL,
+    "glsearch": MODE_SEMIGLOBAL,
+}
 
 
 def mode_code(mode) -> int:
@@ -31,8 +37,9 @@ def mode_code(mode) -> int:
     try:
         return MODE_CODES[str(mode).lower()]
     except KeyError:
-        raise ValueError(f"unknown alignment mode {mode!r}; "
-                         f"use one of {', '.join(MODES)}") from None
+        raise ValueError(
+            f"unknown alignment mode {mode!r}; use one of {', '.join(MODES)}"
+        ) from None
 
 
 @dataclass

@@ -2,213 +2,34 @@
 
 For batches of pairs that do not share queries (``swgpu align``): pairs of
 similar shapes are aligned 8 at a time in the int32 lanes of one AVX2
-register (:func:`make_pair_row_pass`, an LLVM-IR row pass: the substitution
+register (:func:`.pair_row.make_pair_row_pass`, an LLVM-IR row pass: the substitution
 scores gathered per lane, or letters compared for match/mismatch matrices),
 for the forward and reverse score passes and for the direction-bit fill of the
 traceback; each lane is then traced back on its own.  The lanes compute the
 cells of :mod:`.scalar` and :mod:`.traceback` with the same tie rules, so the
 alignments are identical (``pair_lanes=False`` runs the scalar code).
 """
+
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import njit
 
-from ..kernels.simd import splat, vmax
-from .cells import E_EXTEND, F_EXTEND, H_FROM_E, H_FROM_F, NEG, OP_D, OP_I
+from .cells import NEG, OP_D, OP_I
 from .modes import MODE_LOCAL, MODE_SEMIGLOBAL
+from .pair_row import (  # noqa: F401  (PAIR_LANES_DEFAULT: re-exported)
+    PAD_SCORE,
+    PAIR_LANES,
+    PAIR_LANES_DEFAULT,
+    pair_row_fill,
+    pair_row_fill_id,
+    pair_row_global,
+    pair_row_global_id,
+    pair_row_local,
+    pair_row_local_id,
+)
 from .scalar import reverse_start
 from .traceback import trace_step
-
-#: Pairs aligned in lock-step by the batch passes (8 int32 lanes = one AVX2
-#: register), each lane its own (query, subject) pair.
-PAIR_LANES = 8
-#: Substitution score of the padding letter (past the end of a shorter pair
-#: of a group): cells there never win a local maximum and are never read by a
-#: lane's own traceback.
-PAD_SCORE = -(1 << 20)
-#: Whether batches use pair lanes (:func:`.batch.align_batch`); the scalar passes
-#: give the very same alignments (tests compare both).
-PAIR_LANES_DEFAULT = True
-
-
-def make_pair_row_pass(clamp, track, keep_bits, ident=False):
-    """Build an intrinsic computing one DP row for PAIR_LANES pairs (int32 lanes).
-
-    ``_pass(rowoff, cols, mf, H, F, bits, n, hb, best, bi, bj, row, oe, ext)``:
-
-    * rowoff: int32[8], the row letter of each lane times the row stride of
-      ``mf`` (a flat int32 matrix); cols: uint8, the column letters, lane-
-      interleaved (column j of lane l at [(j - 1) * 8 + l]); the substitution
-      score is a gather ``mf[rowoff + col]``;
-    * H, F: int32, lane-interleaved, columns 0..n: the previous row in, this
-      row out; H[0] is replaced by the boundary ``hb`` (the same for every
-      lane), after being read as the diagonal of column 1;
-    * the cell recurrences and direction bits are those of :func:`.traceback.fill_rows`
-      (E along the row, F along the column, ties as there); ``clamp``: H is
-      at least 0 (local);
-    * keep_bits: bits[j * 8 + l] gets the direction bits of column j;
-    * track 1: per lane, the first maximum in column-major order (a cell
-      replaces (best, bi, bj) if greater, or equal with a smaller column);
-      track 2: the first maximum in row-major order (strictly greater);
-      bi/bj get ``row`` and the column.
-    * ident (match/mismatch matrices): no gather; ``rowoff`` holds the row
-      letters themselves and mf = (match, mismatch, padding code): the score
-      is match for equal letters, mismatch otherwise, PAD_SCORE where either
-      letter is the padding.
-    """
-
-    def typer(typingctx, rowoff, cols, mf, H, F, bits, ncols, hb, best, bi, bj, row, oe, ext):
-        sig = types.void(rowoff, cols, mf, H, F, bits, types.int64, types.int64, best, bi, bj,
-                         types.int64, types.int64, types.int64)
-
-        def codegen(context, builder, signature, args):
-            tys = signature.args
-
-            def arr(k):
-                return context.make_array(tys[k])(context, builder, args[k])
-
-            ro, ca, ma, ha, fa, ba = (arr(k) for k in range(6))
-            i1, i8, i32, i64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
-            L = PAIR_LANES
-            v32 = ir.VectorType(i32, L)
-            v64 = ir.VectorType(i64, L)
-            v8 = ir.VectorType(i8, L)
-            vptr = ir.VectorType(i32.as_pointer(), L)
-            p32, p8 = v32.as_pointer(), v8.as_pointer()
-            n = args[6]
-            hb = splat(builder, builder.trunc(args[7], i32), v32)
-            oe_v = splat(builder, builder.trunc(args[12], i32), v32)
-            ext_v = splat(builder, builder.trunc(args[13], i32), v32)
-            rowoff = builder.load(builder.bitcast(ro.data, p32), align=4)
-            hbase = builder.bitcast(ha.data, p32)
-            fbase = builder.bitcast(fa.data, p32)
-            cbase = builder.bitcast(ca.data, p8)
-            bbase = builder.bitcast(ba.data, p8)
-            gather = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(v32, [vptr, i32, ir.VectorType(i1, L), v32]),
-                "llvm.masked.gather.v8i32.v8p0i32")
-            mbase = splat(builder, builder.ptrtoint(ma.data, i64), v64)
-            all_on = ir.Constant(ir.VectorType(i1, L), [1] * L)
-            four = ir.Constant(v64, [4] * L)
-            zero = ir.Constant(v32, [0] * L)
-
-            def const(x):
-                return ir.Constant(v32, [x] * L)
-
-            if ident:  # per row: padding rows score PAD_SCORE everywhere
-                mp = builder.bitcast(ma.data, i32.as_pointer())
-                vals = [builder.load(builder.gep(mp, [ir.Constant(i64, k)])) for k in range(3)]
-                padv = splat(builder, vals[2], v32)
-                pad_row = builder.icmp_signed("==", rowoff, padv)
-                row_match = builder.select(pad_row, const(PAD_SCORE), splat(builder, vals[0], v32))
-                row_mis = builder.select(pad_row, const(PAD_SCORE), splat(builder, vals[1], v32))
-            diag0 = builder.load(hbase, align=4)
-            builder.store(hb, hbase, align=4)
-            if track:
-                ptrs = [builder.bitcast(arr(k).data, p32) for k in (8, 9, 10)]
-                carried0 = [builder.load(p, align=4) for p in ptrs]
-                row_v = splat(builder, builder.trunc(args[11], i32), v32)
-            else:
-                carried0 = []
-            entry = builder.block
-            loop = builder.append_basic_block("pair_row_loop")
-            done = builder.append_basic_block("pair_row_done")
-            builder.cbranch(builder.icmp_signed(">", n, ir.Constant(i64, 0)), loop, done)
-
-            builder.position_at_end(loop)
-            j = builder.phi(i64)
-            diag = builder.phi(v32)
-            hl = builder.phi(v32)
-            e = builder.phi(v32)
-            carried = [builder.phi(v32) for _ in carried0]
-            col = builder.load(builder.gep(cbase, [builder.sub(j, ir.Constant(i64, 1))]), align=1)
-            if ident:
-                colv = builder.zext(col, v32)
-                sub = builder.select(builder.icmp_signed("==", rowoff, colv), row_match, row_mis)
-                sub = builder.select(builder.icmp_signed("==", colv, padv), const(PAD_SCORE), sub)
-            else:
-                idx = builder.zext(builder.add(rowoff, builder.zext(col, v32)), v64)
-                addrs = builder.inttoptr(builder.add(mbase, builder.mul(idx, four)), vptr)
-                sub = builder.call(gather, [addrs, ir.Constant(i32, 4), all_on, zero])
-            e_ext = builder.sub(e, ext_v)
-            e_open = builder.sub(hl, oe_v)
-            ce = builder.icmp_signed(">", e_ext, e_open)
-            e2 = builder.select(ce, e_ext, e_open)
-            hp = builder.gep(hbase, [j])
-            fp = builder.gep(fbase, [j])
-            up = builder.load(hp, align=4)
-            f_ext = builder.sub(builder.load(fp, align=4), ext_v)
-            f_open = builder.sub(up, oe_v)
-            cf = builder.icmp_signed(">", f_ext, f_open)
-            f2 = builder.select(cf, f_ext, f_open)
-            hd = builder.add(diag, sub)
-            be = builder.icmp_signed(">", e2, hd)
-            h = builder.select(be, e2, hd)
-            bf = builder.icmp_signed(">", f2, h)
-            h = builder.select(bf, f2, h)
-            if clamp:
-                h = vmax(builder, h, zero)
-            builder.store(h, hp, align=4)
-            builder.store(f2, fp, align=4)
-            if keep_bits:
-                t = builder.select(bf, const(H_FROM_F), builder.select(be, const(H_FROM_E), zero))
-                t = builder.or_(t, builder.select(ce, const(E_EXTEND), zero))
-                t = builder.or_(t, builder.select(cf, const(F_EXTEND), zero))
-                builder.store(builder.trunc(t, v8), builder.gep(bbase, [j]), align=1)
-            new = []
-            if track:
-                b0, bi0, bj0 = carried
-                j_v = splat(builder, builder.trunc(j, i32), v32)
-                better = builder.icmp_signed(">", h, b0)
-                if track == 1:
-                    tie = builder.and_(builder.icmp_signed("==", h, b0),
-                                       builder.icmp_signed("<", j_v, bj0))
-                    better = builder.or_(better, tie)
-                new = [builder.select(better, h, b0), builder.select(better, row_v, bi0),
-                       builder.select(better, j_v, bj0)]
-            j_next = builder.add(j, ir.Constant(i64, 1))
-            j.add_incoming(ir.Constant(i64, 1), entry)
-            j.add_incoming(j_next, loop)
-            diag.add_incoming(diag0, entry)
-            diag.add_incoming(up, loop)
-            hl.add_incoming(hb, entry)
-            hl.add_incoming(h, loop)
-            e.add_incoming(const(NEG), entry)
-            e.add_incoming(e2, loop)
-            for phi, v0, v1 in zip(carried, carried0, new):
-                phi.add_incoming(v0, entry)
-                phi.add_incoming(v1, loop)
-            builder.cbranch(builder.icmp_signed("<=", j_next, n), loop, done)
-
-            builder.position_at_end(done)
-            if track:
-                outs = []
-                for v0, v1 in zip(carried0, new):  # phis first, then stores
-                    o = builder.phi(v32)
-                    o.add_incoming(v0, entry)
-                    o.add_incoming(v1, loop)
-                    outs.append(o)
-                for p, o in zip(ptrs, outs):
-                    builder.store(o, p, align=4)
-            return context.get_dummy_value()
-
-        return sig, codegen
-
-    name = f"pair_row_pass_c{int(clamp)}_t{track}_b{int(keep_bits)}_i{int(ident)}"
-    typer.__name__ = typer.__qualname__ = name
-    return intrinsic(typer)
-
-
-pair_row_fill = make_pair_row_pass(False, 0, True)
-pair_row_global = make_pair_row_pass(False, 0, False)
-pair_row_local = make_pair_row_pass(True, 2, False)
-pair_row_fill_id = make_pair_row_pass(False, 0, True, True)
-pair_row_global_id = make_pair_row_pass(False, 0, False, True)
-pair_row_local_id = make_pair_row_pass(True, 2, False, True)
 
 
 def pair_matrix(matrix, transpose=False):
@@ -264,8 +85,26 @@ def pl_state(n):
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def pl_forward(qcodes, qst, qln, scodes, sst, sln, nl, mf, mft, w, ident, pad, gap_open,
-               gap_extend, mode, best, qe, se):
+def pl_forward(
+    qcodes,
+    qst,
+    qln,
+    scodes,
+    sst,
+    sln,
+    nl,
+    mf,
+    mft,
+    w,
+    ident,
+    pad,
+    gap_open,
+    gap_extend,
+    mode,
+    best,
+    qe,
+    se,
+):
     """Forward pass of up to PAIR_LANES pairs: best and end (exclusive) per lane.
 
     Local: first maximum in column-major order (as :func:`.scalar.forward_end`): the
@@ -296,17 +135,44 @@ def pl_forward(qcodes, qst, qln, scodes, sst, sln, nl, mf, mft, w, ident, pad, g
     for i in range(1, m + 1):
         pl_rowoff(rows, i, w, rowoff)
         if local and ident:
-            pair_row_local_id(rowoff, cols, mft, H, F, nobits, n, 0, tb, ti, tj, i, oe,
-                              gap_extend)
+            pair_row_local_id(rowoff, cols, mft, H, F, nobits, n, 0, tb, ti, tj, i, oe, gap_extend)
         elif local:
             pair_row_local(rowoff, cols, mft, H, F, nobits, n, 0, tb, ti, tj, i, oe, gap_extend)
         else:
             if ident:
-                pair_row_global_id(rowoff, cols, mf, H, F, nobits, n,
-                                   -(gap_open + i * gap_extend), tb, ti, tj, i, oe, gap_extend)
+                pair_row_global_id(
+                    rowoff,
+                    cols,
+                    mf,
+                    H,
+                    F,
+                    nobits,
+                    n,
+                    -(gap_open + i * gap_extend),
+                    tb,
+                    ti,
+                    tj,
+                    i,
+                    oe,
+                    gap_extend,
+                )
             else:
-                pair_row_global(rowoff, cols, mf, H, F, nobits, n, -(gap_open + i * gap_extend),
-                                tb, ti, tj, i, oe, gap_extend)
+                pair_row_global(
+                    rowoff,
+                    cols,
+                    mf,
+                    H,
+                    F,
+                    nobits,
+                    n,
+                    -(gap_open + i * gap_extend),
+                    tb,
+                    ti,
+                    tj,
+                    i,
+                    oe,
+                    gap_extend,
+                )
             for l in range(nl):
                 if qln[l] == i:  # this lane's last row
                     b = H[l]
@@ -327,8 +193,25 @@ def pl_forward(qcodes, qst, qln, scodes, sst, sln, nl, mf, mft, w, ident, pad, g
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def pl_reverse(qcodes, qst, scodes, sst, nl, mft, w, ident, pad, gap_open, gap_extend, mode,
-               best, qe, se, span_q, span_s):
+def pl_reverse(
+    qcodes,
+    qst,
+    scodes,
+    sst,
+    nl,
+    mft,
+    w,
+    ident,
+    pad,
+    gap_open,
+    gap_extend,
+    mode,
+    best,
+    qe,
+    se,
+    span_q,
+    span_s,
+):
     """Reverse pass of up to PAIR_LANES pairs: the spans of the start (tie rules of the module doc).
 
     Rows are the reversed subject prefixes s[:se] (subject span b), columns
@@ -376,11 +259,11 @@ def pl_reverse(qcodes, qst, scodes, sst, nl, mft, w, ident, pad, gap_open, gap_e
         pl_rowoff(rows, b, w, rowoff)
         if mode == MODE_LOCAL:
             if ident:
-                pair_row_local_id(rowoff, cols, mft, H, F, nobits, n, 0, tb, ti, tj, b, oe,
-                                  gap_extend)
+                pair_row_local_id(
+                    rowoff, cols, mft, H, F, nobits, n, 0, tb, ti, tj, b, oe, gap_extend
+                )
             else:
-                pair_row_local(rowoff, cols, mft, H, F, nobits, n, 0, tb, ti, tj, b, oe,
-                               gap_extend)
+                pair_row_local(rowoff, cols, mft, H, F, nobits, n, 0, tb, ti, tj, b, oe, gap_extend)
             for l in range(nl):
                 if not found[l] and tb[l] > best[l]:
                     found[l] = True
@@ -389,11 +272,39 @@ def pl_reverse(qcodes, qst, scodes, sst, nl, mft, w, ident, pad, gap_open, gap_e
                     span_s[l] = ti[l]
         else:
             if ident:
-                pair_row_global_id(rowoff, cols, mft, H, F, nobits, n,
-                                   -(gap_open + b * gap_extend), tb, ti, tj, b, oe, gap_extend)
+                pair_row_global_id(
+                    rowoff,
+                    cols,
+                    mft,
+                    H,
+                    F,
+                    nobits,
+                    n,
+                    -(gap_open + b * gap_extend),
+                    tb,
+                    ti,
+                    tj,
+                    b,
+                    oe,
+                    gap_extend,
+                )
             else:
-                pair_row_global(rowoff, cols, mft, H, F, nobits, n,
-                                -(gap_open + b * gap_extend), tb, ti, tj, b, oe, gap_extend)
+                pair_row_global(
+                    rowoff,
+                    cols,
+                    mft,
+                    H,
+                    F,
+                    nobits,
+                    n,
+                    -(gap_open + b * gap_extend),
+                    tb,
+                    ti,
+                    tj,
+                    b,
+                    oe,
+                    gap_extend,
+                )
             for l in range(nl):
                 if not found[l] and b <= se[l] and H[qe[l] * L + l] == best[l]:
                     found[l] = True
@@ -404,8 +315,25 @@ def pl_reverse(qcodes, qst, scodes, sst, nl, mft, w, ident, pad, gap_open, gap_e
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def pl_traceback(qcodes, qst, qln, scodes, sst, sln, nl, mf, w, ident, pad, gap_open,
-                 gap_extend, ops, room_end, scores, counts):
+def pl_traceback(
+    qcodes,
+    qst,
+    qln,
+    scodes,
+    sst,
+    sln,
+    nl,
+    mf,
+    w,
+    ident,
+    pad,
+    gap_open,
+    gap_extend,
+    ops,
+    room_end,
+    scores,
+    counts,
+):
     """Global alignments (traceback) of up to PAIR_LANES segment pairs (all non-empty).
 
     One lane-interleaved fill with direction bits (1 byte per cell and lane,
@@ -434,11 +362,39 @@ def pl_traceback(qcodes, qst, qln, scodes, sst, sln, nl, mf, w, ident, pad, gap_
     for i in range(1, m + 1):
         pl_rowoff(rows, i, w, rowoff)
         if ident:
-            pair_row_fill_id(rowoff, cols, mf, H, F, bits[i - 1], n,
-                             -(gap_open + i * gap_extend), d, d, d, i, oe, gap_extend)
+            pair_row_fill_id(
+                rowoff,
+                cols,
+                mf,
+                H,
+                F,
+                bits[i - 1],
+                n,
+                -(gap_open + i * gap_extend),
+                d,
+                d,
+                d,
+                i,
+                oe,
+                gap_extend,
+            )
         else:
-            pair_row_fill(rowoff, cols, mf, H, F, bits[i - 1], n, -(gap_open + i * gap_extend),
-                          d, d, d, i, oe, gap_extend)
+            pair_row_fill(
+                rowoff,
+                cols,
+                mf,
+                H,
+                F,
+                bits[i - 1],
+                n,
+                -(gap_open + i * gap_extend),
+                d,
+                d,
+                d,
+                i,
+                oe,
+                gap_extend,
+            )
         for l in range(nl):
             if qln[l] == i:
                 scores[l] = H[sln[l] * L + l]
@@ -463,8 +419,25 @@ def pl_traceback(qcodes, qst, qln, scodes, sst, sln, nl, mf, w, ident, pad, gap_
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def locate_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, mft, w, ident, matrix,
-                 gap_open, gap_extend, mode, info, ends):
+def locate_group(
+    qcodes,
+    qoff,
+    scodes,
+    soff,
+    qidx,
+    sidx,
+    ks,
+    mf,
+    mft,
+    w,
+    ident,
+    matrix,
+    gap_open,
+    gap_extend,
+    mode,
+    info,
+    ends,
+):
     """Locate the aligned region of the pairs ks (at most PAIR_LANES) in pair lanes.
 
     ``ends`` of shape (n, 3) (an external forward pass): the reverse pass only.
@@ -491,8 +464,26 @@ def locate_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, mft, w, ident, 
             qe[l] = ends[ks[l], 1]
             se[l] = ends[ks[l], 2]
     else:
-        pl_forward(qcodes, qst, qln, scodes, sst, sln, nl, mf, mft, w, ident, pad, gap_open,
-                   gap_extend, mode, best, qe, se)
+        pl_forward(
+            qcodes,
+            qst,
+            qln,
+            scodes,
+            sst,
+            sln,
+            nl,
+            mf,
+            mft,
+            w,
+            ident,
+            pad,
+            gap_open,
+            gap_extend,
+            mode,
+            best,
+            qe,
+            se,
+        )
     # reverse pass for the lanes with something to align
     live = np.zeros(L, dtype=np.int64)
     nlive = 0
@@ -516,15 +507,33 @@ def locate_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, mft, w, ident, 
     b = np.zeros(L, dtype=np.int64)
     ok = True
     if nlive > 0:
-        ok = pl_reverse(qcodes, rqs, scodes, rss, nlive, mft, w, ident, pad, gap_open,
-                        gap_extend, mode, rb, rq, rs, a, b)
+        ok = pl_reverse(
+            qcodes,
+            rqs,
+            scodes,
+            rss,
+            nlive,
+            mft,
+            w,
+            ident,
+            pad,
+            gap_open,
+            gap_extend,
+            mode,
+            rb,
+            rq,
+            rs,
+            a,
+            b,
+        )
     for r in range(nlive):
         l = live[r]
         if not ok:  # cannot happen; the scalar pass to be safe
-            q = qcodes[qst[l]:qst[l] + qln[l]]
-            s = scodes[sst[l]:sst[l] + sln[l]]
-            a[r], b[r] = reverse_start(q, s, qe[l], se[l], best[l], matrix, gap_open,
-                                       gap_extend, mode == MODE_SEMIGLOBAL)
+            q = qcodes[qst[l] : qst[l] + qln[l]]
+            s = scodes[sst[l] : sst[l] + sln[l]]
+            a[r], b[r] = reverse_start(
+                q, s, qe[l], se[l], best[l], matrix, gap_open, gap_extend, mode == MODE_SEMIGLOBAL
+            )
         k = ks[l]
         info[k, 0] = best[l]
         info[k, 1] = qe[l] - a[r]
@@ -534,8 +543,24 @@ def locate_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, mft, w, ident, 
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def traceback_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, w, ident, pad, gap_open,
-                    gap_extend, info, ops, room):
+def traceback_group(
+    qcodes,
+    qoff,
+    scodes,
+    soff,
+    qidx,
+    sidx,
+    ks,
+    mf,
+    w,
+    ident,
+    pad,
+    gap_open,
+    gap_extend,
+    info,
+    ops,
+    room,
+):
     """Traceback of the regions of the pairs ks (at most PAIR_LANES, non-empty) in pair lanes."""
     L = PAIR_LANES
     nl = ks.shape[0]
@@ -553,16 +578,70 @@ def traceback_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, w, ident, pa
         end[l] = room[k + 1]
     scores = np.zeros(L, dtype=np.int64)
     counts = np.zeros(L, dtype=np.int64)
-    pl_traceback(qcodes, qst, qln, scodes, sst, sln, nl, mf, w, ident, pad, gap_open,
-                 gap_extend, ops, end, scores, counts)
+    pl_traceback(
+        qcodes,
+        qst,
+        qln,
+        scodes,
+        sst,
+        sln,
+        nl,
+        mf,
+        w,
+        ident,
+        pad,
+        gap_open,
+        gap_extend,
+        ops,
+        end,
+        scores,
+        counts,
+    )
     return scores, counts
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def locate_chunk_pairs(c, nchunks, qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open,
-                       gap_extend, mode, perm, item_start, mf, mft, w, ident, info, ends):
+def locate_chunk_pairs(
+    c,
+    nchunks,
+    qcodes,
+    qoff,
+    scodes,
+    soff,
+    qidx,
+    sidx,
+    matrix,
+    gap_open,
+    gap_extend,
+    mode,
+    perm,
+    item_start,
+    mf,
+    mft,
+    w,
+    ident,
+    info,
+    ends,
+):
     """Regions of chunk c's groups of PAIR_LANES pairs, in pair lanes (from ``ends`` if given)."""
     for t in range(c, item_start.shape[0] - 1, nchunks):
-        ks = perm[item_start[t]:item_start[t + 1]]
-        locate_group(qcodes, qoff, scodes, soff, qidx, sidx, ks, mf, mft, w, ident, matrix,
-                     gap_open, gap_extend, mode, info, ends)
+        ks = perm[item_start[t] : item_start[t + 1]]
+        locate_group(
+            qcodes,
+            qoff,
+            scodes,
+            soff,
+            qidx,
+            sidx,
+            ks,
+            mf,
+            mft,
+            w,
+            ident,
+            matrix,
+            gap_open,
+            gap_extend,
+            mode,
+            info,
+            ends,
+        )

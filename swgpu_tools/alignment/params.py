@@ -5,6 +5,7 @@ its arrays are taken as they are.  Raw values (a matrix and two gap costs,
 as tests and older callers pass them) are checked once here, where they
 enter; nothing below checks them again.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,8 +23,9 @@ def kernel_scoring(matrix, gap_open=None, gap_extend=None) -> tuple[np.ndarray, 
     if isinstance(matrix, ScoringScheme):
         for name, given in (("gap_open", gap_open), ("gap_extend", gap_extend)):
             if given is not None and int(given) != getattr(matrix, name):
-                raise ValueError(f"{name}={given} differs from the scheme's "
-                                 f"{getattr(matrix, name)}")
+                raise ValueError(
+                    f"{name}={given} differs from the scheme's {getattr(matrix, name)}"
+                )
         return matrix.matrix, matrix.gap_open, matrix.gap_extend
     if gap_open is None or gap_extend is None:
         raise TypeError("gap_open and gap_extend are needed with a raw matrix")
@@ -42,4 +44,5 @@ def check_range(longest_pair: int, matrix: np.ndarray, gap_open: int, gap_extend
     if longest_pair * worst >= (1 << 29):
         raise ValueError(
             f"scores of a pair of {longest_pair:,} residues in all could exceed the 32-bit "
-            f"range with these costs")
+            f"range with these costs"
+        )

@@ -7,6 +7,7 @@ heaviest chunks start first and the rest balance).  A thread pool rather than
 Numba's ``prange``: each parallel Numba function costs seconds of
 compilation, and the result is the same.
 """
+
 from __future__ import annotations
 
 import threading

@@ -10,6 +10,7 @@ cells of :mod:`.scalar` with the same tie rules, so the alignments are
 identical.  The forward pass also samples its DP values on a grid, for the
 bands of :mod:`.band` (:mod:`.hits` puts it all together).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -54,7 +55,7 @@ def grid_shape(m, soff, subjects, lanes):
 def grid_view(buf, nc, nr, lanes):
     """An (nc, nr, lanes) grid in the front of ``buf`` (reused between passes: no new
     memory to fault in), with row 0 and column 0 zero (the DP's border)."""
-    grid = buf[:nc * nr * lanes].reshape((nc, nr, lanes))
+    grid = buf[: nc * nr * lanes].reshape((nc, nr, lanes))
     for r in range(nr):
         for l in range(lanes):
             grid[0, r, l] = 0
@@ -80,8 +81,25 @@ def _grab(grid, gc, H, step, m):
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, reverse, ends_q,
-               ends_s, target, out_best, out_a, out_b, probe, grid, step):
+def lanes_pass(
+    q,
+    scodes,
+    soff,
+    subjects,
+    matrix,
+    gap_open,
+    gap_extend,
+    reverse,
+    ends_q,
+    ends_s,
+    target,
+    out_best,
+    out_a,
+    out_b,
+    probe,
+    grid,
+    step,
+):
     """Forward or reverse score-only pass for up to L subjects of one query.
 
     Lanes have the dtype of ``probe``: L = 16 int16 lanes or 8 int32 lanes
@@ -168,8 +186,9 @@ def lanes_pass(q, scodes, soff, subjects, matrix, gap_open, gap_extend, reverse,
         inter = np.full(ncols * L, na, dtype=np.uint8)
         for l in range(nsub):
             for jj in range(lens[l]):
-                inter[jj * L + l] = (scodes[starts[l] + lens[l] - 1 - jj] if reverse
-                                     else scodes[starts[l] + jj])
+                inter[jj * L + l] = (
+                    scodes[starts[l] + lens[l] - 1 - jj] if reverse else scodes[starts[l] + jj]
+                )
         table8 = np.zeros((nl, 32), dtype=np.int8)
         for x in range(nl):
             for c in range(na + 1):

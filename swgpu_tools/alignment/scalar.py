@@ -10,6 +10,7 @@ Rows are query positions, columns subject positions; E runs along the
 subject (op D), F along the query; a gap of k costs ``gap_open + k *
 gap_extend``.
 """
+
 from __future__ import annotations
 
 import numpy as np

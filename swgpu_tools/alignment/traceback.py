@@ -21,6 +21,7 @@ for (d + 1) score passes at most; a block is recomputed only left of the
 traceback's current column.  The result is the very alignment the one-block
 traceback gives (same values, same tie rule).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -111,18 +112,17 @@ def checkpoint_plan(m, n, cell_limit):
     d = 1
     while True:
         k = 2
-        p = 2 ** d
+        p = 2**d
         while p < nb:  # smallest k with k**d >= nb
             k += 1
-            p = k ** d
+            p = k**d
         if d * k * 8 * w <= cell_limit or k <= 2:
             return rb, d, k
         d += 1
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def load_block(p, jc, q, s, matrix, gap_open, gap_extend, sizes, d, K, ckH, ckF, base,
-               bits, H, F):
+def load_block(p, jc, q, s, matrix, gap_open, gap_extend, sizes, d, K, ckH, ckF, base, bits, H, F):
     """Make ``bits`` hold the direction bits of the block containing DP row p + 1.
 
     Only columns 0..jc are computed (a traceback at column jc never goes
@@ -249,8 +249,9 @@ def traceback(q, s, matrix, gap_open, gap_extend, cell_limit, ops):
     base = np.full(d + 1, -1, dtype=np.int64)
     base[0] = 0
     bits = np.empty((rb, n + 1), dtype=np.uint8)
-    loaded = load_block(m - 1, n, q, s, matrix, gap_open, gap_extend, sizes, d, K, ckH, ckF,
-                        base, bits, H, F)
+    loaded = load_block(
+        m - 1, n, q, s, matrix, gap_open, gap_extend, sizes, d, K, ckH, ckF, base, bits, H, F
+    )
     score = H[n]  # the block holding the last row was computed over all columns
     i = m
     j = n
@@ -267,7 +268,23 @@ def traceback(q, s, matrix, gap_open, gap_extend, cell_limit, ops):
             i -= 1
             continue
         if i - 1 < loaded:
-            loaded = load_block(i - 1, j, q, s, matrix, gap_open, gap_extend, sizes, d, K,
-                                ckH, ckF, base, bits, H, F)
+            loaded = load_block(
+                i - 1,
+                j,
+                q,
+                s,
+                matrix,
+                gap_open,
+                gap_extend,
+                sizes,
+                d,
+                K,
+                ckH,
+                ckF,
+                base,
+                bits,
+                H,
+                F,
+            )
         state, i, j, pos = trace_step(bits[i - loaded - 1, j], state, i, j, pos, ops)
     return score, ops.shape[0] - pos

@@ -8,6 +8,7 @@ entry points: ``"hits"`` (database hits, the workflow's traceback step and
 paths (int32 lanes, fallbacks, large single regions) compile only when a run
 needs them; :func:`.warmup.precompile` compiles them all ahead.
 """
+
 from __future__ import annotations
 
 from ..kernels.jitcache import cache_warm, notice_compiling

@@ -3,6 +3,7 @@
 Kept apart from :mod:`.warm` (cache state and notices), which :mod:`.api`
 imports: this module runs the API on made-up sequences.
 """
+
 from __future__ import annotations
 
 import time
@@ -29,13 +30,17 @@ def precompile(log=None) -> dict:
     t0 = time.perf_counter()
     was = all(is_compiled(k) for k in KINDS)
     if log:
-        log(f"CPU alignment kernels: {'loading from' if was else 'compiling into'} "
-            f"{cache_folder()}")
+        log(
+            f"CPU alignment kernels: {'loading from' if was else 'compiling into'} {cache_folder()}"
+        )
     scheme = ScoringScheme("BLOSUM62", 11, 1)
     rng = np.random.default_rng(2)
     query = rng.integers(0, 20, 300).astype(np.uint8)
-    subjects = [query.copy(), np.concatenate([query[:120], query[140:]]),
-                rng.integers(0, 20, 250).astype(np.uint8)]
+    subjects = [
+        query.copy(),
+        np.concatenate([query[:120], query[140:]]),
+        rng.integers(0, 20, 250).astype(np.uint8),
+    ]
     subjects += [rng.integers(0, 20, int(n)).astype(np.uint8) for n in rng.integers(20, 200, 9)]
     wall = np.full(3000, 17, dtype=np.uint8)  # W: a self-score past the int16 lanes
     queries = EncodedSequences(np.concatenate([query, wall]), np.array([0, 300, 3300]))
@@ -57,5 +62,9 @@ def precompile(log=None) -> dict:
                 for lanes in (True, False):
                     align_pairs(ps, s, threads=1, mode=mode, ends=ends, pair_lanes=lanes)
         align(query, subjects[1], scheme, mode=mode)
-    return {"what": "CPU alignment kernels", "seconds": time.perf_counter() - t0,
-            "was_cached": was, "cache_dir": cache_folder()}
+    return {
+        "what": "CPU alignment kernels",
+        "seconds": time.perf_counter() - t0,
+        "was_cached": was,
+        "cache_dir": cache_folder(),
+    }

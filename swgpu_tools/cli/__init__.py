@@ -5,6 +5,7 @@ workflow's step commands (:mod:`.steps`) are listed apart in ``swgpu --help``.
 Every error a user can fix prints one line (``swgpu: error: ...``) and exits
 with status 2; an unknown option prints that command's usage.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,12 +39,16 @@ def _epilog() -> str:
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     parser = argparse.ArgumentParser(
-        prog="swgpu", description=DESCRIPTION, epilog=_epilog(),
+        prog="swgpu",
+        description=DESCRIPTION,
+        epilog=_epilog(),
         usage="swgpu [--version] COMMAND [options]",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"swgpu {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title=argparse.SUPPRESS,
-                                help=argparse.SUPPRESS)
+    sub = parser.add_subparsers(
+        dest="command", metavar="COMMAND", title=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
     add_search(sub)
     add_align(sub)
     add_changes(sub)
@@ -73,8 +78,11 @@ def main(argv=None) -> int:
         from ..io.atomic import describe_os_error
 
         where = exc.filename or "a file"
-        print(f"swgpu {args.command}: error: {where}: {describe_os_error(exc)}",
-              file=sys.stderr, flush=True)
+        print(
+            f"swgpu {args.command}: error: {where}: {describe_os_error(exc)}",
+            file=sys.stderr,
+            flush=True,
+        )
         return 2
     except KeyboardInterrupt:
         print("swgpu: interrupted", file=sys.stderr)

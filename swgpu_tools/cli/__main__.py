@@ -1,4 +1,5 @@
 """``python -m swgpu_tools.cli``: the ``swgpu`` command."""
+
 import sys
 
 from . import main

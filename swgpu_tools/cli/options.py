@@ -3,6 +3,7 @@
 Every check here runs before any input file is opened (:func:`check_common`),
 so a mistake costs nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,47 +24,85 @@ same as blastp -gapopen 11 -gapextend 1, SSEARCH -f 11 -g 1, and parasail/opal
 
 def add_verbosity(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("messages")
-    g.add_argument("-v", "--verbose", action="count", default=0,
-                   help="more messages (debug details)")
-    g.add_argument("-q", "--quiet", action="count", default=0,
-                   help="only warnings and errors")
+    g.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more messages (debug details)"
+    )
+    g.add_argument("-q", "--quiet", action="count", default=0, help="only warnings and errors")
 
 
 def add_scoring(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("scoring")
-    g.add_argument("--matrix", default="BLOSUM62",
-                   help="substitution matrix, any name Bio.Align.substitution_matrices.load "
-                        "knows, any case (default: %(default)s)")
-    g.add_argument("--gap-open", type=int, default=11, metavar="N",
-                   help="gap open cost; a gap of length k costs N + k*gap_extend (default: "
-                        "%(default)s)")
-    g.add_argument("--gap-extend", type=int, default=1, metavar="N",
-                   help="gap extension cost per residue (default: %(default)s)")
+    g.add_argument(
+        "--matrix",
+        default="BLOSUM62",
+        help="substitution matrix, any name Bio.Align.substitution_matrices.load "
+        "knows, any case (default: %(default)s)",
+    )
+    g.add_argument(
+        "--gap-open",
+        type=int,
+        default=11,
+        metavar="N",
+        help="gap open cost; a gap of length k costs N + k*gap_extend (default: %(default)s)",
+    )
+    g.add_argument(
+        "--gap-extend",
+        type=int,
+        default=1,
+        metavar="N",
+        help="gap extension cost per residue (default: %(default)s)",
+    )
 
 
 def add_compute(p: argparse.ArgumentParser, device: bool = True) -> None:
     g = p.add_argument_group("compute")
-    g.add_argument("--backend", choices=["auto", "gpu", "cpu"], default="auto",
-                   help="where to score: the GPU if usable (auto), or force one "
-                        "(default: %(default)s)")
-    g.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="CPU threads for CPU scoring and traceback (default: all cores)")
+    g.add_argument(
+        "--backend",
+        choices=["auto", "gpu", "cpu"],
+        default="auto",
+        help="where to score: the GPU if usable (auto), or force one (default: %(default)s)",
+    )
+    g.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="CPU threads for CPU scoring and traceback (default: all cores)",
+    )
     if device:
-        g.add_argument("--device", default="auto", metavar="ID",
-                       help="GPU number, or 'auto' to lock a free GPU (default: %(default)s)")
+        g.add_argument(
+            "--device",
+            default="auto",
+            metavar="ID",
+            help="GPU number, or 'auto' to lock a free GPU (default: %(default)s)",
+        )
 
 
 def add_selection(p: argparse.ArgumentParser, evalue: bool = True) -> None:
     g = p.add_argument_group("hit selection")
-    g.add_argument("--top-k", type=int, default=500, metavar="K",
-                   help="hits kept per query (BLAST's -max_target_seqs; default: %(default)s)")
+    g.add_argument(
+        "--top-k",
+        type=int,
+        default=500,
+        metavar="K",
+        help="hits kept per query (BLAST's -max_target_seqs; default: %(default)s)",
+    )
     if evalue:
-        g.add_argument("--max-evalue", type=float, default=10.0, metavar="E",
-                       help="keep hits with E-value <= E (BLAST's -evalue; default: "
-                            "%(default)s)")
-        g.add_argument("--dbsize", type=int, default=None, metavar="N",
-                       help="database size in residues for E-values (BLAST's -dbsize, "
-                            "SSEARCH's -Z; default: the database's own size)")
+        g.add_argument(
+            "--max-evalue",
+            type=float,
+            default=10.0,
+            metavar="E",
+            help="keep hits with E-value <= E (BLAST's -evalue; default: %(default)s)",
+        )
+        g.add_argument(
+            "--dbsize",
+            type=int,
+            default=None,
+            metavar="N",
+            help="database size in residues for E-values (BLAST's -dbsize, "
+            "SSEARCH's -Z; default: the database's own size)",
+        )
 
 
 def scheme_from(args):
@@ -74,8 +113,9 @@ def scheme_from(args):
 
     scheme = ScoringScheme(args.matrix, args.gap_open, args.gap_extend)
     if stats.lookup(scheme.matrix_name, scheme.gap_open, scheme.gap_extend) is None:
-        log.warning(stats.no_statistics_message(scheme.matrix_name, scheme.gap_open,
-                                                scheme.gap_extend))
+        log.warning(
+            stats.no_statistics_message(scheme.matrix_name, scheme.gap_open, scheme.gap_extend)
+        )
     return scheme
 
 

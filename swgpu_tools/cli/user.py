@@ -1,4 +1,5 @@
 """User commands: ``swgpu search``, ``swgpu align``, ``swgpu backend``."""
+
 from __future__ import annotations
 
 import argparse
@@ -39,35 +40,60 @@ Examples:
   swgpu search q.fa db.fa --matrix BLOSUM45 --gap-open 14 --gap-extend 2
 
 Columns (--columns, space- or comma-separated; 'std' is BLAST's
-{' '.join(STD)}; default: {DEFAULT_COLUMNS}):
+{" ".join(STD)}; default: {DEFAULT_COLUMNS}):
 {_FIELD_LIST}
 """
 
 
 def add_search(sub) -> None:
     p = sub.add_parser(
-        "search", help="search queries against a database; write hits and alignments",
+        "search",
+        help="search queries against a database; write hits and alignments",
         description="Search a query FASTA ('-' for standard input) against a database FASTA "
-                    "(plain or .gz) with exact Smith-Waterman scores, BLAST statistics and one "
-                    "alignment per hit.",
-        epilog=SEARCH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "(plain or .gz) with exact Smith-Waterman scores, BLAST statistics and one "
+        "alignment per hit.",
+        epilog=SEARCH_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("queries", help="query FASTA, or - for standard input")
     p.add_argument("database", help="database FASTA (plain or .gz)")
     g = p.add_argument_group("output")
-    g.add_argument("--out-dir", default="results", metavar="DIR",
-                   help="output folder (default: %(default)s)")
-    g.add_argument("-o", "--out", default=None, metavar="FILE",
-                   help="write only the alignment table, to FILE (instead of --out-dir)")
-    g.add_argument("--columns", default=DEFAULT_COLUMNS, metavar="FIELDS",
-                   help="fields of the alignment table, BLAST outfmt 6 names (see below)")
-    g.add_argument("--no-header", dest="header", action="store_false",
-                   help="no header line in TSV tables (BLAST's -outfmt 6)")
-    g.add_argument("--format", default="tsv", metavar="FMT[,FMT]",
-                   help="alignment formats: tsv, sam, parquet, pairwise (default: %(default)s; "
-                        "with -o, the file name's suffix picks it)")
-    g.add_argument("--no-wait", dest="wait", action="store_false",
-                   help="stop with a message, instead of waiting, when another swgpu run is "
-                        "writing into --out-dir")
+    g.add_argument(
+        "--out-dir", default="results", metavar="DIR", help="output folder (default: %(default)s)"
+    )
+    g.add_argument(
+        "-o",
+        "--out",
+        default=None,
+        metavar="FILE",
+        help="write only the alignment table, to FILE (instead of --out-dir)",
+    )
+    g.add_argument(
+        "--columns",
+        default=DEFAULT_COLUMNS,
+        metavar="FIELDS",
+        help="fields of the alignment table, BLAST outfmt 6 names (see below)",
+    )
+    g.add_argument(
+        "--no-header",
+        dest="header",
+        action="store_false",
+        help="no header line in TSV tables (BLAST's -outfmt 6)",
+    )
+    g.add_argument(
+        "--format",
+        default="tsv",
+        metavar="FMT[,FMT]",
+        help="alignment formats: tsv, sam, parquet, pairwise (default: %(default)s; "
+        "with -o, the file name's suffix picks it)",
+    )
+    g.add_argument(
+        "--no-wait",
+        dest="wait",
+        action="store_false",
+        help="stop with a message, instead of waiting, when another swgpu run is "
+        "writing into --out-dir",
+    )
     add_selection(p)
     add_scoring(p)
     add_compute(p)
@@ -80,8 +106,10 @@ def _formats(text: str) -> list[str]:
     formats = [f.strip().lower() for f in text.split(",") if f.strip()]
     bad = [f for f in formats if f not in FORMATS]
     if bad or not formats:
-        raise InputError(f"--format: unknown format {', '.join(bad) or repr(text)}; "
-                         f"choose from {', '.join(FORMATS)}")
+        raise InputError(
+            f"--format: unknown format {', '.join(bad) or repr(text)}; "
+            f"choose from {', '.join(FORMATS)}"
+        )
     return list(dict.fromkeys(formats))
 
 
@@ -122,37 +150,73 @@ def _search_into(args, scheme, columns, formats, out) -> int:
     scheme.check_letters(queries, "queries" if args.queries == "-" else args.queries)
     database = read_fasta(args.database)
     scheme.check_letters(database, args.database)
-    log.info(f"{args.database}: {len(database):,} sequences, {database.total_residues:,} "
-             f"residues; {len(queries)} queries")
-    result = search(queries, database, scheme, top_k=args.top_k, max_evalue=args.max_evalue,
-                    dbsize=args.dbsize, backend=args.backend, threads=args.threads,
-                    device=args.device)
+    log.info(
+        f"{args.database}: {len(database):,} sequences, {database.total_residues:,} "
+        f"residues; {len(queries)} queries"
+    )
+    result = search(
+        queries,
+        database,
+        scheme,
+        top_k=args.top_k,
+        max_evalue=args.max_evalue,
+        dbsize=args.dbsize,
+        backend=args.backend,
+        threads=args.threads,
+        device=args.device,
+    )
     if args.out is not None:
-        write_alignments(result.alignments, queries, database, scheme,
-                         {formats[0]: args.out}, columns, args.header)
+        write_alignments(
+            result.alignments,
+            queries,
+            database,
+            scheme,
+            {formats[0]: args.out},
+            columns,
+            args.header,
+        )
         log.info(f"wrote {len(result.alignments):,} alignments to {args.out}")
         return 0
     write_table(result.hits, out.path("hits.tsv"), HITS_COLUMNS)
     names = output_paths("alignments.tsv", formats)
-    write_alignments(result.alignments, queries, database, scheme,
-                     {fmt: out.path(name) for fmt, name in names.items()}, columns, args.header)
+    write_alignments(
+        result.alignments,
+        queries,
+        database,
+        scheme,
+        {fmt: out.path(name) for fmt, name in names.items()},
+        columns,
+        args.header,
+    )
     out.commit()
-    log.info(f"wrote {len(result.hits):,} hits and their alignments to {args.out_dir}/ "
-             f"({', '.join(['hits.tsv'] + list(names.values()))})")
+    log.info(
+        f"wrote {len(result.hits):,} hits and their alignments to {args.out_dir}/ "
+        f"({', '.join(['hits.tsv'] + list(names.values()))})"
+    )
     return 0
 
 
 def add_backend(sub) -> None:
     p = sub.add_parser(
-        "backend", help="say which scoring backend would be used, and why; precompile kernels",
+        "backend",
+        help="say which scoring backend would be used, and why; precompile kernels",
         description="Report whether a GPU is usable and which backend 'auto' picks; with "
-                    "--precompile, compile the kernels into the disk cache now.")
-    p.add_argument("--precompile", action="store_true",
-                   help="compile every scoring kernel (CPU, and GPU when one is usable) into "
-                        "the disk cache now (a first run otherwise compiles what it needs); "
-                        "the cache is $SWGPU_CACHE_DIR or the user cache folder")
-    p.add_argument("--jobs", type=int, default=None, metavar="N",
-                   help="compiler processes for the GPU kernels (default: CPUs, at most 8)")
+        "--precompile, compile the kernels into the disk cache now.",
+    )
+    p.add_argument(
+        "--precompile",
+        action="store_true",
+        help="compile every scoring kernel (CPU, and GPU when one is usable) into "
+        "the disk cache now (a first run otherwise compiles what it needs); "
+        "the cache is $SWGPU_CACHE_DIR or the user cache folder",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="compiler processes for the GPU kernels (default: CPUs, at most 8)",
+    )
     p.set_defaults(run=run_backend)
 
 
@@ -176,46 +240,102 @@ def run_backend(args) -> int:
 def add_align(sub) -> None:
     from ..pairs import ALIGN_DESCRIPTION
 
-    p = sub.add_parser("align", help="align given pairs (local, global or semi-global)",
-                       description=ALIGN_DESCRIPTION,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("queries", metavar="QUERIES",
-                   help="FASTA of the queries, or an interleaved pairs FASTA when SUBJECTS is "
-                        "not given")
-    p.add_argument("subjects", metavar="SUBJECTS", nargs="?", default=None,
-                   help="FASTA of the subjects, record by record with QUERIES")
+    p = sub.add_parser(
+        "align",
+        help="align given pairs (local, global or semi-global)",
+        description=ALIGN_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "queries",
+        metavar="QUERIES",
+        help="FASTA of the queries, or an interleaved pairs FASTA when SUBJECTS is not given",
+    )
+    p.add_argument(
+        "subjects",
+        metavar="SUBJECTS",
+        nargs="?",
+        default=None,
+        help="FASTA of the subjects, record by record with QUERIES",
+    )
     p.add_argument("-o", "--out", required=True, help="output TSV")
-    p.add_argument("--mode", choices=["local", "global", "semiglobal"], default="local",
-                   help="alignment mode (default: %(default)s)")
-    p.add_argument("--aligned-strings", action="store_true",
-                   help="add the aligned rows (qaln, saln) to the output")
+    p.add_argument(
+        "--mode",
+        choices=["local", "global", "semiglobal"],
+        default="local",
+        help="alignment mode (default: %(default)s)",
+    )
+    p.add_argument(
+        "--aligned-strings",
+        action="store_true",
+        help="add the aligned rows (qaln, saln) to the output",
+    )
     g = p.add_argument_group("scoring")
-    g.add_argument("--matrix", default=None,
-                   help="substitution matrix, any name Bio.Align.substitution_matrices.load "
-                        "accepts, any case (default: BLOSUM62 unless --match/--mismatch)")
-    g.add_argument("--match", "--match-score", dest="match", type=int, default=None,
-                   metavar="N", help="score of two identical letters (with --mismatch, instead "
-                                     "of a matrix; Biopython's match_score)")
-    g.add_argument("--mismatch", "--mismatch-score", dest="mismatch", type=int, default=None,
-                   metavar="N", help="score of two different letters, e.g. -1 (Biopython's "
-                                     "mismatch_score)")
-    g.add_argument("--wildcard", default=None, metavar="LETTER",
-                   help="with --match/--mismatch: a letter that scores 0 against anything")
-    g.add_argument("--gap-open", type=int, default=11, metavar="N",
-                   help="gap open cost; a gap of length k costs N + k*gap_extend "
-                        "(default: %(default)s)")
-    g.add_argument("--gap-extend", type=int, default=1, metavar="N",
-                   help="gap extension cost per residue (default: %(default)s)")
+    g.add_argument(
+        "--matrix",
+        default=None,
+        help="substitution matrix, any name Bio.Align.substitution_matrices.load "
+        "accepts, any case (default: BLOSUM62 unless --match/--mismatch)",
+    )
+    g.add_argument(
+        "--match",
+        "--match-score",
+        dest="match",
+        type=int,
+        default=None,
+        metavar="N",
+        help="score of two identical letters (with --mismatch, instead "
+        "of a matrix; Biopython's match_score)",
+    )
+    g.add_argument(
+        "--mismatch",
+        "--mismatch-score",
+        dest="mismatch",
+        type=int,
+        default=None,
+        metavar="N",
+        help="score of two different letters, e.g. -1 (Biopython's mismatch_score)",
+    )
+    g.add_argument(
+        "--wildcard",
+        default=None,
+        metavar="LETTER",
+        help="with --match/--mismatch: a letter that scores 0 against anything",
+    )
+    g.add_argument(
+        "--gap-open",
+        type=int,
+        default=11,
+        metavar="N",
+        help="gap open cost; a gap of length k costs N + k*gap_extend (default: %(default)s)",
+    )
+    g.add_argument(
+        "--gap-extend",
+        type=int,
+        default=1,
+        metavar="N",
+        help="gap extension cost per residue (default: %(default)s)",
+    )
     g = p.add_argument_group("compute")
-    g.add_argument("--backend", choices=["auto", "gpu", "cpu"], default="auto",
-                   help="where the score-only passes run: the GPU if usable and expected to be "
-                        "faster for the batch (auto), or force one; the traceback runs on the "
-                        "CPU, and global mode wholly on the CPU (default: %(default)s)")
-    g.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="CPU threads (default: all cores)")
-    g.add_argument("--max-traceback-bytes", type=int, default=None, metavar="N",
-                   help="direction bytes kept per alignment before checkpointing "
-                        "(default: 200000000 divided among the threads)")
+    g.add_argument(
+        "--backend",
+        choices=["auto", "gpu", "cpu"],
+        default="auto",
+        help="where the score-only passes run: the GPU if usable and expected to be "
+        "faster for the batch (auto), or force one; the traceback runs on the "
+        "CPU, and global mode wholly on the CPU (default: %(default)s)",
+    )
+    g.add_argument(
+        "--threads", type=int, default=None, metavar="N", help="CPU threads (default: all cores)"
+    )
+    g.add_argument(
+        "--max-traceback-bytes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="direction bytes kept per alignment before checkpointing "
+        "(default: 200000000 divided among the threads)",
+    )
     p.set_defaults(run=run_align)
 
 
@@ -225,14 +345,17 @@ def run_align(args) -> int:
 
     check_common(args)
     if args.max_traceback_bytes is not None and args.max_traceback_bytes < 1:
-        raise InputError(f"--max-traceback-bytes must be positive, got "
-                         f"{args.max_traceback_bytes}")
+        raise InputError(f"--max-traceback-bytes must be positive, got {args.max_traceback_bytes}")
     if args.match is not None or args.mismatch is not None:
         if args.matrix is not None:
             raise InputError("give either --matrix or --match/--mismatch, not both")
-        scheme = ScoringScheme(gap_open=args.gap_open, gap_extend=args.gap_extend,
-                               match=args.match, mismatch=args.mismatch,
-                               wildcard=args.wildcard)
+        scheme = ScoringScheme(
+            gap_open=args.gap_open,
+            gap_extend=args.gap_extend,
+            match=args.match,
+            mismatch=args.mismatch,
+            wildcard=args.wildcard,
+        )
     else:
         if args.wildcard is not None:
             raise InputError("--wildcard goes with --match/--mismatch")
@@ -241,29 +364,46 @@ def run_align(args) -> int:
     check_input_file(args.queries, "query file")
     if args.subjects is not None:
         check_input_file(args.subjects, "subject file")
-    align_pair_files(args.queries, args.subjects, args.out, scheme, args.mode, args.threads,
-                     args.aligned_strings, args.max_traceback_bytes, args.backend)
+    align_pair_files(
+        args.queries,
+        args.subjects,
+        args.out,
+        scheme,
+        args.mode,
+        args.threads,
+        args.aligned_strings,
+        args.max_traceback_bytes,
+        args.backend,
+    )
     return 0
 
 
 def add_changes(sub) -> None:
     p = sub.add_parser(
-        "changes", help="hits new, gone or changed between two releases",
+        "changes",
+        help="hits new, gone or changed between two releases",
         description="Compare two database releases kept in the history folder (the workflow "
-                    "keeps every scanned release in results/history/): the changes from release "
-                    "A to release B.  Rows: qseqid "
-                    "sseqid qacc sacc change previous_score score previous_evalue evalue "
-                    "slen; change is new, gone or score.",
+        "keeps every scanned release in results/history/): the changes from release "
+        "A to release B.  Rows: qseqid "
+        "sseqid qacc sacc change previous_score score previous_evalue evalue "
+        "slen; change is new, gone or score.",
         epilog="Examples:\n  swgpu changes --list\n  swgpu changes 2026_04 2026_05 -o "
-               "changes.tsv\n  swgpu changes --prune 3      # keep the 3 newest releases",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        "changes.tsv\n  swgpu changes --prune 3      # keep the 3 newest releases",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("releases", nargs="*", metavar="RELEASE", help="two kept releases: A B")
-    p.add_argument("--history", default="results/history",
-                   help="the history folder (default: %(default)s)")
+    p.add_argument(
+        "--history", default="results/history", help="the history folder (default: %(default)s)"
+    )
     p.add_argument("-o", "--out", default=None, help="output TSV (default: standard output)")
     p.add_argument("--list", action="store_true", help="list the kept releases")
-    p.add_argument("--prune", type=int, default=None, metavar="N",
-                   help="remove all but the N newest kept releases")
+    p.add_argument(
+        "--prune",
+        type=int,
+        default=None,
+        metavar="N",
+        help="remove all but the N newest kept releases",
+    )
     p.set_defaults(run=run_changes)
 
 
@@ -277,8 +417,10 @@ def run_changes(args) -> int:
     if args.list:
         for m in history.releases(args.history):
             db = m.get("database", {})
-            print(f"{m['release']}\t{m.get('scanned')}\t{db.get('sequences')} sequences\t"
-                  f"{db.get('residues')} residues\t{m['_dir']}")
+            print(
+                f"{m['release']}\t{m.get('scanned')}\t{db.get('sequences')} sequences\t"
+                f"{db.get('residues')} residues\t{m['_dir']}"
+            )
         return 0
     if args.prune is not None:
         gone = history.prune(args.history, args.prune)

@@ -18,6 +18,7 @@ A scoring job keeps, per query, the best ``top_k + margin`` hits of its shard
 The shard's top ``top_k`` per query is then exactly what a scan from scratch
 finds, whatever the history of releases, and so are the merged tables.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -37,7 +38,7 @@ Search = Callable[[np.ndarray, np.ndarray | None, int], list]
 class ShardResult:
     """Per query: the shard's best hits (subject indices, scores), and the new state."""
 
-    top: list                      # [(subject indices, scores)] per query, at most top_k each
+    top: list  # [(subject indices, scores)] per query, at most top_k each
     state: ShardState
     stats: dict = field(default_factory=dict)
 
@@ -55,18 +56,32 @@ def _before(score: int, acc: str, bound) -> bool:
     return score > bs or (score == bs and acc < ba)
 
 
-def scan_shard(queries: SequenceSet, shard: SequenceSet, scheme_digest: str, top_k: int,
-               margin: int, previous: ShardState | None, search: Search) -> ShardResult:
+def scan_shard(
+    queries: SequenceSet,
+    shard: SequenceSet,
+    scheme_digest: str,
+    top_k: int,
+    margin: int,
+    previous: ShardState | None,
+    search: Search,
+) -> ShardResult:
     """Every query's top ``top_k`` hits in ``shard``, reusing ``previous`` where exact."""
     keep = top_k + margin
     n_sub = len(shard)
     accs = np.asarray(shard.ids, dtype=object)
     hashes = sequence_hashes(shard)
     qhashes = sequence_hashes(queries)
-    stats = {"subjects": n_sub, "queries": len(queries), "mode": "full", "delta_sequences": 0,
-             "delta_residues": 0, "full_queries": len(queries), "incremental_queries": 0,
-             "margin_ran_out": 0}
-    lists: list = [None] * len(queries)      # (subject indices, scores, complete)
+    stats = {
+        "subjects": n_sub,
+        "queries": len(queries),
+        "mode": "full",
+        "delta_sequences": 0,
+        "delta_residues": 0,
+        "full_queries": len(queries),
+        "incremental_queries": 0,
+        "margin_ran_out": 0,
+    }
+    lists: list = [None] * len(queries)  # (subject indices, scores, complete)
     full = list(range(len(queries)))
     usable = previous is not None and previous.scheme == scheme_digest
     if usable:
@@ -92,11 +107,17 @@ def scan_shard(queries: SequenceSet, shard: SequenceSet, scheme_digest: str, top
             new_idx = prev_to_new[subs]
             ok = new_idx >= 0
             kept_lists[q] = (new_idx[ok], scores[ok].astype(np.int64))
-            cutoffs[q] = None if previous.complete[pq] or len(subs) == 0 else \
-                (int(scores[-1]), previous.subjects[subs[-1]])
+            cutoffs[q] = (
+                None
+                if previous.complete[pq] or len(subs) == 0
+                else (int(scores[-1]), previous.subjects[subs[-1]])
+            )
             inc.append(q)
-        delta_hits = search(np.asarray(inc, dtype=np.int64), delta, keep) \
-            if len(inc) and len(delta) else [(np.zeros(0, np.int64), np.zeros(0, np.int64))] * len(inc)
+        delta_hits = (
+            search(np.asarray(inc, dtype=np.int64), delta, keep)
+            if len(inc) and len(delta)
+            else [(np.zeros(0, np.int64), np.zeros(0, np.int64))] * len(inc)
+        )
         delta_complete = len(delta) <= keep
         full = [q for q in range(len(queries)) if q not in kept_lists]
         for q, (dsub, dscore) in zip(inc, delta_hits):
@@ -117,7 +138,7 @@ def scan_shard(queries: SequenceSet, shard: SequenceSet, scheme_digest: str, top
                 while exact < len(sub) and _before(int(score[exact]), shard.ids[sub[exact]], bound):
                     exact += 1
             complete = bound is None and len(sub) <= keep
-            sub, score = sub[:min(exact, keep)], score[:min(exact, keep)]
+            sub, score = sub[: min(exact, keep)], score[: min(exact, keep)]
             if complete or len(sub) >= top_k:
                 lists[q] = (sub, score, complete)
             else:
@@ -133,13 +154,21 @@ def scan_shard(queries: SequenceSet, shard: SequenceSet, scheme_digest: str, top
     offsets = np.zeros(len(queries) + 1, dtype=np.int64)
     np.cumsum([len(x[0]) for x in lists], out=offsets[1:])
     state = ShardState(
-        scheme=scheme_digest, top_k=top_k, margin=margin, subjects=list(shard.ids),
-        subject_hashes=hashes, queries=list(queries.ids), query_hashes=qhashes,
+        scheme=scheme_digest,
+        top_k=top_k,
+        margin=margin,
+        subjects=list(shard.ids),
+        subject_hashes=hashes,
+        queries=list(queries.ids),
+        query_hashes=qhashes,
         hit_offsets=offsets,
         hit_subjects=np.concatenate([x[0] for x in lists]).astype(np.int32)
-        if lists else np.zeros(0, np.int32),
+        if lists
+        else np.zeros(0, np.int32),
         hit_scores=np.concatenate([x[1] for x in lists]).astype(np.int32)
-        if lists else np.zeros(0, np.int32),
-        complete=np.array([x[2] for x in lists], dtype=bool))
+        if lists
+        else np.zeros(0, np.int32),
+        complete=np.array([x[2] for x in lists], dtype=bool),
+    )
     top = [(x[0][:top_k], x[1][:top_k]) for x in lists]
     return ShardResult(top, state, stats)

@@ -6,6 +6,7 @@ are ordered with one integer sort (query, score, subject accession as a rank),
 cut to ``top_k`` per query and filtered by E-value before any text is made, so
 the merge holds the arrays and the final top-k only.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,8 +19,14 @@ from ..scoring import ScoringScheme
 from ..sequences import SequenceSet
 
 
-def merge(parts: list[ShardHits], queries: SequenceSet, db_residues: int,
-          scheme: ScoringScheme, top_k: int = 500, max_evalue: float | None = 10.0):
+def merge(
+    parts: list[ShardHits],
+    queries: SequenceSet,
+    db_residues: int,
+    scheme: ScoringScheme,
+    top_k: int = 500,
+    max_evalue: float | None = 10.0,
+):
     """Merge per-part hits into the final hits (:data:`~swgpu_tools.io.tables.HITS_COLUMNS`).
 
     Order: queries in input order; per query by descending score, then
@@ -76,17 +83,28 @@ def merge(parts: list[ShardHits], queries: SequenceSet, db_residues: int,
     else:
         raw = score.astype(np.float64)
         bits = np.asarray(stats.bit_score(raw, params), dtype=np.float64).reshape(-1)
-        evalue = np.asarray(stats.spouge_evalue(raw, qlen, sl, db_residues, params),
-                            dtype=np.float64).reshape(-1)
+        evalue = np.asarray(
+            stats.spouge_evalue(raw, qlen, sl, db_residues, params), dtype=np.float64
+        ).reshape(-1)
         if max_evalue is not None:
             ok = evalue <= max_evalue
-            q, score, s, qlen, sl, bits, evalue = (x[ok] for x in
-                                                   (q, score, s, qlen, sl, bits, evalue))
+            q, score, s, qlen, sl, bits, evalue = (
+                x[ok] for x in (q, score, s, qlen, sl, bits, evalue)
+            )
     qseqids = np.asarray(queries.seqids, dtype=object)
     qaccs = np.asarray(queries.ids, dtype=object)
-    return pd.DataFrame({
-        "qseqid": qseqids[q], "sseqid": np.asarray(sseqid, dtype=object)[s] if len(s) else [],
-        "qacc": qaccs[q], "sacc": acc[s] if len(s) else [], "score": score,
-        "bitscore": bits, "evalue": evalue, "qlen": qlen, "slen": sl,
-        "stitle": np.asarray(stitle, dtype=object)[s] if len(s) else [],
-    }, columns=HITS_COLUMNS)
+    return pd.DataFrame(
+        {
+            "qseqid": qseqids[q],
+            "sseqid": np.asarray(sseqid, dtype=object)[s] if len(s) else [],
+            "qacc": qaccs[q],
+            "sacc": acc[s] if len(s) else [],
+            "score": score,
+            "bitscore": bits,
+            "evalue": evalue,
+            "qlen": qlen,
+            "slen": sl,
+            "stitle": np.asarray(stitle, dtype=object)[s] if len(s) else [],
+        },
+        columns=HITS_COLUMNS,
+    )

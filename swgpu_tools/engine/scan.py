@@ -1,4 +1,5 @@
 """Scoring: the top-k Smith-Waterman hits of every query in a set of subjects."""
+
 from __future__ import annotations
 
 import os
@@ -34,7 +35,8 @@ def check_score_range(queries: SequenceSet, database: SequenceSet, scheme: Scori
             f"query '{queries.ids[qi]}' ({m:,} residues) against subject '{database.ids[si]}' "
             f"({n:,} residues) could score up to {min(m, n) * scheme.max_score:,} with "
             f"{scheme.matrix_name}, beyond the {MAX_SCORE:,} the kernels hold; split the "
-            f"longer sequences")
+            f"longer sequences"
+        )
 
 
 def process_age() -> float | None:
@@ -81,10 +83,17 @@ class SubsetSearch:
         return out
 
 
-def score(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme,
-          top_k: int = 500, backend: str = "auto", threads: int | None = None,
-          device="auto", started: BackendStart | None = None,
-          stats: dict | None = None):
+def score(
+    queries: SequenceSet,
+    database: SequenceSet,
+    scheme: ScoringScheme,
+    top_k: int = 500,
+    backend: str = "auto",
+    threads: int | None = None,
+    device="auto",
+    started: BackendStart | None = None,
+    stats: dict | None = None,
+):
     """Top-k hits of each query in ``database``: a
     :class:`~swgpu_tools.io.hitsfile.ShardHits`, per query (in query order) by
     descending score, ties by ascending database index.
@@ -94,14 +103,33 @@ def score(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme,
     that gets backend, reason, device, queries, sequences, residues, cells,
     kernel_s, gcups, startup_s.
     """
-    table, _ = scan(queries, database, scheme, top_k, backend=backend, threads=threads,
-                    device=device, started=started, stats=stats)
+    table, _ = scan(
+        queries,
+        database,
+        scheme,
+        top_k,
+        backend=backend,
+        threads=threads,
+        device=device,
+        started=started,
+        stats=stats,
+    )
     return table
 
 
-def scan(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme, top_k: int = 500,
-         margin: int = 0, previous=None, backend: str = "auto", threads: int | None = None,
-         device="auto", started: BackendStart | None = None, stats: dict | None = None):
+def scan(
+    queries: SequenceSet,
+    database: SequenceSet,
+    scheme: ScoringScheme,
+    top_k: int = 500,
+    margin: int = 0,
+    previous=None,
+    backend: str = "auto",
+    threads: int | None = None,
+    device="auto",
+    started: BackendStart | None = None,
+    stats: dict | None = None,
+):
     """:func:`score`, keeping ``margin`` more hits per query in the returned state
     and reusing ``previous`` (a :class:`~swgpu_tools.io.statefile.ShardState` of an
     earlier release of ``database``) where exact; returns (table, new state).
@@ -148,19 +176,34 @@ def scan(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme, top
     elapsed = time.perf_counter() - start
     gcups = search.cells / max(search.seconds, 1e-9) / 1e9
     info = dict(result.stats)
-    info.update(backend=run.name, reason=run.choice.reason, device=run.gpu_id,
-                device_uuid=run.device_uuid, query_residues=queries.total_residues,
-                sequences=len(database), residues=database.total_residues,
-                cells=search.cells, kernel_s=search.seconds, scan_s=elapsed, gcups=gcups,
-                passes=search.calls, startup_s=run.steps,
-                full_scan_cells=float(queries.total_residues) * float(database.total_residues))
+    info.update(
+        backend=run.name,
+        reason=run.choice.reason,
+        device=run.gpu_id,
+        device_uuid=run.device_uuid,
+        query_residues=queries.total_residues,
+        sequences=len(database),
+        residues=database.total_residues,
+        cells=search.cells,
+        kernel_s=search.seconds,
+        scan_s=elapsed,
+        gcups=gcups,
+        passes=search.calls,
+        startup_s=run.steps,
+        full_scan_cells=float(queries.total_residues) * float(database.total_residues),
+    )
     if stats is not None:
         stats.update(info)
-    what = (f"{info['mode']}: {info['delta_sequences']:,} new or changed sequences, "
-            f"{info['full_queries']} of {len(queries)} queries against the whole shard"
-            f" ({info['margin_ran_out']} where the margin ran out); "
-            if info["mode"] == "incremental" else "")
-    log.info(f"scored {len(queries)} queries x {len(database):,} sequences "
-             f"({database.total_residues:,} residues): {what}{search.cells:.3g} cells in "
-             f"{search.seconds:.2f} s, {gcups:.2f} GCUPS")
+    what = (
+        f"{info['mode']}: {info['delta_sequences']:,} new or changed sequences, "
+        f"{info['full_queries']} of {len(queries)} queries against the whole shard"
+        f" ({info['margin_ran_out']} where the margin ran out); "
+        if info["mode"] == "incremental"
+        else ""
+    )
+    log.info(
+        f"scored {len(queries)} queries x {len(database):,} sequences "
+        f"({database.total_residues:,} residues): {what}{search.cells:.3g} cells in "
+        f"{search.seconds:.2f} s, {gcups:.2f} GCUPS"
+    )
     return ShardHits.from_top(queries, database, result.top), result.state

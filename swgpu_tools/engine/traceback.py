@@ -12,6 +12,7 @@ subject and score whose sequence hashes (``qhash``, ``shash``) and
 :func:`code_digest` are unchanged; every field is then computed again from
 them, so the table is byte-identical to a traceback from scratch.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -30,8 +31,18 @@ from ..sequences import SequenceSet
 log = get_logger(__name__)
 
 #: Columns of the internal table kept for reuse, beside the output fields.
-REUSE_COLUMNS = ["qacc", "sacc", "score", "qstart", "qend", "sstart", "send", "cigar",
-                 "qhash", "shash"]
+REUSE_COLUMNS = [
+    "qacc",
+    "sacc",
+    "score",
+    "qstart",
+    "qend",
+    "sstart",
+    "send",
+    "cigar",
+    "qhash",
+    "shash",
+]
 
 
 def sequence_hashes(seqs: SequenceSet, indices) -> list[str]:
@@ -39,7 +50,7 @@ def sequence_hashes(seqs: SequenceSet, indices) -> list[str]:
     out = []
     res, off = seqs.residues, seqs.offsets
     for i in indices:
-        out.append(hashlib.blake2b(res[off[i]:off[i + 1]].tobytes(), digest_size=8).hexdigest())
+        out.append(hashlib.blake2b(res[off[i] : off[i + 1]].tobytes(), digest_size=8).hexdigest())
     return out
 
 
@@ -80,9 +91,16 @@ def _ops_from_cigar(cigar: str) -> bytes:
     return b"".join(parts)
 
 
-def traceback(hits, queries: SequenceSet, subjects: SequenceSet, scheme: ScoringScheme,
-              threads: int | None = None, previous=None, previous_code: str | None = None,
-              stats: dict | None = None):
+def traceback(
+    hits,
+    queries: SequenceSet,
+    subjects: SequenceSet,
+    scheme: ScoringScheme,
+    threads: int | None = None,
+    previous=None,
+    previous_code: str | None = None,
+    stats: dict | None = None,
+):
     """The full alignment table of ``hits`` (rows with qacc, sacc, score, and
     qseqid, sseqid, stitle, evalue, bitscore as merged), in the order of ``hits``.
 
@@ -98,11 +116,15 @@ def traceback(hits, queries: SequenceSet, subjects: SequenceSet, scheme: Scoring
     qi = hits["qacc"].map(q_index)
     si = hits["sacc"].map(s_index)
     if qi.isna().any():
-        raise InputError(f"hits name queries that are not in the query file: "
-                         f"{sorted(set(hits['qacc'][qi.isna()]))[:5]}")
+        raise InputError(
+            f"hits name queries that are not in the query file: "
+            f"{sorted(set(hits['qacc'][qi.isna()]))[:5]}"
+        )
     if si.isna().any():
-        raise InputError(f"hits name subjects that are not in the database: "
-                         f"{sorted(set(hits['sacc'][si.isna()]))[:5]}")
+        raise InputError(
+            f"hits name subjects that are not in the database: "
+            f"{sorted(set(hits['sacc'][si.isna()]))[:5]}"
+        )
     qi = qi.to_numpy(np.int64)
     si = si.to_numpy(np.int64)
     n = len(hits)
@@ -116,8 +138,10 @@ def traceback(hits, queries: SequenceSet, subjects: SequenceSet, scheme: Scoring
         if code != previous_code:
             log.info("previous alignments not reused: scoring scheme or alignment code changed")
         else:
-            prev = {(r["qacc"], r["sacc"], int(r["score"]), r["qhash"], r["shash"]): r
-                    for r in previous[REUSE_COLUMNS].to_dict("records")}
+            prev = {
+                (r["qacc"], r["sacc"], int(r["score"]), r["qhash"], r["shash"]): r
+                for r in previous[REUSE_COLUMNS].to_dict("records")
+            }
             qacc, sacc = hits["qacc"].tolist(), hits["sacc"].tolist()
             for k in range(n):
                 r = prev.get((qacc[k], sacc[k], int(scores[k]), qhash[k], shash[k]))
@@ -125,8 +149,14 @@ def traceback(hits, queries: SequenceSet, subjects: SequenceSet, scheme: Scoring
                     continue
                 q0 = int(r["qstart"]) - 1 if int(r["qstart"]) else 0
                 s0 = int(r["sstart"]) - 1 if int(r["sstart"]) else 0
-                alignments[k] = Alignment(int(r["score"]), q0, int(r["qend"]), s0,
-                                          int(r["send"]), _ops_from_cigar(r["cigar"]))
+                alignments[k] = Alignment(
+                    int(r["score"]),
+                    q0,
+                    int(r["qend"]),
+                    s0,
+                    int(r["send"]),
+                    _ops_from_cigar(r["cigar"]),
+                )
                 reused += 1
     todo = np.array([k for k in range(n) if alignments[k] is None], dtype=np.int64)
     t0 = time.perf_counter()
@@ -134,8 +164,17 @@ def traceback(hits, queries: SequenceSet, subjects: SequenceSet, scheme: Scoring
         q_enc = scheme.encode(queries, "queries")
         s_enc = scheme.encode(subjects, "database")
         # the CPU: the traceback step is a CPU job (no GPU lock)
-        done = align_many(q_enc, s_enc, qi[todo], si[todo], scheme.matrix, scheme.gap_open,
-                          scheme.gap_extend, threads=threads, backend="cpu")
+        done = align_many(
+            q_enc,
+            s_enc,
+            qi[todo],
+            si[todo],
+            scheme.matrix,
+            scheme.gap_open,
+            scheme.gap_extend,
+            threads=threads,
+            backend="cpu",
+        )
         for k, aln in zip(todo.tolist(), done):
             alignments[k] = aln
     align_s = time.perf_counter() - t0
@@ -144,7 +183,8 @@ def traceback(hits, queries: SequenceSet, subjects: SequenceSet, scheme: Scoring
         if alignments[k].score != scores[k]:
             raise RuntimeError(
                 f"internal error: traceback score {alignments[k].score} != scan score "
-                f"{scores[k]} for {hits['qacc'].iat[k]} vs {hits['sacc'].iat[k]}")
+                f"{scores[k]} for {hits['qacc'].iat[k]} vs {hits['sacc'].iat[k]}"
+            )
     fields = alignment_fields(queries, subjects, qi, si, alignments, scheme)
     table = pd.DataFrame(fields)
     for c in ("qseqid", "sseqid", "qacc", "sacc", "stitle", "evalue", "bitscore"):

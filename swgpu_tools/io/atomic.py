@@ -11,6 +11,7 @@ Write errors (a full disk, a read-only folder, a missing directory) become
 :class:`~swgpu_tools.errors.OutputError` naming the file, never a bare
 ``OSError`` traceback.
 """
+
 from __future__ import annotations
 
 import errno

@@ -18,6 +18,7 @@ with control characters.  A UTF-8 byte-order mark at the start of the file is
 skipped.  Tabs and other control characters inside a title are replaced by
 spaces (tables are tab-separated).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -41,10 +42,10 @@ STDIN = "-"
 
 
 class FastaRecord(NamedTuple):
-    id: str          # accession (see the module doc)
-    header: str      # the header line without '>' and its line end
+    id: str  # accession (see the module doc)
+    header: str  # the header line without '>' and its line end
     sequence: bytes  # canonical letters
-    line: int        # 1-based line number of the header
+    line: int  # 1-based line number of the header
 
 
 def _open(path):
@@ -94,8 +95,7 @@ def iter_fasta(path) -> Iterator[FastaRecord]:
     yield from records_of(_display_name(path), _open(path))
 
 
-def records_of(name: str, fh, lineno: int = 0, whole_file: bool = True
-               ) -> Iterator[FastaRecord]:
+def records_of(name: str, fh, lineno: int = 0, whole_file: bool = True) -> Iterator[FastaRecord]:
     """The records read from the binary stream ``fh`` (closed after), errors naming
     ``name``; ``lineno``: lines before the stream's first; ``whole_file``: the
     stream is a whole file (a byte-order mark may start it, and it must hold a
@@ -114,7 +114,8 @@ def records_of(name: str, fh, lineno: int = 0, whole_file: bool = True
         if bad:
             raise InputError(
                 f"{name}: line {header_line}: the sequence id contains "
-                f"{_describe(bad.group()[0])}, which tables cannot hold")
+                f"{_describe(bad.group()[0])}, which tables cannot hold"
+            )
         try:
             sid_str = sid.decode("ascii")
         except UnicodeDecodeError:
@@ -133,7 +134,7 @@ def records_of(name: str, fh, lineno: int = 0, whole_file: bool = True
             for raw in fh:
                 lineno += 1
                 if lineno == first and whole_file and raw.startswith(_BOM):
-                    raw = raw[len(_BOM):]
+                    raw = raw[len(_BOM) :]
                 line = raw.rstrip(b"\n")
                 if line.startswith(b">"):
                     if header is not None:
@@ -148,8 +149,7 @@ def records_of(name: str, fh, lineno: int = 0, whole_file: bool = True
                     if not line.strip():
                         continue
                     raise InputError(
-                        f"{name}: not a FASTA file: line {lineno} comes before any "
-                        f"'>' header line"
+                        f"{name}: not a FASTA file: line {lineno} comes before any '>' header line"
                     )
                 bad = invalid_characters(line)
                 if bad:

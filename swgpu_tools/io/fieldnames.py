@@ -2,6 +2,7 @@
 
 See :mod:`swgpu_tools.io.fields` for the definitions and the values.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -56,8 +57,20 @@ _F = [
 FIELDS: dict[str, Field] = {n: Field(n, k, d) for n, k, d in _F}
 
 #: BLAST's ``std`` (BLAST+ 2.2.30 and later).
-STD = ["qaccver", "saccver", "pident", "length", "mismatch", "gapopen", "qstart", "qend",
-       "sstart", "send", "evalue", "bitscore"]
+STD = [
+    "qaccver",
+    "saccver",
+    "pident",
+    "length",
+    "mismatch",
+    "gapopen",
+    "qstart",
+    "qend",
+    "sstart",
+    "send",
+    "evalue",
+    "bitscore",
+]
 
 #: The default columns of the alignments table.
 DEFAULT_COLUMNS = "std qseqid sseqid score qlen slen qcovhsp cigar btop qseq sseq stitle"
@@ -79,8 +92,8 @@ def parse_columns(spec) -> list[str]:
         for n in names:
             if n not in FIELDS:
                 raise InputError(
-                    f"unknown output field '{w}'; valid fields: std "
-                    + " ".join(FIELDS))
+                    f"unknown output field '{w}'; valid fields: std " + " ".join(FIELDS)
+                )
             if n not in out:
                 out.append(n)
     return out

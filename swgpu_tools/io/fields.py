@@ -34,6 +34,7 @@ Definitions (BLAST's unless marked *ours*):
   ``sallseqid``/``sallacc``: the same as ``sseqid``/``sacc`` (one id per
   record); ``stitle``/``salltitles``: the header after the first word.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -44,6 +45,7 @@ from .fieldnames import DEFAULT_COLUMNS, FIELDS, STD, Field, parse_columns  # no
 # ---------------------------------------------------------------------------
 # per-alignment values
 # ---------------------------------------------------------------------------
+
 
 @njit(cache=True, nogil=True, boundscheck=False)
 def _columns_kernel(qres, qoff, sres, soff, qidx, sidx, qstart, sstart, ops, ops_off, positive):
@@ -179,9 +181,9 @@ def positive_table(scheme) -> np.ndarray:
 
 
 def _split(blob: np.ndarray, offsets: np.ndarray) -> list[str]:
-    text = blob[:offsets[-1]].tobytes().decode("ascii")
+    text = blob[: offsets[-1]].tobytes().decode("ascii")
     off = offsets.tolist()
-    return [text[off[k]:off[k + 1]] for k in range(len(off) - 1)]
+    return [text[off[k] : off[k + 1]] for k in range(len(off) - 1)]
 
 
 def qcov(qstart: np.ndarray, qend: np.ndarray, qlen: np.ndarray) -> np.ndarray:
@@ -192,8 +194,9 @@ def qcov(qstart: np.ndarray, qend: np.ndarray, qlen: np.ndarray) -> np.ndarray:
     return pct.astype(np.int64)
 
 
-def alignment_fields(queries, subjects, query_index, subject_index, alignments, scheme
-                     ) -> dict[str, object]:
+def alignment_fields(
+    queries, subjects, query_index, subject_index, alignments, scheme
+) -> dict[str, object]:
     """Every alignment-derived field of :data:`FIELDS` for many alignments.
 
     ``queries``/``subjects``: :class:`~swgpu_tools.sequences.SequenceSet`;
@@ -213,8 +216,10 @@ def alignment_fields(queries, subjects, query_index, subject_index, alignments, 
     s0 = np.fromiter((a.subject_start for a in alignments), dtype=np.int64, count=n)
     s1 = np.fromiter((a.subject_end for a in alignments), dtype=np.int64, count=n)
     ops_off = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.fromiter((len(a.operations) for a in alignments), dtype=np.int64, count=n),
-              out=ops_off[1:])
+    np.cumsum(
+        np.fromiter((len(a.operations) for a in alignments), dtype=np.int64, count=n),
+        out=ops_off[1:],
+    )
     ops = np.frombuffer(b"".join(a.operations for a in alignments), dtype=np.uint8)
     qlen = queries.lengths[qidx] if n else np.zeros(0, np.int64)
     slen = subjects.lengths[sidx] if n else np.zeros(0, np.int64)
@@ -230,12 +235,24 @@ def alignment_fields(queries, subjects, query_index, subject_index, alignments, 
         ns = cs[ops_off[1:]] - cs[ops_off[:-1]]
         if np.any(nq != q1 - q0) or np.any(ns != s1 - s0):
             k = int(np.flatnonzero((nq != q1 - q0) | (ns != s1 - s0))[0])
-            raise ValueError(f"alignment {k}: operations consume {nq[k]} query and {ns[k]} "
-                             f"subject residues, but the coordinates span {q1[k] - q0[k]} and "
-                             f"{s1[k] - s0[k]}")
+            raise ValueError(
+                f"alignment {k}: operations consume {nq[k]} query and {ns[k]} "
+                f"subject residues, but the coordinates span {q1[k] - q0[k]} and "
+                f"{s1[k] - s0[k]}"
+            )
     counts, cig, cig_off, bt, bt_off, qrow, srow = _columns_kernel(
-        queries.residues, queries.offsets, subjects.residues, subjects.offsets, qidx, sidx,
-        q0, s0, ops, ops_off, positive_table(scheme))
+        queries.residues,
+        queries.offsets,
+        subjects.residues,
+        subjects.offsets,
+        qidx,
+        sidx,
+        q0,
+        s0,
+        ops,
+        ops_off,
+        positive_table(scheme),
+    )
     length = np.diff(ops_off)
     with np.errstate(divide="ignore", invalid="ignore"):
         pident = np.where(length > 0, 100.0 * counts[:, 0] / np.maximum(length, 1), 0.0)
@@ -248,13 +265,27 @@ def alignment_fields(queries, subjects, query_index, subject_index, alignments, 
     send = np.where(has_s, s1, 0)
     cov = qcov(qstart, qend, qlen)
     return {
-        "score": score, "qlen": qlen.astype(np.int64), "slen": slen.astype(np.int64),
-        "qstart": qstart, "qend": qend, "sstart": sstart, "send": send,
-        "length": length, "nident": counts[:, 0], "positive": counts[:, 1],
-        "mismatch": counts[:, 2], "gaps": counts[:, 3], "gapopen": counts[:, 4],
-        "pident": pident, "ppos": ppos, "qcovhsp": cov, "qcovs": cov.copy(),
-        "cigar": _split(cig, cig_off), "btop": _split(bt, bt_off),
-        "qseq": _split(qrow, ops_off), "sseq": _split(srow, ops_off),
+        "score": score,
+        "qlen": qlen.astype(np.int64),
+        "slen": slen.astype(np.int64),
+        "qstart": qstart,
+        "qend": qend,
+        "sstart": sstart,
+        "send": send,
+        "length": length,
+        "nident": counts[:, 0],
+        "positive": counts[:, 1],
+        "mismatch": counts[:, 2],
+        "gaps": counts[:, 3],
+        "gapopen": counts[:, 4],
+        "pident": pident,
+        "ppos": ppos,
+        "qcovhsp": cov,
+        "qcovs": cov.copy(),
+        "cigar": _split(cig, cig_off),
+        "btop": _split(bt, bt_off),
+        "qseq": _split(qrow, ops_off),
+        "sseq": _split(srow, ops_off),
     }
 
 

@@ -20,6 +20,7 @@ as floats with NaN where the scheme has no statistics) and writes atomically.
   alignment in blocks of 60 columns with a match line (the letter for an
   identity, ``+`` for a positive score, space otherwise).
 """
+
 from __future__ import annotations
 
 import math
@@ -50,24 +51,43 @@ def write_sam(table, queries, subjects, path) -> None:
     q_records: dict[str, SeqRecord] = {}
     alignments = []
     seen_query: set[str] = set()
-    cols = {c: table[c].tolist() for c in ("qacc", "sacc", "qstart", "qend", "sstart", "send",
-                                           "qseq", "sseq", "score", "mismatch", "gaps",
-                                           "evalue", "bitscore")}
+    cols = {
+        c: table[c].tolist()
+        for c in (
+            "qacc",
+            "sacc",
+            "qstart",
+            "qend",
+            "sstart",
+            "send",
+            "qseq",
+            "sseq",
+            "score",
+            "mismatch",
+            "gaps",
+            "evalue",
+            "bitscore",
+        )
+    }
     for k in range(len(table)):
         qa, sa = cols["qacc"][k], cols["sacc"][k]
         si, qi = s_index[sa], q_index[qa]
         t = targets.get(sa)
         if t is None:
             title = s_titles[si]
-            t = SeqRecord(Seq(subjects.sequence(si)), id=s_seqids[si],
-                          description="" if title == "N/A" else title)
+            t = SeqRecord(
+                Seq(subjects.sequence(si)),
+                id=s_seqids[si],
+                description="" if title == "N/A" else title,
+            )
             targets[sa] = t
         q = q_records.get(qa)
         if q is None:
             q = SeqRecord(Seq(queries.sequence(qi)), id=q_seqids[qi], description="")
             q_records[qa] = q
-        coords = _coordinates(cols["qseq"][k], cols["sseq"][k], cols["sstart"][k] - 1,
-                              cols["qstart"][k] - 1)
+        coords = _coordinates(
+            cols["qseq"][k], cols["sseq"][k], cols["sstart"][k] - 1, cols["qstart"][k] - 1
+        )
         if coords is None:  # an empty local alignment (score 0): not written
             continue
         aln = Alignment([t, q], coords)
@@ -160,17 +180,19 @@ def pairwise_lines(row: dict, width: int = 60):
     bits = bits if isinstance(bits, str) else format_bitscore(bits)
     yield f" Score = {bits.strip()} bits ({row['score']}),  Expect = {ev.strip()}"
     length = int(row["length"])
-    yield (f" Identities = {_pct(int(row['nident']), length)}, "
-           f"Positives = {_pct(int(row['positive']), length)}, "
-           f"Gaps = {_pct(int(row['gaps']), length)}")
+    yield (
+        f" Identities = {_pct(int(row['nident']), length)}, "
+        f"Positives = {_pct(int(row['positive']), length)}, "
+        f"Gaps = {_pct(int(row['gaps']), length)}"
+    )
     yield ""
     qseq, sseq = row["qseq"], row["sseq"]
     qpos, spos = int(row["qstart"]), int(row["sstart"])
     match = row.get("_match")
     pad = max(len(str(int(row["qend"]))), len(str(int(row["send"]))), 4) + 1
     for b in range(0, len(qseq), width):
-        qa, sa = qseq[b:b + width], sseq[b:b + width]
-        ma = match[b:b + width] if match is not None else ""
+        qa, sa = qseq[b : b + width], sseq[b : b + width]
+        ma = match[b : b + width] if match is not None else ""
         qn = sum(ch != "-" for ch in qa)
         sn = sum(ch != "-" for ch in sa)
         yield f"Query  {qpos:<{pad}}{qa}  {qpos + qn - 1 if qn else qpos - 1}"
@@ -208,8 +230,11 @@ def write_pairwise(table, queries, scheme, path) -> None:
                 current = row["qacc"]
                 qi = q_index[current]
                 title = q_titles[qi]
-                fh.write(f"Query= {q_seqids[qi]}" + (f" {title}" if title != "N/A" else "")
-                         + f"\n\nLength={int(queries.lengths[qi])}\n\n")
+                fh.write(
+                    f"Query= {q_seqids[qi]}"
+                    + (f" {title}" if title != "N/A" else "")
+                    + f"\n\nLength={int(queries.lengths[qi])}\n\n"
+                )
             row["_match"] = _match_line(row["qseq"], row["sseq"], positive)
             for line in pairwise_lines(row):
                 fh.write(line + "\n")

@@ -5,6 +5,7 @@ holds little: per hit the query's index, the subject's index and the score
 (int32 each); each hit subject's accession, sequence id, title and length
 once.  One ``.npz`` file (numpy, no pickles), written atomically.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,14 +25,14 @@ FORMAT = 1
 class ShardHits:
     """Hits of a query set in one database part, per query best first."""
 
-    queries: list[str]       # query accessions, in query-file order
-    q: np.ndarray            # int32 per hit: index into ``queries``
-    s: np.ndarray            # int32 per hit: index into ``subjects``
-    score: np.ndarray        # int32 per hit
-    subjects: list[str]      # accessions of the subjects hit
-    sseqid: list[str]        # their sequence ids (headers' first words)
-    stitle: list[str]        # their titles
-    slen: np.ndarray         # int64, their lengths
+    queries: list[str]  # query accessions, in query-file order
+    q: np.ndarray  # int32 per hit: index into ``queries``
+    s: np.ndarray  # int32 per hit: index into ``subjects``
+    score: np.ndarray  # int32 per hit
+    subjects: list[str]  # accessions of the subjects hit
+    sseqid: list[str]  # their sequence ids (headers' first words)
+    stitle: list[str]  # their titles
+    slen: np.ndarray  # int64, their lengths
 
     def __len__(self) -> int:
         return len(self.score)
@@ -41,10 +42,10 @@ class ShardHits:
         """From per-query (subject indices into ``database``, scores), best first."""
         counts = [len(t[0]) for t in top]
         q = np.repeat(np.arange(len(top), dtype=np.int32), counts)
-        sub = (np.concatenate([t[0] for t in top]).astype(np.int64) if top
-               else np.zeros(0, np.int64))
-        score = (np.concatenate([t[1] for t in top]).astype(np.int32) if top
-                 else np.zeros(0, np.int32))
+        sub = np.concatenate([t[0] for t in top]).astype(np.int64) if top else np.zeros(0, np.int64)
+        score = (
+            np.concatenate([t[1] for t in top]).astype(np.int32) if top else np.zeros(0, np.int32)
+        )
         used, s = np.unique(sub, return_inverse=True)
         ul = used.tolist()
         if database.headers is None:
@@ -56,9 +57,16 @@ class ShardHits:
             heads = [database.headers[i] for i in ul]
             seqids = [seqid_of(h) or database.ids[i] for h, i in zip(heads, ul)]
             titles = [title_of(h) for h in heads]
-        return cls(list(queries.ids), q, s.astype(np.int32), score,
-                   [database.ids[i] for i in ul], seqids, titles,
-                   database.lengths[used].astype(np.int64))
+        return cls(
+            list(queries.ids),
+            q,
+            s.astype(np.int32),
+            score,
+            [database.ids[i] for i in ul],
+            seqids,
+            titles,
+            database.lengths[used].astype(np.int64),
+        )
 
 
 def _pack(strings: list[str]) -> np.ndarray:
@@ -73,11 +81,18 @@ def write_shard_hits(path, hits: ShardHits) -> None:
     meta = {"format": FORMAT, "queries": len(hits.queries), "subjects": len(hits.subjects)}
     os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
     with atomic_write(path, "wb") as fh:
-        np.savez(fh, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
-                 queries=_pack(hits.queries), q=hits.q.astype(np.int32),
-                 s=hits.s.astype(np.int32), score=hits.score.astype(np.int32),
-                 subjects=_pack(hits.subjects), sseqid=_pack(hits.sseqid),
-                 stitle=_pack(hits.stitle), slen=hits.slen.astype(np.int64))
+        np.savez(
+            fh,
+            meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+            queries=_pack(hits.queries),
+            q=hits.q.astype(np.int32),
+            s=hits.s.astype(np.int32),
+            score=hits.score.astype(np.int32),
+            subjects=_pack(hits.subjects),
+            sseqid=_pack(hits.sseqid),
+            stitle=_pack(hits.stitle),
+            slen=hits.slen.astype(np.int64),
+        )
 
 
 def read_shard_hits(path) -> ShardHits:
@@ -88,19 +103,31 @@ def read_shard_hits(path) -> ShardHits:
             meta = json.loads(z["meta"].tobytes())
             if meta.get("format") != FORMAT:
                 raise ValueError(f"format {meta.get('format')}")
-            hits = ShardHits(_unpack(z["queries"], meta["queries"]), z["q"], z["s"],
-                             z["score"], _unpack(z["subjects"], meta["subjects"]),
-                             _unpack(z["sseqid"], meta["subjects"]),
-                             _unpack(z["stitle"], meta["subjects"]), z["slen"])
+            hits = ShardHits(
+                _unpack(z["queries"], meta["queries"]),
+                z["q"],
+                z["s"],
+                z["score"],
+                _unpack(z["subjects"], meta["subjects"]),
+                _unpack(z["sseqid"], meta["subjects"]),
+                _unpack(z["stitle"], meta["subjects"]),
+                z["slen"],
+            )
     except FileNotFoundError:
         raise InputError(f"{name}: file not found") from None
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
         raise InputError(f"{name}: not a shard hits file ({exc}); re-run its scoring") from None
     n = len(hits.score)
-    if not (len(hits.q) == len(hits.s) == n and len(hits.sseqid) == len(hits.subjects)
-            == len(hits.stitle) == len(hits.slen)):
+    if not (
+        len(hits.q) == len(hits.s) == n
+        and len(hits.sseqid) == len(hits.subjects) == len(hits.stitle) == len(hits.slen)
+    ):
         raise InputError(f"{name}: not a shard hits file (inconsistent lengths)")
-    if n and (hits.q.max() >= len(hits.queries) or hits.s.max() >= len(hits.subjects)
-              or hits.q.min() < 0 or hits.s.min() < 0):
+    if n and (
+        hits.q.max() >= len(hits.queries)
+        or hits.s.max() >= len(hits.subjects)
+        or hits.q.min() < 0
+        or hits.s.min() < 0
+    ):
         raise InputError(f"{name}: not a shard hits file (indices out of range)")
     return hits

@@ -15,6 +15,7 @@ and a manifest written last.
   renames happen there is no manifest, and afterwards it names exactly the
   files of this run.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -60,25 +61,32 @@ class OutputSet:
         try:
             os.makedirs(self.dir, exist_ok=True)
         except OSError as exc:
-            raise OutputError(f"{self.dir}: cannot create the output folder: "
-                              f"{describe_os_error(exc)}") from None
+            raise OutputError(
+                f"{self.dir}: cannot create the output folder: {describe_os_error(exc)}"
+            ) from None
         self._lock = FileLock(os.path.join(self.dir, LOCK))
         try:
             self._lock.acquire(timeout=0)
         except Timeout:
             if not self.wait:
-                raise InputError(f"{self.dir}: another swgpu run is writing into this folder "
-                                 f"(lock {LOCK}); wait for it or choose another folder") from None
-            log.warning(f"{self.dir}: another swgpu run is writing into this folder; waiting "
-                        f"for it to finish")
+                raise InputError(
+                    f"{self.dir}: another swgpu run is writing into this folder "
+                    f"(lock {LOCK}); wait for it or choose another folder"
+                ) from None
+            log.warning(
+                f"{self.dir}: another swgpu run is writing into this folder; waiting "
+                f"for it to finish"
+            )
             try:
                 self._lock.acquire(timeout=self.timeout)
             except Timeout:
-                raise InputError(f"{self.dir}: still locked by another swgpu run after "
-                                 f"{self.timeout:.0f} s") from None
+                raise InputError(
+                    f"{self.dir}: still locked by another swgpu run after {self.timeout:.0f} s"
+                ) from None
         except OSError as exc:
-            raise OutputError(f"{os.path.join(self.dir, LOCK)}: cannot lock: "
-                              f"{describe_os_error(exc)}") from None
+            raise OutputError(
+                f"{os.path.join(self.dir, LOCK)}: cannot lock: {describe_os_error(exc)}"
+            ) from None
         return self
 
     def path(self, name: str) -> str:
@@ -101,11 +109,14 @@ class OutputSet:
             for name, tmp in self._staged.items():
                 os.replace(tmp, os.path.join(self.dir, name))
         except OSError as exc:
-            raise OutputError(f"{self.dir}: cannot move the outputs into place: "
-                              f"{describe_os_error(exc)}") from None
-        manifest = {"run": self.run_id, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                                  time.gmtime()),
-                    "files": files}
+            raise OutputError(
+                f"{self.dir}: cannot move the outputs into place: {describe_os_error(exc)}"
+            ) from None
+        manifest = {
+            "run": self.run_id,
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "files": files,
+        }
         with atomic_write(manifest_path) as fh:
             json.dump(manifest, fh, indent=1, sort_keys=True)
             fh.write("\n")
@@ -130,11 +141,16 @@ def write_manifest(path, files) -> dict:
     for f in files:
         rel = os.path.relpath(os.path.abspath(os.fspath(f)), d)
         st = os.stat(f)
-        entries[rel] = {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns,
-                        "blake2b": _digest(os.fspath(f))}
-    manifest = {"run": uuid.uuid4().hex[:12],
-                "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "files": entries}
+        entries[rel] = {
+            "bytes": st.st_size,
+            "mtime_ns": st.st_mtime_ns,
+            "blake2b": _digest(os.fspath(f)),
+        }
+    manifest = {
+        "run": uuid.uuid4().hex[:12],
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "files": entries,
+    }
     with atomic_write(path) as fh:
         json.dump(manifest, fh, indent=1, sort_keys=True)
         fh.write("\n")
@@ -153,8 +169,10 @@ def read_manifest(directory) -> dict:
         with open(path) as fh:
             manifest = json.load(fh)
     except FileNotFoundError:
-        raise InputError(f"{d}: no {MANIFEST}: not a complete swgpu output folder (a run is "
-                         f"writing into it, or one was interrupted)") from None
+        raise InputError(
+            f"{d}: no {MANIFEST}: not a complete swgpu output folder (a run is "
+            f"writing into it, or one was interrupted)"
+        ) from None
     except (OSError, ValueError) as exc:
         raise InputError(f"{path}: unreadable ({exc})") from None
     for name, info in manifest.get("files", {}).items():

@@ -14,6 +14,7 @@ score only what changed (:mod:`swgpu_tools.engine.increment`):
 One ``.npz`` file (numpy, no pickles), written atomically, so a job killed
 at any point leaves the previous state or the new one, never a mix.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,8 +37,9 @@ def sequence_hashes(seqs: SequenceSet) -> np.ndarray:
     out = np.empty(len(seqs), dtype=np.uint64)
     blake = hashlib.blake2b
     for i in range(len(seqs)):
-        out[i] = int.from_bytes(blake(res[off[i]:off[i + 1]].tobytes(), digest_size=8).digest(),
-                                "little")
+        out[i] = int.from_bytes(
+            blake(res[off[i] : off[i + 1]].tobytes(), digest_size=8).digest(), "little"
+        )
     return out
 
 
@@ -55,17 +57,17 @@ def _unpack(blob: np.ndarray, n: int) -> list[str]:
 class ShardState:
     """What a scoring job remembers of its shard (see the module doc)."""
 
-    scheme: str                   # ScoringScheme.digest
+    scheme: str  # ScoringScheme.digest
     top_k: int
     margin: int
-    subjects: list[str]           # the shard's accessions, in shard order
-    subject_hashes: np.ndarray    # uint64, per subject
-    queries: list[str]            # query accessions
-    query_hashes: np.ndarray      # uint64, per query
-    hit_offsets: np.ndarray       # int64 (n_queries + 1): query q's hits are [off[q], off[q+1])
-    hit_subjects: np.ndarray      # int32: index into ``subjects``
-    hit_scores: np.ndarray        # int32
-    complete: np.ndarray          # bool, per query: the list holds every subject
+    subjects: list[str]  # the shard's accessions, in shard order
+    subject_hashes: np.ndarray  # uint64, per subject
+    queries: list[str]  # query accessions
+    query_hashes: np.ndarray  # uint64, per query
+    hit_offsets: np.ndarray  # int64 (n_queries + 1): query q's hits are [off[q], off[q+1])
+    hit_subjects: np.ndarray  # int32: index into ``subjects``
+    hit_scores: np.ndarray  # int32
+    complete: np.ndarray  # bool, per query: the list holds every subject
 
     def hits_of(self, q: int) -> tuple[np.ndarray, np.ndarray]:
         a, b = self.hit_offsets[q], self.hit_offsets[q + 1]
@@ -74,16 +76,28 @@ class ShardState:
 
 def write_state(path, state: ShardState) -> None:
     """Write ``state`` atomically (one .npz file)."""
-    meta = {"format": FORMAT, "scheme": state.scheme, "top_k": int(state.top_k),
-            "margin": int(state.margin), "n_subjects": len(state.subjects),
-            "n_queries": len(state.queries)}
+    meta = {
+        "format": FORMAT,
+        "scheme": state.scheme,
+        "top_k": int(state.top_k),
+        "margin": int(state.margin),
+        "n_subjects": len(state.subjects),
+        "n_queries": len(state.queries),
+    }
     os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
     with atomic_write(path, "wb") as fh:
-        np.savez(fh, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
-                 subjects=_pack(state.subjects), subject_hashes=state.subject_hashes,
-                 queries=_pack(state.queries), query_hashes=state.query_hashes,
-                 hit_offsets=state.hit_offsets, hit_subjects=state.hit_subjects,
-                 hit_scores=state.hit_scores, complete=state.complete)
+        np.savez(
+            fh,
+            meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+            subjects=_pack(state.subjects),
+            subject_hashes=state.subject_hashes,
+            queries=_pack(state.queries),
+            query_hashes=state.query_hashes,
+            hit_offsets=state.hit_offsets,
+            hit_subjects=state.hit_subjects,
+            hit_scores=state.hit_scores,
+            complete=state.complete,
+        )
 
 
 def read_state(path) -> ShardState | None:
@@ -95,7 +109,9 @@ def read_state(path) -> ShardState | None:
             if meta.get("format") != FORMAT:
                 return None
             state = ShardState(
-                scheme=meta["scheme"], top_k=int(meta["top_k"]), margin=int(meta["margin"]),
+                scheme=meta["scheme"],
+                top_k=int(meta["top_k"]),
+                margin=int(meta["margin"]),
                 subjects=_unpack(z["subjects"], meta["n_subjects"]),
                 subject_hashes=z["subject_hashes"].astype(np.uint64),
                 queries=_unpack(z["queries"], meta["n_queries"]),
@@ -103,11 +119,14 @@ def read_state(path) -> ShardState | None:
                 hit_offsets=z["hit_offsets"].astype(np.int64),
                 hit_subjects=z["hit_subjects"].astype(np.int32),
                 hit_scores=z["hit_scores"].astype(np.int32),
-                complete=z["complete"].astype(bool))
+                complete=z["complete"].astype(bool),
+            )
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return None
-    if (len(state.subject_hashes) != len(state.subjects)
-            or len(state.query_hashes) != len(state.queries)
-            or len(state.hit_offsets) != len(state.queries) + 1):
+    if (
+        len(state.subject_hashes) != len(state.subjects)
+        or len(state.query_hashes) != len(state.queries)
+        or len(state.hit_offsets) != len(state.queries) + 1
+    ):
         return None
     return state

@@ -10,6 +10,7 @@ Format (JSON object, sorted keys)::
      "started": "2026-11-23T03:40:00Z", "finished": "...", "wall_s": 1.23,
      "host": "node1", "peak_rss_bytes": 123456789, ... step fields ...}
 """
+
 from __future__ import annotations
 
 import json
@@ -60,7 +61,9 @@ class StepTimer:
                 return self_inner
 
             def __exit__(self_inner, *exc):
-                timer.phases[name] = timer.phases.get(name, 0.0) + time.perf_counter() - self_inner.t
+                timer.phases[name] = (
+                    timer.phases.get(name, 0.0) + time.perf_counter() - self_inner.t
+                )
                 return False
 
         return _Phase()
@@ -69,11 +72,17 @@ class StepTimer:
         from .. import __version__
 
         now = time.time()
-        out = {"step": self.step, "format": FORMAT, "swgpu": __version__,
-               "started": _iso(self.start), "finished": _iso(now),
-               "wall_s": round(time.perf_counter() - self._t0, 6),
-               "phases_s": {k: round(v, 6) for k, v in self.phases.items()},
-               "host": socket.gethostname(), "peak_rss_bytes": peak_rss_bytes()}
+        out = {
+            "step": self.step,
+            "format": FORMAT,
+            "swgpu": __version__,
+            "started": _iso(self.start),
+            "finished": _iso(now),
+            "wall_s": round(time.perf_counter() - self._t0, 6),
+            "phases_s": {k: round(v, 6) for k, v in self.phases.items()},
+            "host": socket.gethostname(),
+            "peak_rss_bytes": peak_rss_bytes(),
+        }
         out.update(self.fields)
         return out
 

@@ -17,6 +17,7 @@ Tables:
 * ``hits.tsv`` (:data:`HITS_COLUMNS`): every merged hit;
 * ``alignments.tsv``: the columns the user chose (:func:`swgpu_tools.io.fields.parse_columns`).
 """
+
 from __future__ import annotations
 
 import csv
@@ -32,8 +33,18 @@ from .atomic import atomic_write
 from .fields import FIELDS
 
 #: ``hits.tsv``: ids as BLAST prints them, accessions, scores, statistics, lengths, title.
-HITS_COLUMNS = ["qseqid", "sseqid", "qacc", "sacc", "score", "bitscore", "evalue", "qlen",
-                "slen", "stitle"]
+HITS_COLUMNS = [
+    "qseqid",
+    "sseqid",
+    "qacc",
+    "sacc",
+    "score",
+    "bitscore",
+    "evalue",
+    "qlen",
+    "slen",
+    "stitle",
+]
 #: Integer columns of the tables above.
 INT_COLUMNS = {n for n, f in FIELDS.items() if f.kind == "int"} | {"previous_score"}
 
@@ -152,8 +163,7 @@ def write_table(rows, path, columns: list[str], header: bool = True) -> None:
             fh.write("\n".join(lines) + "\n")
 
 
-def read_table(path, columns: list[str] | None = None, header: bool = True,
-               what: str = "table"):
+def read_table(path, columns: list[str] | None = None, header: bool = True, what: str = "table"):
     """Read a TSV written by :func:`write_table` into a DataFrame of text and integer columns.
 
     No quoting and no NA interpretation: ids come back exactly as written.
@@ -165,10 +175,19 @@ def read_table(path, columns: list[str] | None = None, header: bool = True,
 
     name = os.fspath(path)
     try:
-        df = pd.read_csv(name, sep="\t", quoting=csv.QUOTE_NONE, keep_default_na=False,
-                         na_filter=False, dtype=str, header=0 if header else None,
-                         names=None if header else columns, comment=None,
-                         lineterminator="\n", engine="c")
+        df = pd.read_csv(
+            name,
+            sep="\t",
+            quoting=csv.QUOTE_NONE,
+            keep_default_na=False,
+            na_filter=False,
+            dtype=str,
+            header=0 if header else None,
+            names=None if header else columns,
+            comment=None,
+            lineterminator="\n",
+            engine="c",
+        )
     except FileNotFoundError:
         raise InputError(f"{name}: file not found") from None
     except pd.errors.EmptyDataError:
@@ -178,13 +197,15 @@ def read_table(path, columns: list[str] | None = None, header: bool = True,
     if columns is not None:
         lacking = [c for c in columns if c not in df.columns]
         if lacking:
-            raise InputError(f"{name}: not a {what}: columns {lacking} are missing "
-                             f"(it has {list(df.columns)})")
+            raise InputError(
+                f"{name}: not a {what}: columns {lacking} are missing (it has {list(df.columns)})"
+            )
     for c in df.columns:
         if c in INT_COLUMNS and len(df) and not (df[c] == NA).any():
             try:
                 df[c] = df[c].astype(np.int64)
             except ValueError:
-                raise InputError(f"{name}: column {c} holds a value that is not an "
-                                 f"integer") from None
+                raise InputError(
+                    f"{name}: column {c} holds a value that is not an integer"
+                ) from None
     return df

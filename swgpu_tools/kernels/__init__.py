@@ -32,6 +32,7 @@ alignment before its traceback)::
 ``mode`` is ``"local"`` or ``"semiglobal"``; the tie rules are those of
 :mod:`swgpu_tools.alignment`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -71,9 +72,14 @@ class SearchBackend(Protocol):
     #: "cpu" or "gpu"
     name: str
 
-    def search(self, queries: EncodedSequences, database: EncodedSequences,
-               scheme: ScoringScheme, top_k: int, progress: Progress | None = None
-               ) -> TopHits: ...
+    def search(
+        self,
+        queries: EncodedSequences,
+        database: EncodedSequences,
+        scheme: ScoringScheme,
+        top_k: int,
+        progress: Progress | None = None,
+    ) -> TopHits: ...
 
 
 @runtime_checkable
@@ -83,9 +89,15 @@ class PairBackend(Protocol):
     #: "cpu" or "gpu"
     name: str
 
-    def pair_regions(self, queries: EncodedSequences, subjects: EncodedSequences,
-                     query_index: np.ndarray, subject_index: np.ndarray,
-                     scheme: ScoringScheme, mode: str) -> np.ndarray: ...
+    def pair_regions(
+        self,
+        queries: EncodedSequences,
+        subjects: EncodedSequences,
+        query_index: np.ndarray,
+        subject_index: np.ndarray,
+        scheme: ScoringScheme,
+        mode: str,
+    ) -> np.ndarray: ...
 
 
 def top_k_from_scores(scores: np.ndarray, top_k: int) -> TopHits:

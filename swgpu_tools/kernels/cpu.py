@@ -40,6 +40,7 @@ How it works
   and per-thread scratch.  The number of threads is whatever
   ``numba.set_num_threads`` / ``NUMBA_NUM_THREADS`` says.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -117,8 +118,9 @@ def _interleave(codes, offsets, subjects, pad):
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def _score_groups(c, nchunks, q, inter, goff, gncols, gsubj, table8, matT, use_shuffle,
-                  oe, ext, limit, out, flags):
+def _score_groups(
+    c, nchunks, q, inter, goff, gncols, gsubj, table8, matT, use_shuffle, oe, ext, limit, out, flags
+):
     """Scores of query ``q`` against chunk c's interleaved groups (every nchunks-th group;
     out[s], by subject index).
 
@@ -166,8 +168,7 @@ def _rescore(c, nchunks, q, matrix, codes, offsets, subjects, gap_open, gap_exte
     """
     for t in range(c, subjects.shape[0], nchunks):
         s = subjects[t]
-        out[s] = forward_end(q, codes[offsets[s]:offsets[s + 1]], matrix, gap_open,
-                             gap_extend)[0]
+        out[s] = forward_end(q, codes[offsets[s] : offsets[s + 1]], matrix, gap_open, gap_extend)[0]
 
 
 # ---------------------------------------------------------------------------
@@ -184,7 +185,8 @@ class _Level:
         lo = -(info.max * 15 // 16)  # keep a margin below the most negative value
         self.dtype = dtype
         self.fits = (dtype == np.int32) or (
-            -(oe + gap_extend) >= lo and mmin >= lo and pad >= lo and 0 <= mmax < info.max // 2)
+            -(oe + gap_extend) >= lo and mmin >= lo and pad >= lo and 0 <= mmax < info.max // 2
+        )
         # a lane at or above ``limit`` may overflow on the next cell: recompute it
         self.limit = info.max - max(mmax, 0) if dtype != np.int32 else np.iinfo(np.int64).max
         na = matrix.shape[0]
@@ -209,13 +211,16 @@ class _Prepared:
         na = matrix.shape[0]
         pad = min(0, int(matrix.min()))
         self.pad_code = na
-        levels = [_Level(dt, matrix, pad, self.gap_open, self.gap_extend)
-                  for dt in (np.int8, np.int16, np.int32)]
+        levels = [
+            _Level(dt, matrix, pad, self.gap_open, self.gap_extend)
+            for dt in (np.int8, np.int16, np.int32)
+        ]
         self.levels = [lv for lv in levels if lv.fits]
         # int8 score table for the shuffle-built column profile (rows: letters,
         # 32 columns: subject codes incl. the pad code)
-        self.use_shuffle = bool(HAVE_AVX2 and na + 1 <= 32
-                                and matrix.min() >= -128 and matrix.max() <= 127)
+        self.use_shuffle = bool(
+            HAVE_AVX2 and na + 1 <= 32 and matrix.min() >= -128 and matrix.max() <= 127
+        )
         table8 = np.zeros((na, 32), dtype=np.int8)
         if self.use_shuffle:
             table8[:, :na] = matrix
@@ -247,14 +252,39 @@ class _Prepared:
             if depth > 0 and level.dtype == np.int32:
                 # int32 is exact: a plain scalar pass for the few lanes left
                 n = get_num_threads()
-                run_chunks(_rescore, min(len(todo), 4 * n), n, q, self.matrix, self.codes,
-                           self.offsets, todo, self.gap_open, self.gap_extend, out)
+                run_chunks(
+                    _rescore,
+                    min(len(todo), 4 * n),
+                    n,
+                    q,
+                    self.matrix,
+                    self.codes,
+                    self.offsets,
+                    todo,
+                    self.gap_open,
+                    self.gap_extend,
+                    out,
+                )
                 return
             inter, goff, gncols, gsubj = groups
-            run_chunks(_score_groups, _nchunks(len(gncols)), get_num_threads(), qc, inter,
-                       goff, gncols, gsubj, table8,
-                       np.ascontiguousarray(level.matT[:, letters]), self.use_shuffle, oe,
-                       self.gap_extend, level.limit, out, flags)
+            run_chunks(
+                _score_groups,
+                _nchunks(len(gncols)),
+                get_num_threads(),
+                qc,
+                inter,
+                goff,
+                gncols,
+                gsubj,
+                table8,
+                np.ascontiguousarray(level.matT[:, letters]),
+                self.use_shuffle,
+                oe,
+                self.gap_extend,
+                level.limit,
+                out,
+                flags,
+            )
             todo = np.flatnonzero(flags).astype(np.int64)
             if len(todo) == 0:
                 return
@@ -268,7 +298,7 @@ def _nchunks(ngroups):
 
 
 def _query_codes(queries, qi):
-    return queries.codes[queries.offsets[qi]:queries.offsets[qi + 1]]
+    return queries.codes[queries.offsets[qi] : queries.offsets[qi + 1]]
 
 
 def score_all(queries, database, matrix, gap_open=None, gap_extend=None) -> np.ndarray:
@@ -307,16 +337,18 @@ def select_top_k(scores: np.ndarray, top_k: int) -> np.ndarray:
     return chosen[order].astype(np.int64)
 
 
-def search(queries, database, matrix, gap_open=None, gap_extend=None, top_k=None,
-           progress=None) -> TopHits:
+def search(
+    queries, database, matrix, gap_open=None, gap_extend=None, top_k=None, progress=None
+) -> TopHits:
     """Top ``top_k`` hits per query by exact SW score (see :mod:`swgpu_tools.kernels`).
 
     matrix: a ScoringScheme, or a square int matrix with the gap costs.
     """
     if top_k is None:
         raise TypeError("search() needs top_k")
-    return _search(queries, database, *kernel_scoring(matrix, gap_open, gap_extend), top_k,
-                   progress)
+    return _search(
+        queries, database, *kernel_scoring(matrix, gap_open, gap_extend), top_k, progress
+    )
 
 
 def _search(queries, database, matrix, gap_open, gap_extend, top_k, progress) -> TopHits:
@@ -356,17 +388,29 @@ class CpuBackend:
 
     def search(self, queries, database, scheme, top_k: int, progress=None) -> TopHits:
         """Top ``top_k`` hits per query (contract: :class:`~swgpu_tools.kernels.SearchBackend`)."""
-        return _search(queries, database, scheme.matrix, scheme.gap_open, scheme.gap_extend,
-                       top_k, progress)
+        return _search(
+            queries, database, scheme.matrix, scheme.gap_open, scheme.gap_extend, top_k, progress
+        )
 
-    def pair_regions(self, queries, subjects, query_index, subject_index, scheme,
-                     mode: str) -> np.ndarray:
+    def pair_regions(
+        self, queries, subjects, query_index, subject_index, scheme, mode: str
+    ) -> np.ndarray:
         """(best, qs, qe, ss, se) per pair, int64 (n, 5): steps 1-2 of :mod:`swgpu_tools.alignment`."""
         from ..alignment.batch import pair_regions
 
-        return pair_regions(queries.codes, queries.offsets, subjects.codes, subjects.offsets,
-                            query_index, subject_index, scheme.matrix, scheme.gap_open,
-                            scheme.gap_extend, mode, self.threads)
+        return pair_regions(
+            queries.codes,
+            queries.offsets,
+            subjects.codes,
+            subjects.offsets,
+            query_index,
+            subject_index,
+            scheme.matrix,
+            scheme.gap_open,
+            scheme.gap_extend,
+            mode,
+            self.threads,
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -403,8 +447,7 @@ def precompile(log=None) -> dict:
     t0 = time.perf_counter()
     was = is_compiled()
     if log:
-        log(f"CPU search kernels: {'loading from' if was else 'compiling into'} "
-            f"{cache_folder()}")
+        log(f"CPU search kernels: {'loading from' if was else 'compiling into'} {cache_folder()}")
     rng = np.random.default_rng(1)
     letters = np.array(list("ACDEFGHIKLMNPQRSTVWY"))
     texts = ["".join(rng.choice(letters, int(n))) for n in rng.integers(5, 60, 40)]
@@ -414,5 +457,9 @@ def precompile(log=None) -> dict:
     queries = scheme.encode(SequenceSet.from_pairs([("q0", texts[0]), ("q1", "W" * 3000)]))
     _search(queries, seqs, scheme.matrix, 11, 1, 5, None)
     _search(queries, seqs, scheme.matrix, 40000, 1, 5, None)  # int32 lanes only
-    return {"what": "CPU search kernels", "seconds": time.perf_counter() - t0,
-            "was_cached": was, "cache_dir": cache_folder()}
+    return {
+        "what": "CPU search kernels",
+        "seconds": time.perf_counter() - t0,
+        "was_cached": was,
+        "cache_dir": cache_folder(),
+    }

@@ -14,6 +14,7 @@ the same wrap-around semantics, so kernel logic can be tested on the CPU.
 Kernels that shuffle are generated with a shared-memory exchange instead when
 the simulator is on (see :mod:`swgpu_tools.kernels.gpu`).
 """
+
 from __future__ import annotations
 
 from numba import config
@@ -21,16 +22,30 @@ from numba import config
 SIM = bool(config.ENABLE_CUDASIM)
 
 __all__ = [
-    "SIM", "pack2", "lo16", "hi16",
-    "vadd2", "vmax2", "vmax2_relu", "vaddmax2", "vaddmax2_relu", "vmax3_2",
-    "add32", "max32", "addmax32", "addmax32_relu", "max3_32",
-    "shared_base", "lds32",
+    "SIM",
+    "pack2",
+    "lo16",
+    "hi16",
+    "vadd2",
+    "vmax2",
+    "vmax2_relu",
+    "vaddmax2",
+    "vaddmax2_relu",
+    "vmax3_2",
+    "add32",
+    "max32",
+    "addmax32",
+    "addmax32_relu",
+    "max3_32",
+    "shared_base",
+    "lds32",
 ]
 
 
 # --------------------------------------------------------------------------
 # Host-side packing (also used by the simulator fallbacks)
 # --------------------------------------------------------------------------
+
 
 def _s16(x: int) -> int:
     x &= 0xFFFF
@@ -151,7 +166,7 @@ else:
             ary = cgutils.create_struct_proxy(signature.args[0])(context, builder, value=args[0])
             gen = builder.ptrtoint(ary.data, ir.IntType(64))
             fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(64)])
-            asm = ("{.reg .u64 t; cvta.to.shared.u64 t, $1; cvt.u32.u64 $0, t;}")
+            asm = "{.reg .u64 t; cvta.to.shared.u64 t, $1; cvt.u32.u64 $0, t;}"
             return builder.call(ir.InlineAsm(fnty, asm, "=r,l"), [gen])
 
         return sig, codegen
@@ -180,8 +195,7 @@ else:
 
             def codegen(context, builder, signature, llargs):
                 vals = [
-                    context.cast(builder, v, t, types.int32)
-                    for v, t in zip(llargs, signature.args)
+                    context.cast(builder, v, t, types.int32) for v, t in zip(llargs, signature.args)
                 ]
                 fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(32)] * nargs)
                 cons = "=r," + ",".join(["r"] * nargs)
@@ -200,23 +214,20 @@ else:
     vadd2 = _make("vadd2", "add.s16x2 $0, $1, $2;", 2)
     vmax2 = _make("vmax2", "max.s16x2 $0, $1, $2;", 2)
     vmax2_relu = _make("vmax2_relu", "max.relu.s16x2 $0, $1, $2;", 2)
-    vaddmax2 = _make(
-        "vaddmax2", "{.reg .b32 t; add.s16x2 t, $1, $2; max.s16x2 $0, t, $3;}", 3)
+    vaddmax2 = _make("vaddmax2", "{.reg .b32 t; add.s16x2 t, $1, $2; max.s16x2 $0, t, $3;}", 3)
     vaddmax2_relu = _make(
-        "vaddmax2_relu", "{.reg .b32 t; add.s16x2 t, $1, $2; max.relu.s16x2 $0, t, $3;}", 3)
-    vmax3_2 = _make(
-        "vmax3_2", "{.reg .b32 t; max.s16x2 t, $1, $2; max.s16x2 $0, t, $3;}", 3)
+        "vaddmax2_relu", "{.reg .b32 t; add.s16x2 t, $1, $2; max.relu.s16x2 $0, t, $3;}", 3
+    )
+    vmax3_2 = _make("vmax3_2", "{.reg .b32 t; max.s16x2 t, $1, $2; max.s16x2 $0, t, $3;}", 3)
 
     # s32 (any GPU; fused into VIADDMNMX / VIMNMX3 on sm_90)
     add32 = _make("add32", "add.s32 $0, $1, $2;", 2)
     max32 = _make("max32", "max.s32 $0, $1, $2;", 2)
-    addmax32 = _make(
-        "addmax32", "{.reg .b32 t; add.s32 t, $1, $2; max.s32 $0, t, $3;}", 3)
+    addmax32 = _make("addmax32", "{.reg .b32 t; add.s32 t, $1, $2; max.s32 $0, t, $3;}", 3)
     addmax32_relu = _make(
-        "addmax32_relu",
-        "{.reg .b32 t; add.s32 t, $1, $2; max.s32 t, t, $3; max.s32 $0, t, 0;}", 3)
-    max3_32 = _make(
-        "max3_32", "{.reg .b32 t; max.s32 t, $1, $2; max.s32 $0, t, $3;}", 3)
+        "addmax32_relu", "{.reg .b32 t; add.s32 t, $1, $2; max.s32 t, t, $3; max.s32 $0, t, 0;}", 3
+    )
+    max3_32 = _make("max3_32", "{.reg .b32 t; max.s32 t, $1, $2; max.s32 $0, t, $3;}", 3)
 
 
 # --------------------------------------------------------------------------

@@ -11,6 +11,7 @@ cheaply (it reads the small index files Numba keeps next to the cached code,
 compiles nothing); :func:`notice_compiling` logs, once per process and kind
 of kernel, that a compilation is about to happen and where its result goes.
 """
+
 from __future__ import annotations
 
 import threading
@@ -61,6 +62,8 @@ def notice_compiling(what: str, dispatchers) -> bool:
         _noticed.add(what)
     if cache_warm(dispatchers):
         return False
-    _log.info(f"compiling the {what} (once per machine and swgpu version; cached in "
-              f"{cache_folder()}, which a cluster's nodes may share: SWGPU_CACHE_DIR)")
+    _log.info(
+        f"compiling the {what} (once per machine and swgpu version; cached in "
+        f"{cache_folder()}, which a cluster's nodes may share: SWGPU_CACHE_DIR)"
+    )
     return True

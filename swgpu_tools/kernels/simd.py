@@ -14,6 +14,7 @@ vector types, through Numba intrinsics built here.
   a register of subjects (the score of each query letter against each lane's
   subject letter) with byte shuffles, from an int8 table (:data:`HAVE_AVX2`).
 """
+
 from __future__ import annotations
 
 from llvmlite import ir
@@ -90,8 +91,9 @@ def make_column_pass(lanes, cols, track):
             return None
         bits = lane_arrays[0].dtype.bitwidth
         nlanes = lanes if lanes is not None else 256 // bits
-        sig = types.void(args[0], args[1], types.int64, *args[3:nargs - 2],
-                         types.int64, types.int64)
+        sig = types.void(
+            args[0], args[1], types.int64, *args[3 : nargs - 2], types.int64, types.int64
+        )
 
         def codegen(context, builder, signature, cargs):
             tys = signature.args
@@ -111,19 +113,26 @@ def make_column_pass(lanes, cols, track):
             neg_oe = builder.sub(zero_v, oe_v)
             pstride_v = builder.udiv(cargs[2], ir.Constant(i64, nlanes))
             pbase0 = builder.bitcast(pa.data, vptr)
-            pbases = [builder.gep(pbase0, [builder.mul(pstride_v, ir.Constant(i64, c))])
-                      for c in range(cols)]
+            pbases = [
+                builder.gep(pbase0, [builder.mul(pstride_v, ir.Constant(i64, c))])
+                for c in range(cols)
+            ]
             hbase = builder.bitcast(ha.data, vptr)
             ebase = builder.bitcast(ea.data, vptr)
             if track:
                 bca = context.make_array(tys[5])(context, builder, cargs[5])
                 ica = context.make_array(tys[6])(context, builder, cargs[6])
-                bptrs = [builder.gep(builder.bitcast(bca.data, vptr), [ir.Constant(i64, c)])
-                         for c in range(cols)]
-                iptrs = [builder.gep(builder.bitcast(ica.data, vptr), [ir.Constant(i64, c)])
-                         for c in range(cols)]
-                carried0 = ([builder.load(p, align=align) for p in bptrs]
-                            + [builder.load(p, align=align) for p in iptrs])
+                bptrs = [
+                    builder.gep(builder.bitcast(bca.data, vptr), [ir.Constant(i64, c)])
+                    for c in range(cols)
+                ]
+                iptrs = [
+                    builder.gep(builder.bitcast(ica.data, vptr), [ir.Constant(i64, c)])
+                    for c in range(cols)
+                ]
+                carried0 = [builder.load(p, align=align) for p in bptrs] + [
+                    builder.load(p, align=align) for p in iptrs
+                ]
             else:
                 ba = context.make_array(tys[5])(context, builder, cargs[5])
                 bptrs = [builder.bitcast(ba.data, vptr)]
@@ -167,8 +176,10 @@ def make_column_pass(lanes, cols, track):
             builder.store(e, ep, align=align)
             if not track:
                 while len(hs) > 1:  # tree of maxima, then one step on the carried best
-                    hs = [vmax(builder, hs[k], hs[k + 1]) if k + 1 < len(hs) else hs[k]
-                          for k in range(0, len(hs), 2)]
+                    hs = [
+                        vmax(builder, hs[k], hs[k + 1]) if k + 1 < len(hs) else hs[k]
+                        for k in range(0, len(hs), 2)
+                    ]
                 carried_new[0] = vmax(builder, carried[0], hs[0])
             i_next = builder.add(i, ir.Constant(i64, 1))
             i.add_incoming(ir.Constant(i64, 0), entry)
@@ -198,18 +209,20 @@ def make_column_pass(lanes, cols, track):
         return sig, codegen
 
     if track:
+
         def typer(typingctx, q, prof, pstride, H, E, bc, ic, oe, ext):
             return typer_impl((q, prof, pstride, H, E, bc, ic, oe, ext))
     else:
+
         def typer(typingctx, q, prof, pstride, H, E, best, oe, ext):
             return typer_impl((q, prof, pstride, H, E, best, oe, ext))
+
     name = f"_column_pass_{lanes or 'reg'}x{cols}" + ("_track" if track else "")
     typer.__name__ = typer.__qualname__ = name
     return intrinsic(typer)
 
 
-def _profile_shuffle_ir(builder, inter_ptr, pos, table_ptr, n_letters, prof_ptr, lanes,
-                        lane_bits):
+def _profile_shuffle_ir(builder, inter_ptr, pos, table_ptr, n_letters, prof_ptr, lanes, lane_bits):
     """prof[a*lanes + l] = table[a*32 + inter[pos + l]]: two byte shuffles per letter.
 
     lanes 32: AVX2 ``vpshufb`` on 32 bytes (each 128-bit half of the table row
@@ -222,9 +235,9 @@ def _profile_shuffle_ir(builder, inter_ptr, pos, table_ptr, n_letters, prof_ptr,
     vout = ir.VectorType(ir.IntType(lane_bits), lanes)
     name = "llvm.x86.avx2.pshuf.b" if lanes == 32 else "llvm.x86.ssse3.pshuf.b.128"
     pshufb = cgutils.get_or_insert_function(
-        builder.module, ir.FunctionType(vidx, [vidx, vidx]), name)
-    idx = builder.load(builder.bitcast(builder.gep(inter_ptr, [pos]), vidx.as_pointer()),
-                       align=1)
+        builder.module, ir.FunctionType(vidx, [vidx, vidx]), name
+    )
+    idx = builder.load(builder.bitcast(builder.gep(inter_ptr, [pos]), vidx.as_pointer()), align=1)
     # pshufb reads the low 4 bits of an index and gives 0 where bit 7 is set:
     # one index vector per table half, the other half's codes set to 0x80
     is_hi = builder.icmp_unsigned(">", idx, ir.Constant(vidx, [15] * lanes))
@@ -236,21 +249,20 @@ def _profile_shuffle_ir(builder, inter_ptr, pos, table_ptr, n_letters, prof_ptr,
         a = loop.index
         row = builder.gep(table_ptr, [builder.mul(a, ir.Constant(i64, 32))])
         lo16 = builder.load(builder.bitcast(row, v16.as_pointer()), align=1)
-        hi16 = builder.load(builder.bitcast(builder.gep(row, [ir.Constant(i64, 16)]),
-                                            v16.as_pointer()), align=1)
+        hi16 = builder.load(
+            builder.bitcast(builder.gep(row, [ir.Constant(i64, 16)]), v16.as_pointer()), align=1
+        )
         if lanes != 16:
             lo16 = builder.shuffle_vector(lo16, lo16, dup)
             hi16 = builder.shuffle_vector(hi16, hi16, dup)
-        r = builder.or_(builder.call(pshufb, [lo16, idx_lo]),
-                        builder.call(pshufb, [hi16, idx_hi]))
+        r = builder.or_(builder.call(pshufb, [lo16, idx_lo]), builder.call(pshufb, [hi16, idx_hi]))
         if lane_bits > 8:
             r = builder.sext(r, vout)
         dst = builder.gep(prof_ptr, [builder.mul(a, ir.Constant(i64, lanes))])
         builder.store(r, builder.bitcast(dst, vout.as_pointer()), align=lane_bits // 8)
 
 
-def _profile_lookup_ir(builder, inter_ptr, pos, table_ptr, n_letters, prof_ptr, lanes,
-                       lane_bits):
+def _profile_lookup_ir(builder, inter_ptr, pos, table_ptr, n_letters, prof_ptr, lanes, lane_bits):
     """Scalar version of :func:`_profile_shuffle_ir` (no x86 instructions)."""
     i64 = ir.IntType(64)
     lane_t = ir.IntType(lane_bits)
@@ -258,8 +270,7 @@ def _profile_lookup_ir(builder, inter_ptr, pos, table_ptr, n_letters, prof_ptr, 
         a = la.index
         with cgutils.for_range(builder, ir.Constant(i64, lanes)) as ll:
             lane = ll.index
-            code = builder.zext(builder.load(builder.gep(inter_ptr, [builder.add(pos, lane)])),
-                                i64)
+            code = builder.zext(builder.load(builder.gep(inter_ptr, [builder.add(pos, lane)])), i64)
             row = builder.mul(a, ir.Constant(i64, 32))
             v = builder.load(builder.gep(table_ptr, [builder.add(row, code)]))
             if lane_bits > 8:
@@ -279,8 +290,12 @@ def make_profile_shuffle(lanes):
     """
 
     def typer(typingctx, inter, pos, table, prof, dst):
-        if not (isinstance(inter, types.Array) and isinstance(table, types.Array)
-                and isinstance(prof, types.Array) and isinstance(prof.dtype, types.Integer)):
+        if not (
+            isinstance(inter, types.Array)
+            and isinstance(table, types.Array)
+            and isinstance(prof, types.Array)
+            and isinstance(prof.dtype, types.Integer)
+        ):
             return None
         bits = prof.dtype.bitwidth
         sig = types.void(inter, types.int64, table, prof, types.int64)
@@ -309,9 +324,13 @@ def copy_register(typingctx, dst, dpos, src, spos):
 
     Both arrays C-contiguous; no bounds checks (callers keep the ranges inside).
     """
-    if not (isinstance(dst, types.Array) and isinstance(src, types.Array)
-            and isinstance(dst.dtype, types.Integer) and isinstance(src.dtype, types.Integer)
-            and dst.dtype.bitwidth >= src.dtype.bitwidth):
+    if not (
+        isinstance(dst, types.Array)
+        and isinstance(src, types.Array)
+        and isinstance(dst.dtype, types.Integer)
+        and isinstance(src.dtype, types.Integer)
+        and dst.dtype.bitwidth >= src.dtype.bitwidth
+    ):
         return None
     sig = types.void(dst, types.int64, src, types.int64)
 
@@ -323,12 +342,14 @@ def copy_register(typingctx, dst, dpos, src, spos):
         lanes = 256 // sbits
         vs = ir.VectorType(ir.IntType(sbits), lanes)
         vd = ir.VectorType(ir.IntType(dbits), lanes)
-        v = builder.load(builder.bitcast(builder.gep(sa.data, [args[3]]), vs.as_pointer()),
-                         align=sbits // 8)
+        v = builder.load(
+            builder.bitcast(builder.gep(sa.data, [args[3]]), vs.as_pointer()), align=sbits // 8
+        )
         if dbits > sbits:
             v = builder.sext(v, vd)
-        builder.store(v, builder.bitcast(builder.gep(da.data, [args[1]]), vd.as_pointer()),
-                      align=dbits // 8)
+        builder.store(
+            v, builder.bitcast(builder.gep(da.data, [args[1]]), vd.as_pointer()), align=dbits // 8
+        )
         return context.get_dummy_value()
 
     return sig, codegen

@@ -24,6 +24,7 @@ the number of queries beyond that: every picture has a fixed size of at most
 2,000 pixels a side, and per-query details are a table, not one panel per
 query.  Every file is written atomically.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,19 @@ import time
 __all__ = ["make_report", "OUTPUTS", "add_arguments", "run"]
 
 #: The files :func:`make_report` writes, in order.
-OUTPUTS = ["scores.png", "evalues.png", "hits_per_query.png", "top_queries.png", "shards.png",
-           "steps.png", "changes.png", "queries.tsv", "queries.html", "steps.tsv", "steps.html"]
+OUTPUTS = [
+    "scores.png",
+    "evalues.png",
+    "hits_per_query.png",
+    "top_queries.png",
+    "shards.png",
+    "steps.png",
+    "changes.png",
+    "queries.tsv",
+    "queries.html",
+    "steps.tsv",
+    "steps.html",
+]
 
 
 def __getattr__(name):
@@ -49,17 +61,28 @@ def __getattr__(name):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``swgpu plots`` (see :func:`run`)."""
-    parser.add_argument("step_stats", nargs="*", metavar="STATS_JSON",
-                        help="step statistics files (results/stats/score_shard/*.json, "
-                             "results/stats/*.json); files that do not exist are skipped")
+    parser.add_argument(
+        "step_stats",
+        nargs="*",
+        metavar="STATS_JSON",
+        help="step statistics files (results/stats/score_shard/*.json, "
+        "results/stats/*.json); files that do not exist are skipped",
+    )
     parser.add_argument("--hits", required=True, help="hits.tsv")
     parser.add_argument("--changes", default=None, help="changes.tsv (default: no changes chart)")
-    parser.add_argument("--queries", default=None,
-                        help="query FASTA: lists the queries without hits too (default: only "
-                             "queries in hits.tsv and changes.tsv)")
+    parser.add_argument(
+        "--queries",
+        default=None,
+        help="query FASTA: lists the queries without hits too (default: only "
+        "queries in hits.tsv and changes.tsv)",
+    )
     parser.add_argument("--out-dir", required=True, help="folder for the pictures and tables")
-    parser.add_argument("--stats", default=None, metavar="JSON",
-                        help="write this step's statistics (seconds, peak memory) here")
+    parser.add_argument(
+        "--stats",
+        default=None,
+        metavar="JSON",
+        help="write this step's statistics (seconds, peak memory) here",
+    )
 
 
 def run(args: argparse.Namespace) -> list[str]:
@@ -70,7 +93,13 @@ def run(args: argparse.Namespace) -> list[str]:
     if not logging.getLogger(ROOT).handlers:
         configure()
     started = time.perf_counter()
-    paths = make_report(args.hits, args.changes, args.step_stats, args.out_dir,
-                        queries_path=args.queries, stats_out=args.stats)
+    paths = make_report(
+        args.hits,
+        args.changes,
+        args.step_stats,
+        args.out_dir,
+        queries_path=args.queries,
+        stats_out=args.stats,
+    )
     get_logger(__name__).debug(f"plots: {time.perf_counter() - started:.2f} s")
     return paths

@@ -12,6 +12,7 @@ into NaN.  Columns are selected by name; extra columns are ignored.
 Step statistics come from the JSON files the steps write
 (:mod:`swgpu_tools.io.stepstats`); no log file is ever read.
 """
+
 from __future__ import annotations
 
 import csv
@@ -33,8 +34,18 @@ log = get_logger(__name__)
 CHANGE_KINDS = ("new", "gone", "score")
 
 #: Columns of the per-query table (``queries.tsv``), in order.
-QUERY_COLUMNS = ["qseqid", "qlen", "hits", "best_sseqid", "best_score", "best_bitscore",
-                 "best_evalue", "new", "gone", "changed_score"]
+QUERY_COLUMNS = [
+    "qseqid",
+    "qlen",
+    "hits",
+    "best_sseqid",
+    "best_score",
+    "best_bitscore",
+    "best_evalue",
+    "new",
+    "gone",
+    "changed_score",
+]
 
 NA = "NA"
 
@@ -97,12 +108,15 @@ def _header(path) -> list[str]:
 def _require(path, have: list[str], need: list[str], what: str) -> None:
     missing = [c for c in need if c not in have]
     if missing:
-        raise InputError(f"{os.fspath(path)}: not a {what} table: no column(s) "
-                         f"{', '.join(missing)} (header: {' '.join(have) or 'empty file'})")
+        raise InputError(
+            f"{os.fspath(path)}: not a {what} table: no column(s) "
+            f"{', '.join(missing)} (header: {' '.join(have) or 'empty file'})"
+        )
 
 
-def read_text_table(path, columns: list[str], dtypes: dict | None = None,
-                    na_columns: tuple[str, ...] = ()) -> pd.DataFrame:
+def read_text_table(
+    path, columns: list[str], dtypes: dict | None = None, na_columns: tuple[str, ...] = ()
+) -> pd.DataFrame:
     """Read the named ``columns`` of a tab-separated table with a header.
 
     No quoting, no NA interpretation: every id is kept as written.  Only the
@@ -114,9 +128,17 @@ def read_text_table(path, columns: list[str], dtypes: dict | None = None,
     for c in columns:
         dtypes.setdefault(c, str)
     try:
-        return pd.read_csv(path, sep="\t", quoting=csv.QUOTE_NONE, keep_default_na=False,
-                           na_values={c: [NA] for c in na_columns}, usecols=columns,
-                           dtype=dtypes, skip_blank_lines=False, engine="c")
+        return pd.read_csv(
+            path,
+            sep="\t",
+            quoting=csv.QUOTE_NONE,
+            keep_default_na=False,
+            na_values={c: [NA] for c in na_columns},
+            usecols=columns,
+            dtype=dtypes,
+            skip_blank_lines=False,
+            engine="c",
+        )
     except (ValueError, TypeError, pd.errors.ParserError) as exc:
         raise InputError(f"{os.fspath(path)}: cannot read the table ({exc})") from None
 
@@ -147,9 +169,12 @@ def summarize_hits(path) -> HitsSummary:
     """
     header = _header(path)
     _require(path, header, ["qseqid", "sseqid", "score", "evalue"], "hits")
-    df = read_text_table(path, ["qseqid", "score", "evalue"],
-                         {"qseqid": "category", "score": "int64", "evalue": "float64"},
-                         na_columns=("evalue",))
+    df = read_text_table(
+        path,
+        ["qseqid", "score", "evalue"],
+        {"qseqid": "category", "score": "int64", "evalue": "float64"},
+        na_columns=("evalue",),
+    )
     codes = df["qseqid"].cat.codes.to_numpy().astype(np.int64)
     if len(codes) and codes.min() < 0:  # pragma: no cover - no NA in a QUOTE_NONE id column
         raise InputError(f"{os.fspath(path)}: a row has no query id")
@@ -173,15 +198,25 @@ def summarize_hits(path) -> HitsSummary:
     for qid, r in zip(ids, rows.tolist()):
         fields = lines[r].decode("utf-8", "replace").split("\t")
         if len(fields) != len(header) or fields[col["qseqid"]] != qid:
-            raise InputError(f"{os.fspath(path)}: data row {r + 1} has {len(fields)} fields "
-                             f"or an unexpected query id (expected {qid!r})")
+            raise InputError(
+                f"{os.fspath(path)}: data row {r + 1} has {len(fields)} fields "
+                f"or an unexpected query id (expected {qid!r})"
+            )
         sseqid.append(fields[col["sseqid"]])
         bitscore.append(fields[col["bitscore"]] if "bitscore" in col else NA)
         evalue.append(fields[col["evalue"]])
         qlen.append(fields[col["qlen"]] if "qlen" in col else NA)
-    return HitsSummary(ids=ids, counts=counts[order], best_score=best[order],
-                       best_sseqid=sseqid, best_bitscore=bitscore, best_evalue=evalue,
-                       qlen=qlen, scores=scores, evalues=evalues)
+    return HitsSummary(
+        ids=ids,
+        counts=counts[order],
+        best_score=best[order],
+        best_sseqid=sseqid,
+        best_bitscore=bitscore,
+        best_evalue=evalue,
+        qlen=qlen,
+        scores=scores,
+        evalues=evalues,
+    )
 
 
 def count_changes(path) -> ChangeCounts:
@@ -190,20 +225,24 @@ def count_changes(path) -> ChangeCounts:
     df = read_text_table(path, ["qseqid", "change"], {"qseqid": "category", "change": "category"})
     qcodes = df["qseqid"].cat.codes.to_numpy().astype(np.int64)
     kinds = [str(k) for k in df["change"].cat.categories]
-    kind_of = np.array([CHANGE_KINDS.index(k) if k in CHANGE_KINDS else -1 for k in kinds]
-                       + [-1], dtype=np.int64)
+    kind_of = np.array(
+        [CHANGE_KINDS.index(k) if k in CHANGE_KINDS else -1 for k in kinds] + [-1], dtype=np.int64
+    )
     kcodes = kind_of[df["change"].cat.codes.to_numpy().astype(np.int64)]
     known = kcodes >= 0
     ncat = len(df["qseqid"].cat.categories)
-    flat = np.bincount(qcodes[known] * len(CHANGE_KINDS) + kcodes[known],
-                       minlength=ncat * len(CHANGE_KINDS))
+    flat = np.bincount(
+        qcodes[known] * len(CHANGE_KINDS) + kcodes[known], minlength=ncat * len(CHANGE_KINDS)
+    )
     counts = flat.reshape(ncat, len(CHANGE_KINDS)).astype(np.int64)
     order = pd.unique(qcodes)
     ids = np.asarray(df["qseqid"].cat.categories, dtype=object)[order].tolist()
     unknown = int((~known).sum())
     if unknown:
-        log.warning(f"{os.fspath(path)}: {unknown:,} rows with a change other than "
-                    f"{', '.join(CHANGE_KINDS)} (not counted)")
+        log.warning(
+            f"{os.fspath(path)}: {unknown:,} rows with a change other than "
+            f"{', '.join(CHANGE_KINDS)} (not counted)"
+        )
     return ChangeCounts(ids=ids, counts=counts[order], unknown=unknown)
 
 
@@ -221,8 +260,11 @@ def read_query_ids(path) -> tuple[list[str], list[int]]:
     return ids, lengths
 
 
-def query_table(hits: HitsSummary, changes: ChangeCounts | None,
-                queries: tuple[list[str], list[int]] | None = None) -> pd.DataFrame:
+def query_table(
+    hits: HitsSummary,
+    changes: ChangeCounts | None,
+    queries: tuple[list[str], list[int]] | None = None,
+) -> pd.DataFrame:
     """The per-query table (columns :data:`QUERY_COLUMNS`), all text.
 
     Rows: the queries of the FASTA (when given) in its order, then any other
@@ -260,11 +302,21 @@ def query_table(hits: HitsSummary, changes: ChangeCounts | None,
     change = np.zeros((n, len(CHANGE_KINDS)), dtype=np.int64)
     if changes is not None and changes.ids:
         change[np.array([order[q] for q in changes.ids], dtype=np.int64)] = changes.counts
-    return pd.DataFrame({
-        "qseqid": ids, "qlen": qlen, "hits": count, "best_sseqid": sseqid, "best_score": score,
-        "best_bitscore": bitscore, "best_evalue": evalue,
-        "new": change[:, 0], "gone": change[:, 1], "changed_score": change[:, 2],
-    }, columns=QUERY_COLUMNS)
+    return pd.DataFrame(
+        {
+            "qseqid": ids,
+            "qlen": qlen,
+            "hits": count,
+            "best_sseqid": sseqid,
+            "best_score": score,
+            "best_bitscore": bitscore,
+            "best_evalue": evalue,
+            "new": change[:, 0],
+            "gone": change[:, 1],
+            "changed_score": change[:, 2],
+        },
+        columns=QUERY_COLUMNS,
+    )
 
 
 def _num(rec: dict, key: str) -> float:
@@ -280,13 +332,32 @@ def _shard_name(rec: dict, path: str) -> str:
     for suffix in (".json", ".swdb"):
         if name.endswith(suffix):
             name = name[: -len(suffix)]
-    return name[len("shard-"):] if name.startswith("shard-") else name
+    return name[len("shard-") :] if name.startswith("shard-") else name
 
 
 #: Columns of the per-step table (``steps.tsv``), in order.
-STEP_COLUMNS = ["step", "shard", "backend", "device", "wall_s", "read_s", "score_s", "write_s",
-                "other_phases_s", "kernel_s", "gcups", "cells", "queries", "sequences",
-                "residues", "hits", "peak_rss_bytes", "host", "started", "finished"]
+STEP_COLUMNS = [
+    "step",
+    "shard",
+    "backend",
+    "device",
+    "wall_s",
+    "read_s",
+    "score_s",
+    "write_s",
+    "other_phases_s",
+    "kernel_s",
+    "gcups",
+    "cells",
+    "queries",
+    "sequences",
+    "residues",
+    "hits",
+    "peak_rss_bytes",
+    "host",
+    "started",
+    "finished",
+]
 
 
 def read_step_records(paths) -> StepRecords:
@@ -301,27 +372,40 @@ def read_step_records(paths) -> StepRecords:
         rec = read_step_stats(path)
         records.append(rec)
         phases = rec.get("phases_s") if isinstance(rec.get("phases_s"), dict) else {}
-        known = {k: float(phases[k]) for k in ("read", "score", "write")
-                 if isinstance(phases.get(k), (int, float))}
-        other = sum(float(v) for k, v in phases.items()
-                    if k not in known and isinstance(v, (int, float)))
+        known = {
+            k: float(phases[k])
+            for k in ("read", "score", "write")
+            if isinstance(phases.get(k), (int, float))
+        }
+        other = sum(
+            float(v) for k, v in phases.items() if k not in known and isinstance(v, (int, float))
+        )
         step = str(rec.get("step"))
         device = rec.get("device")
-        rows.append({
-            "step": step,
-            "shard": _shard_name(rec, path) if step == "score_shard" else "",
-            "backend": str(rec.get("backend") or ""),
-            "device": "" if device is None else str(device),
-            "wall_s": _num(rec, "wall_s"),
-            "read_s": known.get("read", math.nan), "score_s": known.get("score", math.nan),
-            "write_s": known.get("write", math.nan), "other_phases_s": other,
-            "kernel_s": _num(rec, "kernel_s"), "gcups": _num(rec, "gcups"),
-            "cells": _num(rec, "cells"), "queries": _num(rec, "queries"),
-            "sequences": _num(rec, "sequences"), "residues": _num(rec, "residues"),
-            "hits": _num(rec, "hits"), "peak_rss_bytes": _num(rec, "peak_rss_bytes"),
-            "host": str(rec.get("host") or ""), "started": str(rec.get("started") or ""),
-            "finished": str(rec.get("finished") or ""),
-        })
+        rows.append(
+            {
+                "step": step,
+                "shard": _shard_name(rec, path) if step == "score_shard" else "",
+                "backend": str(rec.get("backend") or ""),
+                "device": "" if device is None else str(device),
+                "wall_s": _num(rec, "wall_s"),
+                "read_s": known.get("read", math.nan),
+                "score_s": known.get("score", math.nan),
+                "write_s": known.get("write", math.nan),
+                "other_phases_s": other,
+                "kernel_s": _num(rec, "kernel_s"),
+                "gcups": _num(rec, "gcups"),
+                "cells": _num(rec, "cells"),
+                "queries": _num(rec, "queries"),
+                "sequences": _num(rec, "sequences"),
+                "residues": _num(rec, "residues"),
+                "hits": _num(rec, "hits"),
+                "peak_rss_bytes": _num(rec, "peak_rss_bytes"),
+                "host": str(rec.get("host") or ""),
+                "started": str(rec.get("started") or ""),
+                "finished": str(rec.get("finished") or ""),
+            }
+        )
     table = pd.DataFrame(rows, columns=STEP_COLUMNS)
     is_shard = table["step"] == "score_shard"
     shards = table[is_shard].reset_index(drop=True)

@@ -15,6 +15,7 @@ about 1.5 MB (some 20,000 queries) shows empty there.  The ``.zip`` report
 keeps files as files and has no such limit; :func:`fits_one_file_report` says
 which case a page is in.
 """
+
 from __future__ import annotations
 
 import html
@@ -138,8 +139,9 @@ def fits_one_file_report(nbytes: int, name: str = "queries.html") -> bool:
     return prefix + 4 * ((nbytes + 2) // 3) <= DATA_URL_LIMIT
 
 
-def write_table_page(path, title: str, note: str, columns: list[str], numeric: list[bool],
-                     rows: list[list[str]]) -> int:
+def write_table_page(
+    path, title: str, note: str, columns: list[str], numeric: list[bool], rows: list[list[str]]
+) -> int:
     """Write a self-contained HTML page showing ``rows`` (lists of cell texts)
     as a sortable, filterable, paged table (atomically); return its size in bytes."""
     if len(numeric) != len(columns):

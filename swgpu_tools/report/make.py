@@ -1,4 +1,5 @@
 """The report step: :func:`make_report` (see :mod:`swgpu_tools.report`)."""
+
 from __future__ import annotations
 
 import multiprocessing
@@ -41,7 +42,7 @@ def write_tsv(path, columns: list[str], rows: list[list[str]]) -> None:
     with atomic_write(path) as fh:
         fh.write("\t".join(columns) + "\n")
         for start in range(0, len(rows), 65536):
-            fh.write("".join("\t".join(r) + "\n" for r in rows[start:start + 65536]))
+            fh.write("".join("\t".join(r) + "\n" for r in rows[start : start + 65536]))
 
 
 def _text_rows(table: pd.DataFrame) -> list[list[str]]:
@@ -91,28 +92,48 @@ def _write_tables(table: pd.DataFrame, steps: data.StepRecords, out: dict[str, s
     qrows = _text_rows(table)
     write_tsv(out["queries.tsv"], QUERY_COLUMNS, qrows)
     size = html.write_table_page(
-        out["queries.html"], f"Queries ({len(qrows):,})",
+        out["queries.html"],
+        f"Queries ({len(qrows):,})",
         "One row per query: its hits in hits.tsv, its best hit (highest score; bit score "
         "and E-value of that hit), and its hits new, gone or with a changed score since "
         "the previous scan. Click a column to sort; NA (no hit, or no statistics) sorts last.",
-        QUERY_COLUMNS, _QUERY_NUMERIC, qrows)
+        QUERY_COLUMNS,
+        _QUERY_NUMERIC,
+        qrows,
+    )
     if not html.fits_one_file_report(size):
-        log.warning(f"{out['queries.html']} is {size / 1e6:.1f} MB ({len(qrows):,} queries): "
-                    "too large to show inside a one-file report (snakemake --report "
-                    "report.html) in Chromium-based browsers; make report.zip instead "
-                    "(snakemake --report report.zip), or open the page itself")
-    srows = [[_cell(v) for v in row] for frame in (steps.steps, steps.shards)
-             for row in frame.itertuples(index=False, name=None)]
+        log.warning(
+            f"{out['queries.html']} is {size / 1e6:.1f} MB ({len(qrows):,} queries): "
+            "too large to show inside a one-file report (snakemake --report "
+            "report.html) in Chromium-based browsers; make report.zip instead "
+            "(snakemake --report report.zip), or open the page itself"
+        )
+    srows = [
+        [_cell(v) for v in row]
+        for frame in (steps.steps, steps.shards)
+        for row in frame.itertuples(index=False, name=None)
+    ]
     write_tsv(out["steps.tsv"], STEP_COLUMNS, srows)
     html.write_table_page(
-        out["steps.html"], f"Step statistics ({len(srows):,} files)",
+        out["steps.html"],
+        f"Step statistics ({len(srows):,} files)",
         "One row per step statistics file (results/stats/): seconds in all (wall_s) and "
         "per phase, scoring kernel seconds and GCUPS, sizes, peak memory (bytes).",
-        STEP_COLUMNS, [c not in _STEP_TEXT for c in STEP_COLUMNS], srows)
+        STEP_COLUMNS,
+        [c not in _STEP_TEXT for c in STEP_COLUMNS],
+        srows,
+    )
 
 
-def make_report(hits_path, changes_path, stats_paths, out_dir, queries_path=None,
-                stats_out=None, workers: int = 2) -> list[str]:
+def make_report(
+    hits_path,
+    changes_path,
+    stats_paths,
+    out_dir,
+    queries_path=None,
+    stats_out=None,
+    workers: int = 2,
+) -> list[str]:
     """Write the report's pictures and tables (:data:`OUTPUTS`) into ``out_dir``.
 
     ``hits_path``: ``hits.tsv``; ``changes_path``: ``changes.tsv`` or None;
@@ -140,20 +161,26 @@ def make_report(hits_path, changes_path, stats_paths, out_dir, queries_path=None
     counts = table["hits"].to_numpy(np.int64)
     best = pd.to_numeric(table["best_score"], errors="coerce").fillna(0).to_numpy(np.int64)
     ids = table["qseqid"].tolist()
-    best_ev = pd.to_numeric(pd.Series(hits.best_evalue, dtype=object),
-                            errors="coerce").to_numpy(np.float64)
-    change_counts = (table[["new", "gone", "changed_score"]].to_numpy(np.int64)
-                     if changes is not None else None)
+    best_ev = pd.to_numeric(pd.Series(hits.best_evalue, dtype=object), errors="coerce").to_numpy(
+        np.float64
+    )
+    change_counts = (
+        table[["new", "gone", "changed_score"]].to_numpy(np.int64) if changes is not None else None
+    )
     # (figure function of plots, output, arguments); the first three hold the
     # large arrays and are drawn here, the others (small arguments) in a
     # forked process meanwhile when workers > 1
-    here = [("scores_figure", out["scores.png"], (hits.scores, hits.best_score, len(ids))),
-            ("evalues_figure", out["evalues.png"], (hits.evalues, best_ev, len(ids))),
-            ("hits_per_query_figure", out["hits_per_query.png"], (counts,))]
-    there = [("top_queries_figure", out["top_queries.png"], (ids, counts, best)),
-             ("shards_figure", out["shards.png"], (steps.shards,)),
-             ("steps_figure", out["steps.png"], (steps.records,)),
-             ("changes_figure", out["changes.png"], (ids, change_counts))]
+    here = [
+        ("scores_figure", out["scores.png"], (hits.scores, hits.best_score, len(ids))),
+        ("evalues_figure", out["evalues.png"], (hits.evalues, best_ev, len(ids))),
+        ("hits_per_query_figure", out["hits_per_query.png"], (counts,)),
+    ]
+    there = [
+        ("top_queries_figure", out["top_queries.png"], (ids, counts, best)),
+        ("shards_figure", out["shards.png"], (steps.shards,)),
+        ("steps_figure", out["steps.png"], (steps.records,)),
+        ("changes_figure", out["changes.png"], (ids, change_counts)),
+    ]
     with timer.phase("plots"):
         background = _start(there, workers)
     try:
@@ -168,10 +195,16 @@ def make_report(hits_path, changes_path, stats_paths, out_dir, queries_path=None
     finally:
         if background is not None:
             background[0].shutdown(cancel_futures=True)
-    timer.fields.update(queries=len(ids), hits=int(len(hits.scores)),
-                        shards=int(len(steps.shards)), outputs=len(OUTPUTS))
+    timer.fields.update(
+        queries=len(ids),
+        hits=int(len(hits.scores)),
+        shards=int(len(steps.shards)),
+        outputs=len(OUTPUTS),
+    )
     record = timer.write(stats_out)
-    log.info(f"{len(hits.scores):,} hits of {len(ids):,} queries, {len(steps.shards):,} scoring "
-             f"jobs, {len(steps.records):,} step statistics files -> {os.fspath(out_dir)} "
-             f"({len(OUTPUTS)} files, {record['wall_s']:.1f} s)")
+    log.info(
+        f"{len(hits.scores):,} hits of {len(ids):,} queries, {len(steps.shards):,} scoring "
+        f"jobs, {len(steps.records):,} step statistics files -> {os.fspath(out_dir)} "
+        f"({len(OUTPUTS)} files, {record['wall_s']:.1f} s)"
+    )
     return [out[name] for name in OUTPUTS]

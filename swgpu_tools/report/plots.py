@@ -7,6 +7,7 @@ list; shards as bars up to :data:`MAX_SHARD_BARS`, beyond that as filled
 curves over the shard number.  Each function takes data and returns a
 matplotlib Figure; :func:`save_png` writes it atomically.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,8 +29,7 @@ LABEL_CHARS = 36
 
 BLUE, RED, GREEN, ORANGE, GREY = "#3b6ea5", "#c0504d", "#4f9a4f", "#e0a030", "#8c8c8c"
 #: Colours of the phases steps record (others take PHASE_CYCLE in turn).
-PHASE_COLORS = {"read": GREY, "score": BLUE, "write": ORANGE, "merge": "#8064a2",
-                "align": GREEN}
+PHASE_COLORS = {"read": GREY, "score": BLUE, "write": ORANGE, "merge": "#8064a2", "align": GREEN}
 PHASE_CYCLE = ["#4bacc6", "#f79646", "#9bbb59", "#c0504d", "#1f497d"]
 
 
@@ -40,9 +40,17 @@ def preload() -> None:
     import matplotlib.ticker  # noqa: F401
 
 
-def _figure(width_in: float, height_in: float, ncols: int = 1, left: float = 0.07,
-            right: float = 0.98, bottom: float = 0.12, top: float = 0.9, wspace: float = 0.22,
-            width_ratios=None):
+def _figure(
+    width_in: float,
+    height_in: float,
+    ncols: int = 1,
+    left: float = 0.07,
+    right: float = 0.98,
+    bottom: float = 0.12,
+    top: float = 0.9,
+    wspace: float = 0.22,
+    width_ratios=None,
+):
     """A Figure of a fixed size with ``ncols`` axes side by side and fixed margins
     (fractions of the figure; no layout engine: it costs a second drawing)."""
     from matplotlib.figure import Figure
@@ -50,8 +58,12 @@ def _figure(width_in: float, height_in: float, ncols: int = 1, left: float = 0.0
     assert width_in * DPI <= MAX_SIDE_PX and height_in * DPI <= MAX_SIDE_PX
     fig = Figure(figsize=(width_in, height_in), dpi=DPI)
     fig.subplots_adjust(left=left, right=right, bottom=bottom, top=top, wspace=wspace)
-    axes = fig.subplots(1, ncols, squeeze=False,
-                        gridspec_kw={"width_ratios": width_ratios} if width_ratios else None)
+    axes = fig.subplots(
+        1,
+        ncols,
+        squeeze=False,
+        gridspec_kw={"width_ratios": width_ratios} if width_ratios else None,
+    )
     return fig, list(axes[0])
 
 
@@ -72,8 +84,7 @@ def _fit_labels(ax, left_limit: float) -> None:
     fig = ax.figure
     canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
     renderer = canvas.get_renderer()
-    widest = max((t.get_window_extent(renderer).width for t in ax.get_yticklabels()),
-                 default=0.0)
+    widest = max((t.get_window_extent(renderer).width for t in ax.get_yticklabels()), default=0.0)
     pad = (widest + 12) / (fig.get_figwidth() * DPI)
     x0, y0, x1, y1 = ax.get_position().extents
     new_left = min(left_limit + pad, x1 - 0.2)
@@ -89,8 +100,17 @@ def _thousands(axis) -> None:
 
 
 def _empty(ax, text: str) -> None:
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=12,
-            color=GREY, wrap=True)
+    ax.text(
+        0.5,
+        0.5,
+        text,
+        ha="center",
+        va="center",
+        transform=ax.transAxes,
+        fontsize=12,
+        color=GREY,
+        wrap=True,
+    )
     ax.set_xticks([])
     ax.set_yticks([])
 
@@ -104,8 +124,17 @@ def _fmt(n: float) -> str:
     return f"{n:,.0f}" if abs(n) >= 100 or float(n).is_integer() else f"{n:.3g}"
 
 
-def _histogram(ax, values: np.ndarray, best: np.ndarray, lo: float, hi: float, log_x: bool,
-               label: str, best_label: str, nbins: int = 60) -> None:
+def _histogram(
+    ax,
+    values: np.ndarray,
+    best: np.ndarray,
+    lo: float,
+    hi: float,
+    log_x: bool,
+    label: str,
+    best_label: str,
+    nbins: int = 60,
+) -> None:
     """Histograms of ``values`` (filled) and ``best`` (outline) on one axis,
     with ``nbins`` equal bins over [lo, hi] (of log10 of the values when
     ``log_x``); counts by numpy's fast equal-bin path, drawn as stairs."""
@@ -116,7 +145,7 @@ def _histogram(ax, values: np.ndarray, best: np.ndarray, lo: float, hi: float, l
         x = np.log10(values) if log_x else values
         b = np.log10(best) if log_x else best
     counts, _ = np.histogram(x, bins=nbins, range=(lo, hi))
-    shown = 10.0 ** edges if log_x else edges
+    shown = 10.0**edges if log_x else edges
     ax.stairs(counts, shown, fill=True, color=BLUE, alpha=0.8, label=label, baseline=0.5)
     if len(b):
         bc, _ = np.histogram(b, bins=nbins, range=(lo, hi))
@@ -135,14 +164,28 @@ def scores_figure(scores: np.ndarray, best_scores: np.ndarray, nqueries: int):
         _empty(ax, "no hits")
     else:
         best = best_scores[best_scores > 0]
-        _histogram(ax, pos, best, math.log10(float(pos.min())),
-                   math.log10(float(pos.max())) + 1e-3, True, f"all hits ({len(pos):,})",
-                   f"best hit of each query ({len(best):,})")
+        _histogram(
+            ax,
+            pos,
+            best,
+            math.log10(float(pos.min())),
+            math.log10(float(pos.max())) + 1e-3,
+            True,
+            f"all hits ({len(pos):,})",
+            f"best hit of each query ({len(best):,})",
+        )
         ax.legend(loc="upper right")
         med = float(np.median(scores))
         ax.axvline(med, color=GREY, linestyle=":", linewidth=1)
-        ax.text(med, 0.98, f" median {_fmt(med)}", transform=ax.get_xaxis_transform(),
-                va="top", fontsize=9, color=GREY)
+        ax.text(
+            med,
+            0.98,
+            f" median {_fmt(med)}",
+            transform=ax.get_xaxis_transform(),
+            va="top",
+            fontsize=9,
+            color=GREY,
+        )
     ax.set_xlabel("raw Smith-Waterman score (log scale)")
     ax.set_ylabel("hits (log scale)")
     ax.set_title(f"Scores of the {len(scores):,} hits of {nqueries:,} queries")
@@ -161,15 +204,27 @@ def evalues_figure(evalues: np.ndarray, best_evalues: np.ndarray, nqueries: int)
     if zero:
         note.append(f"{zero:,} of 0 shown at 1e-300")
     if not len(finite):
-        _empty(ax, "no hits" if not len(evalues) else
-               "no E-values: the scoring scheme has no BLAST statistics (E-values NA)")
+        _empty(
+            ax,
+            "no hits"
+            if not len(evalues)
+            else "no E-values: the scoring scheme has no BLAST statistics (E-values NA)",
+        )
     else:
         with np.errstate(divide="ignore"):
             lg = np.log10(np.maximum(finite, 1e-300))
             bfin = best_evalues[np.isfinite(best_evalues)]
             blg = np.log10(np.maximum(bfin, 1e-300))
-        _histogram(ax, lg, blg, float(lg.min()), float(lg.max()) + 1e-9, False,
-                   f"all hits ({len(finite):,})", f"best hit of each query ({len(blg):,})")
+        _histogram(
+            ax,
+            lg,
+            blg,
+            float(lg.min()),
+            float(lg.max()) + 1e-9,
+            False,
+            f"all hits ({len(finite):,})",
+            f"best hit of each query ({len(blg):,})",
+        )
         ax.legend(loc="upper left")
     ax.set_xlabel("log10 E-value")
     ax.set_ylabel("hits (log scale)")
@@ -201,14 +256,24 @@ def hits_per_query_figure(counts: np.ndarray):
     top, zero = int(desc[0]), int((counts == 0).sum())
     at_top = int((counts == top).sum())
     ax1.set_title(f"Hits per query, sorted ({n:,} queries)")
-    ax1.text(0.98, 0.95, f"most: {top:,} hits ({at_top:,} queries)\n"
-             f"median: {_fmt(float(np.median(counts)))}\nno hits: {zero:,} queries",
-             transform=ax1.transAxes, ha="right", va="top", fontsize=10,
-             bbox=dict(facecolor="white", edgecolor=GREY, alpha=0.9))
+    ax1.text(
+        0.98,
+        0.95,
+        f"most: {top:,} hits ({at_top:,} queries)\n"
+        f"median: {_fmt(float(np.median(counts)))}\nno hits: {zero:,} queries",
+        transform=ax1.transAxes,
+        ha="right",
+        va="top",
+        fontsize=10,
+        bbox=dict(facecolor="white", edgecolor=GREY, alpha=0.9),
+    )
     hi = int(desc[0])
     width = max(1, math.ceil((hi + 1) / 50))
-    bins = np.arange(0, hi + width + 1, width) - 0.5 if hi < 50 else \
-        np.arange(0, hi + width + 1, width)
+    bins = (
+        np.arange(0, hi + width + 1, width) - 0.5
+        if hi < 50
+        else np.arange(0, hi + width + 1, width)
+    )
     ax2.hist(counts, bins=bins, color=BLUE)
     ax2.set_yscale("log")
     ax2.set_xlabel("hits of a query")
@@ -225,8 +290,9 @@ def _barh_labels(ax, labels: list[str], left_limit: float = 0.01) -> None:
     _fit_labels(ax, left_limit)
 
 
-def top_queries_figure(ids: list[str], counts: np.ndarray, best_scores: np.ndarray,
-                       top_n: int = TOP_N):
+def top_queries_figure(
+    ids: list[str], counts: np.ndarray, best_scores: np.ndarray, top_n: int = TOP_N
+):
     """The ``top_n`` queries with the most hits (ties: higher best score first)."""
     pick = np.lexsort((np.arange(len(ids)), -best_scores, -counts))[:top_n]
     fig, (ax,) = _figure(11, 8.5, left=0.1, top=0.94, bottom=0.07)
@@ -240,8 +306,7 @@ def top_queries_figure(ids: list[str], counts: np.ndarray, best_scores: np.ndarr
     ax.set_xlim(0, xmax * 1.25)
     for y, i in enumerate(pick):
         best = f"best {int(best_scores[i]):,}" if counts[i] else "no hits"
-        ax.text(counts[i] + xmax * 0.01, y, f"{int(counts[i]):,} ({best})", va="center",
-                fontsize=8)
+        ax.text(counts[i] + xmax * 0.01, y, f"{int(counts[i]):,} ({best})", va="center", fontsize=8)
     at_top = int((counts == counts.max()).sum())
     more = f"; {at_top:,} queries have {int(counts.max()):,}" if at_top > len(pick) else ""
     ax.set_title(f"Top {len(pick)} of {len(ids):,} queries by hits{more}")
@@ -257,8 +322,9 @@ def _phase_stack(ax, x, parts, labels, colors, bars: bool) -> None:
         if bars:
             ax.bar(x, vals, bottom=bottom, color=color, label=label, width=0.8)
         else:
-            ax.fill_between(x, bottom, bottom + vals, step="mid", color=color, label=label,
-                            linewidth=0)
+            ax.fill_between(
+                x, bottom, bottom + vals, step="mid", color=color, label=label, linewidth=0
+            )
         bottom = bottom + vals
 
 
@@ -267,8 +333,9 @@ def shards_figure(shards):
 
     ``shards``: the ``StepRecords.shards`` table (columns of ``steps.tsv``).
     """
-    fig, (ax1, ax2) = _figure(15, 5.2, ncols=2, left=0.05, right=0.99, bottom=0.17, top=0.92,
-                              wspace=0.15)
+    fig, (ax1, ax2) = _figure(
+        15, 5.2, ncols=2, left=0.05, right=0.99, bottom=0.17, top=0.92, wspace=0.15
+    )
     n = len(shards)
     if not n:
         _empty(ax1, "no scoring statistics (results/stats/score_shard/*.json)")
@@ -280,12 +347,19 @@ def shards_figure(shards):
     parts = [shards[c].to_numpy(np.float64) for c in ("read_s", "score_s", "write_s")]
     phased = np.nansum(np.vstack(parts), axis=0)
     rest = np.where(np.isfinite(wall), np.maximum(wall - phased, 0), 0)
-    _phase_stack(ax1, x, parts + [rest], ["read", "score", "write", "other"],
-                 [PHASE_COLORS["read"], PHASE_COLORS["score"], PHASE_COLORS["write"], "#d9d9d9"],
-                 bars)
+    _phase_stack(
+        ax1,
+        x,
+        parts + [rest],
+        ["read", "score", "write", "other"],
+        [PHASE_COLORS["read"], PHASE_COLORS["score"], PHASE_COLORS["write"], "#d9d9d9"],
+        bars,
+    )
     ax1.set_ylabel("seconds")
-    ax1.set_title(f"Wall time per scoring job ({n:,} jobs; sum {np.nansum(wall):,.1f} s, "
-                  f"slowest {np.nanmax(wall) if np.isfinite(wall).any() else math.nan:,.1f} s)")
+    ax1.set_title(
+        f"Wall time per scoring job ({n:,} jobs; sum {np.nansum(wall):,.1f} s, "
+        f"slowest {np.nanmax(wall) if np.isfinite(wall).any() else math.nan:,.1f} s)"
+    )
     top = float(np.nanmax(np.where(np.isfinite(wall), np.maximum(wall, phased), phased)))
     ax1.set_ylim(0, max(top, 1e-3) * 1.25)
     ax1.legend(loc="upper right", fontsize=9, ncols=4)
@@ -303,8 +377,13 @@ def shards_figure(shards):
     kernel = np.nansum(shards["kernel_s"].to_numpy(np.float64))
     if kernel > 0:
         overall = cells / kernel / 1e9
-        ax2.axhline(overall, color="black", linestyle="--", linewidth=1,
-                    label=f"all jobs: {overall:,.1f} GCUPS")
+        ax2.axhline(
+            overall,
+            color="black",
+            linestyle="--",
+            linewidth=1,
+            label=f"all jobs: {overall:,.1f} GCUPS",
+        )
     ax2.set_ylabel("GCUPS (kernel)")
     ax2.set_title(f"GCUPS per scoring job ({cells:.3g} cells in {kernel:,.1f} kernel seconds)")
     if np.isfinite(gcups).any():
@@ -313,8 +392,9 @@ def shards_figure(shards):
     for ax in (ax1, ax2):
         ax.set_xlabel("shard")
         if bars:
-            ax.set_xticks(x, shards["shard"].astype(str).tolist(), rotation=90,
-                          fontsize=7 if n > 24 else 9)
+            ax.set_xticks(
+                x, shards["shard"].astype(str).tolist(), rotation=90, fontsize=7 if n > 24 else 9
+            )
         else:
             ax.set_xlim(-0.5, n - 0.5)
     return fig
@@ -347,10 +427,14 @@ def step_rows(records: list[dict]) -> list[tuple[str, dict, float, float]]:
         rows.append((label, phases, sum(wall(r) for r in recs), rss))
         if len(recs) > 1:
             slow = max(recs, key=wall)
-            ph = {k: float(v) for k, v in (slow.get("phases_s") or {}).items()
-                  if isinstance(v, (int, float))}
-            rows.append((f"{name} (slowest)", ph, wall(slow),
-                         float(slow.get("peak_rss_bytes") or 0)))
+            ph = {
+                k: float(v)
+                for k, v in (slow.get("phases_s") or {}).items()
+                if isinstance(v, (int, float))
+            }
+            rows.append(
+                (f"{name} (slowest)", ph, wall(slow), float(slow.get("peak_rss_bytes") or 0))
+            )
     return rows
 
 
@@ -427,6 +511,12 @@ def changes_figure(ids: list[str], counts: np.ndarray | None, top_n: int = 20):
     ax2.set_xlabel("hits")
     _thousands(ax2.xaxis)
     ax2.set_title(f"Top {len(pick)} of {touched:,} queries with changes", loc="left")
-    ax2.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncols=3, fontsize=9,
-               frameon=False, borderaxespad=0.2)
+    ax2.legend(
+        loc="lower right",
+        bbox_to_anchor=(1.0, 1.0),
+        ncols=3,
+        fontsize=9,
+        frameon=False,
+        borderaxespad=0.2,
+    )
     return fig

@@ -18,6 +18,7 @@ run of the same release; :func:`compare_releases` compares any two.  Old
 releases are removed with :func:`prune` (``swgpu history --prune N``) or by
 deleting their folders.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,8 +56,16 @@ def _copy(src, dst) -> None:
         shutil.copyfileobj(fin, fout, 1 << 20)
 
 
-def record_release(hits_path, alignments_path, internal_path, database_info_path, history_dir,
-                   marker_path, release: str | None = None, config: dict | None = None) -> dict:
+def record_release(
+    hits_path,
+    alignments_path,
+    internal_path,
+    database_info_path,
+    history_dir,
+    marker_path,
+    release: str | None = None,
+    config: dict | None = None,
+) -> dict:
     """Keep this scan under ``history_dir/<release>/``; write ``marker_path`` (which
     release is current) last."""
     from ..io.shardfile import read_database_info
@@ -68,8 +77,11 @@ def record_release(hits_path, alignments_path, internal_path, database_info_path
     tmp = os.path.join(history_dir, f".{name}.{uuid.uuid4().hex[:8]}.tmp")
     os.makedirs(tmp)
     try:
-        for key, src in (("hits", hits_path), ("alignments", alignments_path),
-                         ("internal", internal_path)):
+        for key, src in (
+            ("hits", hits_path),
+            ("alignments", alignments_path),
+            ("internal", internal_path),
+        ):
             _copy(src, os.path.join(tmp, FILES[key]))
         from ..io.outputset import _digest
 
@@ -78,9 +90,12 @@ def record_release(hits_path, alignments_path, internal_path, database_info_path
             "release": name,
             "scanned": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "scanned_unix": time.time(),
-            "database": {"content_blake2b": info.get("content_blake2b"),
-                         "sequences": info["sequences"], "residues": info["residues"],
-                         "path": info.get("path")},
+            "database": {
+                "content_blake2b": info.get("content_blake2b"),
+                "sequences": info["sequences"],
+                "residues": info["residues"],
+                "path": info.get("path"),
+            },
             "config": config or {},
         }
         from .. import __version__
@@ -119,8 +134,10 @@ def releases(history_dir) -> list[dict]:
             with open(path) as fh:
                 m = json.load(fh)
         except (OSError, ValueError):
-            log.warning(f"{os.path.join(history_dir, name)}: no readable {MANIFEST}; not a kept "
-                        f"release (remove it, or re-run that release)")
+            log.warning(
+                f"{os.path.join(history_dir, name)}: no readable {MANIFEST}; not a kept "
+                f"release (remove it, or re-run that release)"
+            )
             continue
         if all(os.path.exists(os.path.join(history_dir, name, f)) for f in FILES.values()):
             m["_dir"] = os.path.join(history_dir, name)
@@ -142,8 +159,12 @@ def previous_release(history_dir, current: str) -> dict | None:
     """The newest kept release other than ``current`` scanned before it."""
     kept = releases(history_dir)
     cur = next((m for m in kept if m["release"] == current), None)
-    before = [m for m in kept if m["release"] != current
-              and (cur is None or m.get("scanned_unix", 0) <= cur.get("scanned_unix", 0))]
+    before = [
+        m
+        for m in kept
+        if m["release"] != current
+        and (cur is None or m.get("scanned_unix", 0) <= cur.get("scanned_unix", 0))
+    ]
     return before[-1] if before else None
 
 
@@ -166,22 +187,24 @@ def write_changes(hits_path, marker_path, history_dir, out_path, queries_path=No
     prev = previous_release(history_dir, current)
     if prev is None:  # the first release: every hit is new, in the order of hits.tsv
         n = _all_new(hits_path, out_path)
-        log.info(f"release {current}: no previous release, {n:,} new hits -> "
-                 f"{os.fspath(out_path)}")
+        log.info(f"release {current}: no previous release, {n:,} new hits -> {os.fspath(out_path)}")
         return None
     from ..io.fasta import read_fasta
     from ..io.tables import write_table
     from .changes import compare
 
     order = list(read_fasta(queries_path).ids) if queries_path else None
-    table = compare(_hits(os.path.join(prev["_dir"], FILES["hits"])) if prev else None,
-                    _hits(hits_path), order)
+    table = compare(
+        _hits(os.path.join(prev["_dir"], FILES["hits"])) if prev else None, _hits(hits_path), order
+    )
     write_table(table, out_path, CHANGES_COLUMNS)
     counts = table["change"].value_counts().to_dict()
     against = f"release {prev['release']}" if prev else "no previous release (every hit is new)"
-    log.info(f"release {current} against {against}: {counts.get('new', 0):,} new, "
-             f"{counts.get('gone', 0):,} gone, {counts.get('score', 0):,} changed score "
-             f"-> {os.fspath(out_path)}")
+    log.info(
+        f"release {current} against {against}: {counts.get('new', 0):,} new, "
+        f"{counts.get('gone', 0):,} gone, {counts.get('score', 0):,} changed score "
+        f"-> {os.fspath(out_path)}"
+    )
     return table
 
 
@@ -190,14 +213,29 @@ def _all_new(hits_path, out_path) -> int:
     nothing to compare costs almost nothing)."""
     with open(hits_path, encoding="utf-8", newline="") as fh:
         head = fh.readline().rstrip("\n").split("\t")
-        col = {c: head.index(c) for c in ("qseqid", "sseqid", "qacc", "sacc", "score",
-                                           "evalue", "slen")}
+        col = {
+            c: head.index(c)
+            for c in ("qseqid", "sseqid", "qacc", "sacc", "score", "evalue", "slen")
+        }
         lines = ["\t".join(CHANGES_COLUMNS)]
         for line in fh:
             f = line.rstrip("\n").split("\t")
-            lines.append("\t".join((f[col["qseqid"]], f[col["sseqid"]], f[col["qacc"]],
-                                    f[col["sacc"]], "new", "NA", f[col["score"]], "NA",
-                                    f[col["evalue"]], f[col["slen"]])))
+            lines.append(
+                "\t".join(
+                    (
+                        f[col["qseqid"]],
+                        f[col["sseqid"]],
+                        f[col["qacc"]],
+                        f[col["sacc"]],
+                        "new",
+                        "NA",
+                        f[col["score"]],
+                        "NA",
+                        f[col["evalue"]],
+                        f[col["slen"]],
+                    )
+                )
+            )
     with atomic_write(out_path) as out:
         out.write("\n".join(lines) + "\n")
     return len(lines) - 1
@@ -208,8 +246,10 @@ def compare_releases(history_dir, a: str, b: str):
     from .changes import compare
 
     ma, mb = find_release(history_dir, a), find_release(history_dir, b)
-    return compare(_hits(os.path.join(ma["_dir"], FILES["hits"])),
-                   _hits(os.path.join(mb["_dir"], FILES["hits"])))
+    return compare(
+        _hits(os.path.join(ma["_dir"], FILES["hits"])),
+        _hits(os.path.join(mb["_dir"], FILES["hits"])),
+    )
 
 
 def prune(history_dir, keep: int) -> list[str]:

@@ -1,5 +1,6 @@
 """Step ``merge_hits``: the hits of all shards -> ``hits.tsv`` (top-k per query,
 BLAST bit scores and E-values over the whole database)."""
+
 from __future__ import annotations
 
 import os
@@ -16,9 +17,17 @@ from ..scoring import ScoringScheme
 log = get_logger(__name__)
 
 
-def merge_hits(hit_paths, queries_path, database_info_path, out_path, scheme: ScoringScheme,
-               top_k: int = 500, max_evalue: float | None = 10.0, dbsize: int | None = None,
-               stats_path=None):
+def merge_hits(
+    hit_paths,
+    queries_path,
+    database_info_path,
+    out_path,
+    scheme: ScoringScheme,
+    top_k: int = 500,
+    max_evalue: float | None = 10.0,
+    dbsize: int | None = None,
+    stats_path=None,
+):
     """Merge the shard hit tables into ``out_path`` (hits.tsv).
 
     ``dbsize``: the database size (residues) for E-values, as BLAST's ``-dbsize``
@@ -34,9 +43,15 @@ def merge_hits(hit_paths, queries_path, database_info_path, out_path, scheme: Sc
         hits = merge(tables, queries, residues, scheme, top_k, max_evalue)
     with timer.phase("write"):
         write_table(hits, out_path, HITS_COLUMNS)
-    timer.fields.update(shard_hits=sum(len(t) for t in tables), hits=len(hits),
-                        shards=len(tables), db_residues=residues)
+    timer.fields.update(
+        shard_hits=sum(len(t) for t in tables),
+        hits=len(hits),
+        shards=len(tables),
+        db_residues=residues,
+    )
     timer.write(stats_path)
-    log.info(f"merged {sum(len(t) for t in tables):,} shard hits from {len(tables)} shards into "
-             f"{len(hits):,} hits: {os.fspath(out_path)}")
+    log.info(
+        f"merged {sum(len(t) for t in tables):,} shard hits from {len(tables)} shards into "
+        f"{len(hits):,} hits: {os.fspath(out_path)}"
+    )
     return hits

@@ -1,4 +1,5 @@
 """Step ``score_shard``: every query against one shard -> that shard's top-k hits."""
+
 from __future__ import annotations
 
 import os
@@ -16,9 +17,19 @@ from ..scoring import ScoringScheme
 log = get_logger(__name__)
 
 
-def score_shard(shard_path, queries_path, out_path, scheme: ScoringScheme, top_k: int = 500,
-                backend: str = "auto", threads: int | None = None, device="auto",
-                stats_path=None, state_path=None, margin: int | None = None):
+def score_shard(
+    shard_path,
+    queries_path,
+    out_path,
+    scheme: ScoringScheme,
+    top_k: int = 500,
+    backend: str = "auto",
+    threads: int | None = None,
+    device="auto",
+    stats_path=None,
+    state_path=None,
+    margin: int | None = None,
+):
     """Score every query of ``queries_path`` against one shard; write its top-k hits.
 
     ``state_path``: the job's memory of the shard (:mod:`swgpu_tools.io.statefile`):
@@ -33,15 +44,26 @@ def score_shard(shard_path, queries_path, out_path, scheme: ScoringScheme, top_k
     with timer.phase("read"):
         queries = read_fasta(queries_path)
         database = read_shard(shard_path)
-    log.info(f"{os.fspath(shard_path)}: {len(database):,} sequences, "
-             f"{database.total_residues:,} residues; {len(queries)} queries")
+    log.info(
+        f"{os.fspath(shard_path)}: {len(database):,} sequences, "
+        f"{database.total_residues:,} residues; {len(queries)} queries"
+    )
     timer.fields["shard"] = os.path.basename(os.fspath(shard_path))
     previous = read_state(state_path) if state_path and os.path.exists(state_path) else None
     if state_path and os.path.exists(state_path) and previous is None:
         log.warning(f"{state_path}: unreadable; scoring the whole shard")
     with timer.phase("score"):
-        hits, state = scan(queries, database, scheme, top_k, margin, previous, threads=threads,
-                           started=started, stats=timer.fields)
+        hits, state = scan(
+            queries,
+            database,
+            scheme,
+            top_k,
+            margin,
+            previous,
+            threads=threads,
+            started=started,
+            stats=timer.fields,
+        )
     with timer.phase("write"):
         write_shard_hits(out_path, hits)
         if state_path:

@@ -8,6 +8,7 @@ is (accessions, score, coordinates, CIGAR, both sequences' hashes; a TSV whose
 first line names the alignment code's digest), from which the next run reuses
 unchanged alignments (:mod:`swgpu_tools.engine.traceback`).
 """
+
 from __future__ import annotations
 
 import os
@@ -62,8 +63,9 @@ def output_paths(out_path, formats) -> dict[str, str]:
     return {f: (base if f == "tsv" else stem + FORMATS[f]) for f in formats}
 
 
-def write_alignments(table, queries, subjects, scheme, paths: dict[str, str], columns,
-                     header: bool = True) -> dict[str, str]:
+def write_alignments(
+    table, queries, subjects, scheme, paths: dict[str, str], columns, header: bool = True
+) -> dict[str, str]:
     """Write the alignment table in each format of ``paths`` ({format: path})."""
     for fmt in paths:  # the TSV (the workflow's declared output) last
         if fmt == "sam":
@@ -77,10 +79,20 @@ def write_alignments(table, queries, subjects, scheme, paths: dict[str, str], co
     return paths
 
 
-def traceback_hits(hits_path, queries_path, shard_paths, out_path, scheme: ScoringScheme,
-                   threads: int | None = None, columns=None, header: bool = True,
-                   formats=("tsv",), internal_path=None, previous_internal=None,
-                   stats_path=None):
+def traceback_hits(
+    hits_path,
+    queries_path,
+    shard_paths,
+    out_path,
+    scheme: ScoringScheme,
+    threads: int | None = None,
+    columns=None,
+    header: bool = True,
+    formats=("tsv",),
+    internal_path=None,
+    previous_internal=None,
+    stats_path=None,
+):
     """Align every hit of ``hits_path`` and write the alignment outputs."""
     import pandas as pd
 
@@ -100,13 +112,15 @@ def traceback_hits(hits_path, queries_path, shard_paths, out_path, scheme: Scori
         except (InputError, OSError, ValueError) as exc:  # an unreadable cache: no reuse
             log.warning(f"previous alignments {previous_internal} not used ({exc})")
     with timer.phase("align"):
-        table = traceback(hits, queries, subjects, scheme, threads, previous, previous_code,
-                          stats=timer.fields)
+        table = traceback(
+            hits, queries, subjects, scheme, threads, previous, previous_code, stats=timer.fields
+        )
     with timer.phase("write"):
         if internal_path:
             _write_internal(table, internal_path, code_digest(scheme))
-        paths = write_alignments(table, queries, subjects, scheme,
-                                 output_paths(out_path, formats), cols, header)
+        paths = write_alignments(
+            table, queries, subjects, scheme, output_paths(out_path, formats), cols, header
+        )
     timer.fields["formats"] = list(formats)
     timer.write(stats_path)
     log.info(f"wrote {len(table):,} alignments: {', '.join(paths.values())}")
@@ -138,8 +152,15 @@ def read_internal(path):
 
     import pandas as pd
 
-    df = pd.read_csv(path, sep="\t", skiprows=1, dtype=str, quoting=csv.QUOTE_NONE,
-                     keep_default_na=False, na_filter=False)
+    df = pd.read_csv(
+        path,
+        sep="\t",
+        skiprows=1,
+        dtype=str,
+        quoting=csv.QUOTE_NONE,
+        keep_default_na=False,
+        na_filter=False,
+    )
     if list(df.columns) != REUSE_COLUMNS:
         raise InputError(f"{path}: columns {list(df.columns)}, expected {REUSE_COLUMNS}")
     for c in ("score", "qstart", "qend", "sstart", "send"):

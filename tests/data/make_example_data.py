@@ -6,6 +6,7 @@ Example database: 3,000 real UniProt entries of uniprot20k: the 40 best SSEARCH
 hits of each example query plus a deterministic random sample of the rest.
 Example queries: 5 of the 7 oracle queries (59 to 991 residues).
 """
+
 import gzip
 import os
 import random
@@ -54,12 +55,18 @@ def main(shared):
     with gzip.GzipFile(os.path.join(OUT, "example_database.fasta.gz"), "wb", mtime=0) as fh:
         for h, s in db:
             if accession(h) in keep:
-                fh.write((h + "\n" + "\n".join(s[i:i + 60] for i in range(0, len(s), 60)) + "\n").encode())
+                fh.write(
+                    (
+                        h + "\n" + "\n".join(s[i : i + 60] for i in range(0, len(s), 60)) + "\n"
+                    ).encode()
+                )
     with open(os.path.join(OUT, "example_queries.fasta"), "w") as fh:
         for h, s in queries:
-            fh.write(h + "\n" + "\n".join(s[i:i + 60] for i in range(0, len(s), 60)) + "\n")
+            fh.write(h + "\n" + "\n".join(s[i : i + 60] for i in range(0, len(s), 60)) + "\n")
     print(f"{len(keep)} database entries, {len(queries)} queries -> {OUT}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "..", "shared", "data"))
+    main(
+        sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "..", "shared", "data")
+    )

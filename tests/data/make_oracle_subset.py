@@ -16,6 +16,7 @@ next to this script:
 
 Usage: python tests/data/make_oracle_subset.py [SHARED_DATA_DIR]
 """
+
 from __future__ import annotations
 
 import gzip
@@ -104,15 +105,30 @@ def main(shared: Path) -> None:
     write_gzip(HERE / "oracle_db.fasta.gz", out.getvalue())
 
     rows = oracle[oracle["target"].isin(chosen)].sort_values(
-        ["query", "sw_score", "target"], ascending=[True, False, True], kind="stable")
-    cols = ["query", "target", "slen", "sw_score", "pident", "alen",
-            "qstart", "qend", "sstart", "send"]
-    write_gzip(HERE / "oracle_ssearch36_subset.tsv.gz",
-               rows[cols].to_csv(sep="\t", index=False, lineterminator="\n"))
+        ["query", "sw_score", "target"], ascending=[True, False, True], kind="stable"
+    )
+    cols = [
+        "query",
+        "target",
+        "slen",
+        "sw_score",
+        "pident",
+        "alen",
+        "qstart",
+        "qend",
+        "sstart",
+        "send",
+    ]
+    write_gzip(
+        HERE / "oracle_ssearch36_subset.tsv.gz",
+        rows[cols].to_csv(sep="\t", index=False, lineterminator="\n"),
+    )
 
     (HERE / "oracle_queries.fasta").write_bytes((shared / "oracle_queries.fasta").read_bytes())
-    print(f"{len(chosen)} database entries, {len(rows)} oracle rows; "
-          f"left out {len(garbled)} entries with garbled oracle rows: {' '.join(garbled)}")
+    print(
+        f"{len(chosen)} database entries, {len(rows)} oracle rows; "
+        f"left out {len(garbled)} entries with garbled oracle rows: {' '.join(garbled)}"
+    )
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ slurm executor plugin (the `test` extra); skipped with the reason otherwise,
 unless SWGPU_REQUIRE_SLURM=1 (set by `.ci/run`), which makes a missing
 piece a failure.  The `sacct` lines of the run are printed (`pytest -s`).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -51,8 +52,8 @@ DATA = REPO / "swgpu_tools" / "data"
 BIN = Path(sys.executable).parent
 SNAKEMAKE = shutil.which("snakemake", path=str(BIN)) or shutil.which("snakemake")
 SHARDS = 3
-ACCOUNT = "swgpu"          # made by .ci/slurm-cluster.sh
-GPU_TYPE = "fake"          # gres.conf of .ci/slurm-cluster.sh
+ACCOUNT = "swgpu"  # made by .ci/slurm-cluster.sh
+GPU_TYPE = "fake"  # gres.conf of .ci/slurm-cluster.sh
 CLUSTER_RULES = ["shard_db", "score_shard", "merge_hits", "traceback"]  # the others are local rules
 TABLES = ["hits.tsv", "alignments.tsv"]
 
@@ -65,11 +66,16 @@ def _unavailable() -> str | None:
         return "snakemake-executor-plugin-slurm is not installed (pip install -e '.[test]')"
     if os.geteuid() != 0:
         return "starting the SLURM daemons needs root"
-    missing = [t for t in ("slurmctld", "slurmd", "slurmdbd", "munged", "mariadbd", "sbatch", "sacct")
-               if shutil.which(t, path=os.environ.get("PATH", "") + ":/usr/sbin:/usr/bin") is None]
+    missing = [
+        t
+        for t in ("slurmctld", "slurmd", "slurmdbd", "munged", "mariadbd", "sbatch", "sacct")
+        if shutil.which(t, path=os.environ.get("PATH", "") + ":/usr/sbin:/usr/bin") is None
+    ]
     if missing:
-        return (f"SLURM is not installed ({', '.join(missing)} missing): "
-                "run .ci/slurm-cluster.sh install (Debian 12, root)")
+        return (
+            f"SLURM is not installed ({', '.join(missing)} missing): "
+            "run .ci/slurm-cluster.sh install (Debian 12, root)"
+        )
     return None
 
 
@@ -81,11 +87,14 @@ def _env() -> dict:
 
 
 def _run(*cmd, check=True, timeout=120, **kw) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True,
-                          timeout=timeout, env=_env(), **kw)
+    proc = subprocess.run(
+        [str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, env=_env(), **kw
+    )
     if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(map(str, cmd))} failed ({proc.returncode}):\n"
-                             f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        raise AssertionError(
+            f"{' '.join(map(str, cmd))} failed ({proc.returncode}):\n"
+            f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
     return proc
 
 
@@ -117,6 +126,7 @@ def cluster():
 # inputs, runs, sacct
 # ---------------------------------------------------------------------------
 
+
 def _read_fasta(path: Path) -> dict[str, str]:
     """header (without '>') -> sequence"""
     opener = gzip.open if path.suffix == ".gz" else open
@@ -137,7 +147,7 @@ def _write_fasta(path: Path, records: dict[str, str]) -> None:
         for name, seq in records.items():
             fh.write(f">{name}\n")
             for i in range(0, len(seq), 60):
-                fh.write(seq[i:i + 60] + "\n")
+                fh.write(seq[i : i + 60] + "\n")
 
 
 def _setup(workdir: Path, database: dict[str, str]) -> None:
@@ -148,12 +158,21 @@ def _setup(workdir: Path, database: dict[str, str]) -> None:
     (workdir / "config.yaml").write_text(
         "database: database.fasta\nqueries: queries.fasta\nmatrix: BLOSUM62\n"
         "gap_open: 11\ngap_extend: 1\ntop_k: 500\nmax_evalue: 10.0\n"
-        f"shards: {SHARDS}\nbackend: auto\nthreads: 1\n")
+        f"shards: {SHARDS}\nbackend: auto\nthreads: 1\n"
+    )
 
 
 def _snakemake_cmd(workdir: Path, *args) -> list[str]:
-    return [SNAKEMAKE, "-s", str(SNAKEFILE), "--directory", str(workdir),
-            "--configfile", str(workdir / "config.yaml"), *args]
+    return [
+        SNAKEMAKE,
+        "-s",
+        str(SNAKEFILE),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config.yaml"),
+        *args,
+    ]
 
 
 def _local(workdir: Path) -> None:
@@ -184,20 +203,41 @@ def _run_uuid(output: str) -> str:
     return m.group(1)
 
 
-SACCT_FIELDS = ["JobID", "JobName", "State", "ExitCode", "Partition", "Account", "ReqTRES",
-                "AllocTRES", "Timelimit", "Elapsed", "Comment"]
+SACCT_FIELDS = [
+    "JobID",
+    "JobName",
+    "State",
+    "ExitCode",
+    "Partition",
+    "Account",
+    "ReqTRES",
+    "AllocTRES",
+    "Timelimit",
+    "Elapsed",
+    "Comment",
+]
 
 
 def _sacct(run_uuid: str, since: datetime) -> list[dict]:
     """The jobs (allocations, no steps) of one Snakemake run: sacct by job name."""
-    out = _run("sacct", "-X", "-n", "-P", "-a", "--name", run_uuid,
-               "-S", since.strftime("%Y-%m-%dT%H:%M:%S"),
-               "-o", ",".join(f"{f}%200" for f in SACCT_FIELDS)).stdout
+    out = _run(
+        "sacct",
+        "-X",
+        "-n",
+        "-P",
+        "-a",
+        "--name",
+        run_uuid,
+        "-S",
+        since.strftime("%Y-%m-%dT%H:%M:%S"),
+        "-o",
+        ",".join(f"{f}%200" for f in SACCT_FIELDS),
+    ).stdout
     rows = [dict(zip(SACCT_FIELDS, line.split("|"))) for line in out.splitlines() if line.strip()]
     for row in rows:
         comment = row["Comment"]
         assert comment.startswith("rule_"), row
-        row["rule"] = comment[len("rule_"):].split("_wildcards_")[0]
+        row["rule"] = comment[len("rule_") :].split("_wildcards_")[0]
         row["tres"] = dict(item.split("=", 1) for item in row["ReqTRES"].split(",") if "=" in item)
     return rows
 
@@ -219,9 +259,14 @@ def _timelimit(minutes: int) -> str:
 def _expected(profile: dict, rule: str) -> dict:
     res = dict(profile.get("default-resources", {}))
     res.update(profile.get("set-resources", {}).get(rule, {}))
-    return {"cpu": str(profile["set-threads"][rule]), "mem": f"{res['mem_mb']}M",
-            "timelimit": _timelimit(res["runtime"]), "partition": res["slurm_partition"],
-            "account": res["slurm_account"], "gpu": int(res.get("gpu", 0))}
+    return {
+        "cpu": str(profile["set-threads"][rule]),
+        "mem": f"{res['mem_mb']}M",
+        "timelimit": _timelimit(res["runtime"]),
+        "partition": res["slurm_partition"],
+        "account": res["slurm_account"],
+        "gpu": int(res.get("gpu", 0)),
+    }
 
 
 def _scoring_running(exclude: set[str]) -> list[tuple[str, str]]:
@@ -245,13 +290,13 @@ def _scancel_one_scoring_job(proc: subprocess.Popen, workdir: Path, timeout: flo
                 _run("scancel", jobid)
                 return jobid
         time.sleep(0.3)
-    raise AssertionError("no running score_shard job to cancel "
-                         f"(snakemake returned {proc.poll()})")
+    raise AssertionError(f"no running score_shard job to cancel (snakemake returned {proc.poll()})")
 
 
 # ---------------------------------------------------------------------------
 # the runs
 # ---------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def runs(cluster, tmp_path_factory):
@@ -270,8 +315,14 @@ def runs(cluster, tmp_path_factory):
     since = datetime.now() - timedelta(minutes=1)
     t0 = time.monotonic()
     with open(root / "cluster.log", "w") as log:
-        proc = subprocess.Popen(_cluster_cmd(work, profile_dir), cwd=root, env=_env(),
-                                stdout=log, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            _cluster_cmd(work, profile_dir),
+            cwd=root,
+            env=_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         try:
             cancelled = _scancel_one_scoring_job(proc, work)
             proc.wait(timeout=420)  # about 90 s here; a job state missed by the plugin hangs
@@ -286,8 +337,17 @@ def runs(cluster, tmp_path_factory):
     uuid = _run_uuid(output)
     rows = _sacct(uuid, since)
     _print_sacct(f"sacct, run {uuid} (job {cancelled} cancelled with scancel):", rows)
-    return dict(root=root, local=local, work=work, profile=profile, profile_dir=profile_dir,
-                database=database, output=output, rows=rows, cancelled=cancelled)
+    return dict(
+        root=root,
+        local=local,
+        work=work,
+        profile=profile,
+        profile_dir=profile_dir,
+        database=database,
+        output=output,
+        rows=rows,
+        cancelled=cancelled,
+    )
 
 
 def test_cluster_tables_equal_local_run(runs):
@@ -321,7 +381,7 @@ def test_sacct_shows_the_profile_resources(runs):
                 assert row["tres"].get(f"gres/gpu:{GPU_TYPE}") == str(want["gpu"]), row
             else:
                 assert "gres/gpu" not in row["tres"], row
-    assert by_rule["score_shard"][0]["tres"]["gres/gpu"] == "1"   # the profile asks for one GPU
+    assert by_rule["score_shard"][0]["tres"]["gres/gpu"] == "1"  # the profile asks for one GPU
     completed = [r for r in rows if r["State"] == "COMPLETED"]
     assert len(completed) == len(rows) - 1
 
@@ -356,7 +416,7 @@ def test_rescan_scores_only_the_changed_shard(runs):
     # UniProt headers (sp|P12345|NAME ...): the tables name the accession
     header = next(h for h in database if h.split()[0] == subject or f"|{subject}|" in h.split()[0])
     seq = database[header]
-    database[header] = seq[:start - 1] + "W" * (end - start + 1) + seq[end:]
+    database[header] = seq[: start - 1] + "W" * (end - start + 1) + seq[end:]
     for folder in (runs["local"], runs["work"]):
         _write_fasta(folder / "database.fasta", database)
     _local(runs["local"])
@@ -370,7 +430,8 @@ def test_rescan_scores_only_the_changed_shard(runs):
     assert scored == [f"{shard_of(subject, SHARDS):04d}"], rows
     assert all(r["State"] == "COMPLETED" for r in rows), rows
     for name in TABLES:
-        assert ((runs["work"] / "results" / name).read_bytes()
-                == (runs["local"] / "results" / name).read_bytes()), name
+        assert (runs["work"] / "results" / name).read_bytes() == (
+            runs["local"] / "results" / name
+        ).read_bytes(), name
     changes = (runs["work"] / "results" / "changes.tsv").read_text()
     assert subject in changes

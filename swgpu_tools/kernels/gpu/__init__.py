@@ -26,6 +26,7 @@ Modules, one job each (no module imports one listed after it, except this file):
 The generated kernels import :mod:`swgpu_tools.kernels.gpu_intrinsics` (the
 packed 16-bit and int32 device helpers), which stays beside this package.
 """
+
 from __future__ import annotations
 
 from ..gpu_intrinsics import SIM
@@ -55,10 +56,38 @@ from .slots import PIPELINE_DEPTH, TEMP_LIMIT_BYTES
 from .streaming import BYTES_PER_SUBJECT, GPU_RESERVE_BYTES
 
 __all__ = [
-    "SIM", "GpuBackend", "warm_up", "aux", "get_kernel", "get_pair_kernel", "kernel_ptx",
-    "kernels_dir", "precompile", "HIST_BINS", "PADQ", "PAIR_KINDS", "WARP",
-    "aux_kernel_source", "kernel_source", "pair_kernel_source", "available", "bind",
-    "compute_capability", "PAIR_BOUNDARY_ENTRIES", "PAIR_R", "PairBatch", "pair_ends",
-    "pair_kernel_ptx", "pair_regions", "CONFIGS", "MULTI_SHAPES", "SHAPES", "GpuSearcher",
-    "search", "BYTES_PER_SUBJECT", "GPU_RESERVE_BYTES", "TEMP_LIMIT_BYTES", "PIPELINE_DEPTH",
+    "SIM",
+    "GpuBackend",
+    "warm_up",
+    "aux",
+    "get_kernel",
+    "get_pair_kernel",
+    "kernel_ptx",
+    "kernels_dir",
+    "precompile",
+    "HIST_BINS",
+    "PADQ",
+    "PAIR_KINDS",
+    "WARP",
+    "aux_kernel_source",
+    "kernel_source",
+    "pair_kernel_source",
+    "available",
+    "bind",
+    "compute_capability",
+    "PAIR_BOUNDARY_ENTRIES",
+    "PAIR_R",
+    "PairBatch",
+    "pair_ends",
+    "pair_kernel_ptx",
+    "pair_regions",
+    "CONFIGS",
+    "MULTI_SHAPES",
+    "SHAPES",
+    "GpuSearcher",
+    "search",
+    "BYTES_PER_SUBJECT",
+    "GPU_RESERVE_BYTES",
+    "TEMP_LIMIT_BYTES",
+    "PIPELINE_DEPTH",
 ]

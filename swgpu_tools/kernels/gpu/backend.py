@@ -4,6 +4,7 @@
 :class:`~swgpu_tools.kernels.PairBackend`: it takes the frozen, validated
 :class:`~swgpu_tools.scoring.ScoringScheme` whole and does not check it again.
 """
+
 from __future__ import annotations
 
 import os
@@ -46,8 +47,13 @@ def warm_up(scheme: ScoringScheme | None = None) -> dict:
     t = time.perf_counter()
     aux = cache.aux()
     if not SIM:
-        for disp in (aux.used_kernel, aux.remap_kernel, aux.hist_kernel, aux.select_kernel,
-                     aux.fill_kernel):
+        for disp in (
+            aux.used_kernel,
+            aux.remap_kernel,
+            aux.hist_kernel,
+            aux.select_kernel,
+            aux.fill_kernel,
+        ):
             for kern in disp.overloads.values():
                 kern.bind()  # module loaded into this context now, not at the first launch
     times["helper kernels"] = time.perf_counter() - t
@@ -95,8 +101,9 @@ class GpuBackend:
 
     name = "gpu"
 
-    def __init__(self, device: int | None = None, mode: str = "auto",
-                 max_resident_bytes: int | None = None):
+    def __init__(
+        self, device: int | None = None, mode: str = "auto", max_resident_bytes: int | None = None
+    ):
         self.device = device
         self.mode = mode
         self.max_resident_bytes = max_resident_bytes
@@ -113,22 +120,44 @@ class GpuBackend:
         key = (id(database), id(database.codes), scheme.digest)
         if self._searcher is None or self._key != key:
             self._searcher = None  # free the previous database first
-            self._searcher = GpuSearcher.from_scheme(database, scheme, mode=self.mode,
-                                                     max_resident_bytes=self.max_resident_bytes)
+            self._searcher = GpuSearcher.from_scheme(
+                database, scheme, mode=self.mode, max_resident_bytes=self.max_resident_bytes
+            )
             self._searcher._database_ref = database  # keeps id(database) unique while kept
             self._key = key
         return self._searcher
 
-    def search(self, queries: EncodedSequences, database: EncodedSequences,
-               scheme: ScoringScheme, top_k: int, progress: Progress | None = None) -> TopHits:
+    def search(
+        self,
+        queries: EncodedSequences,
+        database: EncodedSequences,
+        scheme: ScoringScheme,
+        top_k: int,
+        progress: Progress | None = None,
+    ) -> TopHits:
         """Top ``top_k`` exact Smith-Waterman hits of each query (see :mod:`swgpu_tools.kernels`)."""
         return self.searcher(database, scheme).search(queries, top_k, progress=progress)
 
-    def pair_regions(self, queries: EncodedSequences, subjects: EncodedSequences,
-                     query_index: np.ndarray, subject_index: np.ndarray,
-                     scheme: ScoringScheme, mode: str) -> np.ndarray:
+    def pair_regions(
+        self,
+        queries: EncodedSequences,
+        subjects: EncodedSequences,
+        query_index: np.ndarray,
+        subject_index: np.ndarray,
+        scheme: ScoringScheme,
+        mode: str,
+    ) -> np.ndarray:
         """(n, 5) int64: best, query start, query end, subject start, subject end per pair."""
         self._bind()
-        return pairs.pair_regions(queries.codes, queries.offsets, subjects.codes,
-                                  subjects.offsets, query_index, subject_index, scheme.matrix,
-                                  scheme.gap_open, scheme.gap_extend, mode)
+        return pairs.pair_regions(
+            queries.codes,
+            queries.offsets,
+            subjects.codes,
+            subjects.offsets,
+            query_index,
+            subject_index,
+            scheme.matrix,
+            scheme.gap_open,
+            scheme.gap_extend,
+            mode,
+        )

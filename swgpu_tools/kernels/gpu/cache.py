@@ -9,6 +9,7 @@ hint for compiling ahead in parallel; Numba's own cache decides what is
 really reused).  :func:`precompile` fills the cache for the whole shape menu
 in child processes (NVVM and ptxas are single-threaded).
 """
+
 from __future__ import annotations
 
 import functools
@@ -85,8 +86,10 @@ def load_module(name: str, source: str):
 
 
 def _kernel_name_source(mode, G, R, multipass):
-    return (f"{mode}_{G}x{R}{'m' if multipass else ''}{'_sim' if SIM else ''}",
-            kernel_source(mode, G, R, SIM, multipass))
+    return (
+        f"{mode}_{G}x{R}{'m' if multipass else ''}{'_sim' if SIM else ''}",
+        kernel_source(mode, G, R, SIM, multipass),
+    )
 
 
 def get_kernel(mode: str, G: int, R: int, multipass: bool = True):
@@ -117,8 +120,11 @@ def compiled_marker(mode, G, R, multipass) -> str:
     numba-cuda version (a hint for compiling ahead in parallel; Numba's own cache
     decides what is really reused)."""
     cc = "".join(str(v) for v in compute_capability())
-    return os.path.join(kernels_dir(), f"{module_name(*_kernel_name_source(mode, G, R, multipass))}"
-                                       f".sm{cc}.numba-cuda-{_numba_cuda_version()}.ok")
+    return os.path.join(
+        kernels_dir(),
+        f"{module_name(*_kernel_name_source(mode, G, R, multipass))}"
+        f".sm{cc}.numba-cuda-{_numba_cuda_version()}.ok",
+    )
 
 
 @functools.cache
@@ -137,8 +143,10 @@ def compile_in_children(tasks, jobs: int) -> int:
     from numba import cuda
 
     chunks = [tasks[k::jobs] for k in range(jobs)]
-    code = ("import json, sys; from swgpu_tools.kernels.gpu import cache; "
-            "[cache.get_kernel(*t) for t in json.loads(sys.argv[1])]; cache.aux()")
+    code = (
+        "import json, sys; from swgpu_tools.kernels.gpu import cache; "
+        "[cache.get_kernel(*t) for t in json.loads(sys.argv[1])]; cache.aux()"
+    )
     # compile-only children: one hardware queue each (many contexts with 32 queues
     # each ran the GPU out of resources on an H100), on this process's GPU only
     env = dict(os.environ, CUDA_DEVICE_MAX_CONNECTIONS="1")
@@ -146,9 +154,16 @@ def compile_in_children(tasks, jobs: int) -> int:
         env["CUDA_VISIBLE_DEVICES"] = str(cuda.get_current_device().uuid)
     except Exception:  # pragma: no cover - older numba-cuda: children use the default GPU
         pass
-    procs = [subprocess.Popen([sys.executable, "-c", code, json.dumps(c)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-             for c in chunks if c]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, json.dumps(c)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for c in chunks
+        if c
+    ]
     return sum(1 for p in procs if p.wait() != 0)
 
 
@@ -156,24 +171,31 @@ def compile_ahead(needed, jobs: int | None = None) -> None:
     """Compile the kernels ``needed`` ((mode, G, R, multipass) each) that are neither
     loaded here nor marked compiled, in parallel child processes (first use on a
     machine); does nothing for fewer than two."""
-    todo = sorted(t for t in needed if not is_loaded(*t) and not os.path.exists(compiled_marker(*t)))
+    todo = sorted(
+        t for t in needed if not is_loaded(*t) and not os.path.exists(compiled_marker(*t))
+    )
     jobs = min(len(todo), os.cpu_count() or 1, 8) if jobs is None else jobs
     if jobs < 2:
         return
     t0 = time.perf_counter()
-    log.info(f"first use of {len(todo)} GPU kernels on this machine: compiling them in {jobs} "
-             f"processes into {kernels_dir()}")
+    log.info(
+        f"first use of {len(todo)} GPU kernels on this machine: compiling them in {jobs} "
+        f"processes into {kernels_dir()}"
+    )
     failed = compile_in_children(todo, jobs)
-    log.info(f"GPU kernels compiled in {time.perf_counter() - t0:.1f} s"
-             + (f" ({failed} processes failed; compiling the rest here)" if failed else ""))
+    log.info(
+        f"GPU kernels compiled in {time.perf_counter() - t0:.1f} s"
+        + (f" ({failed} processes failed; compiling the rest here)" if failed else "")
+    )
 
 
 def kernel_ptx(mode: str, G: int, R: int, multipass: bool = True, cc=(9, 0)) -> str:
     """PTX of a scoring kernel for compute capability ``cc`` (needs NVVM, no GPU or driver)."""
     from numba import cuda
 
-    mod = load_module(f"{mode}_{G}x{R}{'m' if multipass else ''}",
-                      kernel_source(mode, G, R, False, multipass))
+    mod = load_module(
+        f"{mode}_{G}x{R}{'m' if multipass else ''}", kernel_source(mode, G, R, False, multipass)
+    )
     ptx, _ = cuda.compile_ptx(mod.kernel_py, mod.SIG, cc=cc)
     return ptx
 
@@ -200,8 +222,12 @@ def precompile(modes=("s16", "s32"), jobs=None, shapes=None) -> dict:
     for t in tasks:  # loads what the children cached; compiles whatever they did not
         get_kernel(*t)
     aux()
-    return {"kernels": len(tasks) + 3, "seconds": time.perf_counter() - t0, "jobs": jobs,
-            "failed_children": failed}
+    return {
+        "kernels": len(tasks) + 3,
+        "seconds": time.perf_counter() - t0,
+        "jobs": jobs,
+        "failed_children": failed,
+    }
 
 
 def aux():

@@ -11,6 +11,7 @@ The generated text is part of the cache key (the module name holds its hash)
 and is checked against ``tests/data/gpu_codegen.sha256``
 (``benchmarks/gpu_codegen_manifest.py`` rewrites that after a deliberate change).
 """
+
 from __future__ import annotations
 
 import functools
@@ -38,20 +39,34 @@ PAIR_KINDS = ("local", "semi", "local_rev", "global_rev")
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
-SCORE_SIG = ("void(uint8[::1], int64[::1], int32[::1], int32[::1], int64, int32[::1], int64, "
-             "int32[::1], int32, int32[::1], int32, int32, int32, int32, int32, int32[::1], "
-             "int32[::1])")
-PAIR_SIG = ("void(uint8[::1], int64[::1], int32[::1], uint8[::1], int64[::1], int32[::1], int32, "
-            "int32[::1], int32, int32, int32, int32, int32, int32[::1], int32[::1], int32, "
-            "int32[::1], int32[::1])")
+SCORE_SIG = (
+    "void(uint8[::1], int64[::1], int32[::1], int32[::1], int64, int32[::1], int64, "
+    "int32[::1], int32, int32[::1], int32, int32, int32, int32, int32, int32[::1], "
+    "int32[::1])"
+)
+PAIR_SIG = (
+    "void(uint8[::1], int64[::1], int32[::1], uint8[::1], int64[::1], int32[::1], int32, "
+    "int32[::1], int32, int32, int32, int32, int32, int32[::1], int32[::1], int32, "
+    "int32[::1], int32[::1])"
+)
 
 # ---------------------------------------------------------------------------
 # the template language
 # ---------------------------------------------------------------------------
 
 _PLACEHOLDER = re.compile(r"\{([^{}]+?)(!r)?\}")
-_SAFE_BUILTINS = {"range": range, "len": len, "repr": repr, "min": min, "max": max,
-                  "str": str, "int": int, "True": True, "False": False, "None": None}
+_SAFE_BUILTINS = {
+    "range": range,
+    "len": len,
+    "repr": repr,
+    "min": min,
+    "max": max,
+    "str": str,
+    "int": int,
+    "True": True,
+    "False": False,
+    "None": None,
+}
 
 
 class TemplateError(ValueError):
@@ -171,10 +186,12 @@ def render(template: str, /, **names) -> str:
 # the kernels
 # ---------------------------------------------------------------------------
 
-_S16_OPS = dict(ADDMAXR="vaddmax2_relu", MAX="vmax2", ADD="vadd2", ADDMAX="vaddmax2",
-                MAX3="vmax3_2")
-_S32_OPS = dict(ADDMAXR="addmax32_relu", MAX="max32", ADD="add32", ADDMAX="addmax32",
-                MAX3="max3_32")
+_S16_OPS = dict(
+    ADDMAXR="vaddmax2_relu", MAX="vmax2", ADD="vadd2", ADDMAX="vaddmax2", MAX3="vmax3_2"
+)
+_S32_OPS = dict(
+    ADDMAXR="addmax32_relu", MAX="max32", ADD="add32", ADDMAX="addmax32", MAX3="max3_32"
+)
 
 
 def kernel_source(mode: str, G: int, R: int, sim: bool = SIM, multipass: bool = True) -> str:
@@ -200,10 +217,25 @@ def kernel_source(mode: str, G: int, R: int, sim: bool = SIM, multipass: bool = 
     while off >= 1:
         offsets.append(off)
         off //= 2
-    return render("score_kernel", mode=mode, pair=pair, G=G, R=R, W=G * R, WSZ=wsz,
-                  PPW=wsz // G, IPI=2 if pair else 1, PADQ=PADQ, sim=sim, multipass=multipass,
-                  SIG=SCORE_SIG, up=up, xor=xor, xor_offsets=offsets,
-                  **(_S16_OPS if pair else _S32_OPS))
+    return render(
+        "score_kernel",
+        mode=mode,
+        pair=pair,
+        G=G,
+        R=R,
+        W=G * R,
+        WSZ=wsz,
+        PPW=wsz // G,
+        IPI=2 if pair else 1,
+        PADQ=PADQ,
+        sim=sim,
+        multipass=multipass,
+        SIG=SCORE_SIG,
+        up=up,
+        xor=xor,
+        xor_offsets=offsets,
+        **(_S16_OPS if pair else _S32_OPS),
+    )
 
 
 def pair_kind(kind) -> str:
@@ -230,10 +262,19 @@ def pair_kernel_source(R: int, kind="local", sim: bool = SIM) -> str:
     kind = pair_kind(kind)
     assert R >= 1 and kind in PAIR_KINDS
     glob = kind == "global_rev"
-    return render("pair_kernel", R=R, kind=kind, local=kind in ("local", "local_rev"),
-                  rev=kind.endswith("_rev"), glob=glob, sim=sim, SIG=PAIR_SIG,
-                  PAIR_TBL=PAIR_TBL, PAIR_NEG=PAIR_NEG,
-                  vrow=PAIR_NROW if glob else PAIR_VROW)
+    return render(
+        "pair_kernel",
+        R=R,
+        kind=kind,
+        local=kind in ("local", "local_rev"),
+        rev=kind.endswith("_rev"),
+        glob=glob,
+        sim=sim,
+        SIG=PAIR_SIG,
+        PAIR_TBL=PAIR_TBL,
+        PAIR_NEG=PAIR_NEG,
+        vrow=PAIR_NROW if glob else PAIR_VROW,
+    )
 
 
 def aux_kernel_source() -> str:

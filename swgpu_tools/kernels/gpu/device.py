@@ -7,6 +7,7 @@ pair batches) runs on the calling thread's current device.  :func:`bind`
 remembers, per thread, what it bound, so calling it again for the same device
 on the same thread does nothing.
 """
+
 from __future__ import annotations
 
 import os
@@ -47,7 +48,10 @@ def available() -> tuple[bool, str]:
         cc = tuple(dev.compute_capability)
         name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
         if cc < (5, 0):
-            return False, f"GPU {name} has compute capability {cc[0]}.{cc[1]}; 5.0 or newer is needed"
+            return (
+                False,
+                f"GPU {name} has compute capability {cc[0]}.{cc[1]}; 5.0 or newer is needed",
+            )
         try:
             from numba.cuda.cudadrv import nvvm
 

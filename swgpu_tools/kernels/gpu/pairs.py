@@ -36,6 +36,7 @@ Tie rules (as alignment._forward_end / _forward_end_semi):
 
 Everything runs on the calling thread's current CUDA device.
 """
+
 from __future__ import annotations
 
 import os
@@ -76,8 +77,9 @@ class PairBatch:
     the matrix, scores inside 32 bits).
     """
 
-    def __init__(self, qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                 R=None):
+    def __init__(
+        self, qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend, R=None
+    ):
         from numba import cuda
 
         matrix = np.ascontiguousarray(matrix, dtype=np.int32)
@@ -101,17 +103,17 @@ class PairBatch:
                 raise ValueError("sequence codes exceed the matrix size")
         worst = int(np.abs(matrix).max(initial=0)) + gap_open + gap_extend
         if self.n and int((self.qln + self.sln).max()) * worst >= (1 << 29):
-            raise ValueError("scores of these pairs could exceed the 32-bit range with these "
-                             "costs")
+            raise ValueError("scores of these pairs could exceed the 32-bit range with these costs")
         t0 = time.perf_counter()
         self.d_q = cuda.to_device(qcodes if len(qcodes) else np.zeros(1, np.uint8))
         same = scodes.shape == qcodes.shape and (
-            scodes.__array_interface__["data"][0] == qcodes.__array_interface__["data"][0])
-        self.d_s = self.d_q if same else cuda.to_device(
-            scodes if len(scodes) else np.zeros(1, np.uint8))
+            scodes.__array_interface__["data"][0] == qcodes.__array_interface__["data"][0]
+        )
+        self.d_s = (
+            self.d_q if same else cuda.to_device(scodes if len(scodes) else np.zeros(1, np.uint8))
+        )
         self.d_tbl = cuda.to_device(_pair_table(matrix))
-        self.times = {"upload_s": time.perf_counter() - t0, "forward_s": 0.0,
-                      "reverse_s": 0.0}
+        self.times = {"upload_s": time.perf_counter() - t0, "forward_s": 0.0, "reverse_s": 0.0}
         self._bH = self._bF = None
 
     def launch(self, kind, sel, m, n, target=None):
@@ -130,8 +132,9 @@ class PairBatch:
         block = 8 if SIM else (128 if npairs >= 132 * 128 * 4 else 32)
         nmax = int(n.max())
         if (nmax + 1) * block >= 2**31:  # int32 boundary-row indices
-            raise ValueError(f"a sequence of {nmax:,} residues is too long for the GPU pair "
-                             f"kernels")
+            raise ValueError(
+                f"a sequence of {nmax:,} residues is too long for the GPU pair kernels"
+            )
         S_cap = max(block, (PAIR_BOUNDARY_ENTRIES // (nmax + 1)) // block * block)
         oe = self.go + self.ge
         if target is None:
@@ -146,29 +149,67 @@ class PairBatch:
                 self._bH = cuda.device_array(need, dtype=np.int32)
                 self._bF = cuda.device_array(need, dtype=np.int32)
             d_out = cuda.device_array(3 * S, dtype=np.int32)
-            args = [cuda.to_device(np.ascontiguousarray(a[o], dtype=dt)) for a, dt in (
-                (self.qst[sel], np.int64), (m, np.int32), (self.sst[sel], np.int64),
-                (n, np.int32), (target, np.int32))]
-            kern[-(-S // block), block](self.d_q, args[0], args[1], self.d_s, args[2], args[3],
-                                        S, self.d_tbl, PAIR_TBL, -oe, -self.ge, self.go,
-                                        self.ge, self._bH, self._bF, S, args[4], d_out)
+            args = [
+                cuda.to_device(np.ascontiguousarray(a[o], dtype=dt))
+                for a, dt in (
+                    (self.qst[sel], np.int64),
+                    (m, np.int32),
+                    (self.sst[sel], np.int64),
+                    (n, np.int32),
+                    (target, np.int32),
+                )
+            ]
+            kern[-(-S // block), block](
+                self.d_q,
+                args[0],
+                args[1],
+                self.d_s,
+                args[2],
+                args[3],
+                S,
+                self.d_tbl,
+                PAIR_TBL,
+                -oe,
+                -self.ge,
+                self.go,
+                self.ge,
+                self._bH,
+                self._bF,
+                S,
+                args[4],
+                d_out,
+            )
             res[o] = d_out.copy_to_host().reshape(S, 3)
             lo = hi
-        self.times["reverse_s" if kind.endswith("_rev") else "forward_s"] += \
+        self.times["reverse_s" if kind.endswith("_rev") else "forward_s"] += (
             time.perf_counter() - t0
+        )
         return res
 
 
 def _pair_mode(mode) -> str:
-    mode = {"semi-global": "semiglobal", "glsearch": "semiglobal"}.get(str(mode).lower(),
-                                                                      str(mode).lower())
+    mode = {"semi-global": "semiglobal", "glsearch": "semiglobal"}.get(
+        str(mode).lower(), str(mode).lower()
+    )
     if mode not in ("local", "semiglobal"):
         raise ValueError(f"pair kernels: mode must be 'local' or 'semiglobal', got {mode!r}")
     return mode
 
 
-def pair_ends(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-              mode="local", R=None, timings=None) -> np.ndarray:
+def pair_ends(
+    qcodes,
+    qoff,
+    scodes,
+    soff,
+    qidx,
+    sidx,
+    matrix,
+    gap_open,
+    gap_extend,
+    mode="local",
+    R=None,
+    timings=None,
+) -> np.ndarray:
     """(best score, query end, subject end) of each pair (qidx[k], sidx[k]), on the GPU.
 
     Exactly what the CPU forward pass of :mod:`swgpu_tools.alignment` gives
@@ -182,12 +223,37 @@ def pair_ends(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_exte
     Returns an (n, 3) int64 array.  Under the CUDA simulator the same kernels
     run in the simulator (tests).
     """
-    return _pair_run(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                     mode, R, timings, False)
+    return _pair_run(
+        qcodes,
+        qoff,
+        scodes,
+        soff,
+        qidx,
+        sidx,
+        matrix,
+        gap_open,
+        gap_extend,
+        mode,
+        R,
+        timings,
+        False,
+    )
 
 
-def pair_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                 mode="local", R=None, timings=None) -> np.ndarray:
+def pair_regions(
+    qcodes,
+    qoff,
+    scodes,
+    soff,
+    qidx,
+    sidx,
+    matrix,
+    gap_open,
+    gap_extend,
+    mode="local",
+    R=None,
+    timings=None,
+) -> np.ndarray:
     """(best, query start, query end, subject start, subject end) of each pair, on the GPU.
 
     The forward pass (:func:`pair_ends`) and the reverse pass of
@@ -198,12 +264,14 @@ def pair_regions(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_e
     the best.  Local pairs of score 0 give all zeros.  The CPU then only runs
     the traceback on each region.  Returns an (n, 5) int64 array.
     """
-    return _pair_run(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend,
-                     mode, R, timings, True)
+    return _pair_run(
+        qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend, mode, R, timings, True
+    )
 
 
-def _pair_run(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend, mode, R,
-              timings, starts):
+def _pair_run(
+    qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_extend, mode, R, timings, starts
+):
     t_start = time.perf_counter()
     mode = _pair_mode(mode)
     local = mode == "local"
@@ -220,8 +288,9 @@ def _pair_run(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_exte
         best, qe, se = fw[:, 0], fw[:, 1], fw[:, 2]
         out[:, 0], out[:, 2], out[:, 4] = best, qe, se
         live = np.flatnonzero(best > 0) if local else allp
-        rv = b.launch("local_rev" if local else "global_rev", live, qe[live], se[live],
-                      best[live]).astype(np.int64)
+        rv = b.launch(
+            "local_rev" if local else "global_rev", live, qe[live], se[live], best[live]
+        ).astype(np.int64)
         a = rv[:, 1]
         bb = rv[:, 2]
         bad = (rv[:, 0] != best[live] + 1) if local else (bb < 0)
@@ -231,9 +300,14 @@ def _pair_run(qcodes, qoff, scodes, soff, qidx, sidx, matrix, gap_open, gap_exte
         out[live, 3] = se[live] - bb
     if timings is not None:
         timings.update(b.times)
-        timings.update({"total_s": time.perf_counter() - t_start,
-                        "kernel_s": b.times["forward_s"] + b.times["reverse_s"],
-                        "cells": int((b.qln * b.sln).sum()), "R": b.R})
+        timings.update(
+            {
+                "total_s": time.perf_counter() - t_start,
+                "kernel_s": b.times["forward_s"] + b.times["reverse_s"],
+                "cells": int((b.qln * b.sln).sum()),
+                "R": b.R,
+            }
+        )
         if starts:
             timings["reverse_cells"] = int(((out[:, 2] - 0) * out[:, 4]).sum())
     return out

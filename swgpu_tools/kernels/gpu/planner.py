@@ -14,6 +14,7 @@ the distinct lengths weighted by their counts.
 No GPU here: :func:`plan` returns host arrays; :class:`~.searcher.GpuSearcher`
 uploads them and launches one kernel per :class:`Partition`.
 """
+
 from __future__ import annotations
 
 import math
@@ -111,8 +112,9 @@ def length_bucket(L: int, steps: int = 3) -> int:
     return int(round(2 ** (round(math.log2(max(L, 1)) * steps) / steps)))
 
 
-def plan(lengths: np.ndarray, order: np.ndarray, mode: str, L: int, one, multi,
-         sim: bool = False) -> list[Partition]:
+def plan(
+    lengths: np.ndarray, order: np.ndarray, mode: str, L: int, one, multi, sim: bool = False
+) -> list[Partition]:
     """Partitions for the subjects ``order`` (sorted by length, stable) and query length L.
 
     ``lengths``: every subject's length (indexed by subject); ``one``/``multi``:
@@ -139,8 +141,12 @@ def plan(lengths: np.ndarray, order: np.ndarray, mode: str, L: int, one, multi,
     for k, (G, R, m) in enumerate(cand):
         W = G * R
         passes = -(-ulen // W)
-        c = passes * (L + G - 1 + PASS_OVERHEAD_STEPS) * float(W) / (
-            RATE_BY_R.get(R, 0.9) * (RATE_MULTI if m else 1.0))
+        c = (
+            passes
+            * (L + G - 1 + PASS_OVERHEAD_STEPS)
+            * float(W)
+            / (RATE_BY_R.get(R, 0.9) * (RATE_MULTI if m else 1.0))
+        )
         cost[k] = c if m else np.where(ulen <= W, c, np.inf)
     # critical path: the longest task of a shape must stay well under the
     # estimated scan time of the whole query
@@ -180,7 +186,7 @@ def plan(lengths: np.ndarray, order: np.ndarray, mode: str, L: int, one, multi,
     parts = []
     for k in np.unique(uchoice).tolist():
         G, R, m = cand[k]
-        sel = by_choice[bounds[k]: bounds[k + 1]][::-1]  # longest first: long tasks start early
+        sel = by_choice[bounds[k] : bounds[k + 1]][::-1]  # longest first: long tasks start early
         it = items[sel]
         il = ilen[sel]
         ppw = (G if sim else WARP) // G
@@ -190,10 +196,20 @@ def plan(lengths: np.ndarray, order: np.ndarray, mode: str, L: int, one, multi,
         wmax = padded.reshape(nwt, ppw).max(axis=1)
         wnp = np.maximum(1, -(-wmax // (G * R))).astype(np.int32)
         cells = int(wnp.sum()) * ppw * G * R * (2 if mode == "s16" else 1)
-        parts.append(Partition(
-            G, R, len(sel), nwt, np.ascontiguousarray(it.reshape(-1), dtype=np.int32), wnp,
-            int(wnp.max()), cells, int(lengths[it[it >= 0]].sum()),
-            int(wnp.max()) * (L + G - 1 + PASS_OVERHEAD_STEPS) * R * STEP_SECONDS_PER_R))
+        parts.append(
+            Partition(
+                G,
+                R,
+                len(sel),
+                nwt,
+                np.ascontiguousarray(it.reshape(-1), dtype=np.int32),
+                wnp,
+                int(wnp.max()),
+                cells,
+                int(lengths[it[it >= 0]].sum()),
+                int(wnp.max()) * (L + G - 1 + PASS_OVERHEAD_STEPS) * R * STEP_SECONDS_PER_R,
+            )
+        )
     # launch order: longest critical path first (they start while the GPU
     # fills up around them), then by total work
     parts.sort(key=lambda p: (-p.critical, -p.cells))

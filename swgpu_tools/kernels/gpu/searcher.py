@@ -28,6 +28,7 @@ Everything runs on the calling thread's current CUDA device (see
 the same generated kernels run with shared-memory exchanges in place of warp
 shuffles and one group per block (tests exercise the logic on tiny inputs).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -65,8 +66,11 @@ _S16_LIMIT = 8000
 
 def fits16(matrix: np.ndarray, oe: int, ext: int) -> bool:
     """Whether the packed 16-bit kernels can run this scoring scheme (a kernel limit)."""
-    return (oe + ext <= _S16_LIMIT and int(matrix.min()) >= -_S16_LIMIT
-            and int(matrix.max()) <= _S16_LIMIT)
+    return (
+        oe + ext <= _S16_LIMIT
+        and int(matrix.min()) >= -_S16_LIMIT
+        and int(matrix.max()) <= _S16_LIMIT
+    )
 
 
 def kernel_mode(matrix: np.ndarray, gap_open: int, gap_extend: int, mode: str = "auto") -> str:
@@ -97,8 +101,17 @@ class GpuSearcher:
     budget of the database layout (larger databases are streamed).
     """
 
-    def __init__(self, database, matrix, gap_open, gap_extend, mode="auto",
-                 configs=None, block=None, max_resident_bytes=None):
+    def __init__(
+        self,
+        database,
+        matrix,
+        gap_open,
+        gap_extend,
+        mode="auto",
+        configs=None,
+        block=None,
+        max_resident_bytes=None,
+    ):
         from numba import cuda
 
         quiet_low_occupancy_warnings()
@@ -112,7 +125,9 @@ class GpuSearcher:
         self._shapes_override = planner.parse_configs(configs)
         self.lbucket_steps = 3  # query-length buckets per octave for cached plans
         self.block = int(block or os.environ.get("SWGPU_BLOCK", BLOCK))
-        self.record = None  # list of (mode, G, R, passes, n_items, cells, residues, s) when profiling
+        self.record = (
+            None  # list of (mode, G, R, passes, n_items, cells, residues, s) when profiling
+        )
         self.smax = max(int(matrix.max()), 0)
         self.limit16 = 32767 - self.smax
         self.pad_score = min(int(matrix.min()), 0) - 1
@@ -152,7 +167,7 @@ class GpuSearcher:
         else:
             used = used_codes(codes).astype(bool)
         self.setup_times["alphabet"] = time.perf_counter() - t
-        if used[matrix.shape[0]:].any():
+        if used[matrix.shape[0] :].any():
             raise ValueError("database codes exceed the matrix size")
         self.cmap = np.full(256, -1, dtype=np.int64)
         self.letters = list(np.flatnonzero(used))  # original codes, compact code = index + 1
@@ -165,8 +180,9 @@ class GpuSearcher:
         self._stream = None
         self.sel = None
         if not resident:
-            self._stream = DatabaseBatches(codes, offsets, self.lengths, self.order,
-                                           self.budget_bytes, lut)
+            self._stream = DatabaseBatches(
+                codes, offsets, self.lengths, self.order, self.budget_bytes, lut
+            )
             self.batches = self._stream.batches
         else:
             if len(codes):
@@ -295,8 +311,8 @@ class GpuSearcher:
         if len(idx):
             S[1:, 1:] = self.matrix[np.ix_(idx, idx)]
         if mode == "s16":
-            lo = S[:, :, None] & 0xFFFF           # T[q][a][b]: low half = s(q, a)
-            hi = (S[:, None, :] & 0xFFFF) << 16   # high half = s(q, b)
+            lo = S[:, :, None] & 0xFFFF  # T[q][a][b]: low half = s(q, a)
+            hi = (S[:, None, :] & 0xFFFF) << 16  # high half = s(q, b)
             T = (lo | hi).astype(np.uint32).view(np.int32).reshape(-1)
             rowstride = D * D
         else:
@@ -314,8 +330,11 @@ class GpuSearcher:
 
         d_tbl, D, _, _ = table
         if mode == "s16":
-            noe, nxt, neg = pack2(-self.oe, -self.oe), pack2(-self.gap_extend, -self.gap_extend), \
-                pack2(-self.oe, -self.oe)
+            noe, nxt, neg = (
+                pack2(-self.oe, -self.oe),
+                pack2(-self.gap_extend, -self.gap_extend),
+                pack2(-self.oe, -self.oe),
+            )
         else:
             noe, nxt, neg = -self.oe, -self.gap_extend, -self.oe
         tbl_n = int(d_tbl.shape[0])
@@ -340,10 +359,10 @@ class GpuSearcher:
             temp_words += words
         temp_all = slot.temp(max(temp_words, 1))
         serial = SIM or self.record is not None  # one stream: the default one
-        used = [0] if serial else list(streams[:len(parts)])
+        used = [0] if serial else list(streams[: len(parts)])
         for k, (part, (block, grid, off, words)) in enumerate(zip(parts, geo)):
             kern = cache.get_kernel(mode, part.G, part.R, part.max_passes > 1)
-            temp = temp_all[off: off + words] if words else temp_all
+            temp = temp_all[off : off + words] if words else temp_all
             stream = 0 if serial else streams[k % len(streams)]
             if not SIM:
                 ensure_shared(kern, shmem)
@@ -351,15 +370,39 @@ class GpuSearcher:
                 ev0, ev1 = cuda.event(), cuda.event()
                 ev0.record()
             kern[grid, block, stream, shmem](
-                self.d_codes, self.d_starts, self.d_lens, part.items, part.n_items,
-                part.wnpass, part.n_wtasks, d_qoff, L, d_tbl, tbl_n, D,
-                noe, nxt, neg, d_scores, temp)
+                self.d_codes,
+                self.d_starts,
+                self.d_lens,
+                part.items,
+                part.n_items,
+                part.wnpass,
+                part.n_wtasks,
+                d_qoff,
+                L,
+                d_tbl,
+                tbl_n,
+                D,
+                noe,
+                nxt,
+                neg,
+                d_scores,
+                temp,
+            )
             if self.record is not None:
                 ev1.record()
                 ev1.synchronize()
-                self.record.append((mode, part.G, part.R, part.max_passes, part.n_items,
-                                    part.cells, part.residues,
-                                    cuda.event_elapsed_time(ev0, ev1) / 1e3))
+                self.record.append(
+                    (
+                        mode,
+                        part.G,
+                        part.R,
+                        part.max_passes,
+                        part.n_items,
+                        part.cells,
+                        part.residues,
+                        cuda.event_elapsed_time(ev0, ev1) / 1e3,
+                    )
+                )
         return used
 
     def _qoffs_all(self, qcodes, qoffs, table):
@@ -375,7 +418,7 @@ class GpuSearcher:
         for qi in range(len(lens)):
             if lens[qi]:
                 o = starts[qi] + PADQ
-                allq[o: o + lens[qi]] = cmap[qcodes[qoffs[qi]: qoffs[qi + 1]]] * rowstride * 4
+                allq[o : o + lens[qi]] = cmap[qcodes[qoffs[qi] : qoffs[qi + 1]]] * rowstride * 4
         return cuda.to_device(allq), starts
 
     def _qoff(self, q, table, stream=0):
@@ -384,7 +427,7 @@ class GpuSearcher:
         _, _, rowstride, cmap = table
         L = len(q)
         qo = np.zeros(L + 2 * PADQ, dtype=np.int32)
-        qo[PADQ: PADQ + L] = cmap[q] * rowstride * 4  # byte offsets into the table
+        qo[PADQ : PADQ + L] = cmap[q] * rowstride * 4  # byte offsets into the table
         return cuda.to_device(qo, stream=stream)
 
     def _fill(self, arr, n, value, stream=0):
@@ -415,7 +458,8 @@ class GpuSearcher:
         self._fill(slot.d_aux, HIST_BINS + 1, 0, st)
         grid = min(1024, -(-self.n // 256)) if not SIM else 1
         self.aux.hist_kernel[grid, 256 if not SIM else 32, st](
-            d_scores, self.n, slot.d_aux, limit, d_ovf)
+            d_scores, self.n, slot.d_aux, limit, d_ovf
+        )
         slot.d_aux.copy_to_host(slot.h_aux, stream=st)
 
     def _rescore(self, slot: QuerySlot, tables) -> int:
@@ -461,8 +505,8 @@ class GpuSearcher:
         slot.synchronize()
         cnt = int(h_sel[0])
         assert cnt == need, (cnt, need)
-        idx = h_sel[1: 1 + cnt].astype(np.int64)
-        sc = h_sel[1 + cap: 1 + cap + cnt].copy()
+        idx = h_sel[1 : 1 + cnt].astype(np.int64)
+        sc = h_sel[1 + cap : 1 + cap + cnt].copy()
         order = np.lexsort((idx, -sc.astype(np.int64)))[:k]
         return idx[order], sc[order]
 
@@ -526,14 +570,14 @@ class GpuSearcher:
                     progress(qi + 1, nq)
 
             for qi in range(nq):
-                q = qcodes[qoffs[qi]: qoffs[qi + 1]]
+                q = qcodes[qoffs[qi] : qoffs[qi + 1]]
                 t0 = time.perf_counter()
                 if len(q):
                     self.plan(self.mode, len(q))  # cached per length bucket (per batch)
                 self.plan_seconds += time.perf_counter() - t0
                 if len(pending) == depth:
                     finish()  # frees the oldest slot
-                d_q = d_qoffs[qstarts[qi]: qstarts[qi + 1]] if len(q) else None
+                d_q = d_qoffs[qstarts[qi] : qstarts[qi + 1]] if len(q) else None
                 self._start(q, tables, d_q, slots[qi % depth])
                 pending.append((qi, slots[qi % depth]))
             while pending:
@@ -563,14 +607,17 @@ class GpuSearcher:
         if SIM or os.environ.get("SWGPU_COMPILE_AHEAD", "1") == "0":
             return
         one, multi = self.shapes(self.mode)
-        menu = [(self.mode, G, R, False) for G, R in one] + [(self.mode, G, R, True) for G, R in multi]
+        menu = [(self.mode, G, R, False) for G, R in one] + [
+            (self.mode, G, R, True) for G, R in multi
+        ]
         if all(os.path.exists(cache.compiled_marker(*t)) for t in menu):
             return  # warm: nothing to do (the usual case)
         if self.batches is None:
             needed = set()
             for L in sorted({self._lrep(int(v)) for v in qlens if v}):
-                needed.update((self.mode, p.G, p.R, p.max_passes > 1)
-                              for p in self.plan(self.mode, L))
+                needed.update(
+                    (self.mode, p.G, p.R, p.max_passes > 1) for p in self.plan(self.mode, L)
+                )
         else:
             needed = set(menu)
         cache.compile_ahead(needed)
@@ -584,7 +631,7 @@ class GpuSearcher:
         out = np.zeros((len(queries), self.n_all), dtype=np.int32)
         for j in self._iter_batches():
             for qi in range(len(queries)):
-                self.score_query(qcodes[qoffs[qi]: qoffs[qi + 1]], tables)
+                self.score_query(qcodes[qoffs[qi] : qoffs[qi + 1]], tables)
                 if self.n:
                     sc = self.d_scores.copy_to_host()[: self.n]
                     if j is None:
@@ -597,8 +644,18 @@ class GpuSearcher:
 _searchers: dict = {}
 
 
-def search(queries, database, matrix, gap_open, gap_extend, top_k, progress=None,
-           device=None, mode="auto", max_resident_bytes=None) -> TopHits:
+def search(
+    queries,
+    database,
+    matrix,
+    gap_open,
+    gap_extend,
+    top_k,
+    progress=None,
+    device=None,
+    mode="auto",
+    max_resident_bytes=None,
+) -> TopHits:
     """Top ``top_k`` exact SW hits of each query in ``database`` (see :mod:`swgpu_tools.kernels`).
 
     The older module-level form (:class:`.backend.GpuBackend` is the contract's
@@ -609,22 +666,33 @@ def search(queries, database, matrix, gap_open, gap_extend, top_k, progress=None
     """
     if device is not None:
         bind(device)
-    key = (id(database), id(database.codes), int(gap_open), int(gap_extend),
-           hashlib.sha1(np.ascontiguousarray(matrix, dtype=np.int32).tobytes()).hexdigest(),
-           device, mode, max_resident_bytes, os.environ.get("SWGPU_GPU_MEMORY_BYTES"))
+    key = (
+        id(database),
+        id(database.codes),
+        int(gap_open),
+        int(gap_extend),
+        hashlib.sha1(np.ascontiguousarray(matrix, dtype=np.int32).tobytes()).hexdigest(),
+        device,
+        mode,
+        max_resident_bytes,
+        os.environ.get("SWGPU_GPU_MEMORY_BYTES"),
+    )
     s = _searchers.get(key)
     if s is None:
         _searchers.clear()  # keep one database on the GPU at a time
-        s = GpuSearcher(database, matrix, gap_open, gap_extend, mode=mode,
-                        max_resident_bytes=max_resident_bytes)
+        s = GpuSearcher(
+            database, matrix, gap_open, gap_extend, mode=mode, max_resident_bytes=max_resident_bytes
+        )
         s._database_ref = database  # keeps id(database) unique while cached
         _searchers[key] = s
     t0 = time.perf_counter()
     hits = s.search(queries, top_k, progress=progress)
     if os.environ.get("SWGPU_GPU_TIMINGS"):
         st = " ".join(f"{k} {v:.3f}" for k, v in s.setup_times.items())
-        log.info(f"GPU set-up {s.setup_seconds:.3f} s ({st}; "
-                 f"{1 if s.batches is None else len(s.batches)} batch(es)), plans "
-                 f"{s.plan_seconds:.3f} s, search {time.perf_counter() - t0:.3f} s, scans "
-                 f"{sum(t[2] for t in s.timings):.3f} s")
+        log.info(
+            f"GPU set-up {s.setup_seconds:.3f} s ({st}; "
+            f"{1 if s.batches is None else len(s.batches)} batch(es)), plans "
+            f"{s.plan_seconds:.3f} s, search {time.perf_counter() - t0:.3f} s, scans "
+            f"{sum(t[2] for t in s.timings):.3f} s"
+        )
     return hits

@@ -10,6 +10,7 @@ streams (so a query's long kernels never queue the next query's behind them);
 :meth:`after` makes the slot's stream wait for them (events), so the next
 query's kernels can be launched before this one is finished.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,15 +40,18 @@ class QuerySlot:
         self.d_scores_all = cuda.device_array(max(nmax, 1), dtype=np.int32)
         self.d_ovf_all = cuda.device_array(max(nmax, 1), dtype=np.int32)
         self.d_aux = cuda.device_array(HIST_BINS + 1, dtype=np.int32)
-        self.h_aux = cuda.pinned_array(HIST_BINS + 1, dtype=np.int32) if not SIM else \
-            np.zeros(HIST_BINS + 1, np.int32)
+        self.h_aux = (
+            cuda.pinned_array(HIST_BINS + 1, dtype=np.int32)
+            if not SIM
+            else np.zeros(HIST_BINS + 1, np.int32)
+        )
         self.sel_cap = 0
         self.d_sel = self.h_sel = None
         self._temp = None
         self.stream = 0 if SIM else cuda.stream()
         self.scan_streams = [0] if SIM else [cuda.stream() for _ in range(n_streams)]
         self._events: dict = {}
-        self.hist = None   # score histogram of the last query (host), None before it is back
+        self.hist = None  # score histogram of the last query (host), None before it is back
         self.query = None  # (codes, d_qoff) of the query in flight
 
     def views(self, n: int, batched: bool):
@@ -72,8 +76,11 @@ class QuerySlot:
         if cap > self.sel_cap:
             self.sel_cap = max(cap, 2 * self.sel_cap)
             self.d_sel = cuda.device_array(1 + 2 * self.sel_cap, dtype=np.int32)
-            self.h_sel = cuda.pinned_array(1 + 2 * self.sel_cap, dtype=np.int32) if not SIM \
+            self.h_sel = (
+                cuda.pinned_array(1 + 2 * self.sel_cap, dtype=np.int32)
+                if not SIM
                 else np.zeros(1 + 2 * self.sel_cap, np.int32)
+            )
         return self.d_sel, self.h_sel
 
     def after(self, streams) -> None:

@@ -8,6 +8,7 @@ buffers and two device buffers: batch j+1 is gathered and re-coded to the
 compact alphabet on a helper thread (njit, nogil) and copied on a
 non-blocking stream while batch j is scanned.
 """
+
 from __future__ import annotations
 
 import os
@@ -63,8 +64,15 @@ class Batch:
 class DatabaseBatches:
     """The batches of a database and their double-buffered upload."""
 
-    def __init__(self, codes: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
-                 order: np.ndarray, budget_bytes: int, lut: np.ndarray):
+    def __init__(
+        self,
+        codes: np.ndarray,
+        offsets: np.ndarray,
+        lengths: np.ndarray,
+        order: np.ndarray,
+        budget_bytes: int,
+        lut: np.ndarray,
+    ):
         from numba import cuda
 
         n = len(lengths)
@@ -88,12 +96,23 @@ class DatabaseBatches:
         maxres = max(max(b[1] for b in self.batches), 1)
         self.max_subjects = max(b[2] for b in self.batches)
         nbuf = min(2, len(self.batches))
-        self._dbuf = [(cuda.device_array(maxres, np.uint8),
-                       cuda.device_array(self.max_subjects, np.int64),
-                       cuda.device_array(self.max_subjects, np.int32)) for _ in range(nbuf)]
+        self._dbuf = [
+            (
+                cuda.device_array(maxres, np.uint8),
+                cuda.device_array(self.max_subjects, np.int64),
+                cuda.device_array(self.max_subjects, np.int32),
+            )
+            for _ in range(nbuf)
+        ]
         alloc = np.zeros if SIM else cuda.pinned_array
-        self._hbuf = [(alloc(maxres, dtype=np.uint8), alloc(self.max_subjects, dtype=np.int64),
-                       alloc(self.max_subjects, dtype=np.int32)) for _ in range(nbuf)]
+        self._hbuf = [
+            (
+                alloc(maxres, dtype=np.uint8),
+                alloc(self.max_subjects, dtype=np.int64),
+                alloc(self.max_subjects, dtype=np.int32),
+            )
+            for _ in range(nbuf)
+        ]
         self._copy_stream = cuda.stream() if SIM else nonblocking_stream()
         self.upload_wait_seconds = 0.0
 
@@ -119,7 +138,7 @@ class DatabaseBatches:
     def _batch(self, j) -> Batch:
         sel, res, nj = self.batches[j]
         d = self._dbuf[j % len(self._dbuf)]
-        return Batch(j, sel, nj, d[0][:max(res, 1)], d[1][:nj], d[2][:nj])
+        return Batch(j, sel, nj, d[0][: max(res, 1)], d[1][:nj], d[2][:nj])
 
     def __iter__(self):
         """Yield each batch once it is on the GPU; batch j+1 is re-coded on a helper
