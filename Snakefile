@@ -15,6 +15,7 @@
 # The target rule is defined here, in the root Snakefile, on purpose: Snakemake
 # takes the first rule of the Snakefile it is given as the default target.
 
+import sys
 from pathlib import Path
 
 from snakemake.utils import min_version
@@ -71,6 +72,15 @@ rule all:
     input:
         MANIFEST,
         rules.plots.output,
+
+
+onerror:
+    # a SLURM time limit: say which rule needs more time, and how
+    from swgpu_tools.cluster import timeout_advice
+
+    if log and Path(log).exists():
+        for line in timeout_advice(Path(log).read_text(errors="replace")):
+            print(f"swgpu: {line}", file=sys.stderr)
 
 
 onsuccess:
