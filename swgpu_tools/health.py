@@ -11,6 +11,9 @@ them again:
   and the shard's hit table (so it is scored again; its memory of the shard,
   ``results/state``, stays, so only what differs is scored);
 * a per-shard hits file that cannot be read: removed;
+* after either, ``results/hits.tsv`` and the manifest too (Snakemake does not
+  make a missing intermediate file again while what was made from it is
+  there), so that the merge runs and pulls the shard step and the scoring in;
 * the workflow's outputs listed in ``results/swgpu-run.json`` whose digest no
   longer matches: removed, with the manifest;
 * a kept release (``results/history/<release>/``) whose files are missing or
@@ -199,4 +202,17 @@ def check_results(results: str, n_shards: int) -> list[str]:
     """All of the above; returns one line per thing put right."""
     if not os.path.isdir(results):
         return []
-    return check_outputs(results) + check_shards(results, n_shards) + check_history(results)
+    done = check_outputs(results)
+    shards = check_shards(results, n_shards)
+    if shards:
+        # Snakemake does not make a missing intermediate file again while the
+        # files made from it are there: the merged table and the manifest go
+        # too, so that the merge (and through it the shard step and the
+        # scoring of the damaged shard) runs; the tables come out the same
+        for name in ("hits.tsv", "swgpu-run.json"):
+            if _remove(os.path.join(results, name)):
+                shards.append(
+                    f"removed {os.path.join(results, name)}, so that the shards' "
+                    f"hits are merged again"
+                )
+    return done + shards + check_history(results)

@@ -468,18 +468,45 @@ def test_truncated_shard_is_detected_and_rebuilt(rescan):
     assert {shard_of(x, 2) for x in hits["sacc"]} == {0, 1}  # both shards' hits are there
     expected = (work / "results/hits.tsv").read_bytes()
 
-    # silent corruption: one residue byte changed, size and modification time kept
-    st = victim.stat()
+    # corruption that no size or time shows: the scoring step reading the shard
+    # refuses it, naming it (exit 2, nothing written), and check-shards moves it
+    # aside (what the rule runs after a failed scoring job); the same command
+    # again rebuilds it and scores it
     damaged = bytearray(data)
     damaged[-50] ^= 0x01
     victim.write_bytes(bytes(damaged))
-    os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
-    (work / "results/hits/shard-0001.npz").unlink()
-    failed = _snakemake(work, "--forcerun", "merge_hits", check=False)  # scores shard 0001 again
-    assert failed.returncode != 0
-    log = (work / "results/logs/score_shard/shard-0001.log").read_text()
-    assert "results/shards/shard-0001.swdb: shard is truncated or corrupt" in log
-    assert not victim.exists()  # moved aside
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    run = subprocess.run(
+        [
+            "swgpu",
+            "score-shard",
+            str(victim),
+            "--queries",
+            str(work / "queries.fasta"),
+            "--out",
+            str(work / "x.npz"),
+            "--backend",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert run.returncode == 2 and "shard-0001.swdb: shard checksum mismatch" in run.stderr
+    assert not (work / "x.npz").exists()
+    quarantine = subprocess.run(
+        [
+            "swgpu",
+            "check-shards",
+            "--quarantine",
+            str(work / "results/shards/corrupt"),
+            str(victim),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert quarantine.returncode != 0 and not victim.exists()  # moved aside
     rebuilt = _snakemake(work)
     assert victim.read_bytes() == data
     assert "0001" in _scored_shards(rebuilt)
