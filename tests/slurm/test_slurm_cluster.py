@@ -406,7 +406,7 @@ def test_rescan_scores_only_the_changed_shard(runs):
     """A re-scan on the cluster after one database entry changed submits one
     scoring job, for the shard that holds it, and gives the tables of the
     same re-scan run locally."""
-    from swgpu_tools.shard import shard_of
+    from swgpu_tools.io.shardfile import shard_of
 
     database = dict(runs["database"])
     # the first alignment's subject, its aligned residues replaced by W: the hit's score changes
@@ -427,7 +427,7 @@ def test_rescan_scores_only_the_changed_shard(runs):
     rows = _sacct(_run_uuid(proc.stdout + proc.stderr), since)
     _print_sacct("sacct, re-scan:", rows)
     scored = [r["Comment"].rsplit("_", 1)[1] for r in rows if r["rule"] == "score_shard"]
-    assert scored == [f"{shard_of(subject, SHARDS):04d}"], rows
+    assert scored == [f"{shard_of(row['saccver'], SHARDS):04d}"], rows  # shards go by accession
     assert all(r["State"] == "COMPLETED" for r in rows), rows
     for name in TABLES:
         assert (runs["work"] / "results" / name).read_bytes() == (
