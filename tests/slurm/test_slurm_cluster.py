@@ -119,7 +119,10 @@ def cluster():
         yield
     finally:
         if not running:  # leave a cluster someone else started as it was
-            _run("bash", CLUSTER, "stop", check=False, timeout=300)
+            # clean, not only stop: with the configuration left in /etc/slurm and no
+            # daemon, squeue waits 9 s for the controller, and the slurm executor
+            # plugin runs it whenever Snakemake starts (every later workflow test)
+            _run("bash", CLUSTER, "clean", check=False, timeout=300)
 
 
 # ---------------------------------------------------------------------------
