@@ -41,6 +41,8 @@ def add_steps(sub) -> None:
     p.add_argument("--shards", type=int, required=True, metavar="N", help="number of shards")
     p.add_argument("--out-dir", required=True, help="folder for shard-NNNN.swdb and database.json")
     p.add_argument("--stats", default=None, metavar="JSON", help="write the step's statistics here")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="worker processes (default: every CPU this process may use)")
     p.set_defaults(run=run_shard)
 
     p = _parser(sub, "score-shard", "Score every query against one shard and write its top-k "
@@ -136,7 +138,8 @@ def add_steps(sub) -> None:
 def run_shard(args) -> int:
     from ..steps.shard_db import shard_database
 
-    shard_database(args.database, args.out_dir, args.shards, stats_path=args.stats)
+    shard_database(args.database, args.out_dir, args.shards, stats_path=args.stats,
+                   threads=args.threads)
     return 0
 
 

@@ -64,26 +64,58 @@ def write_shard(path, ids: list, sequences: list[bytes], headers: list | None = 
     offsets = np.zeros(len(order) + 1, dtype="<i8")
     np.cumsum(lengths, out=offsets[1:])
     residues = b"".join([sequences[i] for i in order])
-    digest = hashlib.blake2b(digest_size=32)
-    for part in (ids_blob, offsets.tobytes(), residues, headers_blob):
-        digest.update(part)
+    return write_shard_blobs(path, ids_blob, offsets, residues, headers_blob)
+
+
+#: Bodies from this size on are hashed on a thread while they are written.
+_OVERLAP_BYTES = 4 << 20
+
+
+def write_shard_blobs(path, ids_blob, offsets: np.ndarray, residues, headers_blob) -> dict:
+    """Write a shard from its parts, records already sorted by accession (as
+    :func:`write_shard` lays them out): ``ids_blob`` and ``headers_blob`` each
+    record's accession and header followed by ``\\n``, ``offsets`` (n + 1) and the
+    residues (bytes-like).  Atomic; returns the header."""
+    offsets = np.ascontiguousarray(offsets, dtype="<i8")
+    parts = (ids_blob, offsets, residues, headers_blob)
     header = {
         "format": FORMAT_VERSION,
-        "sequences": len(order),
+        "sequences": len(offsets) - 1,
         "residues": int(offsets[-1]),
         "ids_bytes": len(ids_blob),
         "headers_bytes": len(headers_blob),
-        "blake2b": digest.hexdigest(),
+        "blake2b": "0" * 64,
     }
-    header_bytes = json.dumps(header, sort_keys=True).encode("utf-8")
+    hlen = len(json.dumps(header, sort_keys=True).encode("utf-8"))
+    digest = hashlib.blake2b(digest_size=32)
+
+    def head() -> bytes:
+        header["blake2b"] = digest.hexdigest()
+        header_bytes = json.dumps(header, sort_keys=True).encode("utf-8")
+        assert len(header_bytes) == hlen
+        return MAGIC + struct.pack("<Q", hlen) + header_bytes
+
     with atomic_write(path, "wb") as fh:
-        fh.write(MAGIC)
-        fh.write(struct.pack("<Q", len(header_bytes)))
-        fh.write(header_bytes)
-        fh.write(ids_blob)
-        fh.write(offsets.tobytes())
-        fh.write(residues)
-        fh.write(headers_blob)
+        if sum(memoryview(p).nbytes for p in parts) < _OVERLAP_BYTES:
+            for part in parts:
+                digest.update(part)
+            fh.write(head())
+            for part in parts:
+                fh.write(part)
+        else:
+            # the body first, after the header's place, while a thread hashes it
+            # (hashlib and file writes let go of the GIL); then the header, whose
+            # length does not depend on the digest
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                hashed = pool.submit(lambda: [digest.update(part) for part in parts])
+                fh.seek(len(MAGIC) + 8 + hlen)
+                for part in parts:
+                    fh.write(part)
+                hashed.result()
+            fh.seek(0)
+            fh.write(head())
     return header
 
 
