@@ -36,6 +36,7 @@ from ..errors import InputError
 from .fasta import STDIN, _open, records_of
 
 BLOCK_BYTES = 16 << 20
+_BOM = b"\xef\xbb\xbf"
 
 _UPPER = bytes.maketrans(b"abcdefghijklmnopqrstuvwxyz", b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 #: accession: UniProt's (sp|ACC|, tr|ACC|), else the first word (as swgpu_tools.ids),
@@ -111,21 +112,30 @@ def record_chunks(path, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[bytes,
     carry = b""
     line_no = 1  # line number of the first line of `carry`
     started = False
+    bom = True  # the first bytes may still be a byte-order mark
     try:
         for chunk in _raw_chunks(name, block_bytes):
             data = carry + chunk if carry else chunk
             if not started:
-                if line_no == 1 and data.startswith(b"\xef\xbb\xbf"):
-                    data = data[3:]
+                if bom:
+                    if len(data) < 3 and _BOM.startswith(data):
+                        carry = data
+                        continue
+                    bom = False
+                    if data.startswith(_BOM):
+                        data = data[3:]
                 head = data.find(b">")
                 # before the first header: blank lines only (the line reader refuses
                 # anything else, a '>' that does not start a line included)
-                if head < 0 or data[:head].strip() or (head and data[head - 1] != 10):
-                    if head >= 0 or data.strip():
-                        _line_reader(name, data, line_no, whole_file=True)
-                    line_no += data.count(b"\n")
-                    carry = b""
+                if head < 0:
+                    if data.strip():
+                        _line_reader(name, data, line_no)  # raises
+                    keep = data.rfind(b"\n") + 1  # a partial line goes on in the next chunk
+                    line_no += data.count(b"\n", 0, keep)
+                    carry = data[keep:]
                     continue
+                if data[:head].strip() or (head and data[head - 1] != 10):
+                    _line_reader(name, data, line_no)  # raises
                 line_no += data.count(b"\n", 0, head)
                 data = data[head:]
                 started = True
@@ -140,6 +150,8 @@ def record_chunks(path, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[bytes,
             if not carry.endswith(b"\n"):
                 carry += b"\n"
             yield carry, line_no
+        elif carry.strip():  # text and no header
+            _line_reader(name, carry, line_no)  # raises
     except (OSError, EOFError, zlib.error) as exc:
         raise InputError(f"{name}: cannot read (corrupt or truncated?): {exc}") from None
 

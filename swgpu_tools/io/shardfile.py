@@ -67,56 +67,119 @@ def write_shard(path, ids: list, sequences: list[bytes], headers: list | None = 
     return write_shard_blobs(path, ids_blob, offsets, residues, headers_blob)
 
 
-#: Bodies from this size on are hashed on a thread while they are written.
+#: Bodies from this size on are hashed and written on two threads, in pieces of
+#: at most :data:`_PIECE_BYTES`.
 _OVERLAP_BYTES = 4 << 20
+_PIECE_BYTES = 16 << 20
 
 
-def write_shard_blobs(path, ids_blob, offsets: np.ndarray, residues, headers_blob) -> dict:
+def write_shard_blobs(path, ids_blob, offsets: np.ndarray, residues, headers_blob,
+                      headers_bytes: int | None = None) -> dict:
     """Write a shard from its parts, records already sorted by accession (as
     :func:`write_shard` lays them out): ``ids_blob`` and ``headers_blob`` each
     record's accession and header followed by ``\\n``, ``offsets`` (n + 1) and the
-    residues (bytes-like).  Atomic; returns the header."""
+    residues.  ``residues`` and ``headers_blob`` are bytes-like, or iterables of
+    bytes-like pieces (made while the earlier ones are hashed and written), then
+    of ``offsets[-1]`` and ``headers_bytes`` bytes in all.  Atomic; returns the
+    header."""
     offsets = np.ascontiguousarray(offsets, dtype="<i8")
-    parts = (ids_blob, offsets, residues, headers_blob)
+    if headers_bytes is None:
+        headers_bytes = memoryview(headers_blob).nbytes
+    ids_bytes = memoryview(ids_blob).nbytes
     header = {
         "format": FORMAT_VERSION,
         "sequences": len(offsets) - 1,
         "residues": int(offsets[-1]),
-        "ids_bytes": len(ids_blob),
-        "headers_bytes": len(headers_blob),
+        "ids_bytes": ids_bytes,
+        "headers_bytes": headers_bytes,
         "blake2b": "0" * 64,
     }
     hlen = len(json.dumps(header, sort_keys=True).encode("utf-8"))
     digest = hashlib.blake2b(digest_size=32)
-
-    def head() -> bytes:
+    body = ids_bytes + offsets.nbytes + header["residues"] + headers_bytes
+    parts = (ids_blob, offsets, residues, headers_blob)
+    expected = (ids_bytes, offsets.nbytes, header["residues"], headers_bytes)
+    with atomic_write(path, "wb") as fh:
+        # the body first, after the header's place; then the header, whose length
+        # does not depend on the digest
+        fh.seek(len(MAGIC) + 8 + hlen)
+        sink = _Sink(fh, digest, threaded=body >= _OVERLAP_BYTES)
+        try:
+            for part, size in zip(parts, expected):
+                wrote = 0
+                for piece in _pieces(part):
+                    sink.put(piece)
+                    wrote += memoryview(piece).nbytes
+                if wrote != size:
+                    raise ValueError(f"shard part of {wrote} bytes, expected {size}")
+        except BaseException:
+            sink.close(check=False)
+            raise
+        sink.close()
         header["blake2b"] = digest.hexdigest()
         header_bytes = json.dumps(header, sort_keys=True).encode("utf-8")
         assert len(header_bytes) == hlen
-        return MAGIC + struct.pack("<Q", hlen) + header_bytes
-
-    with atomic_write(path, "wb") as fh:
-        if sum(memoryview(p).nbytes for p in parts) < _OVERLAP_BYTES:
-            for part in parts:
-                digest.update(part)
-            fh.write(head())
-            for part in parts:
-                fh.write(part)
-        else:
-            # the body first, after the header's place, while a thread hashes it
-            # (hashlib and file writes let go of the GIL); then the header, whose
-            # length does not depend on the digest
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(max_workers=1) as pool:
-                hashed = pool.submit(lambda: [digest.update(part) for part in parts])
-                fh.seek(len(MAGIC) + 8 + hlen)
-                for part in parts:
-                    fh.write(part)
-                hashed.result()
-            fh.seek(0)
-            fh.write(head())
+        fh.seek(0)
+        fh.write(MAGIC + struct.pack("<Q", hlen) + header_bytes)
     return header
+
+
+def _pieces(part):
+    """A part as pieces of at most :data:`_PIECE_BYTES` (a bytes-like part), or the
+    part's own pieces (an iterable)."""
+    try:
+        view = memoryview(part).cast("B")
+    except TypeError:
+        yield from part
+        return
+    for at in range(0, len(view), _PIECE_BYTES):
+        yield view[at:at + _PIECE_BYTES]
+
+
+class _Sink:
+    """Hashes and writes pieces in order: at once, or on two threads (hashlib and
+    file writes let go of the GIL, so the next piece is made meanwhile)."""
+
+    def __init__(self, fh, digest, threaded: bool):
+        self.steps = (digest.update, fh.write)
+        self.errors: list[BaseException] = []
+        self.threads = []
+        if threaded:
+            import queue
+            import threading
+
+            for step in self.steps:
+                q: queue.Queue = queue.Queue(maxsize=4)
+                t = threading.Thread(target=self._run, args=(q, step), daemon=True)
+                t.start()
+                self.threads.append((q, t))
+
+    def _run(self, q, step) -> None:
+        while (piece := q.get()) is not None:
+            if not self.errors:
+                try:
+                    step(piece)
+                except BaseException as exc:  # noqa: B036 (raised by the caller)
+                    self.errors.append(exc)
+
+    def put(self, piece) -> None:
+        if self.errors:
+            raise self.errors[0]
+        if not self.threads:
+            for step in self.steps:
+                step(piece)
+            return
+        for q, _ in self.threads:
+            q.put(piece)
+
+    def close(self, check: bool = True) -> None:
+        for q, _ in self.threads:
+            q.put(None)
+        for _, t in self.threads:
+            t.join()
+        self.threads = []
+        if check and self.errors:
+            raise self.errors[0]
 
 
 def read_shard(path, headers: bool = True) -> SequenceSet:

@@ -99,21 +99,36 @@ def shard_database(database, out_dir, n_shards: int, stats_path=None,
     # of memory shared with the workers (made before they are forked)
     n_slots = 2 * workers
     slot_bytes = range_bytes + range_bytes // 2
+    spill_path = os.path.join(spill_dir, "partitions")
     try:
+        open(spill_path, "wb").close()
         if workers > 1 and (threads is not None or len(ranges or [0, 0]) > 1 or n_shards > 1):
-            from .shard_spill import init_worker
+            from .shard_spill import SpillState, init_worker
 
             ring = mmap.mmap(-1, n_slots * slot_bytes)
-            pool = ProcessPoolExecutor(max_workers=workers,
-                                       mp_context=multiprocessing.get_context("fork"),
-                                       initializer=init_worker, initargs=(ring, slot_bytes))
-        run = pool or _Inline()
-        with timer.phase("read"):
-            read = _read(run, workers, database, ranges, range_bytes, n_shards, spill_dir,
-                         ring, n_slots)
-        with timer.phase("write"):
-            per_shard = _write(run, workers, database, read, n_shards, spill_dir)
-            _commit(spill_dir, out_dir, n_shards)
+            context = multiprocessing.get_context("fork")
+            state = SpillState(spill_path, context.Value("q", 0), ring, slot_bytes)
+            pool = ProcessPoolExecutor(max_workers=workers, mp_context=context,
+                                       initializer=init_worker, initargs=(state,))
+            run = pool
+        else:
+            from .shard_spill import Counter, SpillState
+
+            run = _Inline(SpillState(spill_path, Counter()))
+        release = _ReleaseDigest(ring, n_slots)
+        try:
+            with timer.phase("read"):
+                read = _read(run, workers, database, ranges, range_bytes, n_shards, spill_dir,
+                             release)
+            with timer.phase("write"):
+                per_shard = _write(run, workers, database, read, n_shards, spill_dir,
+                                   spill_path)
+            with timer.phase("digest"):  # what the release digest's thread has left
+                content = release.hexdigest()
+            with timer.phase("commit"):
+                _commit(spill_dir, out_dir, n_shards)
+        finally:
+            release.stop()
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -121,7 +136,7 @@ def shard_database(database, out_dir, n_shards: int, stats_path=None,
             ring.close()
         shutil.rmtree(spill_dir, ignore_errors=True)
     summary = {"sequences": read["sequences"], "residues": read["residues"],
-               "shards": per_shard, "content_blake2b": read["content_blake2b"]}
+               "shards": per_shard, "content_blake2b": content}
     with atomic_write(os.path.join(out_dir, "database.json")) as fh:
         json.dump(summary, fh, indent=1, sort_keys=True)
         fh.write("\n")
@@ -141,7 +156,14 @@ def shard_database(database, out_dir, n_shards: int, stats_path=None,
 class _Inline:
     """Runs jobs at once, in this process (one worker)."""
 
+    def __init__(self, state):
+        self.state = state
+
     def submit(self, fn, *args) -> Future:
+        from .shard_spill import spill_chunk
+
+        if fn is spill_chunk:
+            args = (*args, self.state)
         fut: Future = Future()
         try:
             fut.set_result(fn(*args))
@@ -150,8 +172,7 @@ class _Inline:
         return fut
 
 
-def _jobs(database, ranges, range_bytes: int, n_shards: int, folder: str, inline: bool,
-          n_slots: int):
+def _jobs(database, ranges, range_bytes: int, n_shards: int, folder: str, inline: bool):
     """The pieces of the database, in file order."""
     from ..io.fasta_blocks import record_chunks
     from .shard_spill import SpillJob
@@ -160,69 +181,112 @@ def _jobs(database, ranges, range_bytes: int, n_shards: int, folder: str, inline
     if ranges is not None:  # a plain file: each worker reads its own byte range
         for i, (begin, end) in enumerate(ranges):
             yield SpillJob(name, i, n_shards, folder, path=name, begin=begin, end=end,
-                           last=i == len(ranges) - 1, canon_inline=inline, slot=i % n_slots)
+                           last=i == len(ranges) - 1, canon_inline=inline)
         return
     # compressed (or starting with blank lines): the text is read here, parsed there
     for i, (data, line) in enumerate(record_chunks(database, range_bytes)):
         yield SpillJob(name, i, n_shards, folder, data=data, first_line=line,
-                       canon_inline=inline, slot=i % n_slots)
+                       canon_inline=inline)
+
+
+class _ReleaseDigest:
+    """``content_blake2b``: the blake2b of the digests of three streams, the
+    headers (each followed by a newline), the residues and the lengths (``<i8``),
+    of the records in file order.  The pieces' streams are hashed in file order
+    on a thread (hashlib lets go of the GIL) that goes on while the shards are
+    written.  They come in a slot of the ring when one is free (:meth:`slot`),
+    else in a file: parsing never waits for the digest."""
+
+    def __init__(self, ring, n_slots: int):
+        self.ring = ring
+        self.digests = [hashlib.blake2b(digest_size=32) for _ in range(3)]
+        self.queue: queue.Queue = queue.Queue()
+        self.free: queue.SimpleQueue = queue.SimpleQueue()
+        for slot in range(n_slots if ring is not None else 0):
+            self.free.put(slot)
+        self.errors: list[BaseException] = []
+        self.thread: threading.Thread | None = None
+
+    def slot(self) -> int | None:
+        """A free slot for the next piece, or None."""
+        try:
+            return self.free.get_nowait()
+        except queue.Empty:
+            return None
+
+    def start(self) -> None:
+        """Start the thread (after the worker processes were forked)."""
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name="release-digest", daemon=True)
+            self.thread.start()
+
+    def put(self, canon, slot: int | None) -> None:
+        """The next piece's streams (which were put in ``slot``, or not)."""
+        if self.errors:
+            raise self.errors[0]
+        self.queue.put((canon, slot))
+
+    def _run(self) -> None:
+        while (item := self.queue.get()) is not None:
+            canon, slot = item
+            try:
+                if not self.errors:
+                    self._hash(*canon)
+            except BaseException as exc:  # noqa: B036 (raised by the main thread)
+                self.errors.append(exc)
+            finally:
+                if slot is not None:
+                    self.free.put(slot)
+
+    def _hash(self, kind: str, where, sizes) -> None:
+        if kind == "streams":
+            for d, part in zip(self.digests, where):
+                d.update(part)
+            return
+        if kind == "slot":
+            data = memoryview(self.ring)[where:where + sum(sizes)]
+        else:
+            with open(where, "rb") as fh:
+                data = memoryview(fh.read())
+            os.unlink(where)
+        with data:
+            at = 0
+            for d, n in zip(self.digests, sizes):
+                with data[at:at + n] as part:
+                    d.update(part)
+                at += n
+
+    def stop(self) -> None:
+        if self.thread is not None:
+            self.queue.put(None)
+            self.thread.join()
+            self.thread = None
+
+    def hexdigest(self) -> str:
+        self.stop()
+        if self.errors:
+            raise self.errors[0]
+        return hashlib.blake2b(b"".join(d.digest() for d in self.digests),
+                               digest_size=32).hexdigest()
 
 
 def _read(run, workers: int, database, ranges, range_bytes: int, n_shards: int,
-          folder: str, ring, n_slots: int) -> dict:
-    """Parse and spill every piece; hash the digest streams in file order (on a
-    thread: hashlib lets go of the GIL)."""
+          folder: str, release: _ReleaseDigest) -> dict:
+    """Parse and spill every piece; hand the digest streams to ``release``."""
     import numpy as np
 
     from .shard_spill import spill_chunk
 
     inline = isinstance(run, _Inline)
-    digests = [hashlib.blake2b(digest_size=32) for _ in range(3)]
     records = np.zeros(n_shards, dtype=np.int64)
     nbytes = np.zeros(n_shards, dtype=np.int64)
-    totals = {"sequences": 0, "residues": 0, "pieces": 0}
-    to_hash: queue.Queue = queue.Queue()
-    # piece i uses slot i % n_slots: it is submitted once piece i - n_slots is hashed
-    free_slots = threading.Semaphore(n_slots)
-    failed: list[BaseException] = []
+    totals = {"sequences": 0, "residues": 0, "pieces": 0, "regions": []}
 
-    def hash_pieces():
-        while (item := to_hash.get()) is not None:
-            try:
-                if failed:
-                    continue
-                kind, where, sizes = item
-                if kind == "streams":
-                    streams = where
-                else:
-                    if kind == "slot":
-                        data = memoryview(ring)[where:where + sum(sizes)]
-                    else:
-                        with open(where, "rb") as fh:
-                            data = memoryview(fh.read())
-                        os.unlink(where)
-                    streams, at = [], 0
-                    for n in sizes:
-                        streams.append(data[at:at + n])
-                        at += n
-                for d, part in zip(digests, streams):
-                    d.update(part)
-                for view in streams:
-                    if isinstance(view, memoryview):
-                        view.release()
-                if kind != "streams":
-                    data.release()
-            except BaseException as exc:  # noqa: B036 (raised by the main thread)
-                failed.append(exc)
-            finally:
-                free_slots.release()
-
-    def collect(fut) -> None:
+    def collect(item) -> None:
+        fut, slot = item
         out = fut.result()
-        if failed:
-            raise failed[0]
-        canon = out["canon"]
-        to_hash.put(canon if canon[0] != "streams" else ("streams", canon[1], None))
+        release.put(out["canon"], slot)
+        totals["regions"].append(out["region"])
         np.add(records, out["records"], out=records)
         np.add(nbytes, out["bytes"], out=nbytes)
         before = totals["sequences"]
@@ -232,38 +296,27 @@ def _read(run, workers: int, database, ranges, range_bytes: int, n_shards: int,
         if totals["sequences"] // 1_000_000 != before // 1_000_000:
             log.info(f"read {totals['sequences']:,} sequences ({totals['residues']:,} residues)")
 
+    # at most 2 pieces per worker in flight (the rest wait as small jobs, or in
+    # the chunk reader); results collected in file order
     pending: deque = deque()
-    hasher = None
     try:
-        try:
-            for job in _jobs(database, ranges, range_bytes, n_shards, folder, inline, n_slots):
-                free_slots.acquire()
-                pending.append(run.submit(spill_chunk, job))
-                if hasher is None:  # after the pool's processes were forked
-                    hasher = threading.Thread(target=hash_pieces, name="shard-digest",
-                                              daemon=True)
-                    hasher.start()
-                if len(pending) >= n_slots:
-                    collect(pending.popleft())
-            while pending:
+        for job in _jobs(database, ranges, range_bytes, n_shards, folder, inline):
+            job.slot = release.slot()
+            pending.append((run.submit(spill_chunk, job), job.slot))
+            release.start()
+            if len(pending) >= 2 * workers:
                 collect(pending.popleft())
-        except InputError as exc:
-            for fut in pending:
-                fut.cancel()
-            if isinstance(exc, OutputError):
-                raise
-            _first_error(database, exc)
-    finally:
-        if hasher is not None:
-            to_hash.put(None)
-            hasher.join()
-    if failed:
-        raise failed[0]
+        while pending:
+            collect(pending.popleft())
+    except InputError as exc:
+        for fut, _ in pending:
+            fut.cancel()
+        if isinstance(exc, OutputError):
+            raise
+        _first_error(database, exc)
     if totals["sequences"] == 0:
         _first_error(database, InputError(
             f"{os.fspath(database)}: contains no FASTA records (empty file?)"))
-    totals["content_blake2b"] = hashlib.blake2b(
-        b"".join(d.digest() for d in digests), digest_size=32).hexdigest()
     totals["records"], totals["bytes"] = records, nbytes
     return totals
 
@@ -285,7 +338,8 @@ def _footprint(records: int, nbytes: int) -> int:
     return int(2.5 * nbytes) + 300 * records + (32 << 20)
 
 
-def _write(run, workers: int, database, read: dict, n_shards: int, folder: str) -> list[dict]:
+def _write(run, workers: int, database, read: dict, n_shards: int, folder: str,
+           spill_path: str) -> list[dict]:
     """Write every shard into the spill folder, as many at once as workers and
     :data:`MEMORY_BYTES` allow; a repeated accession raises (nothing written
     to ``out_dir``)."""
@@ -299,7 +353,7 @@ def _write(run, workers: int, database, read: dict, n_shards: int, folder: str) 
     while (k < n_shards and not duplicate) or running:
         while (k < n_shards and not duplicate and len(running) < workers
                and (not running or sum(running.values()) + cost[k] <= MEMORY_BYTES)):
-            job = WriteJob(k, read["pieces"], folder)
+            job = WriteJob(k, read["regions"], spill_path, folder)
             running[run.submit(write_shard_from_spill, job)] = cost[k]
             k += 1
         done, _ = wait(list(running), return_when=FIRST_COMPLETED)

@@ -4,21 +4,22 @@
 :func:`spill_chunk` parses a piece of the database (a byte range of a plain
 file, read by the worker itself, or a chunk of text handed to it) and writes
 
-* a *partition file*: the piece's records grouped by shard (``crc32(id) %
+* the piece's *partition*: its records grouped by shard (``crc32(id) %
   n_shards``), sorted by accession within each shard, with an index of where
-  each shard's records lie, so that a shard's writer reads only its part;
+  each shard's records lie, into a region of the spill file that it reserves;
+  a shard's writer then maps the spill file and reads only its part;
 * the piece's share of the release digest's three streams (headers, residues,
   lengths, in file order), which the main process hashes in file order: handed
-  over in a slot of a memory ring shared with the main process
-  (:func:`init_worker`), or in a file when it does not fit.
+  over in a slot of a memory ring shared with the main process, or in a file
+  when no slot is free or it does not fit.
 
 :func:`write_shard_from_spill` gathers one shard's records from every
-partition file, sorts them by accession (runs already sorted: a merge),
-refuses duplicate accessions and writes the shard file
+partition, sorts them by accession (runs already sorted: a merge), refuses
+duplicate accessions and writes the shard file
 (:func:`swgpu_tools.io.shardfile.write_shard_blobs`, byte-identical to
 :func:`~swgpu_tools.io.shardfile.write_shard`).
 
-Partition file layout (integers ``<i8``)::
+Partition layout (integers ``<i8``, positions from the region's start)::
 
     bases:  4 integers, where the ids, headers, lengths and residues parts start
     index:  (n_shards + 1) x 4 integers: records, id bytes, header bytes and
@@ -30,6 +31,7 @@ Partition file layout (integers ``<i8``)::
 """
 from __future__ import annotations
 
+import mmap
 import operator
 import os
 import zlib
@@ -41,6 +43,48 @@ from ..errors import InputError, OutputError
 from ..io.atomic import describe_os_error
 from ..io.fasta_blocks import parse_chunk
 from ..io.shardfile import write_shard_blobs
+
+
+@dataclass
+class SpillState:
+    """What the workers share with the main process: the spill file, the counter
+    that hands out its regions (a ``multiprocessing.Value`` or :class:`Counter`),
+    and the ring of digest slots (an anonymous shared mmap, or None)."""
+
+    spill_path: str
+    counter: object
+    ring: object = None
+    slot_bytes: int = 0
+
+
+class Counter:
+    """The region counter of a single process."""
+
+    def __init__(self):
+        import threading
+
+        self.value = 0
+        self._lock = threading.Lock()
+
+    def get_lock(self):
+        return self._lock
+
+
+#: In a worker process: the state it was forked with (:func:`init_worker`).
+_STATE: SpillState | None = None
+
+
+def init_worker(state: SpillState) -> None:
+    """In a (forked) worker: the spill file, region counter and digest ring."""
+    global _STATE
+    _STATE = state
+
+
+def _reserve(counter, size: int) -> int:
+    with counter.get_lock():
+        at = counter.value
+        counter.value = at + size
+    return at
 
 
 @dataclass
@@ -59,23 +103,7 @@ class SpillJob:
     data: bytes | None = None
     first_line: int = 1      # known for chunks; ranges report errors via the line reader
     canon_inline: bool = False  # return the digest streams themselves (same process)
-    slot: int = 0            # the ring slot for the digest streams
-
-
-#: In a worker process: the memory ring shared with the main process, and the
-#: size of one slot of it (see :func:`init_worker`).
-_RING = None
-_SLOT_BYTES = 0
-
-
-def init_worker(ring, slot_bytes: int) -> None:
-    """In a (forked) worker: where to hand the digest streams over."""
-    global _RING, _SLOT_BYTES
-    _RING, _SLOT_BYTES = ring, slot_bytes
-
-
-def partition_path(folder: str, index: int) -> str:
-    return os.path.join(folder, f"part-{index:06d}")
+    slot: int | None = None  # the ring slot for the digest streams (None: a file)
 
 
 def canon_path(folder: str, index: int) -> str:
@@ -105,19 +133,31 @@ def _read_range(path: str, begin: int, end: int) -> bytes:
     return bytes(out)
 
 
-def _write_file(path: str, parts) -> None:
+def _write_file(path: str, parts, at: int | None = None) -> None:
+    """Write ``parts`` to a new file, or at ``at`` in an existing one."""
     try:
-        with open(path, "wb") as fh:
+        fd = os.open(path, os.O_WRONLY if at is not None else
+                     os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            pos = at or 0
             for part in parts:
-                fh.write(part)
+                view = memoryview(part).cast("B")
+                while len(view):
+                    n = os.pwrite(fd, view, pos)
+                    pos += n
+                    view = view[n:]
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise OutputError(f"{path}: cannot write a spill file of the shard step: "
                           f"{describe_os_error(exc)}") from None
 
 
-def spill_chunk(job: SpillJob) -> dict:
-    """Parse one piece and write its partition file (and digest streams); return
-    its sizes: sequences, residues, and per shard records and bytes (numpy)."""
+def spill_chunk(job: SpillJob, state: SpillState | None = None) -> dict:
+    """Parse one piece and write its partition (and digest streams); return its
+    sizes: sequences, residues, and per shard records and bytes (numpy), and
+    where its partition lies in the spill file (``region``)."""
+    state = state or _STATE
     if job.data is not None:
         data = job.data
     else:
@@ -142,13 +182,13 @@ def spill_chunk(job: SpillJob) -> dict:
     streams = (_lines(headers), block.residues, lengths)
     sizes = [memoryview(x).nbytes for x in streams]
     if job.canon_inline:
-        out["canon"] = ("streams", streams)
-    elif _RING is not None and sum(sizes) <= _SLOT_BYTES:
-        at = job.slot * _SLOT_BYTES
+        out["canon"] = ("streams", streams, None)
+    elif job.slot is not None and sum(sizes) <= state.slot_bytes:
+        at = job.slot * state.slot_bytes
         for x, size in zip(streams, sizes):
-            _RING[at:at + size] = x
+            state.ring[at:at + size] = x
             at += size
-        out["canon"] = ("slot", job.slot * _SLOT_BYTES, sizes)
+        out["canon"] = ("slot", job.slot * state.slot_bytes, sizes)
     else:
         path = canon_path(job.folder, job.index)
         _write_file(path, streams)
@@ -164,12 +204,14 @@ def spill_chunk(job: SpillJob) -> dict:
         order = perm.tolist()
     else:
         perm = np.array(order, dtype=np.int64)
-    ids_part = _lines([ids[i] for i in order])
-    heads_part = _lines([headers[i] for i in order])
-    lens_part = lengths[perm]
-    res = memoryview(block.residues)
-    off = block.offsets.tolist()
-    res_part = b"".join([res[off[i]:off[i + 1]] for i in order])
+    if order == list(range(n)):  # in order already (a sorted file, one shard)
+        ids_part, heads_part = _lines(ids), _lines(headers)
+        lens_part, res_part = lengths, block.residues
+    else:
+        ids_part = _lines([ids[i] for i in order])
+        heads_part = _lines([headers[i] for i in order])
+        lens_part = lengths[perm]
+        res_part = _gather_items(block.residues, block.offsets, perm)
 
     counts = np.bincount(shard, minlength=n_shards).astype(np.int64)
     id_len = np.fromiter(map(len, ids), dtype=np.int64, count=n) + 1
@@ -186,90 +228,121 @@ def spill_chunk(job: SpillJob) -> dict:
     bases[1] = bases[0] + len(ids_part)
     bases[2] = bases[1] + len(heads_part)
     bases[3] = bases[2] + lens_part.nbytes
-    _write_file(partition_path(job.folder, job.index),
-                (bases, index, ids_part, heads_part, lens_part, res_part))
+    parts = (bases, index, ids_part, heads_part, lens_part, res_part)
+    region = _reserve(state.counter, sum(memoryview(x).nbytes for x in parts))
+    _write_file(state.spill_path, parts, region)
+    out["region"] = region
     out["records"] = counts
     out["bytes"] = sizes[:, 1] + sizes[:, 2] + sizes[:, 3] + 8 * counts
     return out
 
 
+def _gather_items(data, starts: np.ndarray, order: np.ndarray) -> bytes:
+    """``data[starts[i]:starts[i + 1]]`` for i in ``order``, joined (``data``: a
+    buffer; slices of bytes are the fastest Python makes)."""
+    if isinstance(data, np.ndarray):
+        data = data.base if isinstance(data.base, bytes) else data.tobytes()
+    begin = starts[:-1][order].tolist()
+    end = starts[1:][order].tolist()
+    return b"".join(map(data.__getitem__, map(slice, begin, end)))
+
+
 @dataclass
 class WriteJob:
-    k: int            # the shard
-    n_pieces: int     # partition files part-000000 ... in the folder
+    k: int               # the shard
+    regions: list[int]   # where each piece's partition lies in the spill file
+    spill_path: str
     folder: str
 
 
-def _pread_into(fd: int, view: memoryview, offset: int) -> None:
-    got = 0
-    while got < len(view):
-        n = os.preadv(fd, [view[got:]], offset + got)
-        if n <= 0:
-            raise OSError(f"spill file ended early at byte {offset + got}")
-        got += n
+#: Records gathered at once while the previous ones are hashed and written.
+_BATCH = 16384
 
 
-def _gather(job: WriteJob) -> tuple[bytearray, bytearray, np.ndarray, bytearray]:
-    """Shard ``job.k``'s ids, headers, lengths and residues from every partition
-    file, in piece order (each piece's run sorted by accession)."""
-    spans = []
-    totals = np.zeros(4, dtype=np.int64)
-    for i in range(job.n_pieces):
-        path = partition_path(job.folder, i)
-        with open(path, "rb", buffering=0) as fh:
-            bases = np.frombuffer(os.pread(fh.fileno(), 32, 0), dtype="<i8")
-            rows = np.frombuffer(os.pread(fh.fileno(), 64, 32 + 32 * job.k),
-                                 dtype="<i8").reshape(2, 4)
-        a, b = rows
+def _parts(mm: mmap.mmap, regions: list[int], k: int):
+    """Per piece holding records of shard ``k``: (records, and the start and size
+    of its ids, headers, lengths and residues in the spill file)."""
+    out = []
+    for at in regions:
+        bases = np.frombuffer(mm, dtype="<i8", count=4, offset=at)
+        a, b = np.frombuffer(mm, dtype="<i8", count=8, offset=at + 32 + 32 * k).reshape(2, 4)
         if b[0] == a[0]:
             continue
-        # ids, headers, lengths, residues: where they start, how many bytes
-        starts = bases + np.array([a[1], a[2], 8 * a[0], a[3]])
+        start = at + bases + np.array([a[1], a[2], 8 * a[0], a[3]])
         size = np.array([b[1] - a[1], b[2] - a[2], 8 * (b[0] - a[0]), b[3] - a[3]])
-        spans.append((path, starts, size))
-        totals += size
-    bufs = [bytearray(int(t)) for t in totals]
-    views = [memoryview(b) for b in bufs]
-    at = np.zeros(4, dtype=np.int64)
-    for path, starts, size in spans:
-        with open(path, "rb", buffering=0) as fh:
-            for p in range(4):
-                _pread_into(fh.fileno(), views[p][at[p]:at[p] + size[p]], int(starts[p]))
-        at += size
-    return bufs[0], bufs[1], np.frombuffer(bufs[2], dtype="<i8"), bufs[3]
+        out.append((int(b[0] - a[0]), start.tolist(), size.tolist()))
+    return out
 
 
 def write_shard_from_spill(job: WriteJob) -> dict:
     """Gather, sort and write shard ``job.k`` into the spill folder; return its
     summary, or ``{"k": k, "duplicate": True}`` when two records share an accession
     (then nothing is written)."""
-    ids_buf, heads_buf, lengths, residues = _gather(job)
-    ids = bytes(ids_buf).split(b"\n")[:-1]
-    del ids_buf
+    with open(job.spill_path, "rb") as fh:
+        mm = mmap.mmap(fh.fileno(), 0, prot=mmap.PROT_READ)
+    try:
+        return _write_shard(job, mm)
+    finally:
+        try:
+            mm.close()
+        except BufferError:  # a view still held (an exception's traceback): unmapped later
+            pass
+
+
+def _write_shard(job: WriteJob, mm: mmap.mmap) -> dict:
+    parts = _parts(mm, job.regions, job.k)
+    ids = b"".join([mm[s[0]:s[0] + z[0]] for _, s, z in parts]).split(b"\n")[:-1]
     n = len(ids)
+    lengths = np.concatenate([np.frombuffer(mm, dtype="<i8", count=r, offset=s[2])
+                              for r, s, _ in parts] or [np.zeros(0, dtype="<i8")])
     order = sorted(range(n), key=ids.__getitem__)
     ordered = [ids[i] for i in order]
+    del ids
     if any(map(operator.eq, ordered, ordered[1:])):
         return {"k": job.k, "duplicate": True}
     offsets = np.zeros(n + 1, dtype="<i8")
+    heads_bytes = sum(z[1] for _, _, z in parts)
+    path = spilled_shard_path(job.folder, job.k)
     if order == list(range(n)):  # already in order (one piece, or a sorted file)
+        del order
         np.cumsum(lengths, out=offsets[1:])
-        ids_blob, heads_blob, res_blob = _lines(ordered), heads_buf, residues
+        view = memoryview(mm)
+        try:
+            header = write_shard_blobs(
+                path, _lines(ordered), offsets, [view[s[3]:s[3] + z[3]] for _, s, z in parts],
+                [view[s[1]:s[1] + z[1]] for _, s, z in parts], headers_bytes=heads_bytes)
+        finally:
+            view.release()
     else:
-        heads = bytes(heads_buf).split(b"\n")[:-1]
-        del heads_buf
-        ids_blob = _lines(ordered)
-        heads_blob = _lines([heads[i] for i in order])
-        del heads
-        start = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(lengths, out=start[1:])
-        s = start.tolist()
-        view = memoryview(residues)
-        res_blob = b"".join([view[s[i]:s[i + 1]] for i in order])
-        del view, residues
         np.cumsum(lengths[order], out=offsets[1:])
-    del ordered, order
-    header = write_shard_blobs(spilled_shard_path(job.folder, job.k), ids_blob, offsets,
-                               res_blob, heads_blob)
+        # where each record's residues and header line lie in the spill file
+        counts = [r for r, _, _ in parts]
+        within = np.cumsum(lengths) - lengths  # from the first piece's first record
+        first = np.cumsum([0] + counts[:-1])
+        res_begin = within + np.repeat(np.array([s[3] for _, s, _ in parts]) - within[first],
+                                       counts)
+        res_end = res_begin + lengths
+        head_begin = np.empty(n, dtype=np.int64)
+        head_end = np.empty(n, dtype=np.int64)
+        i = 0
+        for r, s, z in parts:
+            ends = s[1] + 1 + np.flatnonzero(
+                np.frombuffer(mm, dtype=np.uint8, count=z[1], offset=s[1]) == 10)
+            head_end[i:i + r] = ends
+            head_begin[i] = s[1]
+            head_begin[i + 1:i + r] = ends[:-1]
+            i += r
+        # residues and headers gathered a batch at a time while the earlier
+        # batches are hashed and written
+        header = write_shard_blobs(
+            path, _lines(ordered), offsets, _batches(mm, res_begin, res_end, order),
+            _batches(mm, head_begin, head_end, order), headers_bytes=heads_bytes)
     return {"k": job.k, "sequences": header["sequences"], "residues": header["residues"],
             "blake2b": header["blake2b"]}
+
+
+def _batches(mm, begin: np.ndarray, end: np.ndarray, order: list[int]):
+    """``mm[begin[i]:end[i]]`` for i in ``order``, joined a batch at a time."""
+    for a in range(0, len(order), _BATCH):
+        sel = order[a:a + _BATCH]
+        yield b"".join(map(mm.__getitem__, map(slice, begin[sel].tolist(), end[sel].tolist())))
