@@ -144,7 +144,7 @@ def test_bad_database_gives_the_sequential_error_and_changes_nothing(
     shard_database(tmp / "good.fa", out, 3, threads=1)
     before = _snapshot(out)
     recs = list(good)
-    i = min(n - 1, int(where * n))
+    i = max(1, min(n - 1, int(where * n)))
     if bad == "dup":  # a repeated accession, far from the first
         recs[i] = (recs[0][0].replace("seq", "again"), "MK")
     elif bad == "head":  # control character in the id
