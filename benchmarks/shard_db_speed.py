@@ -138,7 +138,8 @@ def run_once(tree: Path, db: Path, shards: int, threads: int | None, out_dir: Pa
         digest.update((out_dir / f"shard-{k:04d}.swdb").read_bytes())
     return {"wall_s": wall, "max_rss_MiB": usage.ru_maxrss / 1024, "sum_MiB": peak[0] / 1024,
             "read_s": st["phases_s"].get("read"), "write_s": st["phases_s"].get("write"),
-            "workers": st.get("workers", "-"), "output": digest.hexdigest()}
+            "workers": st.get("workers", "-"), "pieces_s": st.get("pieces_s"),
+            "shard_max_s": st.get("shard_max_s"), "output": digest.hexdigest()}
 
 
 def main(argv=None) -> int:
@@ -147,6 +148,8 @@ def main(argv=None) -> int:
     ap.add_argument("--make-db", type=Path, metavar="PATH",
                     help="write a bench200M-like database here (unless it exists) and use it")
     ap.add_argument("--shuffle", action="store_true", help="--make-db: accessions in random order")
+    ap.add_argument("--gzip", action="store_true",
+                    help="time the database gzip-compressed (DB.gz, made once beside it)")
     ap.add_argument("--shards", type=int, nargs="+", default=[1, 4, 8])
     ap.add_argument("--threads", type=int, default=None,
                     help="pass --threads (checkouts that have the option)")
@@ -163,6 +166,14 @@ def main(argv=None) -> int:
     if not args.db:
         ap.error("give --db or --make-db")
     args.db = args.db.resolve()
+    if args.gzip:
+        import gzip
+
+        gz = args.db.with_name(args.db.name + ".gz")
+        if not gz.exists():
+            with open(args.db, "rb") as fin, gzip.open(gz, "wb", compresslevel=6) as fout:
+                shutil.copyfileobj(fin, fout, 1 << 24)
+        args.db = gz
     trees = [t.resolve() for t in (args.tree or [REPO])]
     work = (args.work or Path(tempfile.mkdtemp(prefix="shard-bench-"))).resolve()
     size = args.db.stat().st_size
@@ -172,7 +183,8 @@ def main(argv=None) -> int:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(f"database {args.db} ({size / 1e6:.0f} MB); {cpus} CPUs; python {sys.version.split()[0]}")
     print(f"{'tree':<28} {'N':>3} {'workers':>7} {'wall_s':>7} {'MB/s':>6} {'max_rss_MiB':>11} "
-          f"{'sum_MiB':>8} {'read_s':>6} {'write_s':>7}  runs_s  same_output")
+          f"{'sum_MiB':>8} {'read_s':>6} {'write_s':>7}  runs_s  same_output  "
+          f"(worker s on pieces, longest shard s)")
     first: dict[int, str] = {}
     for tree in trees:
         for n in args.shards:
@@ -188,7 +200,8 @@ def main(argv=None) -> int:
             print(f"{label:<28} {n:>3} {best['workers']!s:>7} {best['wall_s']:>7.2f} "
                   f"{size / best['wall_s'] / 1e6:>6.0f} {rss:>11.0f} {total:>8.0f} "
                   f"{best['read_s']:>6.2f} {best['write_s']:>7.2f}  {walls}"
-                  f"  {'yes' if same else 'NO'}", flush=True)
+                  f"  {'yes' if same else 'NO'}  ({best['pieces_s']}, {best['shard_max_s']})",
+                  flush=True)
     if args.work is None:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -123,6 +123,7 @@ def shard_database(database, out_dir, n_shards: int, stats_path=None,
             with timer.phase("write"):
                 per_shard = _write(run, workers, database, read, n_shards, spill_dir,
                                    spill_path)
+                shard_s = [p.pop("seconds") for p in per_shard]
             with timer.phase("digest"):  # what the release digest's thread has left
                 content = release.hexdigest()
             with timer.phase("commit"):
@@ -144,7 +145,11 @@ def shard_database(database, out_dir, n_shards: int, stats_path=None,
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     timer.fields.update(sequences=read["sequences"], residues=read["residues"],
                         shards=n_shards, workers=workers, pieces=read["pieces"],
-                        children_peak_rss_bytes=children)
+                        children_peak_rss_bytes=children,
+                        # seconds the workers spent on the pieces (all together), and
+                        # on each shard (the longest)
+                        pieces_s=round(read["piece_s"], 3),
+                        shard_max_s=round(max(shard_s), 3))
     rec = timer.write(stats_path)
     log.info(f"{read['sequences']:,} sequences, {read['residues']:,} residues in {n_shards} "
              f"shards, {rec['wall_s']:.1f} s ({size / max(rec['wall_s'], 1e-9) / 1e6:.0f} MB/s "
@@ -280,7 +285,7 @@ def _read(run, workers: int, database, ranges, range_bytes: int, n_shards: int,
     inline = isinstance(run, _Inline)
     records = np.zeros(n_shards, dtype=np.int64)
     nbytes = np.zeros(n_shards, dtype=np.int64)
-    totals = {"sequences": 0, "residues": 0, "pieces": 0, "regions": []}
+    totals = {"sequences": 0, "residues": 0, "pieces": 0, "regions": [], "piece_s": 0.0}
 
     def collect(item) -> None:
         fut, slot = item
@@ -293,6 +298,7 @@ def _read(run, workers: int, database, ranges, range_bytes: int, n_shards: int,
         totals["sequences"] += out["sequences"]
         totals["residues"] += out["residues"]
         totals["pieces"] += 1
+        totals["piece_s"] += out["seconds"]
         if totals["sequences"] // 1_000_000 != before // 1_000_000:
             log.info(f"read {totals['sequences']:,} sequences ({totals['residues']:,} residues)")
 
@@ -371,7 +377,8 @@ def _write(run, workers: int, database, read: dict, n_shards: int, folder: str,
         log.debug(f"wrote shard {k + 1}: {out['sequences']:,} sequences, "
                   f"{out['residues']:,} residues")
         per_shard.append({"file": shard_file_name(k), "sequences": out["sequences"],
-                          "residues": out["residues"], "blake2b": out["blake2b"]})
+                          "residues": out["residues"], "blake2b": out["blake2b"],
+                          "seconds": out["seconds"]})
     return per_shard
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import mmap
 import operator
 import os
+import time
 import zlib
 from dataclasses import dataclass
 
@@ -158,6 +159,7 @@ def spill_chunk(job: SpillJob, state: SpillState | None = None) -> dict:
     sizes: sequences, residues, and per shard records and bytes (numpy), and
     where its partition lies in the spill file (``region``)."""
     state = state or _STATE
+    t0 = time.perf_counter()
     if job.data is not None:
         data = job.data
     else:
@@ -234,6 +236,7 @@ def spill_chunk(job: SpillJob, state: SpillState | None = None) -> dict:
     out["region"] = region
     out["records"] = counts
     out["bytes"] = sizes[:, 1] + sizes[:, 2] + sizes[:, 3] + 8 * counts
+    out["seconds"] = time.perf_counter() - t0
     return out
 
 
@@ -278,10 +281,13 @@ def write_shard_from_spill(job: WriteJob) -> dict:
     """Gather, sort and write shard ``job.k`` into the spill folder; return its
     summary, or ``{"k": k, "duplicate": True}`` when two records share an accession
     (then nothing is written)."""
+    t0 = time.perf_counter()
     with open(job.spill_path, "rb") as fh:
         mm = mmap.mmap(fh.fileno(), 0, prot=mmap.PROT_READ)
     try:
-        return _write_shard(job, mm)
+        out = _write_shard(job, mm)
+        out["seconds"] = time.perf_counter() - t0
+        return out
     finally:
         try:
             mm.close()
