@@ -11,6 +11,7 @@ Each run is ``python -m swgpu_tools.cli shard DB --shards N --out-dir D`` with
 database was read once (warm page cache).  Printed per run:
 
 * ``wall_s``: the command's wall time (best of ``--repeat``, all runs listed);
+* ``cpu_s``: user and system time of all its processes (least of the runs);
 * ``MB/s``: database bytes (as stored, compressed or not) per second of wall time;
 * ``max_rss_MiB``: the largest resident set of any one process of the run
   (``wait4``'s ``ru_maxrss``, what ``/usr/bin/time -v`` prints as "Maximum
@@ -136,7 +137,8 @@ def run_once(tree: Path, db: Path, shards: int, threads: int | None, out_dir: Pa
     digest.update((out_dir / "database.json").read_bytes())
     for k in range(shards):
         digest.update((out_dir / f"shard-{k:04d}.swdb").read_bytes())
-    return {"wall_s": wall, "max_rss_MiB": usage.ru_maxrss / 1024, "sum_MiB": peak[0] / 1024,
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
+            "max_rss_MiB": usage.ru_maxrss / 1024, "sum_MiB": peak[0] / 1024,
             "read_s": st["phases_s"].get("read"), "write_s": st["phases_s"].get("write"),
             "workers": st.get("workers", "-"), "pieces_s": st.get("pieces_s"),
             "shard_max_s": st.get("shard_max_s"), "output": digest.hexdigest()}
@@ -183,7 +185,7 @@ def main(argv=None) -> int:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(f"database {args.db} ({size / 1e6:.0f} MB); {cpus} CPUs; python {sys.version.split()[0]}")
     print(f"{'tree':<28} {'N':>3} {'workers':>7} {'wall_s':>7} {'MB/s':>6} {'max_rss_MiB':>11} "
-          f"{'sum_MiB':>8} {'read_s':>6} {'write_s':>7}  runs_s  same_output  "
+          f"{'sum_MiB':>8} {'read_s':>6} {'write_s':>7} {'cpu_s':>6}  runs_s  same_output  "
           f"(worker s on pieces, longest shard s)")
     first: dict[int, str] = {}
     for tree in trees:
@@ -199,7 +201,8 @@ def main(argv=None) -> int:
             walls = ",".join(f"{r['wall_s']:.2f}" for r in runs)
             print(f"{label:<28} {n:>3} {best['workers']!s:>7} {best['wall_s']:>7.2f} "
                   f"{size / best['wall_s'] / 1e6:>6.0f} {rss:>11.0f} {total:>8.0f} "
-                  f"{best['read_s']:>6.2f} {best['write_s']:>7.2f}  {walls}"
+                  f"{best['read_s']:>6.2f} {best['write_s']:>7.2f} "
+                  f"{min(r['cpu_s'] for r in runs):>6.2f}  {walls}"
                   f"  {'yes' if same else 'NO'}  ({best['pieces_s']}, {best['shard_max_s']})",
                   flush=True)
     if args.work is None:

@@ -261,3 +261,20 @@ def test_shard_step_fuzz_agrees_with_the_line_reader(tmp_path_factory, data, ran
         assert shard_files(tmp / "out", 2) == reference(path, 2, tmp / "ref")[0]
     else:
         assert not (tmp / "out" / "database.json").exists()
+
+
+def test_spill_folders_of_killed_steps_are_removed(tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "o"
+    out.mkdir()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    (out / f".spill-{gone}-abc").mkdir()
+    (out / f".spill-{gone}-abc" / "partitions").write_bytes(b"x" * 100)
+    (out / f".spill-{os.getpid()}-live").mkdir()  # a running step's: kept
+    (tmp_path / "db.fa").write_text(">a\nMK\n")
+    shard_database(tmp_path / "db.fa", out, 1, threads=1)
+    assert sorted(p for p in os.listdir(out) if p.startswith(".")) == [
+        f".spill-{os.getpid()}-live"]

@@ -93,7 +93,8 @@ def shard_database(database, out_dir, n_shards: int, stats_path=None,
     ranges = plan_ranges(name, range_bytes)
     timer = StepTimer("shard_db")
     os.makedirs(out_dir, exist_ok=True)
-    spill_dir = tempfile.mkdtemp(prefix=".spill-", dir=out_dir)
+    _remove_stale_spills(out_dir)
+    spill_dir = tempfile.mkdtemp(prefix=f".spill-{os.getpid()}-", dir=out_dir)
     pool = ring = None
     # the digest streams of the pieces being parsed pass through a ring of slots
     # of memory shared with the workers (made before they are forked)
@@ -339,9 +340,28 @@ def _first_error(database, exc: InputError):
 
 
 def _footprint(records: int, nbytes: int) -> int:
-    """About the memory a writer takes for a shard of this size (its parts, the
-    sorted copy, the accessions and headers as Python objects)."""
-    return int(2.5 * nbytes) + 300 * records + (32 << 20)
+    """About the memory a writer takes for a shard of this size: the accessions as
+    Python objects, the order and the positions of every record (about 250 bytes
+    a record), and the batches being hashed and written; its residues and
+    headers are read from the mapped spill file, a batch at a time."""
+    return 250 * records + nbytes // 20 + (64 << 20)
+
+
+def _remove_stale_spills(out_dir) -> None:
+    """Remove the spill folders of shard steps that were killed (their process is
+    gone): each holds up to a database's worth of data."""
+    for name in os.listdir(out_dir):
+        parts = name.split("-")
+        if not (name.startswith(".spill-") and len(parts) >= 3 and parts[1].isdigit()):
+            continue
+        try:
+            os.kill(int(parts[1]), 0)
+        except ProcessLookupError:
+            log.info(f"removing {name} in {os.fspath(out_dir)}, left by a shard step "
+                     f"that was stopped")
+            shutil.rmtree(os.path.join(out_dir, name), ignore_errors=True)
+        except OSError:  # alive (another user's, say): leave it
+            pass
 
 
 def _write(run, workers: int, database, read: dict, n_shards: int, folder: str,

@@ -24,11 +24,10 @@ checkpoint shard_db:
         "results/logs/shard_db.log",
     benchmark:
         "results/benchmarks/shard_db.tsv"
-    threads: workflow.cores
+    threads: 1
     params:
         shards=config["shards"],
         out_dir=lambda wildcards, output: os.path.dirname(output.info),
     shell:
         "swgpu shard {input.database:q} --shards {params.shards}"
-        " --out-dir {params.out_dir:q} --stats {output.stats:q} --threads {threads}"
-        " > {log:q} 2>&1"
+        " --out-dir {params.out_dir:q} --stats {output.stats:q} > {log:q} 2>&1"
