@@ -240,14 +240,24 @@ def spill_chunk(job: SpillJob, state: SpillState | None = None) -> dict:
     return out
 
 
+def _runs(begin: np.ndarray, end: np.ndarray, order) -> tuple[np.ndarray, np.ndarray]:
+    """The items ``[begin[i], end[i])`` for i in ``order`` as runs of adjacent items
+    (an item that starts where the one before it ended extends its run): a few
+    long runs for a file that is sorted, or nearly."""
+    b, e = begin[order], end[order]
+    cut = np.flatnonzero(b[1:] != e[:-1]) + 1
+    first = np.concatenate([[0], cut]) if len(b) else cut
+    last = np.concatenate([cut, [len(b)]]) - 1 if len(b) else cut
+    return b[first], e[last]
+
+
 def _gather_items(data, starts: np.ndarray, order: np.ndarray) -> bytes:
     """``data[starts[i]:starts[i + 1]]`` for i in ``order``, joined (``data``: a
     buffer; slices of bytes are the fastest Python makes)."""
     if isinstance(data, np.ndarray):
         data = data.base if isinstance(data.base, bytes) else data.tobytes()
-    begin = starts[:-1][order].tolist()
-    end = starts[1:][order].tolist()
-    return b"".join(map(data.__getitem__, map(slice, begin, end)))
+    begin, end = _runs(starts[:-1], starts[1:], order)
+    return b"".join(map(data.__getitem__, map(slice, begin.tolist(), end.tolist())))
 
 
 @dataclass
@@ -258,8 +268,8 @@ class WriteJob:
     folder: str
 
 
-#: Records gathered at once while the previous ones are hashed and written.
-_BATCH = 16384
+#: Bytes gathered at once while the previous ones are hashed and written.
+_BATCH_BYTES = 8 << 20
 
 
 def _parts(mm: mmap.mmap, regions: list[int], k: int):
@@ -348,7 +358,17 @@ def _write_shard(job: WriteJob, mm: mmap.mmap) -> dict:
 
 
 def _batches(mm, begin: np.ndarray, end: np.ndarray, order: list[int]):
-    """``mm[begin[i]:end[i]]`` for i in ``order``, joined a batch at a time."""
-    for a in range(0, len(order), _BATCH):
-        sel = order[a:a + _BATCH]
-        yield b"".join(map(mm.__getitem__, map(slice, begin[sel].tolist(), end[sel].tolist())))
+    """``mm[begin[i]:end[i]]`` for i in ``order``, joined a batch (about
+    :data:`_BATCH_BYTES`) at a time; a long run of adjacent items as a view."""
+    starts, ends = _runs(begin, end, order)
+    done = np.cumsum(ends - starts)
+    at = 0
+    while at < len(starts):
+        stop = max(at + 1, int(np.searchsorted(done, done[at] - (ends[at] - starts[at])
+                                               + _BATCH_BYTES, "right")))
+        if stop == at + 1:
+            yield memoryview(mm)[int(starts[at]):int(ends[at])]
+        else:
+            yield b"".join(map(mm.__getitem__, map(slice, starts[at:stop].tolist(),
+                                                   ends[at:stop].tolist())))
+        at = stop
