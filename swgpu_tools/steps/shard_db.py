@@ -60,10 +60,11 @@ def shard_database(database, out_dir, n_shards: int, stats_path=None,
     ``threads`` worker processes (default: every CPU this process may use) parse
     pieces of the file (byte ranges of a plain file, each read by its worker;
     chunks of a gzip file, decompressed here) and spill each piece's records,
-    grouped by shard, to files in a temporary folder in ``out_dir``; then each
-    shard's records are gathered, sorted and written.  Memory: a few pieces
-    (``range_bytes``, default at most 8 MiB) per worker and the shards being
-    written, whatever the database's size.  Nothing in ``out_dir`` changes until
+    grouped by shard, to a file in a temporary folder in ``out_dir``; then each
+    shard's records are gathered from it, sorted and written, several shards at
+    once.  Memory: a few pieces (``range_bytes``, default at most 8 MiB) per
+    worker, then the shards being written (as many at once as
+    :data:`MEMORY_BYTES` allows), whatever the database's size.  Nothing in ``out_dir`` changes until
     the whole database has been read without error and no accession repeats
     (a truncated or malformed release changes nothing): errors are those of the
     sequential reader (:func:`swgpu_tools.io.fasta_blocks.iter_blocks`), which
@@ -101,9 +102,11 @@ def shard_database(database, out_dir, n_shards: int, stats_path=None,
     n_slots = 2 * workers
     slot_bytes = range_bytes + range_bytes // 2
     spill_path = os.path.join(spill_dir, "partitions")
+    if not (threads is not None or len(ranges or [0, 0]) > 1 or n_shards > 1):
+        workers = 1  # one piece, one shard: nothing to do in parallel
     try:
         open(spill_path, "wb").close()
-        if workers > 1 and (threads is not None or len(ranges or [0, 0]) > 1 or n_shards > 1):
+        if workers > 1:
             from .shard_spill import SpillState, init_worker
 
             ring = mmap.mmap(-1, n_slots * slot_bytes)
