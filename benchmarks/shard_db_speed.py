@@ -27,6 +27,7 @@ UniProt-style records, about 200 million residues, one line per sequence;
 ``--shuffle`` puts the accessions in random order, as in a real release) unless
 PATH exists.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def make_db(path: Path, records: int = 439_226, residues: float = 2e8, seed: int = 1,
-            shuffle: bool = False) -> None:
+def make_db(
+    path: Path, records: int = 439_226, residues: float = 2e8, seed: int = 1, shuffle: bool = False
+) -> None:
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -59,12 +61,14 @@ def make_db(path: Path, records: int = 439_226, residues: float = 2e8, seed: int
     with open(tmp, "wb") as fh:
         step = 20_000
         for a in range(0, records, step):
-            lens = lengths[a:a + step]
+            lens = lengths[a : a + step]
             seq = letters[rng.integers(0, 20, int(lens.sum()))].tobytes()
             out, at = [], 0
-            for i, n in zip(numbers[a:a + step].tolist(), lens.tolist()):
-                out.append(b">sp|S%08d|SYN%08d_SYNTH Synthetic protein %d OS=Synthetic\n%s\n"
-                           % (i, i, i, seq[at:at + n]))
+            for i, n in zip(numbers[a : a + step].tolist(), lens.tolist()):
+                out.append(
+                    b">sp|S%08d|SYN%08d_SYNTH Synthetic protein %d OS=Synthetic\n%s\n"
+                    % (i, i, i, seq[at : at + n])
+                )
                 at += n
             fh.write(b"".join(out))
     os.replace(tmp, path)
@@ -106,16 +110,28 @@ def _memory_kib(pid: int) -> int:
 def run_once(tree: Path, db: Path, shards: int, threads: int | None, out_dir: Path) -> dict:
     shutil.rmtree(out_dir, ignore_errors=True)
     stats = out_dir.with_suffix(".stats.json")
-    cmd = [sys.executable, "-m", "swgpu_tools.cli", "shard", str(db), "--shards", str(shards),
-           "--out-dir", str(out_dir), "--stats", str(stats)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "swgpu_tools.cli",
+        "shard",
+        str(db),
+        "--shards",
+        str(shards),
+        "--out-dir",
+        str(out_dir),
+        "--stats",
+        str(stats),
+    ]
     if threads:
         cmd += ["--threads", str(threads)]
     env = dict(os.environ, PYTHONPATH=str(tree))
     peak = [0]
     t0 = time.perf_counter()
     # run in the checkout: `python -m` puts the current folder first on sys.path
-    proc = subprocess.Popen(cmd, env=env, cwd=tree, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        cmd, env=env, cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     done = threading.Event()
 
     def sample():
@@ -137,27 +153,46 @@ def run_once(tree: Path, db: Path, shards: int, threads: int | None, out_dir: Pa
     digest.update((out_dir / "database.json").read_bytes())
     for k in range(shards):
         digest.update((out_dir / f"shard-{k:04d}.swdb").read_bytes())
-    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
-            "max_rss_MiB": usage.ru_maxrss / 1024, "sum_MiB": peak[0] / 1024,
-            "read_s": st["phases_s"].get("read"), "write_s": st["phases_s"].get("write"),
-            "workers": st.get("workers", "-"), "pieces_s": st.get("pieces_s"),
-            "shard_max_s": st.get("shard_max_s"), "output": digest.hexdigest()}
+    return {
+        "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "max_rss_MiB": usage.ru_maxrss / 1024,
+        "sum_MiB": peak[0] / 1024,
+        "read_s": st["phases_s"].get("read"),
+        "write_s": st["phases_s"].get("write"),
+        "workers": st.get("workers", "-"),
+        "pieces_s": st.get("pieces_s"),
+        "shard_max_s": st.get("shard_max_s"),
+        "output": digest.hexdigest(),
+    }
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--db", type=Path, help="database FASTA (plain or .gz)")
-    ap.add_argument("--make-db", type=Path, metavar="PATH",
-                    help="write a bench200M-like database here (unless it exists) and use it")
+    ap.add_argument(
+        "--make-db",
+        type=Path,
+        metavar="PATH",
+        help="write a bench200M-like database here (unless it exists) and use it",
+    )
     ap.add_argument("--shuffle", action="store_true", help="--make-db: accessions in random order")
-    ap.add_argument("--gzip", action="store_true",
-                    help="time the database gzip-compressed (DB.gz, made once beside it)")
+    ap.add_argument(
+        "--gzip",
+        action="store_true",
+        help="time the database gzip-compressed (DB.gz, made once beside it)",
+    )
     ap.add_argument("--shards", type=int, nargs="+", default=[1, 4, 8])
-    ap.add_argument("--threads", type=int, default=None,
-                    help="pass --threads (checkouts that have the option)")
+    ap.add_argument(
+        "--threads", type=int, default=None, help="pass --threads (checkouts that have the option)"
+    )
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--tree", type=Path, action="append",
-                    help="checkout to time (repeatable; default: this one)")
+    ap.add_argument(
+        "--tree",
+        type=Path,
+        action="append",
+        help="checkout to time (repeatable; default: this one)",
+    )
     ap.add_argument("--work", type=Path, default=None, help="folder for outputs (default: temp)")
     args = ap.parse_args(argv)
     if args.make_db:
@@ -184,14 +219,18 @@ def main(argv=None) -> int:
             pass
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(f"database {args.db} ({size / 1e6:.0f} MB); {cpus} CPUs; python {sys.version.split()[0]}")
-    print(f"{'tree':<28} {'N':>3} {'workers':>7} {'wall_s':>7} {'MB/s':>6} {'max_rss_MiB':>11} "
-          f"{'sum_MiB':>8} {'read_s':>6} {'write_s':>7} {'cpu_s':>6}  runs_s  same_output  "
-          f"(worker s on pieces, longest shard s)")
+    print(
+        f"{'tree':<28} {'N':>3} {'workers':>7} {'wall_s':>7} {'MB/s':>6} {'max_rss_MiB':>11} "
+        f"{'sum_MiB':>8} {'read_s':>6} {'write_s':>7} {'cpu_s':>6}  runs_s  same_output  "
+        f"(worker s on pieces, longest shard s)"
+    )
     first: dict[int, str] = {}
     for tree in trees:
         for n in args.shards:
-            runs = [run_once(tree, args.db, n, args.threads, work / f"out-{n}")
-                    for _ in range(args.repeat)]
+            runs = [
+                run_once(tree, args.db, n, args.threads, work / f"out-{n}")
+                for _ in range(args.repeat)
+            ]
             best = min(runs, key=lambda r: r["wall_s"])
             first.setdefault(n, best["output"])
             same = all(r["output"] == first[n] for r in runs)
@@ -199,12 +238,14 @@ def main(argv=None) -> int:
             rss = max(r["max_rss_MiB"] for r in runs)
             total = max(r["sum_MiB"] for r in runs)
             walls = ",".join(f"{r['wall_s']:.2f}" for r in runs)
-            print(f"{label:<28} {n:>3} {best['workers']!s:>7} {best['wall_s']:>7.2f} "
-                  f"{size / best['wall_s'] / 1e6:>6.0f} {rss:>11.0f} {total:>8.0f} "
-                  f"{best['read_s']:>6.2f} {best['write_s']:>7.2f} "
-                  f"{min(r['cpu_s'] for r in runs):>6.2f}  {walls}"
-                  f"  {'yes' if same else 'NO'}  ({best['pieces_s']}, {best['shard_max_s']})",
-                  flush=True)
+            print(
+                f"{label:<28} {n:>3} {best['workers']!s:>7} {best['wall_s']:>7.2f} "
+                f"{size / best['wall_s'] / 1e6:>6.0f} {rss:>11.0f} {total:>8.0f} "
+                f"{best['read_s']:>6.2f} {best['write_s']:>7.2f} "
+                f"{min(r['cpu_s'] for r in runs):>6.2f}  {walls}"
+                f"  {'yes' if same else 'NO'}  ({best['pieces_s']}, {best['shard_max_s']})",
+                flush=True,
+            )
     if args.work is None:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -20,6 +20,7 @@ separate processes can read and parse on their own.
 
 Memory: one block plus the records it completes, whatever the file's size.
 """
+
 from __future__ import annotations
 
 import io
@@ -143,9 +144,9 @@ def record_chunks(path, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[bytes,
             if cut < 0:
                 carry = data
                 continue
-            yield data[:cut + 1], line_no
+            yield data[: cut + 1], line_no
             line_no += data.count(b"\n", 0, cut + 1)
-            carry = data[cut + 1:]
+            carry = data[cut + 1 :]
         if started and carry:
             if not carry.endswith(b"\n"):
                 carry += b"\n"
@@ -188,7 +189,7 @@ def plan_ranges(path, range_bytes: int) -> list[tuple[int, int]] | None:
         if head[:2] == b"\x1f\x8b":
             return None
         start = 3 if head.startswith(b"\xef\xbb\xbf") else 0
-        if head[start:start + 1] != b">":
+        if head[start : start + 1] != b">":
             return None
         cuts = [start]
         fd = fh.fileno()
@@ -226,9 +227,12 @@ def _line_reader(name: str, text: bytes, first_line: int, whole_file: bool = Fal
 
 def _slow_block(name: str, text: bytes, first_line: int) -> Block:
     recs = _line_reader(name, text, first_line)
-    return Block([r.id.encode("ascii") for r in recs], [r.header.encode("utf-8") for r in recs],
-                 np.frombuffer(b"".join(r.sequence for r in recs), dtype=np.uint8),
-                 _offsets([len(r.sequence) for r in recs]))
+    return Block(
+        [r.id.encode("ascii") for r in recs],
+        [r.header.encode("utf-8") for r in recs],
+        np.frombuffer(b"".join(r.sequence for r in recs), dtype=np.uint8),
+        _offsets([len(r.sequence) for r in recs]),
+    )
 
 
 def _parse(name: str, data: bytes, end: int, first_line: int) -> tuple[Block, int]:
@@ -248,17 +252,22 @@ def _parse(name: str, data: bytes, end: int, first_line: int) -> tuple[Block, in
     lengths = rec_end - head_end - 1 - n_nl
     text = data[:end] if end < len(data) else data
     rs, he, re_ = rec_start.tolist(), head_end.tolist(), rec_end.tolist()
-    headers = [text[s + 1:h] for s, h in zip(rs, he)]
-    seq_text = b"".join([text[h + 1:e] for h, e in zip(he, re_)])
+    headers = [text[s + 1 : h] for s, h in zip(rs, he)]
+    seq_text = b"".join([text[h + 1 : e] for h, e in zip(he, re_)])
     residues = seq_text.translate(_UPPER, b"\n")
     joined_headers = b"\n".join(headers)
     found = _IDS.findall(joined_headers)
     ids = [u or w for u, w in found]
-    if (len(residues) != int(lengths.sum()) or np.any(lengths == 0)
-            or residues.translate(None, RESIDUE_LETTERS)
-            or joined_headers.translate(None, _HEADER_OK)
-            or len(ids) != len(headers) or not all(ids) or not b"".join(ids).isascii()
-            or not _is_utf8(joined_headers)):
+    if (
+        len(residues) != int(lengths.sum())
+        or np.any(lengths == 0)
+        or residues.translate(None, RESIDUE_LETTERS)
+        or joined_headers.translate(None, _HEADER_OK)
+        or len(ids) != len(headers)
+        or not all(ids)
+        or not b"".join(ids).isascii()
+        or not _is_utf8(joined_headers)
+    ):
         return _slow_block(name, text, first_line), len(nl)
     return Block(ids, headers, np.frombuffer(residues, dtype=np.uint8), _offsets(lengths)), len(nl)
 

@@ -22,6 +22,7 @@ File format, all integers little-endian::
 Loading verifies the digest, so a truncated or corrupted shard is an error,
 never trusted.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -73,8 +74,9 @@ _OVERLAP_BYTES = 4 << 20
 _PIECE_BYTES = 16 << 20
 
 
-def write_shard_blobs(path, ids_blob, offsets: np.ndarray, residues, headers_blob,
-                      headers_bytes: int | None = None) -> dict:
+def write_shard_blobs(
+    path, ids_blob, offsets: np.ndarray, residues, headers_blob, headers_bytes: int | None = None
+) -> dict:
     """Write a shard from its parts, records already sorted by accession (as
     :func:`write_shard` lays them out): ``ids_blob`` and ``headers_blob`` each
     record's accession and header followed by ``\\n``, ``offsets`` (n + 1) and the
@@ -133,7 +135,7 @@ def _pieces(part):
         yield from part
         return
     for at in range(0, len(view), _PIECE_BYTES):
-        yield view[at:at + _PIECE_BYTES]
+        yield view[at : at + _PIECE_BYTES]
 
 
 class _Sink:
@@ -197,7 +199,7 @@ def read_shard(path, headers: bool = True) -> SequenceSet:
         raise InputError(f"{name}: not a swgpu shard file (bad magic); re-run the shard step")
     (hlen,) = struct.unpack_from("<Q", data, 8)
     try:
-        header = json.loads(data[16:16 + hlen])
+        header = json.loads(data[16 : 16 + hlen])
         version = int(header.get("format", 1))
         n = int(header["sequences"])
         n_ids = int(header["ids_bytes"])
@@ -206,9 +208,10 @@ def read_shard(path, headers: bool = True) -> SequenceSet:
     except (ValueError, KeyError, TypeError, AttributeError):
         raise InputError(f"{name}: corrupt shard header; re-run the shard step") from None
     if version not in (1, 2):
-        raise InputError(f"{name}: shard format {version} is not known to this swgpu; "
-                         f"re-run the shard step")
-    body = memoryview(data)[16 + hlen:]
+        raise InputError(
+            f"{name}: shard format {version} is not known to this swgpu; re-run the shard step"
+        )
+    body = memoryview(data)[16 + hlen :]
     expected = n_ids + 8 * (n + 1) + n_res + n_head
     if len(body) != expected:
         raise InputError(
@@ -223,7 +226,7 @@ def read_shard(path, headers: bool = True) -> SequenceSet:
     residues = np.frombuffer(body, dtype=np.uint8, count=n_res, offset=start).copy()
     heads = None
     if headers and version >= 2:
-        heads = bytes(body[start + n_res:]).decode("utf-8").split("\n")[:-1]
+        heads = bytes(body[start + n_res :]).decode("utf-8").split("\n")[:-1]
     return SequenceSet(ids, residues, offsets, heads)
 
 

@@ -8,6 +8,7 @@ rewritten byte-identical, so Snakemake's checksums see no change.
 :func:`check_shards` verifies shard files and moves corrupt ones aside so that
 the next run of the workflow rebuilds them.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -53,8 +54,14 @@ def default_threads() -> int:
         return os.cpu_count() or 1
 
 
-def shard_database(database, out_dir, n_shards: int, stats_path=None,
-                   threads: int | None = None, range_bytes: int | None = None) -> dict:
+def shard_database(
+    database,
+    out_dir,
+    n_shards: int,
+    stats_path=None,
+    threads: int | None = None,
+    range_bytes: int | None = None,
+) -> dict:
     """Split a FASTA database into ``n_shards`` shard files and ``out_dir/database.json``.
 
     ``threads`` worker processes (default: every CPU this process may use) parse
@@ -89,8 +96,14 @@ def shard_database(database, out_dir, n_shards: int, stats_path=None,
     if "fork" not in multiprocessing.get_all_start_methods():
         workers = 1
     if range_bytes is None:
-        range_bytes = BLOCK_BYTES if workers == 1 else max(MIN_RANGE_BYTES, min(
-            MAX_RANGE_BYTES, size // (4 * workers), MEMORY_BYTES // (8 * workers)))
+        range_bytes = (
+            BLOCK_BYTES
+            if workers == 1
+            else max(
+                MIN_RANGE_BYTES,
+                min(MAX_RANGE_BYTES, size // (4 * workers), MEMORY_BYTES // (8 * workers)),
+            )
+        )
     ranges = plan_ranges(name, range_bytes)
     timer = StepTimer("shard_db")
     os.makedirs(out_dir, exist_ok=True)
@@ -112,8 +125,9 @@ def shard_database(database, out_dir, n_shards: int, stats_path=None,
             ring = mmap.mmap(-1, n_slots * slot_bytes)
             context = multiprocessing.get_context("fork")
             state = SpillState(spill_path, context.Value("q", 0), ring, slot_bytes)
-            pool = ProcessPoolExecutor(max_workers=workers, mp_context=context,
-                                       initializer=init_worker, initargs=(state,))
+            pool = ProcessPoolExecutor(
+                max_workers=workers, mp_context=context, initializer=init_worker, initargs=(state,)
+            )
             run = pool
         else:
             from .shard_spill import Counter, SpillState
@@ -122,11 +136,11 @@ def shard_database(database, out_dir, n_shards: int, stats_path=None,
         release = _ReleaseDigest(ring, n_slots)
         try:
             with timer.phase("read"):
-                read = _read(run, workers, database, ranges, range_bytes, n_shards, spill_dir,
-                             release)
+                read = _read(
+                    run, workers, database, ranges, range_bytes, n_shards, spill_dir, release
+                )
             with timer.phase("write"):
-                per_shard = _write(run, workers, database, read, n_shards, spill_dir,
-                                   spill_path)
+                per_shard = _write(run, workers, database, read, n_shards, spill_dir, spill_path)
                 shard_s = [p.pop("seconds") for p in per_shard]
             with timer.phase("digest"):  # what the release digest's thread has left
                 content = release.hexdigest()
@@ -140,25 +154,36 @@ def shard_database(database, out_dir, n_shards: int, stats_path=None,
         if ring is not None:
             ring.close()
         shutil.rmtree(spill_dir, ignore_errors=True)
-    summary = {"sequences": read["sequences"], "residues": read["residues"],
-               "shards": per_shard, "content_blake2b": content}
+    summary = {
+        "sequences": read["sequences"],
+        "residues": read["residues"],
+        "shards": per_shard,
+        "content_blake2b": content,
+    }
     with atomic_write(os.path.join(out_dir, "database.json")) as fh:
         json.dump(summary, fh, indent=1, sort_keys=True)
         fh.write("\n")
     _record_verified(out_dir, [p["file"] for p in per_shard])
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    timer.fields.update(sequences=read["sequences"], residues=read["residues"],
-                        shards=n_shards, workers=workers, pieces=read["pieces"],
-                        children_peak_rss_bytes=children,
-                        # seconds the workers spent on the pieces (all together), and
-                        # on each shard (the longest)
-                        pieces_s=round(read["piece_s"], 3),
-                        shard_max_s=round(max(shard_s), 3))
+    timer.fields.update(
+        sequences=read["sequences"],
+        residues=read["residues"],
+        shards=n_shards,
+        workers=workers,
+        pieces=read["pieces"],
+        children_peak_rss_bytes=children,
+        # seconds the workers spent on the pieces (all together), and
+        # on each shard (the longest)
+        pieces_s=round(read["piece_s"], 3),
+        shard_max_s=round(max(shard_s), 3),
+    )
     rec = timer.write(stats_path)
-    log.info(f"{read['sequences']:,} sequences, {read['residues']:,} residues in {n_shards} "
-             f"shards, {rec['wall_s']:.1f} s ({size / max(rec['wall_s'], 1e-9) / 1e6:.0f} MB/s "
-             f"of {'compressed ' if _is_gzip(database) else ''}FASTA, {workers} "
-             f"worker{'s' if workers > 1 else ''})")
+    log.info(
+        f"{read['sequences']:,} sequences, {read['residues']:,} residues in {n_shards} "
+        f"shards, {rec['wall_s']:.1f} s ({size / max(rec['wall_s'], 1e-9) / 1e6:.0f} MB/s "
+        f"of {'compressed ' if _is_gzip(database) else ''}FASTA, {workers} "
+        f"worker{'s' if workers > 1 else ''})"
+    )
     return summary
 
 
@@ -189,13 +214,21 @@ def _jobs(database, ranges, range_bytes: int, n_shards: int, folder: str, inline
     name = os.fspath(database)
     if ranges is not None:  # a plain file: each worker reads its own byte range
         for i, (begin, end) in enumerate(ranges):
-            yield SpillJob(name, i, n_shards, folder, path=name, begin=begin, end=end,
-                           last=i == len(ranges) - 1, canon_inline=inline)
+            yield SpillJob(
+                name,
+                i,
+                n_shards,
+                folder,
+                path=name,
+                begin=begin,
+                end=end,
+                last=i == len(ranges) - 1,
+                canon_inline=inline,
+            )
         return
     # compressed (or starting with blank lines): the text is read here, parsed there
     for i, (data, line) in enumerate(record_chunks(database, range_bytes)):
-        yield SpillJob(name, i, n_shards, folder, data=data, first_line=line,
-                       canon_inline=inline)
+        yield SpillJob(name, i, n_shards, folder, data=data, first_line=line, canon_inline=inline)
 
 
 class _ReleaseDigest:
@@ -253,7 +286,7 @@ class _ReleaseDigest:
                 d.update(part)
             return
         if kind == "slot":
-            data = memoryview(self.ring)[where:where + sum(sizes)]
+            data = memoryview(self.ring)[where : where + sum(sizes)]
         else:
             with open(where, "rb") as fh:
                 data = memoryview(fh.read())
@@ -261,7 +294,7 @@ class _ReleaseDigest:
         with data:
             at = 0
             for d, n in zip(self.digests, sizes):
-                with data[at:at + n] as part:
+                with data[at : at + n] as part:
                     d.update(part)
                 at += n
 
@@ -275,12 +308,21 @@ class _ReleaseDigest:
         self.stop()
         if self.errors:
             raise self.errors[0]
-        return hashlib.blake2b(b"".join(d.digest() for d in self.digests),
-                               digest_size=32).hexdigest()
+        return hashlib.blake2b(
+            b"".join(d.digest() for d in self.digests), digest_size=32
+        ).hexdigest()
 
 
-def _read(run, workers: int, database, ranges, range_bytes: int, n_shards: int,
-          folder: str, release: _ReleaseDigest) -> dict:
+def _read(
+    run,
+    workers: int,
+    database,
+    ranges,
+    range_bytes: int,
+    n_shards: int,
+    folder: str,
+    release: _ReleaseDigest,
+) -> dict:
     """Parse and spill every piece; hand the digest streams to ``release``."""
     import numpy as np
 
@@ -325,8 +367,9 @@ def _read(run, workers: int, database, ranges, range_bytes: int, n_shards: int,
             raise
         _first_error(database, exc)
     if totals["sequences"] == 0:
-        _first_error(database, InputError(
-            f"{os.fspath(database)}: contains no FASTA records (empty file?)"))
+        _first_error(
+            database, InputError(f"{os.fspath(database)}: contains no FASTA records (empty file?)")
+        )
     totals["records"], totals["bytes"] = records, nbytes
     return totals
 
@@ -360,15 +403,17 @@ def _remove_stale_spills(out_dir) -> None:
         try:
             os.kill(int(parts[1]), 0)
         except ProcessLookupError:
-            log.info(f"removing {name} in {os.fspath(out_dir)}, left by a shard step "
-                     f"that was stopped")
+            log.info(
+                f"removing {name} in {os.fspath(out_dir)}, left by a shard step that was stopped"
+            )
             shutil.rmtree(os.path.join(out_dir, name), ignore_errors=True)
         except OSError:  # alive (another user's, say): leave it
             pass
 
 
-def _write(run, workers: int, database, read: dict, n_shards: int, folder: str,
-           spill_path: str) -> list[dict]:
+def _write(
+    run, workers: int, database, read: dict, n_shards: int, folder: str, spill_path: str
+) -> list[dict]:
     """Write every shard into the spill folder, as many at once as workers and
     :data:`MEMORY_BYTES` allow; a repeated accession raises (nothing written
     to ``out_dir``)."""
@@ -380,8 +425,12 @@ def _write(run, workers: int, database, read: dict, n_shards: int, folder: str,
     duplicate = False
     k = 0
     while (k < n_shards and not duplicate) or running:
-        while (k < n_shards and not duplicate and len(running) < workers
-               and (not running or sum(running.values()) + cost[k] <= MEMORY_BYTES)):
+        while (
+            k < n_shards
+            and not duplicate
+            and len(running) < workers
+            and (not running or sum(running.values()) + cost[k] <= MEMORY_BYTES)
+        ):
             job = WriteJob(k, read["regions"], spill_path, folder)
             running[run.submit(write_shard_from_spill, job)] = cost[k]
             k += 1
@@ -397,11 +446,18 @@ def _write(run, workers: int, database, read: dict, n_shards: int, folder: str,
         _check_unique(database)
     per_shard = []
     for k, out in enumerate(results):
-        log.debug(f"wrote shard {k + 1}: {out['sequences']:,} sequences, "
-                  f"{out['residues']:,} residues")
-        per_shard.append({"file": shard_file_name(k), "sequences": out["sequences"],
-                          "residues": out["residues"], "blake2b": out["blake2b"],
-                          "seconds": out["seconds"]})
+        log.debug(
+            f"wrote shard {k + 1}: {out['sequences']:,} sequences, {out['residues']:,} residues"
+        )
+        per_shard.append(
+            {
+                "file": shard_file_name(k),
+                "sequences": out["sequences"],
+                "residues": out["residues"],
+                "blake2b": out["blake2b"],
+                "seconds": out["seconds"],
+            }
+        )
     return per_shard
 
 
@@ -478,15 +534,23 @@ def check_shards(shard_paths, quarantine_dir=None) -> list[str]:
             log.error(f"CORRUPT {exc}")
             if quarantine_dir is not None and os.path.exists(path):
                 os.makedirs(quarantine_dir, exist_ok=True)
-                dest = os.path.join(quarantine_dir,
-                                    f"{os.path.basename(os.fspath(path))}.{int(time.time())}")
+                dest = os.path.join(
+                    quarantine_dir, f"{os.path.basename(os.fspath(path))}.{int(time.time())}"
+                )
                 os.replace(path, dest)
-                log.warning(f"moved {os.fspath(path)} to {dest}; the next workflow run rebuilds "
-                            f"it (snakemake reruns shard_db because the shard is missing)")
+                log.warning(
+                    f"moved {os.fspath(path)} to {dest}; the next workflow run rebuilds "
+                    f"it (snakemake reruns shard_db because the shard is missing)"
+                )
         else:
             log.info(f"ok {os.fspath(path)}")
     if bad:
-        raise InputError(f"{len(bad)} corrupt or truncated shard file(s): {', '.join(bad)}"
-                         + ("; moved aside, run the workflow again to rebuild them"
-                            if quarantine_dir is not None else "; re-run the shard step"))
+        raise InputError(
+            f"{len(bad)} corrupt or truncated shard file(s): {', '.join(bad)}"
+            + (
+                "; moved aside, run the workflow again to rebuild them"
+                if quarantine_dir is not None
+                else "; re-run the shard step"
+            )
+        )
     return bad

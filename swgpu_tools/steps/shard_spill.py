@@ -29,6 +29,7 @@ Partition layout (integers ``<i8``, positions from the region's start)::
     lengths:  residues per record
     residues: canonical letters
 """
+
 from __future__ import annotations
 
 import mmap
@@ -93,16 +94,16 @@ class SpillJob:
     """One piece of the database: ``data`` (text of whole records), or the byte
     range ``[begin, end)`` of the plain file ``path`` (``last``: it ends the file)."""
 
-    name: str                # the database's name in error messages
-    index: int               # the piece's place in the file (0, 1, ...)
+    name: str  # the database's name in error messages
+    index: int  # the piece's place in the file (0, 1, ...)
     n_shards: int
-    folder: str              # spill folder
+    folder: str  # spill folder
     path: str | None = None
     begin: int = 0
     end: int = 0
     last: bool = False
     data: bytes | None = None
-    first_line: int = 1      # known for chunks; ranges report errors via the line reader
+    first_line: int = 1  # known for chunks; ranges report errors via the line reader
     canon_inline: bool = False  # return the digest streams themselves (same process)
     slot: int | None = None  # the ring slot for the digest streams (None: a file)
 
@@ -128,8 +129,10 @@ def _read_range(path: str, begin: int, end: int) -> bytes:
         while got < len(out):
             n = os.preadv(fh.fileno(), [view[got:]], begin + got)
             if n <= 0:
-                raise EOFError(f"the file ended at byte {begin + got} while being read "
-                               f"(changed while the shard step ran?)")
+                raise EOFError(
+                    f"the file ended at byte {begin + got} while being read "
+                    f"(changed while the shard step ran?)"
+                )
             got += n
     return bytes(out)
 
@@ -137,8 +140,9 @@ def _read_range(path: str, begin: int, end: int) -> bytes:
 def _write_file(path: str, parts, at: int | None = None) -> None:
     """Write ``parts`` to a new file, or at ``at`` in an existing one."""
     try:
-        fd = os.open(path, os.O_WRONLY if at is not None else
-                     os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(
+            path, os.O_WRONLY if at is not None else os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600
+        )
         try:
             pos = at or 0
             for part in parts:
@@ -150,8 +154,9 @@ def _write_file(path: str, parts, at: int | None = None) -> None:
         finally:
             os.close(fd)
     except OSError as exc:
-        raise OutputError(f"{path}: cannot write a spill file of the shard step: "
-                          f"{describe_os_error(exc)}") from None
+        raise OutputError(
+            f"{path}: cannot write a spill file of the shard step: {describe_os_error(exc)}"
+        ) from None
 
 
 def spill_chunk(job: SpillJob, state: SpillState | None = None) -> dict:
@@ -188,7 +193,7 @@ def spill_chunk(job: SpillJob, state: SpillState | None = None) -> dict:
     elif job.slot is not None and sum(sizes) <= state.slot_bytes:
         at = job.slot * state.slot_bytes
         for x, size in zip(streams, sizes):
-            state.ring[at:at + size] = x
+            state.ring[at : at + size] = x
             at += size
         out["canon"] = ("slot", job.slot * state.slot_bytes, sizes)
     else:
@@ -262,8 +267,8 @@ def _gather_items(data, starts: np.ndarray, order: np.ndarray) -> bytes:
 
 @dataclass
 class WriteJob:
-    k: int               # the shard
-    regions: list[int]   # where each piece's partition lies in the spill file
+    k: int  # the shard
+    regions: list[int]  # where each piece's partition lies in the spill file
     spill_path: str
     folder: str
 
@@ -307,10 +312,12 @@ def write_shard_from_spill(job: WriteJob) -> dict:
 
 def _write_shard(job: WriteJob, mm: mmap.mmap) -> dict:
     parts = _parts(mm, job.regions, job.k)
-    ids = b"".join([mm[s[0]:s[0] + z[0]] for _, s, z in parts]).split(b"\n")[:-1]
+    ids = b"".join([mm[s[0] : s[0] + z[0]] for _, s, z in parts]).split(b"\n")[:-1]
     n = len(ids)
-    lengths = np.concatenate([np.frombuffer(mm, dtype="<i8", count=r, offset=s[2])
-                              for r, s, _ in parts] or [np.zeros(0, dtype="<i8")])
+    lengths = np.concatenate(
+        [np.frombuffer(mm, dtype="<i8", count=r, offset=s[2]) for r, s, _ in parts]
+        or [np.zeros(0, dtype="<i8")]
+    )
     order = sorted(range(n), key=ids.__getitem__)
     ordered = [ids[i] for i in order]
     del ids
@@ -325,8 +332,13 @@ def _write_shard(job: WriteJob, mm: mmap.mmap) -> dict:
         view = memoryview(mm)
         try:
             header = write_shard_blobs(
-                path, _lines(ordered), offsets, [view[s[3]:s[3] + z[3]] for _, s, z in parts],
-                [view[s[1]:s[1] + z[1]] for _, s, z in parts], headers_bytes=heads_bytes)
+                path,
+                _lines(ordered),
+                offsets,
+                [view[s[3] : s[3] + z[3]] for _, s, z in parts],
+                [view[s[1] : s[1] + z[1]] for _, s, z in parts],
+                headers_bytes=heads_bytes,
+            )
         finally:
             view.release()
     else:
@@ -335,26 +347,39 @@ def _write_shard(job: WriteJob, mm: mmap.mmap) -> dict:
         counts = [r for r, _, _ in parts]
         within = np.cumsum(lengths) - lengths  # from the first piece's first record
         first = np.cumsum([0] + counts[:-1])
-        res_begin = within + np.repeat(np.array([s[3] for _, s, _ in parts]) - within[first],
-                                       counts)
+        res_begin = within + np.repeat(
+            np.array([s[3] for _, s, _ in parts]) - within[first], counts
+        )
         res_end = res_begin + lengths
         head_begin = np.empty(n, dtype=np.int64)
         head_end = np.empty(n, dtype=np.int64)
         i = 0
         for r, s, z in parts:
-            ends = s[1] + 1 + np.flatnonzero(
-                np.frombuffer(mm, dtype=np.uint8, count=z[1], offset=s[1]) == 10)
-            head_end[i:i + r] = ends
+            ends = (
+                s[1]
+                + 1
+                + np.flatnonzero(np.frombuffer(mm, dtype=np.uint8, count=z[1], offset=s[1]) == 10)
+            )
+            head_end[i : i + r] = ends
             head_begin[i] = s[1]
-            head_begin[i + 1:i + r] = ends[:-1]
+            head_begin[i + 1 : i + r] = ends[:-1]
             i += r
         # residues and headers gathered a batch at a time while the earlier
         # batches are hashed and written
         header = write_shard_blobs(
-            path, _lines(ordered), offsets, _batches(mm, res_begin, res_end, order),
-            _batches(mm, head_begin, head_end, order), headers_bytes=heads_bytes)
-    return {"k": job.k, "sequences": header["sequences"], "residues": header["residues"],
-            "blake2b": header["blake2b"]}
+            path,
+            _lines(ordered),
+            offsets,
+            _batches(mm, res_begin, res_end, order),
+            _batches(mm, head_begin, head_end, order),
+            headers_bytes=heads_bytes,
+        )
+    return {
+        "k": job.k,
+        "sequences": header["sequences"],
+        "residues": header["residues"],
+        "blake2b": header["blake2b"],
+    }
 
 
 def _batches(mm, begin: np.ndarray, end: np.ndarray, order: list[int]):
@@ -364,11 +389,14 @@ def _batches(mm, begin: np.ndarray, end: np.ndarray, order: list[int]):
     done = np.cumsum(ends - starts)
     at = 0
     while at < len(starts):
-        stop = max(at + 1, int(np.searchsorted(done, done[at] - (ends[at] - starts[at])
-                                               + _BATCH_BYTES, "right")))
+        stop = max(
+            at + 1,
+            int(np.searchsorted(done, done[at] - (ends[at] - starts[at]) + _BATCH_BYTES, "right")),
+        )
         if stop == at + 1:
-            yield memoryview(mm)[int(starts[at]):int(ends[at])]
+            yield memoryview(mm)[int(starts[at]) : int(ends[at])]
         else:
-            yield b"".join(map(mm.__getitem__, map(slice, starts[at:stop].tolist(),
-                                                   ends[at:stop].tolist())))
+            yield b"".join(
+                map(mm.__getitem__, map(slice, starts[at:stop].tolist(), ends[at:stop].tolist()))
+            )
         at = stop
