@@ -1,5 +1,6 @@
 """Shards are stable (a sequence's shard depends only on its id), byte-identical
 when their content is unchanged, and checked on load."""
+
 import os
 
 import numpy as np
@@ -15,8 +16,10 @@ LETTERS = np.frombuffer(b"ACDEFGHIKLMNPQRSTVWY", np.uint8)
 
 def random_db(n, seed):
     rng = np.random.default_rng(seed)
-    return {f"S{i:05d}": LETTERS[rng.integers(0, 20, rng.integers(5, 80))].tobytes().decode()
-            for i in range(n)}
+    return {
+        f"S{i:05d}": LETTERS[rng.integers(0, 20, rng.integers(5, 80))].tobytes().decode()
+        for i in range(n)
+    }
 
 
 def write_fasta(path, records):
@@ -87,21 +90,26 @@ def test_duplicate_ids_rejected(tmp_path):
     assert not (tmp_path / "s" / "database.json").exists()
 
 
-def test_spilled_shards_equal_shards_made_in_memory(tmp_path, monkeypatch):
+def test_small_pieces_and_memory_give_the_same_shards(tmp_path, monkeypatch):
+    """Many pieces (small byte ranges), several workers, and a memory budget that
+    lets one shard be written at a time: the shards of one whole-file process."""
     from swgpu_tools.steps import shard_db as step
 
     db = tmp_path / "db.fa"
-    db.write_text("".join(f">sp|P{i:05d}|X_{i} entry {i}\n{'MKTAYIAKQR' * (1 + i % 7)}\n"
-                          for i in range(300)))
-    shard_database(db, tmp_path / "mem", 3)
-    monkeypatch.setattr(step, "MEMORY_RESIDUES", 500)  # spill after a few records
-    monkeypatch.setattr("swgpu_tools.io.fasta_blocks.BLOCK_BYTES", 1000)
-    shard_database(db, tmp_path / "spill", 3)
+    db.write_text(
+        "".join(
+            f">sp|P{i:05d}|X_{i} entry {i}\n{'MKTAYIAKQR' * (1 + i % 7)}\n"
+            for i in reversed(range(300))
+        )
+    )
+    shard_database(db, tmp_path / "one", 3, threads=1)
+    monkeypatch.setattr(step, "MEMORY_BYTES", 1)  # one shard at a time
+    shard_database(db, tmp_path / "many", 3, threads=3, range_bytes=500)
     for k in range(3):
         name = f"shard-{k:04d}.swdb"
-        assert (tmp_path / "mem" / name).read_bytes() == (tmp_path / "spill" / name).read_bytes()
-    a = read_database_info(tmp_path / "mem" / "database.json")
-    b = read_database_info(tmp_path / "spill" / "database.json")
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "many" / name).read_bytes()
+    a = read_database_info(tmp_path / "one" / "database.json")
+    b = read_database_info(tmp_path / "many" / "database.json")
     assert a == b and a["sequences"] == 300
 
 
@@ -110,11 +118,14 @@ def test_release_digest_ignores_compression_and_line_width(tmp_path):
 
     recs = [(f"s{i} t", "MKTAYIAKQRQISFVKSHFSRQ" * (i + 1)) for i in range(20)]
     (tmp_path / "a.fa").write_text("".join(f">{h}\n{s}\n" for h, s in recs))
-    wrapped = "".join(f">{h}\n" + "\n".join(s[j:j + 7] for j in range(0, len(s), 7)) + "\n"
-                      for h, s in recs)
+    wrapped = "".join(
+        f">{h}\n" + "\n".join(s[j : j + 7] for j in range(0, len(s), 7)) + "\n" for h, s in recs
+    )
     with gzip.open(tmp_path / "b.fa.gz", "wt") as fh:
         fh.write(wrapped)
     (tmp_path / "c.fa").write_text("".join(f">{h}\n{s}W\n" for h, s in recs))
-    digests = [shard_database(tmp_path / f, tmp_path / f"o{f}", 2)["content_blake2b"]
-               for f in ("a.fa", "b.fa.gz", "c.fa")]
+    digests = [
+        shard_database(tmp_path / f, tmp_path / f"o{f}", 2)["content_blake2b"]
+        for f in ("a.fa", "b.fa.gz", "c.fa")
+    ]
     assert digests[0] == digests[1] != digests[2]

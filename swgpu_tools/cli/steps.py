@@ -2,6 +2,7 @@
 ``traceback``, ``check-shards``, ``keep-previous``, ``changes``, ``plots``): each
 one calls one function of :mod:`swgpu_tools.steps` with the paths the
 Snakemake rule gives."""
+
 from __future__ import annotations
 
 import argparse
@@ -34,35 +35,68 @@ def _parser(sub, name: str, description: str, **kw) -> argparse.ArgumentParser:
 
 
 def add_steps(sub) -> None:
-    p = _parser(sub, "shard", "Split a database FASTA into N shard files and database.json. A "
-                              "sequence's shard depends only on its accession, so a new release "
-                              "changes only the shards that hold changed entries.")
+    p = _parser(
+        sub,
+        "shard",
+        "Split a database FASTA into N shard files and database.json. A "
+        "sequence's shard depends only on its accession, so a new release "
+        "changes only the shards that hold changed entries.",
+    )
     p.add_argument("database", help="database FASTA (plain or .gz)")
     p.add_argument("--shards", type=int, required=True, metavar="N", help="number of shards")
     p.add_argument("--out-dir", required=True, help="folder for shard-NNNN.swdb and database.json")
     p.add_argument("--stats", default=None, metavar="JSON", help="write the step's statistics here")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worker processes (default: every CPU this process may use)",
+    )
     p.set_defaults(run=run_shard)
 
-    p = _parser(sub, "score-shard", "Score every query against one shard and write its top-k "
-                                    "hits (qacc sacc score slen sseqid stitle) as TSV.",
-                epilog=SCORING_NOTE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _parser(
+        sub,
+        "score-shard",
+        "Score every query against one shard and write its top-k "
+        "hits (qacc sacc score slen sseqid stitle) as TSV.",
+        epilog=SCORING_NOTE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("shard", help="a shard file written by 'swgpu shard'")
     p.add_argument("--queries", required=True, help="query FASTA")
     p.add_argument("--out", required=True, help="output TSV")
-    p.add_argument("--stats", default=None, metavar="JSON",
-                   help="write the step's statistics (timings, GCUPS, backend, device) here")
-    p.add_argument("--state", default=None, metavar="NPZ",
-                   help="the job's memory of this shard: read first, so that only new and "
-                        "changed sequences are scored, and written after the table")
-    p.add_argument("--margin", type=int, default=None, metavar="M",
-                   help="hits kept per query in --state beyond --top-k (default: top-k)")
+    p.add_argument(
+        "--stats",
+        default=None,
+        metavar="JSON",
+        help="write the step's statistics (timings, GCUPS, backend, device) here",
+    )
+    p.add_argument(
+        "--state",
+        default=None,
+        metavar="NPZ",
+        help="the job's memory of this shard: read first, so that only new and "
+        "changed sequences are scored, and written after the table",
+    )
+    p.add_argument(
+        "--margin",
+        type=int,
+        default=None,
+        metavar="M",
+        help="hits kept per query in --state beyond --top-k (default: top-k)",
+    )
     add_selection(p, evalue=False)
     add_scoring(p)
     add_compute(p)
     p.set_defaults(run=run_score_shard)
 
-    p = _parser(sub, "merge", "Merge the hits of all shards: top-k per query, with bit scores "
-                              "and E-values over the whole database.")
+    p = _parser(
+        sub,
+        "merge",
+        "Merge the hits of all shards: top-k per query, with bit scores "
+        "and E-values over the whole database.",
+    )
     p.add_argument("hits", nargs="+", help="shard hit tables written by 'swgpu score-shard'")
     p.add_argument("--queries", required=True, help="query FASTA")
     p.add_argument("--database-info", required=True, help="database.json written by 'swgpu shard'")
@@ -72,41 +106,68 @@ def add_steps(sub) -> None:
     add_scoring(p)
     p.set_defaults(run=run_merge)
 
-    p = _parser(sub, "traceback", "Align every row of hits.tsv on the CPU and write the "
-                                  "alignment table (and the other chosen formats beside it).")
+    p = _parser(
+        sub,
+        "traceback",
+        "Align every row of hits.tsv on the CPU and write the "
+        "alignment table (and the other chosen formats beside it).",
+    )
     p.add_argument("shards", nargs="+", help="the shard files holding the subjects")
     p.add_argument("--hits", required=True, help="hits.tsv written by 'swgpu merge'")
     p.add_argument("--queries", required=True, help="query FASTA")
     p.add_argument("--out", required=True, help="output alignments.tsv")
     p.add_argument("--columns", default=None, help="output fields (BLAST names; default: ours)")
-    p.add_argument("--no-header", dest="header", action="store_false",
-                   help="no header line (BLAST's -outfmt 6)")
+    p.add_argument(
+        "--no-header",
+        dest="header",
+        action="store_false",
+        help="no header line (BLAST's -outfmt 6)",
+    )
     p.add_argument("--format", default="tsv", help="formats: tsv, sam, parquet, pairwise")
-    p.add_argument("--internal", default=None,
-                   help="keep what each alignment was made from here (a TSV), for reuse by "
-                        "the next run")
-    p.add_argument("--previous", default=None,
-                   help="a previous run's full alignment table (--internal) to reuse from, or "
-                        "a history folder (the newest kept release's)")
+    p.add_argument(
+        "--internal",
+        default=None,
+        help="keep what each alignment was made from here (a TSV), for reuse by the next run",
+    )
+    p.add_argument(
+        "--previous",
+        default=None,
+        help="a previous run's full alignment table (--internal) to reuse from, or "
+        "a history folder (the newest kept release's)",
+    )
     p.add_argument("--stats", default=None, metavar="JSON", help="write the step's statistics here")
-    p.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads (default: all)")
+    p.add_argument(
+        "--threads", type=int, default=None, metavar="N", help="CPU threads (default: all)"
+    )
     add_scoring(p)
     p.set_defaults(run=run_traceback)
 
-    p = _parser(sub, "check-shards", "Verify shard files (format, sizes, blake2b digest).  Exit "
-                                     "status 2 and a message naming each corrupt or truncated "
-                                     "shard; with --quarantine DIR, move those into DIR so that "
-                                     "the workflow's shard_db step rebuilds them on the next run.")
+    p = _parser(
+        sub,
+        "check-shards",
+        "Verify shard files (format, sizes, blake2b digest).  Exit "
+        "status 2 and a message naming each corrupt or truncated "
+        "shard; with --quarantine DIR, move those into DIR so that "
+        "the workflow's shard_db step rebuilds them on the next run.",
+    )
     p.add_argument("shards", nargs="+", help="shard files written by 'swgpu shard'")
-    p.add_argument("--quarantine", default=None, metavar="DIR",
-                   help="move corrupt shards into DIR (default: only report them)")
+    p.add_argument(
+        "--quarantine",
+        default=None,
+        metavar="DIR",
+        help="move corrupt shards into DIR (default: only report them)",
+    )
     p.set_defaults(run=run_check_shards)
 
-    p = _parser(sub, "release", "The scan as a database release: keep hits.tsv, alignments.tsv and "
-                                "the reuse table in HISTORY/<release>/ with a manifest and name it "
-                                "in MARKER; write CHANGES (this release against the previous "
-                                "release); write MANIFEST (the tables, their sizes and digests) "
-                                "last.")
+    p = _parser(
+        sub,
+        "release",
+        "The scan as a database release: keep hits.tsv, alignments.tsv and "
+        "the reuse table in HISTORY/<release>/ with a manifest and name it "
+        "in MARKER; write CHANGES (this release against the previous "
+        "release); write MANIFEST (the tables, their sizes and digests) "
+        "last.",
+    )
     p.add_argument("extra", nargs="*", help="the other alignment files (SAM, Parquet, text)")
     p.add_argument("--hits", required=True, help="hits.tsv")
     p.add_argument("--alignments", required=True, help="alignments.tsv")
@@ -117,18 +178,23 @@ def add_steps(sub) -> None:
     p.add_argument("--marker", required=True, help="marker JSON naming the current release")
     p.add_argument("--changes", required=True, help="output changes.tsv")
     p.add_argument("--manifest", required=True, help="output manifest JSON, written last")
-    p.add_argument("--release", default=None, help="release name (default: from the database's "
-                                                   "content digest)")
+    p.add_argument(
+        "--release", default=None, help="release name (default: from the database's content digest)"
+    )
     p.add_argument("--config-json", default=None, help="the workflow configuration, as JSON")
     p.set_defaults(run=run_release)
 
     from ..report import add_arguments as add_plots_arguments
 
-    p = _parser(sub, "plots", "Pictures and tables for the workflow report (snakemake --report): "
-                              "score and E-value distributions, hits per query, the top queries, "
-                              "per-shard and per-step time, changes since the previous release, "
-                              "and per-query and per-step tables; fixed sizes whatever the number "
-                              "of queries.")
+    p = _parser(
+        sub,
+        "plots",
+        "Pictures and tables for the workflow report (snakemake --report): "
+        "score and E-value distributions, hits per query, the top queries, "
+        "per-shard and per-step time, changes since the previous release, "
+        "and per-query and per-step tables; fixed sizes whatever the number "
+        "of queries.",
+    )
     add_plots_arguments(p)
     p.set_defaults(run=run_plots)
 
@@ -136,7 +202,9 @@ def add_steps(sub) -> None:
 def run_shard(args) -> int:
     from ..steps.shard_db import shard_database
 
-    shard_database(args.database, args.out_dir, args.shards, stats_path=args.stats)
+    shard_database(
+        args.database, args.out_dir, args.shards, stats_path=args.stats, threads=args.threads
+    )
     return 0
 
 
@@ -148,9 +216,19 @@ def run_score_shard(args) -> int:
         from ..errors import InputError
 
         raise InputError(f"--margin must be 0 or more, got {args.margin}")
-    score_shard(args.shard, args.queries, args.out, scheme_from(args), args.top_k, args.backend,
-                args.threads, args.device, stats_path=args.stats, state_path=args.state,
-                margin=args.margin)
+    score_shard(
+        args.shard,
+        args.queries,
+        args.out,
+        scheme_from(args),
+        args.top_k,
+        args.backend,
+        args.threads,
+        args.device,
+        stats_path=args.stats,
+        state_path=args.state,
+        margin=args.margin,
+    )
     return 0
 
 
@@ -158,8 +236,17 @@ def run_merge(args) -> int:
     from ..steps.merge_hits import merge_hits
 
     check_common(args)
-    merge_hits(args.hits, args.queries, args.database_info, args.out, scheme_from(args),
-               args.top_k, args.max_evalue, args.dbsize, stats_path=args.stats)
+    merge_hits(
+        args.hits,
+        args.queries,
+        args.database_info,
+        args.out,
+        scheme_from(args),
+        args.top_k,
+        args.max_evalue,
+        args.dbsize,
+        stats_path=args.stats,
+    )
     return 0
 
 
@@ -173,9 +260,20 @@ def run_traceback(args) -> int:
         from ..steps.history import newest_internal
 
         previous = newest_internal(previous)
-    traceback_hits(args.hits, args.queries, args.shards, args.out, scheme_from(args),
-                   args.threads, args.columns, args.header, _formats(args.format),
-                   args.internal, previous, stats_path=args.stats)
+    traceback_hits(
+        args.hits,
+        args.queries,
+        args.shards,
+        args.out,
+        scheme_from(args),
+        args.threads,
+        args.columns,
+        args.header,
+        _formats(args.format),
+        args.internal,
+        previous,
+        stats_path=args.stats,
+    )
     return 0
 
 
@@ -193,8 +291,16 @@ def run_release(args) -> int:
     from ..steps.history import record_release, write_changes
 
     config = json.loads(args.config_json) if args.config_json else None
-    record_release(args.hits, args.alignments, args.internal, args.database_info, args.history,
-                   args.marker, args.release, config)
+    record_release(
+        args.hits,
+        args.alignments,
+        args.internal,
+        args.database_info,
+        args.history,
+        args.marker,
+        args.release,
+        config,
+    )
     write_changes(args.hits, args.marker, args.history, args.changes, args.queries)
     write_manifest(args.manifest, [args.hits, args.alignments, *args.extra, args.changes])
     return 0

@@ -13,8 +13,14 @@ UTF-8 in a header, a non-ASCII id, text before the first header) is read again
 by that line-by-line reader, which raises its precise error (file, line,
 column, record, residue position) or cleans it as documented there.
 
+For parallel readers: :func:`record_chunks` yields the text in chunks of whole
+records (what :func:`iter_blocks` parses), :func:`parse_chunk` parses one, and
+:func:`plan_ranges` cuts a plain file into byte ranges of whole records that
+separate processes can read and parse on their own.
+
 Memory: one block plus the records it completes, whatever the file's size.
 """
+
 from __future__ import annotations
 
 import io
@@ -31,6 +37,7 @@ from ..errors import InputError
 from .fasta import STDIN, _open, records_of
 
 BLOCK_BYTES = 16 << 20
+_BOM = b"\xef\xbb\xbf"
 
 _UPPER = bytes.maketrans(b"abcdefghijklmnopqrstuvwxyz", b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 #: accession: UniProt's (sp|ACC|, tr|ACC|), else the first word (as swgpu_tools.ids),
@@ -90,29 +97,46 @@ def _raw_chunks(path: str, size: int) -> Iterator[bytes]:
             yield b"".join(pending)
 
 
-def iter_blocks(path, block_bytes: int = BLOCK_BYTES) -> Iterator[Block]:
-    """Yield the records of a FASTA file in blocks (see the module doc)."""
+def record_chunks(path, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[bytes, int]]:
+    """The text of a FASTA file (plain or gzip) as chunks of whole records, with the
+    line number of each chunk's first line: every chunk starts with '>' at a line
+    start and ends with a newline (one is added at the end of the file).
+
+    Text before the first header other than blank lines (and a byte-order mark)
+    raises the line reader's error.  Raises InputError for a file that cannot be
+    read; does not check that the file holds a record (:func:`iter_blocks` does).
+    """
     name = os.fspath(path)
     if name == STDIN:
         raise InputError("the database must be a file, not standard input")
     _open(path).close()  # the reader's errors for a missing path or a folder
     carry = b""
     line_no = 1  # line number of the first line of `carry`
-    n_records = 0
     started = False
+    bom = True  # the first bytes may still be a byte-order mark
     try:
         for chunk in _raw_chunks(name, block_bytes):
             data = carry + chunk if carry else chunk
             if not started:
-                if line_no == 1 and data.startswith(b"\xef\xbb\xbf"):
-                    data = data[3:]
+                if bom:
+                    if len(data) < 3 and _BOM.startswith(data):
+                        carry = data
+                        continue
+                    bom = False
+                    if data.startswith(_BOM):
+                        data = data[3:]
                 head = data.find(b">")
-                if head < 0 or data[:head].strip():  # text before the first header
+                # before the first header: blank lines only (the line reader refuses
+                # anything else, a '>' that does not start a line included)
+                if head < 0:
                     if data.strip():
-                        _line_reader(name, data, line_no, whole_file=True)
-                    line_no += data.count(b"\n")
-                    carry = b""
+                        _line_reader(name, data, line_no)  # raises
+                    keep = data.rfind(b"\n") + 1  # a partial line goes on in the next chunk
+                    line_no += data.count(b"\n", 0, keep)
+                    carry = data[keep:]
                     continue
+                if data[:head].strip() or (head and data[head - 1] != 10):
+                    _line_reader(name, data, line_no)  # raises
                 line_no += data.count(b"\n", 0, head)
                 data = data[head:]
                 started = True
@@ -120,21 +144,80 @@ def iter_blocks(path, block_bytes: int = BLOCK_BYTES) -> Iterator[Block]:
             if cut < 0:
                 carry = data
                 continue
-            parsed, lines = _parse(name, data, cut + 1, line_no)
-            n_records += len(parsed)
-            line_no += lines
-            carry = data[cut + 1:]
-            yield parsed
+            yield data[: cut + 1], line_no
+            line_no += data.count(b"\n", 0, cut + 1)
+            carry = data[cut + 1 :]
         if started and carry:
             if not carry.endswith(b"\n"):
                 carry += b"\n"
-            parsed, _ = _parse(name, carry, len(carry), line_no)
-            n_records += len(parsed)
-            yield parsed
+            yield carry, line_no
+        elif carry.strip():  # text and no header
+            _line_reader(name, carry, line_no)  # raises
     except (OSError, EOFError, zlib.error) as exc:
         raise InputError(f"{name}: cannot read (corrupt or truncated?): {exc}") from None
+
+
+def iter_blocks(path, block_bytes: int = BLOCK_BYTES) -> Iterator[Block]:
+    """Yield the records of a FASTA file in blocks (see the module doc)."""
+    name = os.fspath(path)
+    n_records = 0
+    for data, line_no in record_chunks(path, block_bytes):
+        parsed = parse_chunk(name, data, line_no)
+        n_records += len(parsed)
+        yield parsed
     if n_records == 0:
         raise InputError(f"{name}: contains no FASTA records (empty file?)")
+
+
+def parse_chunk(name: str, data: bytes, first_line: int = 1) -> Block:
+    """The records of ``data``, whole records as :func:`record_chunks` yields them
+    (``first_line``: the line number of its first line, for error messages)."""
+    return _parse(name, data, len(data), first_line)[0]
+
+
+def plan_ranges(path, range_bytes: int) -> list[tuple[int, int]] | None:
+    """Byte ranges ``[begin, end)`` of a plain FASTA file, each of about
+    ``range_bytes`` and made of whole records (each begins with '>' at a line
+    start), together the whole file after a byte-order mark; None when the file
+    is compressed or its first byte (after a byte-order mark) is not '>' (then
+    read it with :func:`record_chunks`).  Reads only a little of the file around
+    each cut.  The last range may lack its final newline."""
+    name = os.fspath(path)
+    size = os.path.getsize(name)
+    with open(name, "rb", buffering=0) as fh:
+        head = fh.read(4)
+        if head[:2] == b"\x1f\x8b":
+            return None
+        start = 3 if head.startswith(b"\xef\xbb\xbf") else 0
+        if head[start : start + 1] != b">":
+            return None
+        cuts = [start]
+        fd = fh.fileno()
+        pos = start + max(1, range_bytes)
+        while pos < size:
+            cut = _next_record(fd, pos, size)
+            if cut >= size:
+                break
+            cuts.append(cut)
+            pos = cut + max(1, range_bytes)
+    cuts.append(size)
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+def _next_record(fd: int, pos: int, size: int, window: int = 1 << 16) -> int:
+    """The offset of the first '>' at a line start at or after ``pos`` (> 0); ``size``
+    when there is none."""
+    at = pos - 1  # a '\n' at pos - 1 starts a line at pos
+    while at < size:
+        data = os.pread(fd, window + 1, at)  # windows overlap by one byte
+        i = data.find(b"\n>")
+        if i >= 0:
+            return at + i + 1
+        if len(data) <= 1:
+            break
+        at += len(data) - 1
+        window = min(window * 2, 1 << 24)
+    return size
 
 
 def _line_reader(name: str, text: bytes, first_line: int, whole_file: bool = False) -> list:
@@ -144,9 +227,12 @@ def _line_reader(name: str, text: bytes, first_line: int, whole_file: bool = Fal
 
 def _slow_block(name: str, text: bytes, first_line: int) -> Block:
     recs = _line_reader(name, text, first_line)
-    return Block([r.id.encode("ascii") for r in recs], [r.header.encode("utf-8") for r in recs],
-                 np.frombuffer(b"".join(r.sequence for r in recs), dtype=np.uint8),
-                 _offsets([len(r.sequence) for r in recs]))
+    return Block(
+        [r.id.encode("ascii") for r in recs],
+        [r.header.encode("utf-8") for r in recs],
+        np.frombuffer(b"".join(r.sequence for r in recs), dtype=np.uint8),
+        _offsets([len(r.sequence) for r in recs]),
+    )
 
 
 def _parse(name: str, data: bytes, end: int, first_line: int) -> tuple[Block, int]:
@@ -166,17 +252,22 @@ def _parse(name: str, data: bytes, end: int, first_line: int) -> tuple[Block, in
     lengths = rec_end - head_end - 1 - n_nl
     text = data[:end] if end < len(data) else data
     rs, he, re_ = rec_start.tolist(), head_end.tolist(), rec_end.tolist()
-    headers = [text[s + 1:h] for s, h in zip(rs, he)]
-    seq_text = b"".join([text[h + 1:e] for h, e in zip(he, re_)])
+    headers = [text[s + 1 : h] for s, h in zip(rs, he)]
+    seq_text = b"".join([text[h + 1 : e] for h, e in zip(he, re_)])
     residues = seq_text.translate(_UPPER, b"\n")
     joined_headers = b"\n".join(headers)
     found = _IDS.findall(joined_headers)
     ids = [u or w for u, w in found]
-    if (len(residues) != int(lengths.sum()) or np.any(lengths == 0)
-            or residues.translate(None, RESIDUE_LETTERS)
-            or joined_headers.translate(None, _HEADER_OK)
-            or len(ids) != len(headers) or not all(ids) or not b"".join(ids).isascii()
-            or not _is_utf8(joined_headers)):
+    if (
+        len(residues) != int(lengths.sum())
+        or np.any(lengths == 0)
+        or residues.translate(None, RESIDUE_LETTERS)
+        or joined_headers.translate(None, _HEADER_OK)
+        or len(ids) != len(headers)
+        or not all(ids)
+        or not b"".join(ids).isascii()
+        or not _is_utf8(joined_headers)
+    ):
         return _slow_block(name, text, first_line), len(nl)
     return Block(ids, headers, np.frombuffer(residues, dtype=np.uint8), _offsets(lengths)), len(nl)
 

@@ -22,6 +22,7 @@ File format, all integers little-endian::
 Loading verifies the digest, so a truncated or corrupted shard is an error,
 never trusted.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -64,27 +65,123 @@ def write_shard(path, ids: list, sequences: list[bytes], headers: list | None = 
     offsets = np.zeros(len(order) + 1, dtype="<i8")
     np.cumsum(lengths, out=offsets[1:])
     residues = b"".join([sequences[i] for i in order])
-    digest = hashlib.blake2b(digest_size=32)
-    for part in (ids_blob, offsets.tobytes(), residues, headers_blob):
-        digest.update(part)
+    return write_shard_blobs(path, ids_blob, offsets, residues, headers_blob)
+
+
+#: Bodies from this size on are hashed and written on two threads, in pieces of
+#: at most :data:`_PIECE_BYTES`.
+_OVERLAP_BYTES = 4 << 20
+_PIECE_BYTES = 16 << 20
+
+
+def write_shard_blobs(
+    path, ids_blob, offsets: np.ndarray, residues, headers_blob, headers_bytes: int | None = None
+) -> dict:
+    """Write a shard from its parts, records already sorted by accession (as
+    :func:`write_shard` lays them out): ``ids_blob`` and ``headers_blob`` each
+    record's accession and header followed by ``\\n``, ``offsets`` (n + 1) and the
+    residues.  ``residues`` and ``headers_blob`` are bytes-like, or iterables of
+    bytes-like pieces (made while the earlier ones are hashed and written), then
+    of ``offsets[-1]`` and ``headers_bytes`` bytes in all.  Atomic; returns the
+    header."""
+    offsets = np.ascontiguousarray(offsets, dtype="<i8")
+    if headers_bytes is None:
+        headers_bytes = memoryview(headers_blob).nbytes
+    ids_bytes = memoryview(ids_blob).nbytes
     header = {
         "format": FORMAT_VERSION,
-        "sequences": len(order),
+        "sequences": len(offsets) - 1,
         "residues": int(offsets[-1]),
-        "ids_bytes": len(ids_blob),
-        "headers_bytes": len(headers_blob),
-        "blake2b": digest.hexdigest(),
+        "ids_bytes": ids_bytes,
+        "headers_bytes": headers_bytes,
+        "blake2b": "0" * 64,
     }
-    header_bytes = json.dumps(header, sort_keys=True).encode("utf-8")
+    hlen = len(json.dumps(header, sort_keys=True).encode("utf-8"))
+    digest = hashlib.blake2b(digest_size=32)
+    body = ids_bytes + offsets.nbytes + header["residues"] + headers_bytes
+    parts = (ids_blob, offsets, residues, headers_blob)
+    expected = (ids_bytes, offsets.nbytes, header["residues"], headers_bytes)
     with atomic_write(path, "wb") as fh:
-        fh.write(MAGIC)
-        fh.write(struct.pack("<Q", len(header_bytes)))
-        fh.write(header_bytes)
-        fh.write(ids_blob)
-        fh.write(offsets.tobytes())
-        fh.write(residues)
-        fh.write(headers_blob)
+        # the body first, after the header's place; then the header, whose length
+        # does not depend on the digest
+        fh.seek(len(MAGIC) + 8 + hlen)
+        sink = _Sink(fh, digest, threaded=body >= _OVERLAP_BYTES)
+        try:
+            for part, size in zip(parts, expected):
+                wrote = 0
+                for piece in _pieces(part):
+                    sink.put(piece)
+                    wrote += memoryview(piece).nbytes
+                if wrote != size:
+                    raise ValueError(f"shard part of {wrote} bytes, expected {size}")
+        except BaseException:
+            sink.close(check=False)
+            raise
+        sink.close()
+        header["blake2b"] = digest.hexdigest()
+        header_bytes = json.dumps(header, sort_keys=True).encode("utf-8")
+        assert len(header_bytes) == hlen
+        fh.seek(0)
+        fh.write(MAGIC + struct.pack("<Q", hlen) + header_bytes)
     return header
+
+
+def _pieces(part):
+    """A part as pieces of at most :data:`_PIECE_BYTES` (a bytes-like part), or the
+    part's own pieces (an iterable)."""
+    try:
+        view = memoryview(part).cast("B")
+    except TypeError:
+        yield from part
+        return
+    for at in range(0, len(view), _PIECE_BYTES):
+        yield view[at : at + _PIECE_BYTES]
+
+
+class _Sink:
+    """Hashes and writes pieces in order: at once, or on two threads (hashlib and
+    file writes let go of the GIL, so the next piece is made meanwhile)."""
+
+    def __init__(self, fh, digest, threaded: bool):
+        self.steps = (digest.update, fh.write)
+        self.errors: list[BaseException] = []
+        self.threads = []
+        if threaded:
+            import queue
+            import threading
+
+            for step in self.steps:
+                q: queue.Queue = queue.Queue(maxsize=4)
+                t = threading.Thread(target=self._run, args=(q, step), daemon=True)
+                t.start()
+                self.threads.append((q, t))
+
+    def _run(self, q, step) -> None:
+        while (piece := q.get()) is not None:
+            if not self.errors:
+                try:
+                    step(piece)
+                except BaseException as exc:  # noqa: B036 (raised by the caller)
+                    self.errors.append(exc)
+
+    def put(self, piece) -> None:
+        if self.errors:
+            raise self.errors[0]
+        if not self.threads:
+            for step in self.steps:
+                step(piece)
+            return
+        for q, _ in self.threads:
+            q.put(piece)
+
+    def close(self, check: bool = True) -> None:
+        for q, _ in self.threads:
+            q.put(None)
+        for _, t in self.threads:
+            t.join()
+        self.threads = []
+        if check and self.errors:
+            raise self.errors[0]
 
 
 def read_shard(path, headers: bool = True) -> SequenceSet:
@@ -102,7 +199,7 @@ def read_shard(path, headers: bool = True) -> SequenceSet:
         raise InputError(f"{name}: not a swgpu shard file (bad magic); re-run the shard step")
     (hlen,) = struct.unpack_from("<Q", data, 8)
     try:
-        header = json.loads(data[16:16 + hlen])
+        header = json.loads(data[16 : 16 + hlen])
         version = int(header.get("format", 1))
         n = int(header["sequences"])
         n_ids = int(header["ids_bytes"])
@@ -111,9 +208,10 @@ def read_shard(path, headers: bool = True) -> SequenceSet:
     except (ValueError, KeyError, TypeError, AttributeError):
         raise InputError(f"{name}: corrupt shard header; re-run the shard step") from None
     if version not in (1, 2):
-        raise InputError(f"{name}: shard format {version} is not known to this swgpu; "
-                         f"re-run the shard step")
-    body = memoryview(data)[16 + hlen:]
+        raise InputError(
+            f"{name}: shard format {version} is not known to this swgpu; re-run the shard step"
+        )
+    body = memoryview(data)[16 + hlen :]
     expected = n_ids + 8 * (n + 1) + n_res + n_head
     if len(body) != expected:
         raise InputError(
@@ -128,7 +226,7 @@ def read_shard(path, headers: bool = True) -> SequenceSet:
     residues = np.frombuffer(body, dtype=np.uint8, count=n_res, offset=start).copy()
     heads = None
     if headers and version >= 2:
-        heads = bytes(body[start + n_res:]).decode("utf-8").split("\n")[:-1]
+        heads = bytes(body[start + n_res :]).decode("utf-8").split("\n")[:-1]
     return SequenceSet(ids, residues, offsets, heads)
 
 

@@ -8,176 +8,484 @@ rewritten byte-identical, so Snakemake's checksums see no change.
 :func:`check_shards` verifies shard files and moves corrupt ones aside so that
 the next run of the workflow rebuilds them.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
+import mmap
+import multiprocessing
 import os
+import queue
+import resource
 import shutil
 import tempfile
+import threading
 import time
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 
-import numpy as np
-
-from ..errors import InputError
+from ..errors import InputError, OutputError
 from ..io.atomic import atomic_write
 from ..io.fasta import iter_unique_fasta
-from ..io.shardfile import read_shard, shard_file_name, write_shard
+from ..io.shardfile import read_shard, shard_file_name
 from ..io.stepstats import StepTimer
 from ..logs import get_logger
 
 log = get_logger(__name__)
 
 
-#: Residues held in memory while the database is read; beyond, records go to
-#: spill files (so memory stays bounded whatever the database's size).
-MEMORY_RESIDUES = 768 << 20
+#: Memory the step aims to stay within (all its processes together): bounds the
+#: size of the pieces parsed at once and how many shards are written at once.
+MEMORY_BYTES = 2 << 30
+#: Largest piece of the file a worker parses at once.
+MAX_RANGE_BYTES = 8 << 20
+MIN_RANGE_BYTES = 1 << 20
+#: Databases smaller than this are read by one process unless ``threads`` says
+#: otherwise (starting workers would take longer).
+SMALL_BYTES = 4 << 20
 
 
-class _Shard:
-    """One shard's records while the database is read: in memory, and in a spill
-    file once the records held in memory pass :data:`MEMORY_RESIDUES`."""
-
-    def __init__(self, folder: str, k: int):
-        self.base = os.path.join(folder, f"spill-{k:04d}")
-        self.ids: list[bytes] = []
-        self.headers: list[bytes] = []
-        self.seqs: list[bytes] = []
-        self.held = 0
-        self.spilled = False
-
-    def flush(self) -> None:
-        """Append the records held in memory to the spill files."""
-        if not self.ids:
-            return
-        with open(f"{self.base}.ids", "ab") as f:
-            f.write(b"\n".join(self.ids) + b"\n")
-        with open(f"{self.base}.headers", "ab") as f:
-            f.write(b"\n".join(self.headers) + b"\n")
-        with open(f"{self.base}.residues", "ab") as f:
-            f.write(b"".join(self.seqs))
-        with open(f"{self.base}.lengths", "ab") as f:
-            f.write(np.fromiter((len(x) for x in self.seqs), dtype="<i8",
-                                count=len(self.seqs)).tobytes())
-        self.ids, self.headers, self.seqs, self.held = [], [], [], 0
-        self.spilled = True
-
-    def records(self) -> tuple[list[bytes], list[bytes], list[bytes]]:
-        if not self.spilled:
-            return self.ids, self.headers, self.seqs
-        self.flush()
-
-        def read(part):
-            with open(f"{self.base}.{part}", "rb") as f:
-                return f.read()
-
-        ids = read("ids").split(b"\n")[:-1]
-        headers = read("headers").split(b"\n")[:-1]
-        residues = read("residues")
-        off = np.zeros(len(ids) + 1, dtype=np.int64)
-        np.cumsum(np.frombuffer(read("lengths"), dtype="<i8"), out=off[1:])
-        o = off.tolist()
-        return ids, headers, [residues[o[i]:o[i + 1]] for i in range(len(ids))]
+def default_threads() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
-def shard_database(database, out_dir, n_shards: int, stats_path=None) -> dict:
+def shard_database(
+    database,
+    out_dir,
+    n_shards: int,
+    stats_path=None,
+    threads: int | None = None,
+    range_bytes: int | None = None,
+) -> dict:
     """Split a FASTA database into ``n_shards`` shard files and ``out_dir/database.json``.
 
-    The database is read in blocks (:mod:`swgpu_tools.io.fasta_blocks`), each
-    record appended to its shard's spill file, then each shard sorted and
-    written: memory holds one block and one shard, whatever the database's
-    size.  Nothing in ``out_dir`` changes until the whole database has been
-    read without error (a truncated or malformed release changes nothing).
-    ``database.json`` holds ``content_blake2b``, the digest of the database's
-    text (decompressed), which names the release.
+    ``threads`` worker processes (default: every CPU this process may use) parse
+    pieces of the file (byte ranges of a plain file, each read by its worker;
+    chunks of a gzip file, decompressed here) and spill each piece's records,
+    grouped by shard, to a file in a temporary folder in ``out_dir``; then each
+    shard's records are gathered from it, sorted and written, several shards at
+    once.  Memory: a few pieces (``range_bytes``, default at most 8 MiB) per
+    worker, then the shards being written (as many at once as
+    :data:`MEMORY_BYTES` allows), whatever the database's size.  Nothing in ``out_dir`` changes until
+    the whole database has been read without error and no accession repeats
+    (a truncated or malformed release changes nothing): errors are those of the
+    sequential reader (:func:`swgpu_tools.io.fasta_blocks.iter_blocks`), which
+    reads the file again to name the first problem's line and record.
+    ``database.json`` holds ``content_blake2b``, the digest of the records
+    (headers, residues, lengths), which names the release.
     """
-    import zlib
-    from concurrent.futures import ThreadPoolExecutor
-
-    from ..io.fasta_blocks import iter_blocks
+    from ..io.fasta_blocks import BLOCK_BYTES, plan_ranges
 
     if n_shards < 1:
         raise InputError(f"shards must be at least 1, got {n_shards}")
+    if threads is not None and threads < 1:
+        raise InputError(f"threads must be at least 1, got {threads}")
+    from ..io.fasta import STDIN, _open
+
+    name = os.fspath(database)
+    if name == STDIN:
+        raise InputError("the database must be a file, not standard input")
+    _open(database).close()  # the reader's errors for a missing path or a folder
+    size = os.path.getsize(name)
+    workers = threads or (default_threads() if size >= SMALL_BYTES else 1)
+    if "fork" not in multiprocessing.get_all_start_methods():
+        workers = 1
+    if range_bytes is None:
+        range_bytes = (
+            BLOCK_BYTES
+            if workers == 1
+            else max(
+                MIN_RANGE_BYTES,
+                min(MAX_RANGE_BYTES, size // (4 * workers), MEMORY_BYTES // (8 * workers)),
+            )
+        )
+    ranges = plan_ranges(name, range_bytes)
     timer = StepTimer("shard_db")
     os.makedirs(out_dir, exist_ok=True)
-    spill_dir = tempfile.mkdtemp(prefix=".spill-", dir=out_dir)
-    shards = [_Shard(spill_dir, k) for k in range(n_shards)]
-    n_total = 0
-    residues_total = 0
-    held = 0
-    # the release's digest: headers, residues and lengths, each a stream of its own,
-    # so that it depends on the records only (not on compression or block sizes);
-    # hashed on a thread (hashlib lets go of the GIL) while the next block is parsed
-    digests = [hashlib.blake2b(digest_size=32) for _ in range(3)]
-    hasher = ThreadPoolExecutor(max_workers=1)
-    pending = None
+    _remove_stale_spills(out_dir)
+    spill_dir = tempfile.mkdtemp(prefix=f".spill-{os.getpid()}-", dir=out_dir)
+    pool = ring = None
+    # the digest streams of the pieces being parsed pass through a ring of slots
+    # of memory shared with the workers (made before they are forked)
+    n_slots = 2 * workers
+    slot_bytes = range_bytes + range_bytes // 2
+    spill_path = os.path.join(spill_dir, "partitions")
+    if not (threads is not None or len(ranges or [0, 0]) > 1 or n_shards > 1):
+        workers = 1  # one piece, one shard: nothing to do in parallel
     try:
-        with timer.phase("read"):
-            for block in iter_blocks(database):
-                res = block.residues.tobytes()
-                off = block.offsets.tolist()
-                lengths = np.diff(block.offsets)
-                if pending is not None:
-                    pending.result()
-                pending = hasher.submit(_hash_block, digests, block.headers, res, lengths)
-                for i, (sid, head) in enumerate(zip(block.ids, block.headers)):
-                    sh = shards[zlib.crc32(sid) % n_shards]
-                    sh.ids.append(sid)
-                    sh.headers.append(head)
-                    sh.seqs.append(res[off[i]:off[i + 1]])
-                n_total += len(block)
-                residues_total += off[-1]
-                held += off[-1]
-                if held > MEMORY_RESIDUES:
-                    for sh in shards:
-                        sh.flush()
-                    held = 0
-                if n_total // 1_000_000 != (n_total - len(block)) // 1_000_000:
-                    log.info(f"read {n_total:,} sequences ({residues_total:,} residues)")
-            if pending is not None:
-                pending.result()
-        with timer.phase("write"):
-            # shards held in memory are written by a few threads at once (sorting,
-            # joining, hashing and writing let go of the GIL for the most part)
-            spilled = any(sh.spilled for sh in shards)
-            workers = 1 if spilled else max(1, min(4, n_shards, os.cpu_count() or 1))
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                per_shard = list(pool.map(lambda k: _write_one(database, out_dir, shards, k),
-                                          range(n_shards)))
+        open(spill_path, "wb").close()
+        if workers > 1:
+            from .shard_spill import SpillState, init_worker
+
+            ring = mmap.mmap(-1, n_slots * slot_bytes)
+            context = multiprocessing.get_context("fork")
+            state = SpillState(spill_path, context.Value("q", 0), ring, slot_bytes)
+            pool = ProcessPoolExecutor(
+                max_workers=workers, mp_context=context, initializer=init_worker, initargs=(state,)
+            )
+            run = pool
+        else:
+            from .shard_spill import Counter, SpillState
+
+            run = _Inline(SpillState(spill_path, Counter()))
+        release = _ReleaseDigest(ring, n_slots)
+        try:
+            with timer.phase("read"):
+                read = _read(
+                    run, workers, database, ranges, range_bytes, n_shards, spill_dir, release
+                )
+            with timer.phase("write"):
+                per_shard = _write(run, workers, database, read, n_shards, spill_dir, spill_path)
+                shard_s = [p.pop("seconds") for p in per_shard]
+            with timer.phase("digest"):  # what the release digest's thread has left
+                content = release.hexdigest()
+            with timer.phase("commit"):
+                _commit(spill_dir, out_dir, n_shards)
+        finally:
+            release.stop()
     finally:
-        hasher.shutdown(wait=True)
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        if ring is not None:
+            ring.close()
         shutil.rmtree(spill_dir, ignore_errors=True)
-    summary = {"sequences": n_total, "residues": residues_total, "shards": per_shard,
-               "content_blake2b": hashlib.blake2b(
-                   b"".join(d.digest() for d in digests), digest_size=32).hexdigest()}
+    summary = {
+        "sequences": read["sequences"],
+        "residues": read["residues"],
+        "shards": per_shard,
+        "content_blake2b": content,
+    }
     with atomic_write(os.path.join(out_dir, "database.json")) as fh:
         json.dump(summary, fh, indent=1, sort_keys=True)
         fh.write("\n")
     _record_verified(out_dir, [p["file"] for p in per_shard])
-    timer.fields.update(sequences=n_total, residues=residues_total, shards=n_shards)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    timer.fields.update(
+        sequences=read["sequences"],
+        residues=read["residues"],
+        shards=n_shards,
+        workers=workers,
+        pieces=read["pieces"],
+        children_peak_rss_bytes=children,
+        # seconds the workers spent on the pieces (all together), and
+        # on each shard (the longest)
+        pieces_s=round(read["piece_s"], 3),
+        shard_max_s=round(max(shard_s), 3),
+    )
     rec = timer.write(stats_path)
-    size = os.path.getsize(database)
-    log.info(f"{n_total:,} sequences, {residues_total:,} residues in {n_shards} shards, "
-             f"{rec['wall_s']:.1f} s ({size / max(rec['wall_s'], 1e-9) / 1e6:.0f} MB/s of "
-             f"{'compressed ' if _is_gzip(database) else ''}FASTA)")
+    log.info(
+        f"{read['sequences']:,} sequences, {read['residues']:,} residues in {n_shards} "
+        f"shards, {rec['wall_s']:.1f} s ({size / max(rec['wall_s'], 1e-9) / 1e6:.0f} MB/s "
+        f"of {'compressed ' if _is_gzip(database) else ''}FASTA, {workers} "
+        f"worker{'s' if workers > 1 else ''})"
+    )
     return summary
 
 
-def _write_one(database, out_dir, shards, k: int) -> dict:
-    ids, headers, seqs = shards[k].records()
-    _check_unique(database, ids)
-    header = write_shard(os.path.join(out_dir, shard_file_name(k)), ids, seqs, headers)
-    shards[k] = None  # free the shard's records
-    log.debug(f"wrote shard {k + 1}: {header['sequences']:,} sequences, "
-              f"{header['residues']:,} residues")
-    return {"file": shard_file_name(k), "sequences": header["sequences"],
-            "residues": header["residues"], "blake2b": header["blake2b"]}
+class _Inline:
+    """Runs jobs at once, in this process (one worker)."""
+
+    def __init__(self, state):
+        self.state = state
+
+    def submit(self, fn, *args) -> Future:
+        from .shard_spill import spill_chunk
+
+        if fn is spill_chunk:
+            args = (*args, self.state)
+        fut: Future = Future()
+        try:
+            fut.set_result(fn(*args))
+        except BaseException as exc:  # noqa: B036 (handed over like a pool's future)
+            fut.set_exception(exc)
+        return fut
 
 
-def _hash_block(digests, headers: list[bytes], residues: bytes, lengths: np.ndarray) -> None:
-    digests[0].update(b"\n".join(headers) + b"\n")
-    digests[1].update(residues)
-    digests[2].update(lengths.astype("<i8").tobytes())
+def _jobs(database, ranges, range_bytes: int, n_shards: int, folder: str, inline: bool):
+    """The pieces of the database, in file order."""
+    from ..io.fasta_blocks import record_chunks
+    from .shard_spill import SpillJob
+
+    name = os.fspath(database)
+    if ranges is not None:  # a plain file: each worker reads its own byte range
+        for i, (begin, end) in enumerate(ranges):
+            yield SpillJob(
+                name,
+                i,
+                n_shards,
+                folder,
+                path=name,
+                begin=begin,
+                end=end,
+                last=i == len(ranges) - 1,
+                canon_inline=inline,
+            )
+        return
+    # compressed (or starting with blank lines): the text is read here, parsed there
+    for i, (data, line) in enumerate(record_chunks(database, range_bytes)):
+        yield SpillJob(name, i, n_shards, folder, data=data, first_line=line, canon_inline=inline)
+
+
+class _ReleaseDigest:
+    """``content_blake2b``: the blake2b of the digests of three streams, the
+    headers (each followed by a newline), the residues and the lengths (``<i8``),
+    of the records in file order.  The pieces' streams are hashed in file order
+    on a thread (hashlib lets go of the GIL) that goes on while the shards are
+    written.  They come in a slot of the ring when one is free (:meth:`slot`),
+    else in a file: parsing never waits for the digest."""
+
+    def __init__(self, ring, n_slots: int):
+        self.ring = ring
+        self.digests = [hashlib.blake2b(digest_size=32) for _ in range(3)]
+        self.queue: queue.Queue = queue.Queue()
+        self.free: queue.SimpleQueue = queue.SimpleQueue()
+        for slot in range(n_slots if ring is not None else 0):
+            self.free.put(slot)
+        self.errors: list[BaseException] = []
+        self.thread: threading.Thread | None = None
+
+    def slot(self) -> int | None:
+        """A free slot for the next piece, or None."""
+        try:
+            return self.free.get_nowait()
+        except queue.Empty:
+            return None
+
+    def start(self) -> None:
+        """Start the thread (after the worker processes were forked)."""
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name="release-digest", daemon=True)
+            self.thread.start()
+
+    def put(self, canon, slot: int | None) -> None:
+        """The next piece's streams (which were put in ``slot``, or not)."""
+        if self.errors:
+            raise self.errors[0]
+        self.queue.put((canon, slot))
+
+    def _run(self) -> None:
+        while (item := self.queue.get()) is not None:
+            canon, slot = item
+            try:
+                if not self.errors:
+                    self._hash(*canon)
+            except BaseException as exc:  # noqa: B036 (raised by the main thread)
+                self.errors.append(exc)
+            finally:
+                if slot is not None:
+                    self.free.put(slot)
+
+    def _hash(self, kind: str, where, sizes) -> None:
+        if kind == "streams":
+            for d, part in zip(self.digests, where):
+                d.update(part)
+            return
+        if kind == "slot":
+            data = memoryview(self.ring)[where : where + sum(sizes)]
+        else:
+            with open(where, "rb") as fh:
+                data = memoryview(fh.read())
+            os.unlink(where)
+        with data:
+            at = 0
+            for d, n in zip(self.digests, sizes):
+                with data[at : at + n] as part:
+                    d.update(part)
+                at += n
+
+    def stop(self) -> None:
+        if self.thread is not None:
+            self.queue.put(None)
+            self.thread.join()
+            self.thread = None
+
+    def hexdigest(self) -> str:
+        self.stop()
+        if self.errors:
+            raise self.errors[0]
+        return hashlib.blake2b(
+            b"".join(d.digest() for d in self.digests), digest_size=32
+        ).hexdigest()
+
+
+def _read(
+    run,
+    workers: int,
+    database,
+    ranges,
+    range_bytes: int,
+    n_shards: int,
+    folder: str,
+    release: _ReleaseDigest,
+) -> dict:
+    """Parse and spill every piece; hand the digest streams to ``release``."""
+    import numpy as np
+
+    from .shard_spill import spill_chunk
+
+    inline = isinstance(run, _Inline)
+    records = np.zeros(n_shards, dtype=np.int64)
+    nbytes = np.zeros(n_shards, dtype=np.int64)
+    totals = {"sequences": 0, "residues": 0, "pieces": 0, "regions": [], "piece_s": 0.0}
+
+    def collect(item) -> None:
+        fut, slot = item
+        out = fut.result()
+        release.put(out["canon"], slot)
+        totals["regions"].append(out["region"])
+        np.add(records, out["records"], out=records)
+        np.add(nbytes, out["bytes"], out=nbytes)
+        before = totals["sequences"]
+        totals["sequences"] += out["sequences"]
+        totals["residues"] += out["residues"]
+        totals["pieces"] += 1
+        totals["piece_s"] += out["seconds"]
+        if totals["sequences"] // 1_000_000 != before // 1_000_000:
+            log.info(f"read {totals['sequences']:,} sequences ({totals['residues']:,} residues)")
+
+    # at most 2 pieces per worker in flight (the rest wait as small jobs, or in
+    # the chunk reader); results collected in file order
+    pending: deque = deque()
+    try:
+        for job in _jobs(database, ranges, range_bytes, n_shards, folder, inline):
+            job.slot = release.slot()
+            pending.append((run.submit(spill_chunk, job), job.slot))
+            release.start()
+            if len(pending) >= 2 * workers:
+                collect(pending.popleft())
+        while pending:
+            collect(pending.popleft())
+    except InputError as exc:
+        for fut, _ in pending:
+            fut.cancel()
+        if isinstance(exc, OutputError):
+            raise
+        _first_error(database, exc)
+    if totals["sequences"] == 0:
+        _first_error(
+            database, InputError(f"{os.fspath(database)}: contains no FASTA records (empty file?)")
+        )
+    totals["records"], totals["bytes"] = records, nbytes
+    return totals
+
+
+def _first_error(database, exc: InputError):
+    """Raise the sequential reader's first error (its line and record are those of
+    the file, which a worker parsing a piece of it cannot know); ``exc`` if it
+    finds none."""
+    from ..io.fasta_blocks import iter_blocks
+
+    for _ in iter_blocks(database):
+        pass
+    raise exc
+
+
+def _footprint(records: int, nbytes: int) -> int:
+    """About the memory a writer takes for a shard of this size: the accessions as
+    Python objects, the order and the positions of every record (about 250 bytes
+    a record), and the batches being hashed and written; its residues and
+    headers are read from the mapped spill file, a batch at a time."""
+    return 250 * records + nbytes // 20 + (64 << 20)
+
+
+def _remove_stale_spills(out_dir) -> None:
+    """Remove the spill folders of shard steps that were killed (their process is
+    gone): each holds up to a database's worth of data."""
+    for name in os.listdir(out_dir):
+        parts = name.split("-")
+        if not (name.startswith(".spill-") and len(parts) >= 3 and parts[1].isdigit()):
+            continue
+        try:
+            os.kill(int(parts[1]), 0)
+        except ProcessLookupError:
+            log.info(
+                f"removing {name} in {os.fspath(out_dir)}, left by a shard step that was stopped"
+            )
+            shutil.rmtree(os.path.join(out_dir, name), ignore_errors=True)
+        except OSError:  # alive (another user's, say): leave it
+            pass
+
+
+def _write(
+    run, workers: int, database, read: dict, n_shards: int, folder: str, spill_path: str
+) -> list[dict]:
+    """Write every shard into the spill folder, as many at once as workers and
+    :data:`MEMORY_BYTES` allow; a repeated accession raises (nothing written
+    to ``out_dir``)."""
+    from .shard_spill import WriteJob, write_shard_from_spill
+
+    cost = [_footprint(int(r), int(b)) for r, b in zip(read["records"], read["bytes"])]
+    results: list[dict | None] = [None] * n_shards
+    running: dict = {}
+    duplicate = False
+    k = 0
+    while (k < n_shards and not duplicate) or running:
+        while (
+            k < n_shards
+            and not duplicate
+            and len(running) < workers
+            and (not running or sum(running.values()) + cost[k] <= MEMORY_BYTES)
+        ):
+            job = WriteJob(k, read["regions"], spill_path, folder)
+            running[run.submit(write_shard_from_spill, job)] = cost[k]
+            k += 1
+        done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+        for fut in done:
+            del running[fut]
+            out = fut.result()
+            if out.get("duplicate"):
+                duplicate = True
+            else:
+                results[out["k"]] = out
+    if duplicate:
+        _check_unique(database)
+    per_shard = []
+    for k, out in enumerate(results):
+        log.debug(
+            f"wrote shard {k + 1}: {out['sequences']:,} sequences, {out['residues']:,} residues"
+        )
+        per_shard.append(
+            {
+                "file": shard_file_name(k),
+                "sequences": out["sequences"],
+                "residues": out["residues"],
+                "blake2b": out["blake2b"],
+                "seconds": out["seconds"],
+            }
+        )
+    return per_shard
+
+
+def _commit(folder: str, out_dir, n_shards: int) -> None:
+    """Move the shards written in the spill folder into ``out_dir`` (each keeps the
+    permissions of the file it replaces, as :func:`atomic_write` does)."""
+    from .shard_spill import spilled_shard_path
+
+    for k in range(n_shards):
+        final = os.path.join(out_dir, shard_file_name(k))
+        try:
+            mode = os.stat(final).st_mode & 0o7777
+        except FileNotFoundError:
+            mode = None
+        src = spilled_shard_path(folder, k)
+        if mode is not None:
+            os.chmod(src, mode)
+        os.replace(src, final)
+    try:
+        fd = os.open(out_dir, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _is_gzip(path) -> bool:
@@ -185,12 +493,11 @@ def _is_gzip(path) -> bool:
         return fh.read(2) == b"\x1f\x8b"
 
 
-def _check_unique(database, ids: list[bytes]) -> None:
-    """Duplicate accessions (which share a shard): the line reader names both lines."""
-    if len(set(ids)) != len(ids):
-        for _ in iter_unique_fasta(database):  # raises with both line numbers
-            pass
-        raise InputError(f"{os.fspath(database)}: duplicate sequence ids")
+def _check_unique(database) -> None:
+    """Duplicate accessions were found: the line reader names both lines."""
+    for _ in iter_unique_fasta(database):  # raises with both line numbers
+        pass
+    raise InputError(f"{os.fspath(database)}: duplicate sequence ids")
 
 
 def _record_verified(out_dir, names) -> None:
@@ -227,15 +534,23 @@ def check_shards(shard_paths, quarantine_dir=None) -> list[str]:
             log.error(f"CORRUPT {exc}")
             if quarantine_dir is not None and os.path.exists(path):
                 os.makedirs(quarantine_dir, exist_ok=True)
-                dest = os.path.join(quarantine_dir,
-                                    f"{os.path.basename(os.fspath(path))}.{int(time.time())}")
+                dest = os.path.join(
+                    quarantine_dir, f"{os.path.basename(os.fspath(path))}.{int(time.time())}"
+                )
                 os.replace(path, dest)
-                log.warning(f"moved {os.fspath(path)} to {dest}; the next workflow run rebuilds "
-                            f"it (snakemake reruns shard_db because the shard is missing)")
+                log.warning(
+                    f"moved {os.fspath(path)} to {dest}; the next workflow run rebuilds "
+                    f"it (snakemake reruns shard_db because the shard is missing)"
+                )
         else:
             log.info(f"ok {os.fspath(path)}")
     if bad:
-        raise InputError(f"{len(bad)} corrupt or truncated shard file(s): {', '.join(bad)}"
-                         + ("; moved aside, run the workflow again to rebuild them"
-                            if quarantine_dir is not None else "; re-run the shard step"))
+        raise InputError(
+            f"{len(bad)} corrupt or truncated shard file(s): {', '.join(bad)}"
+            + (
+                "; moved aside, run the workflow again to rebuild them"
+                if quarantine_dir is not None
+                else "; re-run the shard step"
+            )
+        )
     return bad
