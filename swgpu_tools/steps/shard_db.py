@@ -92,7 +92,11 @@ def shard_database(
         raise InputError("the database must be a file, not standard input")
     _open(database).close()  # the reader's errors for a missing path or a folder
     size = os.path.getsize(name)
-    workers = threads or (default_threads() if size >= SMALL_BYTES else 1)
+    # each worker holds a few pieces and a Python of its own (about 64 MiB): no
+    # more than MEMORY_BYTES allows, unless threads asks for more
+    workers = threads or (
+        min(default_threads(), max(1, MEMORY_BYTES >> 26)) if size >= SMALL_BYTES else 1
+    )
     if "fork" not in multiprocessing.get_all_start_methods():
         workers = 1
     if range_bytes is None:
@@ -243,7 +247,9 @@ class _ReleaseDigest:
         self.ring = ring
         self.digests = [hashlib.blake2b(digest_size=32) for _ in range(3)]
         self.queue: queue.Queue = queue.Queue()
-        self.free: queue.SimpleQueue = queue.SimpleQueue()
+        # the slot freed last is used first: only as many slots are ever touched
+        # (made resident) as pieces are in flight
+        self.free: queue.LifoQueue = queue.LifoQueue()
         for slot in range(n_slots if ring is not None else 0):
             self.free.put(slot)
         self.errors: list[BaseException] = []
