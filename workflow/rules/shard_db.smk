@@ -11,6 +11,10 @@
 # input went through checkpoints.shard_db.get() (score_shard, see
 # common.smk:shard_file) and then compares checksums.  A dry run still lists
 # every scoring job after a database change; the real run skips the unchanged.
+#
+# The step parses the database in one worker process per CPU it may run on
+# (its affinity mask: the machine, or a SLURM job's --cpus-per-task); it runs
+# before any other job, so the rule counts one thread.
 
 
 checkpoint shard_db:
