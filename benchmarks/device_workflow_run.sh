@@ -10,8 +10,9 @@
 #          step's time and peak memory.
 # PHASE=F1: the final validation in one call: precompile, GPU tests, kernel benchmark,
 #          20/500 queries with one shard, the release re-scan.
-# PHASE=F2: 5,000 queries; a 2e9-residue database (bench200M ten times over with
-#          renamed ids: synth_db.py --residues 2e9 takes minutes) with 8 shards.
+# PHASE=F2: 5,000 queries (the 500 UniProt queries ten times over).
+# PHASE=F3: a 2e9-residue database (bench200M ten times over with renamed ids:
+#          synth_db.py --residues 2e9 takes minutes) with 8 shards; shard_db's speed.
 # SWGPU_COMMIT=<commit> names the commit in the log (the device gets a copy of the
 # working tree without its history).
 # Everything that must come back is written under $OUT.
@@ -121,6 +122,9 @@ if [ "$PHASE" = F2 ]; then
     --queries 5000=$D/uniprot_queries500.fasta.gz --cores 16 --threads 16 --shards 1 \
     --workdir /tmp/scale5k --json "$OUT/scale_5000.json" 2>&1 | tee -a "$OUT/log.txt"
   tar czf "$OUT/stats_5000.tgz" -C /tmp/scale5k q5000/results/stats q5000/snakemake.log 2>/dev/null
+fi
+if [ "$PHASE" = F3 ]; then
+  swgpu backend --precompile > /dev/null 2>&1
   BIG=/tmp/big; mkdir -p $BIG
   t0=$(ts)
   python3 -c "
@@ -134,5 +138,8 @@ with open('$BIG/big_db.fasta', 'wb') as f:
     --queries 20=$BD/bench_queries.fasta --cores 16 --threads 16 --shards 8 --workdir /tmp/bigrun \
     --json "$OUT/scale_2e9.json" 2>&1 | tee -a "$OUT/log.txt"
   tar czf "$OUT/stats_2e9.tgz" -C /tmp/bigrun q20/results/stats q20/snakemake.log 2>/dev/null
+  echo "== shard_db speed, bench200M" | tee -a "$OUT/log.txt"
+  timeout 150 python3 benchmarks/shard_db_speed.py --db $BD/bench_db.fasta --shards 1 4 8 --repeat 3 \
+    2>&1 | tail -8 | tee -a "$OUT/log.txt"
 fi
 echo "phase $PHASE done" | tee -a "$OUT/log.txt"
