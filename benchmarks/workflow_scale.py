@@ -61,7 +61,7 @@ def query_file(n: int, path: str, database: str, out: Path) -> Path:
     if len(got) < n:  # more queries than the file has: entries of the database
         need = n - len(got)
         for k, (h, s) in enumerate(records(database)):
-            if k % 97 == 0 and 30 <= len(s) <= 3000:
+            if k % 83 == 0 and 30 <= len(s) <= 3000:
                 got.append((f"DBQ{k:07d} {h.split()[0]}", s))
                 if len(got) == n:
                     break
