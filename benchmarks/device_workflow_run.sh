@@ -12,7 +12,9 @@
 #          20/500 queries with one shard, the release re-scan.
 # PHASE=F2: 5,000 queries (the 500 UniProt queries ten times over).
 # PHASE=F3: a 2e9-residue database (bench200M ten times over with renamed ids:
-#          synth_db.py --residues 2e9 takes minutes) with 8 shards; shard_db's speed.
+#          synth_db.py --residues 2e9 takes minutes) with 8 shards and with 2; shard_db's
+#          speed and memory on bench200M and on it.
+# PHASE=F4: issue 12's release re-scan with 5,000 queries (the GPU scan dominates).
 # SWGPU_COMMIT=<commit> names the commit in the log (the device gets a copy of the
 # working tree without its history).
 # Everything that must come back is written under $OUT.
@@ -138,8 +140,30 @@ with open('$BIG/big_db.fasta', 'wb') as f:
     --queries 20=$BD/bench_queries.fasta --cores 16 --threads 16 --shards 8 --workdir /tmp/bigrun \
     --json "$OUT/scale_2e9.json" 2>&1 | tee -a "$OUT/log.txt"
   tar czf "$OUT/stats_2e9.tgz" -C /tmp/bigrun q20/results/stats q20/snakemake.log 2>/dev/null
+  echo "== the same with 2 shards of 1e9 residues" | tee -a "$OUT/log.txt"
+  timeout 200 python3 benchmarks/workflow_scale.py --database $BIG/big_db.fasta \
+    --queries 20=$BD/bench_queries.fasta --cores 16 --threads 16 --shards 2 --workdir /tmp/bigrun2 \
+    --json "$OUT/scale_2e9_2shards.json" 2>&1 | tee -a "$OUT/log.txt"
+  echo "== shard_db speed and memory, 2e9" | tee -a "$OUT/log.txt"
+  timeout 100 python3 benchmarks/shard_db_speed.py --db $BIG/big_db.fasta --shards 8 --repeat 1 \
+    2>&1 | tail -4 | tee -a "$OUT/log.txt"
   echo "== shard_db speed, bench200M" | tee -a "$OUT/log.txt"
   timeout 150 python3 benchmarks/shard_db_speed.py --db $BD/bench_db.fasta --shards 1 4 8 --repeat 3 \
     2>&1 | tail -8 | tee -a "$OUT/log.txt"
+fi
+if [ "$PHASE" = F4 ]; then
+  swgpu backend --precompile > /dev/null 2>&1
+  echo "== re-scan of a release, 5,000 queries" | tee -a "$OUT/log.txt"
+  python3 -c "
+import sys; sys.path.insert(0, 'benchmarks')
+from pathlib import Path
+from workflow_scale import query_file
+query_file(5000, '$D/uniprot_queries500.fasta.gz', '$BD/bench_db.fasta', Path('/tmp/q5000.fasta'))
+"
+  timeout 560 python3 benchmarks/workflow_rescan.py --database $BD/bench_db.fasta \
+    --queries /tmp/q5000.fasta --shards 4 --cores 16 --threads 16 --backend gpu \
+    --workdir /tmp/rescan5k --json "$OUT/rescan_5000.json" 2>&1 | tee -a "$OUT/log.txt"
+  tar czf "$OUT/rescan_5000.tgz" -C /tmp/rescan5k --exclude='*.swdb' --exclude='*.fasta' \
+    --exclude='state' --exclude='*.tsv' --exclude='*.npz' --exclude='history' . 2>/dev/null
 fi
 echo "phase $PHASE done" | tee -a "$OUT/log.txt"

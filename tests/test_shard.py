@@ -7,7 +7,12 @@ import numpy as np
 import pytest
 
 from swgpu_tools.errors import InputError
-from swgpu_tools.io.shardfile import read_database_info, read_shard, shard_of
+from swgpu_tools.io.shardfile import (
+    read_database_info,
+    read_shard,
+    read_shard_records,
+    shard_of,
+)
 from swgpu_tools.steps.shard_db import shard_database
 
 RNG = np.random.default_rng(7)
@@ -66,8 +71,27 @@ def test_new_release_changes_only_affected_shards(tmp_path):
     assert changed == {shard_of(s, 8) for s in ("S00010", "S00020", "NEW0001")}
 
 
-@pytest.mark.parametrize("damage", ["truncate", "flip", "magic"])
-def test_corrupt_shard_is_detected(tmp_path, damage):
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_reading_some_records_equals_reading_all_then_choosing(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    db = random_db(300, seed)
+    db.update({f"{p}{rng.integers(1000)}": "MKV" for p in ("a", "Z", "sp|Q", "~")})
+    write_fasta(tmp_path / "db.fa", db)
+    shard_database(tmp_path / "db.fa", tmp_path / "s", 1)
+    path = tmp_path / "s" / "shard-0000.swdb"
+    full = read_shard(path)
+    idx = np.sort(rng.choice(len(full), int(rng.integers(0, 40)), replace=False))
+    wanted = {full.ids[i] for i in idx} | {"absent", "S99999", ""}
+    got = read_shard_records(path, wanted)
+    ref = full.subset(idx)
+    assert got.ids == ref.ids and got.headers == ref.headers
+    assert np.array_equal(got.residues, ref.residues)
+    assert np.array_equal(got.offsets, ref.offsets)
+
+
+@pytest.mark.parametrize("reader", ["all", "records"])
+@pytest.mark.parametrize("damage", ["truncate", "flip", "magic", "ids"])
+def test_corrupt_shard_is_detected(tmp_path, damage, reader):
     write_fasta(tmp_path / "db.fa", random_db(50, 3))
     shard_database(tmp_path / "db.fa", tmp_path / "s", 1)
     path = tmp_path / "s" / "shard-0000.swdb"
@@ -76,11 +100,17 @@ def test_corrupt_shard_is_detected(tmp_path, damage):
         data = data[:-7]
     elif damage == "flip":
         data[-3] ^= 0x20
+    elif damage == "ids":  # not UTF-8 where the ids are
+        at = data.index(b"S000")
+        data[at : at + 2] = b"\xff\xfe"
     else:
         data[0:8] = b"XXXXXXXX"
     path.write_bytes(bytes(data))
     with pytest.raises(InputError, match="shard"):
-        read_shard(path)
+        if reader == "all":
+            read_shard(path)
+        else:
+            read_shard_records(path, {"S00001", "S00002"})
 
 
 def test_duplicate_ids_rejected(tmp_path):

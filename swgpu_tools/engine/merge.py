@@ -3,11 +3,14 @@ BLAST's bit scores and E-values over the whole database.
 
 The parts' hits are arrays (:class:`~swgpu_tools.io.hitsfile.ShardHits`); they
 are ordered with one integer sort (query, score, subject accession as a rank),
-cut to ``top_k`` per query and filtered by E-value before any text is made, so
-the merge holds the arrays and the final top-k only.
+cut to ``top_k`` per query and filtered by E-value before any text is made.
+The parts are taken a batch at a time, each batch cut with the running top-k,
+so the merge holds one batch and the final top-k, whatever the number of parts.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -18,14 +21,19 @@ from ..io.tables import HITS_COLUMNS
 from ..scoring import ScoringScheme
 from ..sequences import SequenceSet
 
+#: Shard hits gathered before they are cut to the running top-k: the merge holds
+#: at most about this many rows besides the running top-k (queries x top_k).
+BATCH_ROWS = 4_000_000
+
 
 def merge(
-    parts: list[ShardHits],
+    parts: Iterable[ShardHits],
     queries: SequenceSet,
     db_residues: int,
     scheme: ScoringScheme,
     top_k: int = 500,
     max_evalue: float | None = 10.0,
+    batch_rows: int | None = None,
 ):
     """Merge per-part hits into the final hits (:data:`~swgpu_tools.io.tables.HITS_COLUMNS`).
 
@@ -36,46 +44,33 @@ def merge(
     finite-size correction, which also depends on the subject length); where
     BLAST publishes no statistics for the scheme, bitscore and evalue are NaN
     (written as NA) and no E-value filter applies.
+
+    ``parts`` may be a generator: they are taken a batch at a time (about
+    ``batch_rows`` hits, default :data:`BATCH_ROWS`) and each batch is cut, with
+    the running result, to the top ``top_k`` per query.  The order above is a
+    total order, so the top-k of the union equals the top-k of the union of
+    top-k's: the result does not depend on the batches, and memory holds one
+    batch and the queries' top-k, whatever the number of parts.
     """
     import pandas as pd
 
+    budget = BATCH_ROWS if batch_rows is None else max(1, int(batch_rows))
     order_of_query = {q: i for i, q in enumerate(queries.ids)}
-    qs, scores, subj, sub_off = [], [], [], [0]
-    all_subjects: list[str] = []
-    sseqid: list[str] = []
-    stitle: list[str] = []
-    slen: list[np.ndarray] = []
+    top = None
+    batch: list[ShardHits] = []
+    rows = 0
     for part in parts:
-        qmap = np.array([order_of_query.get(a, -1) for a in part.queries], dtype=np.int64)
-        if (qmap < 0).any():
-            unknown = sorted(a for a, m in zip(part.queries, qmap) if m < 0)
-            raise InputError(f"hits name queries that are not in the query file: {unknown[:5]}")
-        qs.append(qmap[part.q])
-        scores.append(part.score.astype(np.int64))
-        subj.append(part.s.astype(np.int64) + sub_off[-1])
-        sub_off.append(sub_off[-1] + len(part.subjects))
-        all_subjects += part.subjects
-        sseqid += part.sseqid
-        stitle += part.stitle
-        slen.append(part.slen)
-    q = np.concatenate(qs) if qs else np.zeros(0, np.int64)
-    score = np.concatenate(scores) if scores else np.zeros(0, np.int64)
-    s = np.concatenate(subj) if subj else np.zeros(0, np.int64)
-    lengths = np.concatenate(slen) if slen else np.zeros(0, np.int64)
-    # subject accessions as ranks: ties by accession with an integer sort
-    acc = np.asarray(all_subjects, dtype=object)
-    if len(acc):
-        _, rank = np.unique(acc.astype(str), return_inverse=True)
-    else:
-        rank = np.zeros(0, np.int64)
-    order = np.lexsort((rank[s] if len(s) else s, -score, q))
-    q, score, s = q[order], score[order], s[order]
-    # top_k per query
-    first = np.searchsorted(q, q, "left")
-    keep = np.arange(len(q)) - first < top_k
-    q, score, s = q[keep], score[keep], s[keep]
+        batch.append(_in_query_order(part, queries, order_of_query))
+        rows += len(part)
+        if rows >= budget:
+            top = _cut(([top] if top is not None else []) + batch, queries, top_k)
+            batch, rows = [], 0
+    top = _cut(([top] if top is not None else []) + batch, queries, top_k)
+    q = top.q.astype(np.int64)
+    score = top.score.astype(np.int64)
+    s = top.s.astype(np.int64)
     qlen = queries.lengths[q].astype(np.int64)
-    sl = lengths[s].astype(np.int64)
+    sl = top.slen[s].astype(np.int64)
     params = stats.lookup(scheme.matrix_name, scheme.gap_open, scheme.gap_extend)
     if params is None:
         bits = np.full(len(q), np.nan)
@@ -96,15 +91,76 @@ def merge(
     return pd.DataFrame(
         {
             "qseqid": qseqids[q],
-            "sseqid": np.asarray(sseqid, dtype=object)[s] if len(s) else [],
+            "sseqid": np.asarray(top.sseqid, dtype=object)[s] if len(s) else [],
             "qacc": qaccs[q],
-            "sacc": acc[s] if len(s) else [],
+            "sacc": np.asarray(top.subjects, dtype=object)[s] if len(s) else [],
             "score": score,
             "bitscore": bits,
             "evalue": evalue,
             "qlen": qlen,
             "slen": sl,
-            "stitle": np.asarray(stitle, dtype=object)[s] if len(s) else [],
+            "stitle": np.asarray(top.stitle, dtype=object)[s] if len(s) else [],
         },
         columns=HITS_COLUMNS,
+    )
+
+
+def _in_query_order(part: ShardHits, queries: SequenceSet, order_of_query: dict) -> ShardHits:
+    """The part with its query indices into the query file's order."""
+    qmap = np.array([order_of_query.get(a, -1) for a in part.queries], dtype=np.int64)
+    if (qmap < 0).any():
+        unknown = sorted(a for a, m in zip(part.queries, qmap) if m < 0)
+        raise InputError(f"hits name queries that are not in the query file: {unknown[:5]}")
+    return ShardHits(
+        queries.ids,
+        qmap[part.q] if len(part.q) else np.zeros(0, np.int64),
+        part.s,
+        part.score,
+        part.subjects,
+        part.sseqid,
+        part.stitle,
+        part.slen,
+    )
+
+
+def _cut(parts: list[ShardHits], queries: SequenceSet, top_k: int) -> ShardHits:
+    """The top ``top_k`` hits per query of ``parts`` (query indices in the query file's
+    order), sorted by query, descending score, ascending subject accession; only
+    the subjects still hit are kept."""
+    q = np.concatenate([p.q.astype(np.int64) for p in parts]) if parts else np.zeros(0, np.int64)
+    score = (
+        np.concatenate([p.score.astype(np.int64) for p in parts])
+        if parts
+        else np.zeros(0, np.int64)
+    )
+    sub_off = np.cumsum([0] + [len(p.subjects) for p in parts])
+    s = (
+        np.concatenate([p.s.astype(np.int64) + o for p, o in zip(parts, sub_off)])
+        if parts
+        else np.zeros(0, np.int64)
+    )
+    acc = np.asarray([a for p in parts for a in p.subjects], dtype=object)
+    # subject accessions as ranks: ties by accession with an integer sort
+    rank = np.unique(acc.astype(str), return_inverse=True)[1] if len(acc) else np.zeros(0, np.int64)
+    order = np.lexsort((rank[s] if len(s) else s, -score, q))
+    q, score, s = q[order], score[order], s[order]
+    first = np.searchsorted(q, q, "left")
+    keep = np.arange(len(q)) - first < top_k
+    q, score, s = q[keep], score[keep], s[keep]
+    used, s_new = np.unique(s, return_inverse=True)
+    ul = used.tolist()
+    sseqid = [x for p in parts for x in p.sseqid]
+    stitle = [x for p in parts for x in p.stitle]
+    slen = (
+        np.concatenate([p.slen.astype(np.int64) for p in parts]) if parts else np.zeros(0, np.int64)
+    )
+    return ShardHits(
+        queries.ids,
+        q,
+        s_new.reshape(-1).astype(np.int64),
+        score,
+        [acc[i] for i in ul],
+        [sseqid[i] for i in ul],
+        [stitle[i] for i in ul],
+        slen[used],
     )

@@ -25,11 +25,16 @@ never trusted.
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import hashlib
 import json
+import mmap
 import os
 import struct
+import threading
 import zlib
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -184,50 +189,192 @@ class _Sink:
             raise self.errors[0]
 
 
+class _ShardBody:
+    """A shard file in memory with its header parsed; the digest is checked on a thread.
+
+    The file is read into one buffer that the loaded arrays view (no copy); the
+    body's blake2b runs on a thread (hashlib lets go of the GIL), overlapping
+    the decoding of ids and headers; :meth:`verify` waits for it.  Nothing read
+    is returned before :meth:`verify` passed.
+    """
+
+    def __init__(self, path, mapped: bool = False):
+        self.name = name = os.fspath(path)
+        try:
+            with open(name, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if mapped and size >= 16:  # read-only, pages from the page cache
+                    buf = np.frombuffer(
+                        mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ), np.uint8
+                    )
+                    got = len(buf)
+                else:
+                    buf = np.empty(size, dtype=np.uint8)
+                    got = fh.readinto(memoryview(buf))
+        except OSError as exc:
+            raise InputError(f"{name}: cannot read shard: {exc.strerror or exc}") from None
+        buf = buf[:got]
+        if bytes(buf[:8]) != MAGIC or got < 16:
+            raise InputError(f"{name}: not a swgpu shard file (bad magic); re-run the shard step")
+        (hlen,) = struct.unpack_from("<Q", buf, 8)
+        try:
+            header = json.loads(bytes(buf[16 : 16 + hlen]))
+            self.version = int(header.get("format", 1))
+            self.n = int(header["sequences"])
+            self.n_ids = int(header["ids_bytes"])
+            self.n_res = int(header["residues"])
+            self.n_head = int(header.get("headers_bytes", 0))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise InputError(f"{name}: corrupt shard header; re-run the shard step") from None
+        if self.version not in (1, 2):
+            raise InputError(
+                f"{name}: shard format {self.version} is not known to this swgpu; "
+                "re-run the shard step"
+            )
+        self.body = body = buf[16 + hlen :]
+        expected = self.n_ids + 8 * (self.n + 1) + self.n_res + self.n_head
+        if len(body) != expected:
+            raise InputError(
+                f"{name}: shard is truncated or corrupt ({len(body)} bytes of data, "
+                f"expected {expected}); re-run the shard step"
+            )
+        self._expected_digest = header.get("blake2b")
+        self._digest: list[str] = []
+        self._hasher = threading.Thread(target=self._hash, name="swgpu-shard-digest", daemon=True)
+        self._hasher.start()
+        self.res_start = self.n_ids + 8 * (self.n + 1)
+
+    def _hash(self) -> None:
+        self._digest.append(hashlib.blake2b(memoryview(self.body), digest_size=32).hexdigest())
+
+    def verify(self) -> None:
+        self._hasher.join()
+        if self._digest[0] != self._expected_digest:
+            raise InputError(
+                f"{self.name}: shard checksum mismatch (corrupt file); re-run the shard step"
+            )
+
+    @contextlib.contextmanager
+    def decoding(self):
+        """Decode inside: afterwards the digest is verified; a decoding error in a
+        file whose digest is right is reported as a corrupt shard."""
+        try:
+            yield
+        except (ValueError, IndexError) as exc:
+            self.verify()
+            raise InputError(f"{self.name}: corrupt shard ({exc}); re-run the shard step") from None
+        self.verify()
+
+    def ids_blob(self) -> bytes:
+        return self.body[: self.n_ids].tobytes()
+
+    def offsets(self) -> np.ndarray:
+        return self.body[self.n_ids : self.res_start].view("<i8").astype(np.int64)
+
+    def residues(self) -> np.ndarray:
+        return self.body[self.res_start : self.res_start + self.n_res]
+
+    def headers_blob(self) -> bytes | None:
+        if self.version < 2:
+            return None
+        return self.body[self.res_start + self.n_res :].tobytes()
+
+
+def _lines(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (exclusive, at the newline) of each newline-terminated line."""
+    ends = np.flatnonzero(np.frombuffer(blob, dtype=np.uint8) == 10)
+    starts = np.empty_like(ends)
+    if len(ends):
+        starts[0] = 0
+        starts[1:] = ends[:-1] + 1
+    return starts, ends
+
+
+class _Lines:
+    """The lines of a blob as a read-only sequence of bytes (for :mod:`bisect`)."""
+
+    def __init__(self, blob: bytes):
+        self.blob = blob
+        self.starts, self.ends = _lines(blob)
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def __getitem__(self, k: int) -> bytes:
+        return self.blob[self.starts[k] : self.ends[k]]
+
+
+class _HeaderLines(Sequence):
+    """A shard's header lines, decoded when read: a scoring job reads only its hits'."""
+
+    def __init__(self, blob: bytes):
+        self._lines = _Lines(blob)
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        return self._lines[k].decode("utf-8")
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None
+
+
 def read_shard(path, headers: bool = True) -> SequenceSet:
     """Load a shard, verifying its digest; InputError if missing, truncated or corrupt.
 
-    ``headers=False`` leaves the FASTA headers out (``SequenceSet.headers`` None).
+    ``headers=False`` leaves the FASTA headers out (``SequenceSet.headers`` None);
+    otherwise they are a sequence of str decoded when read.
     """
-    name = os.fspath(path)
-    try:
-        with open(name, "rb") as fh:
-            data = fh.read()
-    except OSError as exc:
-        raise InputError(f"{name}: cannot read shard: {exc.strerror or exc}") from None
-    if data[:8] != MAGIC or len(data) < 16:
-        raise InputError(f"{name}: not a swgpu shard file (bad magic); re-run the shard step")
-    (hlen,) = struct.unpack_from("<Q", data, 8)
-    try:
-        header = json.loads(data[16 : 16 + hlen])
-        version = int(header.get("format", 1))
-        n = int(header["sequences"])
-        n_ids = int(header["ids_bytes"])
-        n_res = int(header["residues"])
-        n_head = int(header.get("headers_bytes", 0))
-    except (ValueError, KeyError, TypeError, AttributeError):
-        raise InputError(f"{name}: corrupt shard header; re-run the shard step") from None
-    if version not in (1, 2):
-        raise InputError(
-            f"{name}: shard format {version} is not known to this swgpu; re-run the shard step"
-        )
-    body = memoryview(data)[16 + hlen :]
-    expected = n_ids + 8 * (n + 1) + n_res + n_head
-    if len(body) != expected:
-        raise InputError(
-            f"{name}: shard is truncated or corrupt ({len(body)} bytes of data, "
-            f"expected {expected}); re-run the shard step"
-        )
-    if hashlib.blake2b(body, digest_size=32).hexdigest() != header.get("blake2b"):
-        raise InputError(f"{name}: shard checksum mismatch (corrupt file); re-run the shard step")
-    ids = bytes(body[:n_ids]).decode("utf-8").split("\n")[:-1]
-    offsets = np.frombuffer(body, dtype="<i8", count=n + 1, offset=n_ids).astype(np.int64)
-    start = n_ids + 8 * (n + 1)
-    residues = np.frombuffer(body, dtype=np.uint8, count=n_res, offset=start).copy()
+    shard = _ShardBody(path)
+    with shard.decoding():
+        ids = shard.ids_blob().decode("utf-8").split("\n")[:-1]
+        offsets = shard.offsets()
+        heads = None
+        if headers and shard.version >= 2:
+            heads = _HeaderLines(shard.headers_blob())
+    return SequenceSet(ids, shard.residues(), offsets, heads)
+
+
+def read_shard_records(path, wanted) -> SequenceSet:
+    """The records of a shard whose accessions are in ``wanted``, in the shard's order.
+
+    The whole file's digest is verified as by :func:`read_shard`, but only the
+    wanted records are decoded: a shard's records are sorted by accession
+    (byte order), so each wanted accession is found by bisection.  The file is
+    mapped, not read: memory holds only the wanted records.
+    """
+    shard = _ShardBody(path, mapped=True)
+    with shard.decoding():
+        return _records(shard, wanted)
+
+
+def _records(shard: _ShardBody, wanted) -> SequenceSet:
+    keys = _Lines(shard.ids_blob())
+    found = []
+    for acc in sorted({a.encode("utf-8") for a in wanted}):
+        k = bisect.bisect_left(keys, acc)
+        if k < len(keys) and keys[k] == acc:
+            found.append(k)
+    idx = np.asarray(found, dtype=np.int64)
+    offsets = shard.offsets()
+    residues = shard.residues()
+    parts = [residues[offsets[k] : offsets[k + 1]] for k in idx]
+    lengths = offsets[idx + 1] - offsets[idx]
+    new_offsets = np.zeros(len(idx) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=new_offsets[1:])
+    ids = [keys[k].decode("utf-8") for k in idx]
     heads = None
-    if headers and version >= 2:
-        heads = bytes(body[start + n_res :]).decode("utf-8").split("\n")[:-1]
-    return SequenceSet(ids, residues, offsets, heads)
+    blob = shard.headers_blob()
+    if blob is not None:
+        hs, he = _lines(blob)
+        heads = [blob[hs[k] : he[k]].decode("utf-8") for k in idx]
+    res = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+    return SequenceSet(ids, res, new_offsets, heads)
 
 
 def read_database_info(path) -> dict:

@@ -37,21 +37,28 @@ def merge_hits(
     with timer.phase("read"):
         queries = read_fasta(queries_path)
         info = read_database_info(database_info_path)
-        tables = [read_shard_hits(p) for p in hit_paths]
     residues = int(dbsize) if dbsize else int(info["residues"])
-    with timer.phase("merge"):
-        hits = merge(tables, queries, residues, scheme, top_k, max_evalue)
+    sizes: list[int] = []
+
+    def tables():  # one shard's hits at a time: the merge keeps only the running top-k
+        for p in hit_paths:
+            t = read_shard_hits(p)
+            sizes.append(len(t))
+            yield t
+
+    with timer.phase("merge"):  # reading the shards' hits included
+        hits = merge(tables(), queries, residues, scheme, top_k, max_evalue)
     with timer.phase("write"):
         write_table(hits, out_path, HITS_COLUMNS)
     timer.fields.update(
-        shard_hits=sum(len(t) for t in tables),
+        shard_hits=sum(sizes),
         hits=len(hits),
-        shards=len(tables),
+        shards=len(sizes),
         db_residues=residues,
     )
     timer.write(stats_path)
     log.info(
-        f"merged {sum(len(t) for t in tables):,} shard hits from {len(tables)} shards into "
+        f"merged {sum(sizes):,} shard hits from {len(sizes)} shards into "
         f"{len(hits):,} hits: {os.fspath(out_path)}"
     )
     return hits

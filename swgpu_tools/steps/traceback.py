@@ -12,13 +12,14 @@ unchanged alignments (:mod:`swgpu_tools.engine.traceback`).
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 from ..engine.traceback import REUSE_COLUMNS, code_digest, traceback
 from ..errors import InputError
 from ..io.fasta import read_fasta
 from ..io.fields import parse_columns
 from ..io.formats import FORMATS, write_pairwise, write_parquet, write_sam
-from ..io.shardfile import read_shard, shard_of
+from ..io.shardfile import read_shard_records, shard_of
 from ..io.stepstats import StepTimer
 from ..io.tables import HITS_COLUMNS, read_table, write_table
 from ..logs import get_logger
@@ -45,15 +46,13 @@ def load_subjects(shard_paths, wanted: set) -> SequenceSet:
         numbers = [int(n[6:-5]) for n in names]
         if sorted(numbers) == list(range(len(paths))):
             needed = {numbers.index(shard_of(a, len(paths))) for a in wanted}
-    parts = []
-    for k, path in enumerate(paths):
-        if k not in needed:
-            continue
-        shard = read_shard(path)
-        keep = [i for i, s in enumerate(shard.ids) if s in wanted]
-        if keep:
-            parts.append(shard.subset(keep))
-    return SequenceSet.concat(parts)
+    todo = [path for k, path in enumerate(paths) if k in needed]
+    if len(todo) <= 1:
+        parts = [read_shard_records(p, wanted) for p in todo]
+    else:  # reading and hashing let go of the GIL: shards at once
+        with ThreadPoolExecutor(max_workers=min(len(todo), 8)) as pool:
+            parts = list(pool.map(lambda p: read_shard_records(p, wanted), todo))
+    return SequenceSet.concat([p for p in parts if len(p)])
 
 
 def output_paths(out_path, formats) -> dict[str, str]:

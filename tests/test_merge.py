@@ -1,0 +1,74 @@
+"""The merge of shard hits: top-k per query by (score desc, accession asc), whatever
+the number of parts and however they are batched, equal to a brute-force sort."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from swgpu_tools.engine.merge import merge
+from swgpu_tools.io.hitsfile import ShardHits
+from swgpu_tools.scoring import ScoringScheme
+from swgpu_tools.sequences import SequenceSet
+
+SCHEME = ScoringScheme()
+
+
+def make_parts(data, n_queries, n_parts):
+    """Random parts; each subject accession in one part only (as with shards)."""
+    qids = [f"Q{i}" for i in range(n_queries)]
+    parts, rows, serial = [], [], 0
+    for _ in range(n_parts):
+        n_sub = data.draw(st.integers(0, 6))
+        subjects = []
+        for _ in range(n_sub):
+            # short accessions from a small alphabet: many near-ties in order
+            subjects.append(data.draw(st.text("ABab1", min_size=1, max_size=3)) + f"_{serial}")
+            serial += 1
+        q, s, score = [], [], []
+        for qi in range(n_queries):
+            for si in range(n_sub):
+                if data.draw(st.booleans()):
+                    q.append(qi)
+                    s.append(si)
+                    score.append(data.draw(st.integers(20, 24)))  # many equal scores
+        # the part's own query order differs from the file's: the merge maps it
+        perm = data.draw(st.permutations(range(n_queries)))
+        part_queries = [qids[i] for i in perm]
+        inv = {qi: k for k, qi in enumerate(perm)}
+        parts.append(
+            ShardHits(
+                part_queries,
+                np.array([inv[x] for x in q], dtype=np.int32),
+                np.array(s, dtype=np.int32),
+                np.array(score, dtype=np.int32),
+                subjects,
+                [f"sp|{a}|X" for a in subjects],
+                [f"title {a}" for a in subjects],
+                np.array([30 + len(a) for a in subjects], dtype=np.int64),
+            )
+        )
+        rows += [(qids[qi], sc, subjects[si]) for qi, si, sc in zip(q, s, score)]
+    return qids, parts, rows
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data(), st.integers(1, 4), st.integers(0, 5), st.integers(1, 6))
+def test_merge_equals_brute_force_for_any_batching(data, n_queries, n_parts, top_k):
+    qids, parts, rows = make_parts(data, n_queries, n_parts)
+    queries = SequenceSet.from_sequences(qids, ["MKVLA" * 8] * n_queries)
+    want = []
+    for qi in qids:
+        mine = sorted((r for r in rows if r[0] == qi), key=lambda r: (-r[1], r[2]))
+        want += mine[:top_k]
+    tables = [
+        merge(iter(parts), queries, 10**6, SCHEME, top_k, None, batch_rows=b) for b in (1, 3, 10**9)
+    ]
+    for got in tables:
+        assert list(zip(got["qacc"], got["score"], got["sacc"])) == want
+        assert list(got["sseqid"]) == [f"sp|{a}|X" for a in got["sacc"]]
+        assert list(got["slen"]) == [30 + len(a) for a in got["sacc"]]
+    pd.testing.assert_frame_equal(tables[0], tables[2])
+    pd.testing.assert_frame_equal(tables[1], tables[2])
