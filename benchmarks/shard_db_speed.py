@@ -19,6 +19,9 @@ database was read once (warm page cache).  Printed per run:
 * ``sum_MiB``: the largest total memory of all the run's processes together,
   sampled every 20 ms (proportional set sizes from ``/proc/PID/smaps_rollup``,
   so shared pages count once; resident sizes where that file is missing);
+* ``anon_MiB``: the same for anonymous memory alone (``Pss_Anon`` + ``Pss_Shmem``):
+  without the page cache of the files the step maps (the spill file it reads
+  back, which the kernel can drop at any time);
 * the step's read and write phases (``--stats``) and whether the shard files and
   ``database.json`` equal those of the first checkout's run.
 
@@ -95,16 +98,30 @@ def _children(root: int) -> list[int]:
     return tree
 
 
-def _memory_kib(pid: int) -> int:
-    for name, key in ((f"/proc/{pid}/smaps_rollup", "Pss:"), (f"/proc/{pid}/status", "VmRSS:")):
-        try:
-            with open(name) as fh:
-                for line in fh:
-                    if line.startswith(key):
-                        return int(line.split()[1])
-        except OSError:
-            continue
-    return 0
+def _memory_kib(pid: int) -> tuple[int, int]:
+    """(all, anonymous) memory of a process in KiB: proportional set sizes from
+    smaps_rollup (anonymous: Pss_Anon + Pss_Shmem, i.e. without the mapped files'
+    page cache), else the resident set size for both."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            got = {}
+            for line in fh:
+                key, _, rest = line.partition(":")
+                if key in ("Pss", "Pss_Anon", "Pss_Shmem"):
+                    got[key] = int(rest.split()[0])
+        if "Pss" in got:
+            return got["Pss"], got.get("Pss_Anon", got["Pss"]) + got.get("Pss_Shmem", 0)
+    except OSError:
+        pass
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    v = int(line.split()[1])
+                    return v, v
+    except OSError:
+        pass
+    return 0, 0
 
 
 def run_once(tree: Path, db: Path, shards: int, threads: int | None, out_dir: Path) -> dict:
@@ -126,7 +143,7 @@ def run_once(tree: Path, db: Path, shards: int, threads: int | None, out_dir: Pa
     if threads:
         cmd += ["--threads", str(threads)]
     env = dict(os.environ, PYTHONPATH=str(tree))
-    peak = [0]
+    peak = [0, 0]
     t0 = time.perf_counter()
     # run in the checkout: `python -m` puts the current folder first on sys.path
     proc = subprocess.Popen(
@@ -136,7 +153,9 @@ def run_once(tree: Path, db: Path, shards: int, threads: int | None, out_dir: Pa
 
     def sample():
         while not done.wait(0.02):
-            peak[0] = max(peak[0], sum(_memory_kib(p) for p in _children(proc.pid)))
+            mem = [_memory_kib(p) for p in _children(proc.pid)]
+            peak[0] = max(peak[0], sum(m[0] for m in mem))
+            peak[1] = max(peak[1], sum(m[1] for m in mem))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -158,6 +177,7 @@ def run_once(tree: Path, db: Path, shards: int, threads: int | None, out_dir: Pa
         "cpu_s": usage.ru_utime + usage.ru_stime,
         "max_rss_MiB": usage.ru_maxrss / 1024,
         "sum_MiB": peak[0] / 1024,
+        "anon_MiB": peak[1] / 1024,
         "read_s": st["phases_s"].get("read"),
         "write_s": st["phases_s"].get("write"),
         "workers": st.get("workers", "-"),
@@ -221,7 +241,7 @@ def main(argv=None) -> int:
     print(f"database {args.db} ({size / 1e6:.0f} MB); {cpus} CPUs; python {sys.version.split()[0]}")
     print(
         f"{'tree':<28} {'N':>3} {'workers':>7} {'wall_s':>7} {'MB/s':>6} {'max_rss_MiB':>11} "
-        f"{'sum_MiB':>8} {'read_s':>6} {'write_s':>7} {'cpu_s':>6}  runs_s  same_output  "
+        f"{'sum_MiB':>8} {'anon_MiB':>8} {'read_s':>6} {'write_s':>7} {'cpu_s':>6}  runs_s  same_output  "
         f"(worker s on pieces, longest shard s)"
     )
     first: dict[int, str] = {}
@@ -237,10 +257,11 @@ def main(argv=None) -> int:
             label = str(tree)[-28:]
             rss = max(r["max_rss_MiB"] for r in runs)
             total = max(r["sum_MiB"] for r in runs)
+            anon = max(r["anon_MiB"] for r in runs)
             walls = ",".join(f"{r['wall_s']:.2f}" for r in runs)
             print(
                 f"{label:<28} {n:>3} {best['workers']!s:>7} {best['wall_s']:>7.2f} "
-                f"{size / best['wall_s'] / 1e6:>6.0f} {rss:>11.0f} {total:>8.0f} "
+                f"{size / best['wall_s'] / 1e6:>6.0f} {rss:>11.0f} {total:>8.0f} {anon:>8.0f} "
                 f"{best['read_s']:>6.2f} {best['write_s']:>7.2f} "
                 f"{min(r['cpu_s'] for r in runs):>6.2f}  {walls}"
                 f"  {'yes' if same else 'NO'}  ({best['pieces_s']}, {best['shard_max_s']})",
