@@ -166,17 +166,17 @@ with open('/tmp/big/big_db.fasta', 'wb') as f:
       2>&1 | tail -2 | tee -a "$OUT/log.txt"
     rm -f /tmp/big/big_db.fasta
   fi
-  echo "== re-scan of a release, 5,000 queries" | tee -a "$OUT/log.txt"
+  echo "== re-scan of a release, ${RESCAN_QUERIES:=5000} queries" | tee -a "$OUT/log.txt"
   python3 -c "
 import sys; sys.path.insert(0, 'benchmarks')
 from pathlib import Path
 from workflow_scale import query_file
-query_file(5000, '$D/uniprot_queries500.fasta.gz', '$BD/bench_db.fasta', Path('/tmp/q5000.fasta'))
+query_file($RESCAN_QUERIES, '$D/uniprot_queries500.fasta.gz', '$BD/bench_db.fasta', Path('/tmp/q$RESCAN_QUERIES.fasta'))
 "
   timeout 560 python3 benchmarks/workflow_rescan.py --database $BD/bench_db.fasta \
-    --queries /tmp/q5000.fasta --shards 4 --cores 16 --threads 16 --backend gpu \
-    --workdir /tmp/rescan5k --json "$OUT/rescan_5000.json" 2>&1 | tee -a "$OUT/log.txt"
-  tar czf "$OUT/rescan_5000.tgz" -C /tmp/rescan5k --exclude='*.swdb' --exclude='*.fasta' \
+    --queries /tmp/q$RESCAN_QUERIES.fasta --shards 4 --cores 16 --threads 16 --backend gpu \
+    --workdir /tmp/rescan$RESCAN_QUERIES --json "$OUT/rescan_$RESCAN_QUERIES.json" 2>&1 | tee -a "$OUT/log.txt"
+  tar czf "$OUT/rescan_$RESCAN_QUERIES.tgz" -C /tmp/rescan$RESCAN_QUERIES --exclude='*.swdb' --exclude='*.fasta' \
     --exclude='state' --exclude='*.tsv' --exclude='*.npz' --exclude='history' . 2>/dev/null
 fi
 echo "phase $PHASE done" | tee -a "$OUT/log.txt"
