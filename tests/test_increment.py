@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from swgpu_tools.engine.increment import scan_shard
+from swgpu_tools.engine.increment import delta_cells, rescan_on_cpu, scan_shard
 from swgpu_tools.io.statefile import read_state, write_state
 from swgpu_tools.sequences import SequenceSet
 
@@ -31,6 +31,8 @@ class BruteSearch:
         self.s = [shard.sequence(i) for i in range(len(shard))]
         self.ids = shard.ids
         self.cells = 0
+        self.residue_cells = 0.0
+        self.passes = 0
 
     def __call__(self, qi, si, k):
         si = np.arange(len(self.s)) if si is None else np.asarray(si)
@@ -38,6 +40,8 @@ class BruteSearch:
         for q in qi:
             scores = np.array([_score(self.q[q], self.s[j]) for j in si], dtype=np.int64)
             self.cells += len(si)
+            self.residue_cells += len(self.q[q]) * sum(len(self.s[j]) for j in si)
+            self.passes += 1
             # the kernels' order: score descending, then shard index (accession order)
             order = np.lexsort((si, -scores))[:k]
             out.append((si[order].astype(np.int64), scores[order]))
@@ -91,9 +95,15 @@ def test_any_release_history_gives_the_scratch_top_k(history, tmp_path_factory):
     for release, top_k in zip(releases, top_ks):
         shard = _shard(release)
         search = BruteSearch(qset, shard)
+        predicted, passes = delta_cells(qset, shard, "s", state)
         res = scan_shard(qset, shard, "s", top_k, margin, state, search)
         got = [(list(a), list(b)) for a, b in res.top]
         assert got == _scratch(qset, shard, top_k)
+        # the re-scan's cost estimate: exact unless a margin ran out (then a lower bound)
+        assert predicted == search.residue_cells or (
+            res.stats["margin_ran_out"] and predicted < search.residue_cells
+        )
+        assert passes == search.passes or (res.stats["margin_ran_out"] and passes < search.passes)
         write_state(path, res.state)
         state = read_state(path)
         assert state is not None and state.subjects == shard.ids
@@ -147,3 +157,52 @@ def test_what_forces_a_full_scan(change):
     res = scan_shard(q2, shard, scheme, 3, 3, first.state, search)
     assert res.stats["full_queries"] == (0 if change == "none" else 1)
     assert search.cells == (0 if change == "none" else 20)
+
+
+def test_small_rescans_go_to_the_cpu_large_ones_to_the_gpu():
+    # a 20-query delta of bench200M's release (about 3e10 cells a shard): CPU
+    assert rescan_on_cpu(3e10, 20, 16)
+    # 2,000 queries against a 740 k-residue delta (6.8e11 cells; the GPU took 9.1 s)
+    assert rescan_on_cpu(6.8e11, 2000, 16)
+    # a full scan of a 50 M-residue shard by 20 queries (2e12 cells): GPU
+    assert not rescan_on_cpu(2e12, 20, 16)
+    # fewer threads, less the CPU takes on
+    assert not rescan_on_cpu(6.8e11, 2000, 1)
+
+
+def test_a_small_rescan_never_starts_the_gpu(tmp_path):
+    """The scoring step reads the state first; a small delta is scored on the CPU
+    even with backend gpu (here no GPU exists: starting one would fail)."""
+    import json
+
+    from swgpu_tools.io.shardfile import write_shard
+    from swgpu_tools.scoring import ScoringScheme
+    from swgpu_tools.steps.score_shard import score_shard
+
+    rng = np.random.default_rng(5)
+    release = {f"s{i:04d}": "".join(rng.choice(list(LETTERS), 40)) for i in range(300)}
+    (tmp_path / "q.fa").write_text(">q0\nACDEFGHIKLMNPQRSTVWY\n>q1\nMKVLAAGIVGLLLAHHKKWW\n")
+    scheme = ScoringScheme()
+    kw = dict(scheme=scheme, top_k=5, threads=1, state_path=tmp_path / "state.npz")
+
+    def run(records, backend, name):
+        ids = sorted(records)
+        write_shard(tmp_path / "shard.swdb", ids, [records[i].encode() for i in ids])
+        stats = tmp_path / f"{name}.json"
+        score_shard(
+            tmp_path / "shard.swdb",
+            tmp_path / "q.fa",
+            tmp_path / f"{name}.npz",
+            backend=backend,
+            stats_path=stats,
+            **kw,
+        )
+        return json.loads(stats.read_text())
+
+    first = run(release, "cpu", "v1")
+    assert first["mode"] == "full" and "rescan_estimate" not in first
+    release["s0007"] = "WWWWWWWWWWACDEF"
+    second = run(release, "gpu", "v2")
+    assert second["backend"] == "cpu" and second["mode"] == "incremental"
+    assert second["rescan_estimate"] == {"cells": 2 * 20 * 15.0, "passes": 2, "backend": "cpu"}
+    assert second["cells"] == 2 * 20 * 15.0

@@ -17,6 +17,10 @@ A scoring job keeps, per query, the best ``top_k + margin`` hits of its shard
 
 The shard's top ``top_k`` per query is then exactly what a scan from scratch
 finds, whatever the history of releases, and so are the merged tables.
+
+A re-scan's delta is often too small to be worth starting a GPU for:
+:func:`delta_cells` and :func:`rescan_on_cpu` say when the CPU kernels score it
+sooner (the scoring step then never starts CUDA).
 """
 
 from __future__ import annotations
@@ -56,6 +60,56 @@ def _before(score: int, acc: str, bound) -> bool:
     return score > bs or (score == bs and acc < ba)
 
 
+#: The cost model that sends a small re-scan to the CPU (see :func:`rescan_on_cpu`),
+#: from measurements on an H100 host (benchmarks/RESULTS-workflow.md): the GPU's
+#: start-up (driver, context, kernels: 2.6-3.1 s), its fixed cost per query on a
+#: tiny set of subjects (4.6 ms: launches and the top-k round trip), its scan
+#: rate; the CPU kernels' rate per thread (int8 lanes; 15e9 was measured on an
+#: AVX2 core, so this is cautious) and the loading of their compiled code.
+GPU_START_S = 3.0
+GPU_QUERY_S = 0.005
+GPU_CELLS_PER_S = 3e12
+CPU_CELLS_PER_S_PER_THREAD = 4e9
+CPU_START_S = 0.5
+
+
+def delta_cells(
+    queries: SequenceSet,
+    shard: SequenceSet,
+    scheme_digest: str,
+    previous: ShardState | None,
+    hashes: np.ndarray | None = None,
+    qhashes: np.ndarray | None = None,
+) -> tuple[float, int]:
+    """(cells, query passes) that :func:`scan_shard` will score: every kept query
+    against the delta, and the new or changed queries (all of them without a
+    usable ``previous``) against the whole shard.  A lower bound: a query whose
+    margin runs out is scored against the whole shard too."""
+    hashes = sequence_hashes(shard) if hashes is None else hashes
+    qhashes = sequence_hashes(queries) if qhashes is None else qhashes
+    qlen = queries.lengths.astype(np.float64)
+    if previous is None or previous.scheme != scheme_digest:
+        return float(qlen.sum()) * float(shard.total_residues), len(queries)
+    known = dict(zip(previous.subjects, previous.subject_hashes.tolist()))
+    delta = sum(
+        int(n)
+        for a, h, n in zip(shard.ids, hashes.tolist(), shard.lengths.tolist())
+        if known.get(a) != h
+    )
+    prev_q = dict(zip(previous.queries, previous.query_hashes.tolist()))
+    kept = np.array([prev_q.get(a) == h for a, h in zip(queries.ids, qhashes.tolist())], bool)
+    cells = float(qlen[kept].sum()) * delta + float(qlen[~kept].sum()) * shard.total_residues
+    return cells, (int(kept.sum()) if delta else 0) + int((~kept).sum())
+
+
+def rescan_on_cpu(cells: float, passes: int, threads: int) -> bool:
+    """Whether scoring ``cells`` in ``passes`` query passes is faster on the CPU
+    (``threads``) than starting the GPU for it (the cost model above)."""
+    gpu = GPU_START_S + passes * GPU_QUERY_S + cells / GPU_CELLS_PER_S
+    cpu = CPU_START_S + cells / (max(1, threads) * CPU_CELLS_PER_S_PER_THREAD)
+    return cpu < gpu
+
+
 def scan_shard(
     queries: SequenceSet,
     shard: SequenceSet,
@@ -64,13 +118,18 @@ def scan_shard(
     margin: int,
     previous: ShardState | None,
     search: Search,
+    hashes: np.ndarray | None = None,
+    qhashes: np.ndarray | None = None,
 ) -> ShardResult:
-    """Every query's top ``top_k`` hits in ``shard``, reusing ``previous`` where exact."""
+    """Every query's top ``top_k`` hits in ``shard``, reusing ``previous`` where exact.
+
+    ``hashes``, ``qhashes``: :func:`~swgpu_tools.io.statefile.sequence_hashes` of
+    the shard and the queries, where the caller has them already."""
     keep = top_k + margin
     n_sub = len(shard)
     accs = np.asarray(shard.ids, dtype=object)
-    hashes = sequence_hashes(shard)
-    qhashes = sequence_hashes(queries)
+    hashes = sequence_hashes(shard) if hashes is None else hashes
+    qhashes = sequence_hashes(queries) if qhashes is None else qhashes
     stats = {
         "subjects": n_sub,
         "queries": len(queries),

@@ -129,11 +129,14 @@ def scan(
     device="auto",
     started: BackendStart | None = None,
     stats: dict | None = None,
+    hashes: np.ndarray | None = None,
+    qhashes: np.ndarray | None = None,
 ):
     """:func:`score`, keeping ``margin`` more hits per query in the returned state
     and reusing ``previous`` (a :class:`~swgpu_tools.io.statefile.ShardState` of an
     earlier release of ``database``) where exact; returns (table, new state).
-    See :mod:`swgpu_tools.engine.increment`."""
+    See :mod:`swgpu_tools.engine.increment` (``hashes``, ``qhashes``: the
+    sequences' content hashes, where the caller has them already)."""
     from .increment import scan_shard
 
     if top_k < 1:
@@ -170,7 +173,9 @@ def scan(
 
     search = SubsetSearch(run.searcher(), q_enc, d_enc, scheme, progress)
     try:
-        result = scan_shard(queries, database, scheme.digest, top_k, margin, previous, search)
+        result = scan_shard(
+            queries, database, scheme.digest, top_k, margin, previous, search, hashes, qhashes
+        )
     finally:
         bar.close()
     elapsed = time.perf_counter() - start

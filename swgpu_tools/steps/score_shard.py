@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 
 from ..backend import BackendStart
+from ..engine.increment import delta_cells, rescan_on_cpu
 from ..engine.scan import scan
 from ..io.fasta import read_fasta
 from ..io.hitsfile import write_shard_hits
 from ..io.shardfile import read_shard
-from ..io.statefile import read_state, write_state
+from ..io.statefile import read_state, sequence_hashes, write_state
 from ..io.stepstats import StepTimer
 from ..logs import get_logger
 from ..scoring import ScoringScheme
@@ -39,8 +40,11 @@ def score_shard(
     """
     margin = top_k if margin is None else int(margin)
     timer = StepTimer("score_shard")
-    # the GPU's start-up (lock, CUDA context, helper kernels) runs while the inputs are read
-    started = BackendStart(backend, device, background=backend != "cpu", scheme=scheme)
+    has_state = bool(state_path) and os.path.exists(state_path)
+    started = None
+    if not has_state or backend == "cpu":
+        # the GPU's start-up (lock, CUDA context, helper kernels) runs while the inputs are read
+        started = BackendStart(backend, device, background=backend != "cpu", scheme=scheme)
     with timer.phase("read"):
         queries = read_fasta(queries_path)
         database = read_shard(shard_path)
@@ -49,9 +53,23 @@ def score_shard(
         f"{database.total_residues:,} residues; {len(queries)} queries"
     )
     timer.fields["shard"] = os.path.basename(os.fspath(shard_path))
-    previous = read_state(state_path) if state_path and os.path.exists(state_path) else None
-    if state_path and os.path.exists(state_path) and previous is None:
+    previous = read_state(state_path) if has_state else None
+    if has_state and previous is None:
         log.warning(f"{state_path}: unreadable; scoring the whole shard")
+    hashes = qhashes = None
+    if started is None:  # a re-scan: the GPU is started only where the delta is worth it
+        hashes, qhashes = sequence_hashes(database), sequence_hashes(queries)
+        cells, passes = delta_cells(queries, database, scheme.digest, previous, hashes, qhashes)
+        cpus = threads or len(os.sched_getaffinity(0))
+        use = backend
+        if rescan_on_cpu(cells, passes, cpus):
+            use = "cpu"
+            log.info(
+                f"re-scan of {cells:.3g} cells in {passes} query passes: scored on the CPU "
+                f"({cpus} threads), sooner than starting the GPU"
+            )
+        timer.fields["rescan_estimate"] = {"cells": cells, "passes": passes, "backend": use}
+        started = BackendStart(use, device, scheme=scheme)
     with timer.phase("score"):
         hits, state = scan(
             queries,
@@ -63,6 +81,8 @@ def score_shard(
             threads=threads,
             started=started,
             stats=timer.fields,
+            hashes=hashes,
+            qhashes=qhashes,
         )
     with timer.phase("write"):
         write_shard_hits(out_path, hits)

@@ -16,7 +16,9 @@
 # content hash and each query's best top_k + margin hits.  When the shard
 # changes in a new release, the job scores only the new and changed sequences
 # and reuses the rest (swgpu_tools/engine/increment.py); a query whose margin
-# ran out, or whose sequence changed, is scored against the whole shard.
+# ran out, or whose sequence changed, is scored against the whole shard.  A job
+# reads the state before it starts the GPU: a small delta is scored on the CPU
+# (swgpu_tools/engine/increment.py: rescan_on_cpu), so the GPU is never started.
 #
 # A corrupt or truncated shard: `swgpu score-shard` fails with a message naming
 # it; `swgpu check-shards --quarantine` then moves the bad shard to
