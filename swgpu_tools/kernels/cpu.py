@@ -43,15 +43,22 @@ How it works
 
 from __future__ import annotations
 
+import os
+import time
+from functools import partial
+
 import numpy as np
 from numba import get_num_threads, njit
 
 from ..alignment.params import kernel_scoring
 from ..alignment.pool import run_chunks
 from ..alignment.scalar import forward_end
+from ..logs import get_logger
 from . import TopHits
 from .jitcache import cache_folder, cache_warm, notice_compiling
 from .simd import HAVE_AVX2, make_column_pass, make_profile_shuffle
+
+_log = get_logger(__name__)
 
 #: Subjects aligned in lock-step (32 x int8 = one AVX2 register).
 LANES = 32
@@ -60,8 +67,33 @@ LANES = 32
 COLS = 4
 
 
+#: Queries longer than this go in strips of this many rows (lane scratch per
+#: thread: 2 x STRIP_ROWS x LANES lane values, 4 MiB in int8 lanes).
+STRIP_ROWS = 1 << 16
+#: Subjects longer than this are split into overlapping pieces where the query
+#: allows it (see ``_Prepared._layout``); pieces are at least PIECE_FACTOR x
+#: their overlap long (the overlap costs at most 1 / (PIECE_FACTOR - 1) more cells).
+PIECE_COLS = 1 << 16
+PIECE_FACTOR = 8
+
+
+def huge_limits():
+    """(strip rows, piece columns): STRIP_ROWS and PIECE_COLS, or the environment's
+    SWGPU_CPU_STRIP_ROWS and SWGPU_CPU_PIECE_COLS (tests force tiny ones)."""
+    out = []
+    for name, default in (
+        ("SWGPU_CPU_STRIP_ROWS", STRIP_ROWS),
+        ("SWGPU_CPU_PIECE_COLS", PIECE_COLS),
+    ):
+        text = os.environ.get(name, "").strip()
+        out.append(max(1, int(text)) if text else default)
+    return tuple(out)
+
+
 #: The search kernel's column pass: LANES x COLS, best score per lane.
 _column_pass = make_column_pass(LANES, COLS, False)
+#: The same for one strip of rows of a long query (first and last d_c, f_c in arrays).
+_column_pass_carry = make_column_pass(LANES, COLS, False, carry=True)
 
 
 #: The search kernel's column profile from the int8 table with AVX2 byte shuffles.
@@ -79,13 +111,14 @@ def _profile_scalar(inter, pos, matT, prof, dst):
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def _interleave(codes, offsets, subjects, pad):
-    """Lay out ``subjects`` (sorted by length, longest first) in groups of LANES.
+def _interleave(codes, ustart, uend, subjects, pad):
+    """Lay out ``subjects`` (units: codes[ustart[s]:uend[s]]; sorted by length, longest
+    first) in groups of LANES.
 
     Returns (inter, goff, gncols, gsubj): group g occupies
     inter[goff[g] : goff[g] + gncols[g]*LANES], column j of lane l at
     goff[g] + j*LANES + l (``pad`` past the subject's end); gsubj[g*LANES + l]
-    is the subject index of the lane or -1.
+    is the unit index of the lane or -1.
     """
     n = subjects.shape[0]
     ngroups = (n + LANES - 1) // LANES
@@ -99,7 +132,7 @@ def _interleave(codes, offsets, subjects, pad):
             if k < n:
                 s = subjects[k]
                 gsubj[k] = s
-                ln = offsets[s + 1] - offsets[s]
+                ln = uend[s] - ustart[s]
                 if ln > nc:
                     nc = ln
         nc = (nc + COLS - 1) // COLS * COLS  # whole blocks of COLS columns
@@ -111,47 +144,96 @@ def _interleave(codes, offsets, subjects, pad):
         for l in range(LANES):
             s = gsubj[g * LANES + l]
             if s >= 0:
-                o = offsets[s]
-                for j in range(offsets[s + 1] - o):
+                o = ustart[s]
+                for j in range(uend[s] - o):
                     inter[base + j * LANES + l] = codes[o + j]
     return inter, goff, gncols, gsubj
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
 def _score_groups(
-    c, nchunks, q, inter, goff, gncols, gsubj, table8, matT, use_shuffle, oe, ext, limit, out, flags
+    c,
+    nchunks,
+    q,
+    strip,
+    inter,
+    goff,
+    gncols,
+    gsubj,
+    table8,
+    matT,
+    use_shuffle,
+    oe,
+    ext,
+    limit,
+    out,
+    flags,
+    done,
 ):
     """Scores of query ``q`` against chunk c's interleaved groups (every nchunks-th group;
     out[s], by subject index).
 
     Lanes have the dtype of ``matT``.  flags[s] = 1 where a lane reached
-    ``limit`` (its score must be recomputed with wider lanes).
+    ``limit`` (its score must be recomputed with wider lanes).  A query longer
+    than ``strip`` rows goes in strips of ``strip`` rows (every column block
+    of a strip, then the next strip), carrying each column's last H and F
+    from strip to strip: scratch memory is O(strip + group columns), not
+    O(query length).  done[c] counts the cells (rows x group columns) done.
     """
     ngroups = gncols.shape[0]
     m = q.shape[0]
     na = matT.shape[1]
-    H = np.empty(m * LANES, dtype=matT.dtype)
-    E = np.empty(m * LANES, dtype=matT.dtype)
+    rows = min(m, strip)
+    H = np.empty(rows * LANES, dtype=matT.dtype)
+    E = np.empty(rows * LANES, dtype=matT.dtype)
     pstride = na * LANES
     prof = np.zeros(COLS * pstride, dtype=matT.dtype)
     best = np.empty(LANES, dtype=matT.dtype)
     zero = matT.dtype.type(0)
     neg = matT.dtype.type(-oe)
+    # strips: each column's diagonal (D) and vertical gap (F) at a strip's start
+    width = 0
+    if m > strip:
+        for g in range(c, ngroups, nchunks):
+            width = max(width, gncols[g])
+    D = np.empty(width * LANES, dtype=matT.dtype)
+    F = np.empty(width * LANES, dtype=matT.dtype)
     for g in range(c, ngroups, nchunks):
-        for k in range(m * LANES):
-            H[k] = zero
-            E[k] = neg
         for l in range(LANES):
             best[l] = zero
         base = goff[g]
-        for j in range(0, gncols[g], COLS):
-            for col in range(COLS):
-                pos = base + (j + col) * LANES
-                if use_shuffle:
-                    _profile_shuffle(inter, pos, table8, prof, col * pstride)
-                else:
-                    _profile_scalar(inter, pos, matT, prof, col * pstride)
-            _column_pass(q, prof, pstride, H, E, best, oe, ext)
+        ncols = gncols[g]
+        if m <= strip:
+            for k in range(m * LANES):
+                H[k] = zero
+                E[k] = neg
+            for j in range(0, ncols, COLS):
+                for col in range(COLS):
+                    pos = base + (j + col) * LANES
+                    if use_shuffle:
+                        _profile_shuffle(inter, pos, table8, prof, col * pstride)
+                    else:
+                        _profile_scalar(inter, pos, matT, prof, col * pstride)
+                _column_pass(q, prof, pstride, H, E, best, oe, ext)
+            done[c] += m * ncols
+        else:
+            for k in range(ncols * LANES):
+                D[k] = zero
+                F[k] = neg
+            for r0 in range(0, m, strip):
+                qs = q[r0 : min(m, r0 + strip)]
+                for k in range(qs.shape[0] * LANES):
+                    H[k] = zero
+                    E[k] = neg
+                for j in range(0, ncols, COLS):
+                    for col in range(COLS):
+                        pos = base + (j + col) * LANES
+                        if use_shuffle:
+                            _profile_shuffle(inter, pos, table8, prof, col * pstride)
+                        else:
+                            _profile_scalar(inter, pos, matT, prof, col * pstride)
+                    _column_pass_carry(qs, prof, pstride, H, E, best, D, F, j * LANES, oe, ext)
+                done[c] += qs.shape[0] * ncols
         for l in range(LANES):
             s = gsubj[g * LANES + l]
             if s >= 0:
@@ -161,14 +243,44 @@ def _score_groups(
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def _rescore(c, nchunks, q, matrix, codes, offsets, subjects, gap_open, gap_extend, out):
-    """Exact int32 scores of query ``q`` against chunk c's subjects (written to out[s]).
+def _rescore(c, nchunks, q, matrix, codes, ustart, uend, subjects, gap_open, gap_extend, out):
+    """Exact int32 scores of query ``q`` against chunk c's units (written to out[s]).
 
-    The scalar Gotoh of :func:`swgpu_tools.alignment.scalar.forward_end`.
+    The scalar Gotoh of :func:`swgpu_tools.alignment.scalar.forward_end`
+    (memory: O(unit length)).
     """
     for t in range(c, subjects.shape[0], nchunks):
         s = subjects[t]
-        out[s] = forward_end(q, codes[offsets[s] : offsets[s + 1]], matrix, gap_open, gap_extend)[0]
+        out[s] = forward_end(q, codes[ustart[s] : uend[s]], matrix, gap_open, gap_extend)[0]
+
+
+def piece_overlap(m, max_score, gap_extend):
+    """Subject columns that every positive-scoring local alignment of a query of length m
+    spans fewer of (None when there is no such bound: gap_extend 0).
+
+    An alignment of a columns (matched pairs, each scoring at most max_score)
+    and g subject residues in gaps (each costing at least gap_extend, the
+    gap openings are >= 0 on top) scores at most a*max_score - g*gap_extend;
+    positive means g < a*max_score/gap_extend <= m*max_score/gap_extend, so it
+    spans a + g < m + m*max_score/gap_extend columns.
+    """
+    if max_score <= 0:
+        return 1  # every score is 0: any pieces will do
+    if gap_extend <= 0:
+        return None
+    return m + (m * max_score + gap_extend - 1) // gap_extend
+
+
+def split_pieces(length, piece, overlap):
+    """(starts, ends) of the pieces of a subject of ``length`` residues: ``piece``
+    residues each (the last one shorter), consecutive pieces sharing ``overlap``
+    residues (piece > overlap), so that every stretch of at most ``overlap``
+    residues lies whole in one piece."""
+    step = piece - overlap
+    count = max(1, -(-(length - overlap) // step))  # ceil, until a piece reaches the end
+    starts = np.arange(count, dtype=np.int64) * step
+    ends = np.minimum(starts + piece, length)
+    return starts, ends
 
 
 # ---------------------------------------------------------------------------
@@ -198,10 +310,18 @@ class _Level:
 
 
 class _Prepared:
-    """Per-database, per-scheme state shared by all queries."""
+    """Per-database, per-scheme state shared by all queries.
 
-    def __init__(self, database, matrix, gap_open, gap_extend):
+    ``strip_rows``: queries longer than this go in strips of this many rows;
+    ``piece_cols``: subjects longer than this may be split into overlapping
+    pieces (see :meth:`_layout`).  Defaults: :func:`huge_limits`.
+    """
+
+    def __init__(self, database, matrix, gap_open, gap_extend, strip_rows=None, piece_cols=None):
         """matrix, gap costs: as :func:`kernel_scoring` returns them (trusted here)."""
+        strip_default, piece_default = huge_limits()
+        self.strip_rows = int(strip_rows or strip_default)
+        self.piece_cols = int(piece_cols or piece_default)
         self.matrix = matrix
         self.gap_open = int(gap_open)
         self.gap_extend = int(gap_extend)
@@ -226,15 +346,72 @@ class _Prepared:
             table8[:, :na] = matrix
             table8[:, na] = pad
         self.table8 = table8
-        self._groups_all = self._groups(np.arange(self.n, dtype=np.int64))
+        self.ustart = self.offsets[:-1]
+        self.uend = self.offsets[1:]
+        lengths = self.uend - self.ustart
+        self.long = np.flatnonzero(lengths > self.piece_cols).astype(np.int64)
+        short = np.flatnonzero(lengths <= self.piece_cols).astype(np.int64)
+        self._groups_short = self._groups(short, self.ustart, self.uend)
+        self._long_layout = (None, None)  # (key, layout) of the last long-subject layout
+        self.poll_every = 2.0  # seconds between score_query's progress reports
 
-    def _groups(self, subjects):
-        lengths = self.offsets[subjects + 1] - self.offsets[subjects]
-        order = subjects[np.argsort(-lengths, kind="stable")]
-        return _interleave(self.codes, self.offsets, order, self.pad_code)
+    def _groups(self, units, ustart, uend):
+        lengths = uend[units] - ustart[units]
+        order = units[np.argsort(-lengths, kind="stable")]
+        return _interleave(self.codes, ustart, uend, order, self.pad_code)
 
-    def score_query(self, q, out, flags):
-        """Exact scores of code array ``q`` against every subject, into ``out``."""
+    def _layout(self, m):
+        """(ustart, uend, owner, group sets) for a query of length m.
+
+        Units are stretches of subjects: unit s < n is subject s; subjects
+        longer than ``piece_cols`` are split, when the query allows it, into
+        pieces of P residues overlapping by the :func:`piece_overlap` bound
+        (rounded up to a power of two, P = max(piece_cols, PIECE_FACTOR x
+        overlap)): every positive-scoring alignment lies whole in one piece,
+        and a piece's alignments are the subject's, so the subject's score is
+        the maximum over its pieces.  Units n.. are pieces, owner[u] their
+        subject (None: no pieces).  Memory: lanes are padded to the longest
+        unit of their group, and a group of pieces holds at most 32 x P.
+        """
+        sets = [self._groups_short]
+        if len(self.long) == 0:
+            return self.ustart, self.uend, None, sets
+        ov = piece_overlap(m, int(self.matrix.max()), self.gap_extend)
+        if ov is None:
+            key = None
+        else:
+            ov = 1 << max(0, int(ov - 1).bit_length())
+            key = (max(self.piece_cols, PIECE_FACTOR * ov), ov)
+        if self._long_layout[0] != key or self._long_layout[1] is None:
+            self._long_layout = (key, self._long_units(key))
+        ustart, uend, owner, groups = self._long_layout[1]
+        return ustart, uend, owner, sets + [groups]
+
+    def _long_units(self, key):
+        n = self.n
+        starts, ends, owners, whole = [self.ustart], [self.uend], [np.arange(n)], []
+        for s in self.long.tolist():
+            length = int(self.uend[s] - self.ustart[s])
+            if key is None or length <= key[0]:
+                whole.append(s)
+                continue
+            a, b = split_pieces(length, *key)
+            starts.append(a + self.ustart[s])
+            ends.append(b + self.ustart[s])
+            owners.append(np.full(len(a), s))
+        ustart = np.concatenate(starts).astype(np.int64)
+        uend = np.concatenate(ends).astype(np.int64)
+        owner = np.concatenate(owners).astype(np.int64)
+        units = np.concatenate([np.array(whole, np.int64), np.arange(n, len(ustart))])
+        groups = self._groups(units.astype(np.int64), ustart, uend)
+        return ustart, uend, (owner if len(ustart) > n else None), groups
+
+    def score_query(self, q, out, flags, report=None):
+        """Exact scores of code array ``q`` against every subject, into ``out``.
+
+        ``report``: called as report(lanes, cells_done, cells) every few
+        seconds while a lane pass runs (progress of long queries).
+        """
         q = np.ascontiguousarray(q, dtype=np.uint8)
         if self.n == 0:
             return
@@ -243,10 +420,15 @@ class _Prepared:
             return
         oe = self.gap_open + self.gap_extend
         # the column profiles only need the letters the query has: renumber them
-        letters, qc = np.unique(q, return_inverse=True)
-        qc = np.ascontiguousarray(qc, dtype=np.uint8)
+        # (a table lookup: no copy of the query wider than a byte)
+        letters, qc = _renumber(q)
         table8 = np.ascontiguousarray(self.table8[letters])
-        groups = self._groups_all
+        ustart, uend, owner, sets = self._layout(q.shape[0])
+        if owner is not None:
+            uout = np.zeros(len(ustart), dtype=out.dtype)
+            uflags = np.zeros(len(ustart), dtype=flags.dtype)
+        else:
+            uout, uflags = out, flags
         todo = None
         for depth, level in enumerate(self.levels):
             if depth > 0 and level.dtype == np.int32:
@@ -259,38 +441,73 @@ class _Prepared:
                     q,
                     self.matrix,
                     self.codes,
-                    self.offsets,
+                    ustart,
+                    uend,
                     todo,
                     self.gap_open,
                     self.gap_extend,
-                    out,
+                    uout,
                 )
-                return
-            inter, goff, gncols, gsubj = groups
-            run_chunks(
-                _score_groups,
-                _nchunks(len(gncols)),
-                get_num_threads(),
-                qc,
-                inter,
-                goff,
-                gncols,
-                gsubj,
-                table8,
-                np.ascontiguousarray(level.matT[:, letters]),
-                self.use_shuffle,
-                oe,
-                self.gap_extend,
-                level.limit,
-                out,
-                flags,
-            )
-            todo = np.flatnonzero(flags).astype(np.int64)
+                break
+            matT = np.ascontiguousarray(level.matT[:, letters])
+            for inter, goff, gncols, gsubj in sets:
+                nchunks = _nchunks(len(gncols))
+                done = np.zeros(nchunks, dtype=np.int64)
+                cells = float(q.shape[0]) * float(gncols.sum())
+                name = np.dtype(level.dtype).name
+                run_chunks(
+                    _score_groups,
+                    nchunks,
+                    get_num_threads(),
+                    qc,
+                    self.strip_rows,
+                    inter,
+                    goff,
+                    gncols,
+                    gsubj,
+                    table8,
+                    matT,
+                    self.use_shuffle,
+                    oe,
+                    self.gap_extend,
+                    level.limit,
+                    uout,
+                    uflags,
+                    done,
+                    poll=None if report is None else partial(_poll, report, name, done, cells),
+                    every=self.poll_every,
+                )
+                if report is not None:
+                    _poll(report, name, done, cells)
+            todo = np.flatnonzero(uflags).astype(np.int64)
             if len(todo) == 0:
-                return
-            flags[todo] = 0
-            groups = self._groups(todo)
-        raise AssertionError("lanes saturated at the widest level")  # pragma: no cover
+                break
+            uflags[todo] = 0
+            sets = [self._groups(todo, ustart, uend)]
+        else:
+            raise AssertionError("lanes saturated at the widest level")  # pragma: no cover
+        if owner is not None:
+            out[:] = uout[: self.n]
+            np.maximum.at(out, owner[self.n :], uout[self.n :])
+
+
+def _poll(report, lanes, done, cells):
+    report(lanes, int(done.sum()), cells)
+
+
+def _renumber(q, block=1 << 20):
+    """(letters, qc): the distinct codes of ``q`` (sorted) and q renumbered 0.. by them
+    (uint8; worked in blocks, so no temporary copy of a long query is wider)."""
+    present = np.zeros(256, dtype=np.int64)
+    for a in range(0, q.shape[0], block):
+        present += np.bincount(q[a : a + block], minlength=256)
+    letters = np.flatnonzero(present)
+    renumber = np.zeros(256, dtype=np.uint8)
+    renumber[letters] = np.arange(len(letters), dtype=np.uint8)
+    qc = np.empty_like(q)
+    for a in range(0, q.shape[0], block):
+        qc[a : a + block] = renumber[q[a : a + block]]
+    return letters, qc
 
 
 def _nchunks(ngroups):
@@ -351,6 +568,34 @@ def search(
     )
 
 
+class _QueryReport:
+    """Logs the progress of one query's lane passes (every ``every_s`` seconds, from
+    ``every_s`` after the query's start): long queries or huge databases."""
+
+    every_s = 10.0
+
+    def __init__(self, qi, nq, m):
+        self.what = f"query {qi + 1}/{nq} ({m:,} residues)"
+        self.t0 = self.last = time.perf_counter()
+        self.pass_key = None
+        self.pass_t0 = self.t0
+
+    def __call__(self, lanes, done, cells):
+        now = time.perf_counter()
+        if self.pass_key != (lanes, cells):
+            self.pass_key, self.pass_t0 = (lanes, cells), now
+        if now - self.last < self.every_s:
+            return
+        self.last = now
+        frac = min(float(done) / max(cells, 1.0), 1.0)
+        left = ""
+        if frac > 0:
+            left = f", about {(now - self.pass_t0) * (1 - frac) / frac:.0f} s left in it"
+        _log.info(
+            f"{self.what}: {frac:.1%} of its {lanes} lane pass{left}; {now - self.t0:.0f} s so far"
+        )
+
+
 def _search(queries, database, matrix, gap_open, gap_extend, top_k, progress) -> TopHits:
     notice_compiling("CPU search kernels", _entry_points())
     prep = _Prepared(database, matrix, gap_open, gap_extend)
@@ -360,7 +605,8 @@ def _search(queries, database, matrix, gap_open, gap_extend, top_k, progress) ->
     q_parts, s_parts, v_parts = [], [], []
     for qi in range(nq):
         row[:] = 0
-        prep.score_query(_query_codes(queries, qi), row, flags)
+        q = _query_codes(queries, qi)
+        prep.score_query(q, row, flags, _QueryReport(qi, nq, len(q)))
         idx = select_top_k(row, top_k)
         q_parts.append(np.full(len(idx), qi, dtype=np.int32))
         s_parts.append(idx.astype(np.int32))
