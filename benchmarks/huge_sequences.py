@@ -97,6 +97,29 @@ def make_inputs(args, folder: Path) -> tuple[Path, Path]:
     return qf, df
 
 
+CHECK = r"""
+import sys
+from swgpu_tools.io.fasta import read_fasta
+from swgpu_tools.kernels import cpu
+from swgpu_tools.scoring import ScoringScheme
+s = ScoringScheme("BLOSUM62", 11, 1)
+q, d = s.encode(read_fasta(sys.argv[1])), s.encode(read_fasta(sys.argv[2]))
+hits = cpu.search(q, d, s, top_k=int(sys.argv[3]))
+for a, b, c in zip(hits.query_index, hits.subject_index, hits.score):
+    print(f"  score: query {a} subject {b} score {c}")
+"""
+
+
+def top_scores(args, qf: Path, df: Path) -> list[str]:
+    """Top scores per query from the CPU kernel's API (the table keeps only hits that
+    pass the E-value cut-off and can be aligned)."""
+    tree = str(Path(args.tree).resolve()) if args.tree else str(ROOT)
+    env = dict(os.environ, PYTHONPATH=tree)
+    cmd = [sys.executable, "-c", CHECK, str(qf), str(df), str(args.check_scores)]
+    res = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True, check=True)
+    return res.stdout.splitlines()
+
+
 def run(args, qf: Path, df: Path, out: Path) -> dict:
     env = dict(os.environ)
     tree = str(Path(args.tree).resolve()) if args.tree else str(ROOT)
@@ -144,6 +167,13 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-evalue", type=float, default=1e-3)
     ap.add_argument("--plant", action="store_true", help="add a homologous pair (see above)")
+    ap.add_argument(
+        "--check-scores",
+        type=int,
+        default=0,
+        metavar="K",
+        help="then print the top K scores per query from the kernel's API (another run)",
+    )
     ap.add_argument("--timeout", type=float, default=1200.0, help="seconds, then kill")
     ap.add_argument("--tree", help="source tree to run (default: this one)")
     ap.add_argument("--keep", help="folder for the inputs and output (default: a temp folder)")
@@ -156,6 +186,7 @@ def main() -> int:
         print(f"inputs written in {time.perf_counter() - t:.1f} s", flush=True)
         res = run(args, qf, df, folder / "hits.tsv")
         hits = (folder / "hits.tsv").read_text().splitlines() if res["rc"] == 0 else []
+        scores = top_scores(args, qf, df) if args.check_scores else []
     size = args.query_len if args.case == "query" else args.subject_len
     print()
     print(f"case {args.case} ({size:,} residues), {args.threads} threads, {platform.node()}")
@@ -166,7 +197,8 @@ def main() -> int:
         f"{len(res['lines'])} log lines"
     )
     for line in hits[:6]:
-        print("  hit:", line)
+        print("  hit:", line[:200])
+    print("\n".join(scores))
     return 0
 
 

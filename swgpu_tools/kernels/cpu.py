@@ -32,12 +32,31 @@ How it works
 * Subjects shorter than their group's longest are padded with a column that
   scores ``min(0, min(matrix))``: pad columns come after all real columns, so
   no path through them can beat the best real cell.
+* Huge queries (longer than ``STRIP_ROWS``, 65,536): the query goes in
+  strips of rows; every column block of a group runs over one strip, then
+  over the next, each column's diagonal H and vertical gap F carried from
+  strip to strip in two arrays of (group columns x LANES) lane values
+  (:func:`~swgpu_tools.kernels.simd.make_column_pass` with ``carry``).
+  Lane scratch per thread is O(strip + group columns), not O(query length).
+* Huge subjects (longer than ``PIECE_COLS``, 65,536): a lane is padded to
+  the longest subject of its group, so a 100 M-residue subject would make a
+  3.2 GB group.  They are cut into pieces overlapping by more subject columns
+  than a positive-scoring alignment of the query can span
+  (:func:`piece_overlap`: each matched pair scores <= max(matrix), each
+  subject residue in a gap costs >= gap_extend); the subject's score is the
+  maximum over its pieces (exact).  Not where the bound is useless: gap_extend
+  0, or a query so long that the overlap is larger than the subject.
+* Progress: the chunks count the cells they have done; ``score_query``
+  reports them every few seconds (:class:`_QueryReport` logs a line every 10 s
+  of a long query).
 * Parallelism: chunks of groups (round-robin, so long and short groups are
   spread over the threads) on a pool of threads running the Numba chunk
   function without the GIL (:mod:`swgpu_tools.alignment.pool`; a ``prange``
   loop costs seconds more compilation), one query at a time: memory is
   one int32 score per subject plus the interleaved database (about its size)
-  and per-thread scratch.  The number of threads is whatever
+  and per-thread scratch (at most ~8 MB of lanes plus the strip carry of
+  the widest group).  One group runs on one thread: a huge query against a
+  few subjects uses one core.  The number of threads is whatever
   ``numba.set_num_threads`` / ``NUMBA_NUM_THREADS`` says.
 """
 
