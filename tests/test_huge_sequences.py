@@ -250,3 +250,23 @@ def test_gaps_cross_strips_and_pieces(strip, short_pieces):
         want = [forward_end(q, codes(d, j), s.matrix, gap_open, 1)[0] for j in range(len(d))]
         np.testing.assert_array_equal(got, want, err_msg=query)
         assert got[k] == best
+
+
+@pytest.mark.parametrize("gap", [(40000, 1), (5, 0), (0, 3)])
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_strips_and_pieces_other_lane_types_and_profiles(gap, shuffle, short_pieces):
+    """int32 lanes (extreme gap costs), no piece bound (gap_extend 0), and the
+    column profile of CPUs without AVX2, on strips and pieces."""
+    rng = np.random.default_rng(13)
+    s = scheme(*gap)
+    queries = ["".join(rng.choice(list(LETTERS), n)) for n in (9, 33)] + ["W" * 25]
+    subjects = ["".join(rng.choice(list(LETTERS), n)) for n in (300, 41, 1, 120)]
+    subjects.append(subjects[0][:100] + "W" * 30 + subjects[0][100:])
+    q, d = encode(s, queries, "q"), encode(s, subjects)
+    prep = cpu._Prepared(d, s.matrix, *gap, strip_rows=4, piece_cols=8)
+    prep.use_shuffle = prep.use_shuffle and shuffle
+    for i in range(len(queries)):
+        got = scores(prep, codes(q, i), len(subjects))
+        want = [sw_score(codes(q, i), codes(d, k), s.matrix, *gap) for k in range(len(d))]
+        np.testing.assert_array_equal(got, want, err_msg=f"query {i}")
+    assert (prep._layout(9)[2] is None) == (gap[1] == 0)
