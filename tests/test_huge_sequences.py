@@ -16,7 +16,7 @@ from reference import sw_score
 from swgpu_tools.alignment import align
 from swgpu_tools.alignment.pool import run_chunks
 from swgpu_tools.alignment.scalar import forward_end
-from swgpu_tools.kernels import cpu
+from swgpu_tools.kernels import cpu, huge
 from swgpu_tools.scoring import ScoringScheme
 from swgpu_tools.sequences import SequenceSet
 
@@ -49,7 +49,7 @@ def scores(prep, q, n):
 @pytest.fixture
 def short_pieces(monkeypatch):
     """Pieces twice their overlap (the default is 8x): many pieces on small inputs."""
-    monkeypatch.setattr(cpu, "PIECE_FACTOR", 2)
+    monkeypatch.setattr(huge, "PIECE_FACTOR", 2)
 
 
 # subjects with runs of one letter reach the int8 limit (and the int16 ladder)
@@ -73,13 +73,13 @@ subject = st.one_of(
 def test_strips_and_pieces_equal_reference(query, subjects, gap, strip, piece, factor):
     s = scheme(*gap)
     q, d = encode(s, [query], "q"), encode(s, subjects)
-    old = cpu.PIECE_FACTOR
-    cpu.PIECE_FACTOR = factor
+    old = huge.PIECE_FACTOR
+    huge.PIECE_FACTOR = factor
     try:
         prep = cpu._Prepared(d, s.matrix, *gap, strip_rows=strip, piece_cols=piece)
         got = scores(prep, codes(q, 0), len(subjects))
     finally:
-        cpu.PIECE_FACTOR = old
+        huge.PIECE_FACTOR = old
     want = [sw_score(codes(q, 0), codes(d, i), s.matrix, *gap) for i in range(len(subjects))]
     np.testing.assert_array_equal(got, want)
 
@@ -111,7 +111,7 @@ def test_pieces_are_made_and_strips_carry_through_the_lane_ladder(short_pieces):
 def test_environment_forces_strips_and_pieces(monkeypatch, short_pieces):
     monkeypatch.setenv("SWGPU_CPU_STRIP_ROWS", "3")
     monkeypatch.setenv("SWGPU_CPU_PIECE_COLS", "5")
-    assert cpu.huge_limits() == (3, 5)
+    assert huge.huge_limits() == (3, 5)
     rng = np.random.default_rng(9)
     s = scheme(3, 5)
     queries = ["".join(rng.choice(list(LETTERS), n)) for n in (4, 11)]
@@ -125,14 +125,14 @@ def test_environment_forces_strips_and_pieces(monkeypatch, short_pieces):
     np.testing.assert_array_equal(got, want)
     monkeypatch.delenv("SWGPU_CPU_STRIP_ROWS")
     monkeypatch.delenv("SWGPU_CPU_PIECE_COLS")
-    assert cpu.huge_limits() == (cpu.STRIP_ROWS, cpu.PIECE_COLS)
+    assert huge.huge_limits() == (huge.STRIP_ROWS, huge.PIECE_COLS)
 
 
 @settings(max_examples=300, deadline=None)
 @given(length=st.integers(1, 300), overlap=st.integers(1, 40), extra=st.integers(1, 40))
 def test_split_pieces_hold_every_short_stretch(length, overlap, extra):
     piece = overlap + extra
-    starts, ends = cpu.split_pieces(length, piece, overlap)
+    starts, ends = huge.split_pieces(length, piece, overlap)
     assert starts[0] == 0 and ends[-1] == length
     assert np.all(ends - starts <= piece)
     if len(starts) > 1:
@@ -159,22 +159,22 @@ def test_positive_alignments_span_less_than_the_piece_overlap(query, subject, ga
         t = codes(encode(s, [text]), 0)
         aln = align(q, t, s.matrix, *gap)
         if aln.score > 0:
-            bound = cpu.piece_overlap(len(q), int(s.matrix.max()), gap[1])
+            bound = huge.piece_overlap(len(q), int(s.matrix.max()), gap[1])
             assert aln.subject_end - aln.subject_start < bound
 
 
 def test_piece_overlap_edge_cases():
-    assert cpu.piece_overlap(10, 0, 1) == 1  # no positive score: any pieces
-    assert cpu.piece_overlap(10, 5, 0) is None  # free gap extension: no bound
-    assert cpu.piece_overlap(10, 11, 1) == 10 + 110
-    assert cpu.piece_overlap(3, 5, 2) == 3 + 8
+    assert huge.piece_overlap(10, 0, 1) == 1  # no positive score: any pieces
+    assert huge.piece_overlap(10, 5, 0) is None  # free gap extension: no bound
+    assert huge.piece_overlap(10, 11, 1) == 10 + 110
+    assert huge.piece_overlap(3, 5, 2) == 3 + 8
 
 
 def test_renumber_is_unique_inverse():
     rng = np.random.default_rng(2)
     q = rng.integers(0, 24, 5000).astype(np.uint8)
     q[q == 7] = 3
-    letters, qc = cpu._renumber(q, block=333)
+    letters, qc = huge.renumber(q, block=333)
     want_letters, want = np.unique(q, return_inverse=True)
     np.testing.assert_array_equal(letters, want_letters)
     np.testing.assert_array_equal(qc, want)
@@ -201,7 +201,7 @@ def test_progress_inside_one_query(caplog):
     assert seen[0][2] == total and done[-1] == total
     want = [forward_end(q, codes(d, k), s.matrix, 11, 1)[0] for k in range(len(subjects))]
     np.testing.assert_array_equal(row, want)
-    report = cpu._QueryReport(0, 1, len(q))
+    report = huge.QueryReport(0, 1, len(q))
     report.every_s = 0.0
     with caplog.at_level(logging.INFO, logger="swgpu"):
         report("int8", 10, 40.0)
