@@ -63,20 +63,22 @@ subject = st.one_of(
 
 @HYP
 @given(
-    query=st.text(alphabet=LETTERS + "W" * 10, min_size=1, max_size=30),
+    query=st.text(alphabet=LETTERS + "W" * 10, min_size=1, max_size=80),
     subjects=st.lists(subject, min_size=1, max_size=8),
     gap=st.tuples(st.integers(0, 12), st.integers(1, 6)),
     strip=st.sampled_from([1, 2, 3, 5, 8, 13, 1000]),
     piece=st.sampled_from([1, 4, 16, 1000]),
     factor=st.sampled_from([2, 3, 8]),
+    threads=st.sampled_from([None, 64]),
 )
-def test_strips_and_pieces_equal_reference(query, subjects, gap, strip, piece, factor):
+def test_strips_and_pieces_equal_reference(query, subjects, gap, strip, piece, factor, threads):
     s = scheme(*gap)
     q, d = encode(s, [query], "q"), encode(s, subjects)
     old = huge.PIECE_FACTOR
     huge.PIECE_FACTOR = factor
     try:
         prep = cpu._Prepared(d, s.matrix, *gap, strip_rows=strip, piece_cols=piece)
+        prep.split_threads = threads  # 64: the query's rows cut into items where it can
         got = scores(prep, codes(q, 0), len(subjects))
     finally:
         huge.PIECE_FACTOR = old
@@ -198,7 +200,8 @@ def test_progress_inside_one_query(caplog):
     assert done == sorted(done) and done[0] >= 0
     longest = sorted((len(x) for x in subjects), reverse=True)[::32]  # of each group of 32
     total = len(q) * sum((n + 3) // 4 * 4 for n in longest)  # rows x group columns
-    assert seen[0][2] == total and done[-1] == total
+    # every cell counted, and the query's rows cut for the threads (3 groups): overlaps
+    assert done[-1] == seen[0][2] > total
     want = [forward_end(q, codes(d, k), s.matrix, 11, 1)[0] for k in range(len(subjects))]
     np.testing.assert_array_equal(row, want)
     report = huge.QueryReport(0, 1, len(q))
@@ -270,3 +273,56 @@ def test_strips_and_pieces_other_lane_types_and_profiles(gap, shuffle, short_pie
         want = [sw_score(codes(q, i), codes(d, k), s.matrix, *gap) for k in range(len(d))]
         np.testing.assert_array_equal(got, want, err_msg=f"query {i}")
     assert (prep._layout(9)[2] is None) == (gap[1] == 0)
+
+
+def test_query_rows_cut_for_threads(short_pieces):
+    """A long query against too few groups for the threads: its rows are cut into
+    overlapping items (row_items), which must hold every alignment: a gap in the
+    query nearly as long as the overlap allows, at every offset around the
+    items' edges, and the lane ladder on items."""
+    rng = np.random.default_rng(17)
+    rand = lambda n: "".join(rng.choice(list(LETTERS[:17]), n))  # noqa: E731 (no W)
+    s = scheme(0, 1)
+    subjects = ["W" * 40, rand(12), "W" * 20 + rand(3) + "W" * 20, rand(33)]
+    d = encode(s, subjects)
+    prep = cpu._Prepared(d, s.matrix, 0, 1, strip_rows=5, piece_cols=16)
+    prep.split_threads = 64
+    for p in list(range(0, 1000, 29)) + list(range(470, 500)) + list(range(950, 970)):
+        query = rand(p) + "W" * 20 + rand(219) + "W" * 20 + rand(1600)
+        q = codes(encode(s, [query], "q"), 0)
+        items = huge.row_items(np.array([40]), len(q), 11, 1, 64, 5)
+        assert len(items) > 1
+        got = scores(prep, q, len(subjects))
+        want = [forward_end(q, codes(d, j), s.matrix, 0, 1)[0] for j in range(len(d))]
+        np.testing.assert_array_equal(got, want, err_msg=f"offset {p}")
+        assert got[0] == 440 - 219
+    # int8 -> int16 -> int32 on items: W runs of 3000 (33,000) and 20 (220)
+    s = scheme(11, 11)
+    subjects = ["W" * 3000, rand(50) + "W" * 20, rand(7)]
+    d = encode(s, subjects)
+    prep = cpu._Prepared(d, s.matrix, 11, 11, strip_rows=300, piece_cols=1 << 20)
+    prep.split_threads = 64
+    q = codes(encode(s, [rand(5000) + "W" * 3200 + rand(9000)], "q"), 0)
+    got = scores(prep, q, len(subjects))
+    want = [forward_end(q, codes(d, j), s.matrix, 11, 11)[0] for j in range(len(d))]
+    np.testing.assert_array_equal(got, want)
+    assert got[0] == 33000
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    gncols=st.lists(st.integers(4, 200), min_size=1, max_size=6),
+    m=st.integers(1, 5000),
+    threads=st.integers(1, 64),
+    min_rows=st.integers(1, 300),
+    ext=st.integers(0, 5),
+)
+def test_row_items_cover_every_row_stretch(gncols, m, threads, min_rows, ext):
+    items = huge.row_items(np.array(gncols), m, 11, ext, threads, min_rows)
+    for g, n in enumerate(gncols):
+        mine = items[items[:, 0] == g]
+        assert mine[0, 1] == 0 and mine[-1, 2] == m
+        if len(mine) > 1:
+            ov = huge.piece_overlap(n, 11, ext)
+            assert np.all(mine[1:, 1] + ov <= mine[:-1, 2])  # consecutive items share ov rows
+            assert np.all(mine[:-1, 2] - mine[:-1, 1] >= min_rows)

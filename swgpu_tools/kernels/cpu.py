@@ -72,7 +72,7 @@ from ..alignment.params import kernel_scoring
 from ..alignment.pool import run_chunks
 from ..alignment.scalar import forward_end
 from . import TopHits, huge
-from .huge import QueryReport, huge_limits, piece_overlap, renumber, split_pieces
+from .huge import QueryReport, huge_limits, piece_overlap, renumber, row_items, split_pieces
 from .jitcache import cache_folder, cache_warm, notice_compiling
 from .simd import HAVE_AVX2, make_column_pass, make_profile_shuffle
 
@@ -191,17 +191,19 @@ def _score_groups(
 
 @njit(cache=True, nogil=True, boundscheck=False)
 def _score_strips(
-    c, nchunks, q, strip, inter, goff, gncols, gsubj, table8, matT, use_shuffle, oe, ext, limit,
-    out, flags, done,
+    c, nchunks, q, strip, inter, goff, gncols, items, table8, matT, use_shuffle, oe, ext, ibest,
+    done,
 ):  # fmt: skip
-    """:func:`_score_groups` for a query longer than ``strip`` rows: in strips of
-    ``strip`` rows (every column block of a group over one strip, then the next
-    strip), each column's diagonal H (D) and vertical gap F carried from strip to
-    strip.  Scratch: O(strip + group columns) lane values, not O(query length)."""
-    ngroups = gncols.shape[0]
-    m = q.shape[0]
+    """:func:`_score_groups` for a query longer than ``strip`` rows, over chunk c's work
+    items (every nchunks-th): item t scores rows items[t, 1]:items[t, 2] of the
+    query against group items[t, 0] (:func:`.huge.row_items`), its lanes' best
+    into ibest[t*LANES : (t+1)*LANES].  In strips of ``strip`` rows (every
+    column block of the group over one strip, then the next strip), each
+    column's diagonal H (D) and vertical gap F carried from strip to strip.
+    Scratch: O(strip + group columns) lane values, not O(query length)."""
+    nitems = items.shape[0]
     na = matT.shape[1]
-    rows = min(m, strip)
+    rows = min(q.shape[0], strip)
     H = np.empty(rows * LANES, dtype=matT.dtype)
     E = np.empty(rows * LANES, dtype=matT.dtype)
     pstride = na * LANES
@@ -210,20 +212,21 @@ def _score_strips(
     zero = matT.dtype.type(0)
     neg = matT.dtype.type(-oe)
     width = 0
-    for g in range(c, ngroups, nchunks):
-        width = max(width, gncols[g])
+    for t in range(c, nitems, nchunks):
+        width = max(width, gncols[items[t, 0]])
     D = np.empty(width * LANES, dtype=matT.dtype)
     F = np.empty(width * LANES, dtype=matT.dtype)
-    for g in range(c, ngroups, nchunks):
+    for t in range(c, nitems, nchunks):
+        g, r0, r1 = items[t, 0], items[t, 1], items[t, 2]
         for l in range(LANES):
             best[l] = zero
         base = goff[g]
         ncols = gncols[g]
         for k in range(ncols * LANES):
-            D[k] = zero  # H of row -1
-            F[k] = neg  # F of row 0
-        for r0 in range(0, m, strip):
-            qs = q[r0 : min(m, r0 + strip)]
+            D[k] = zero  # H of the row above the item's first
+            F[k] = neg  # F of its first row
+        for a in range(r0, r1, strip):
+            qs = q[a : min(r1, a + strip)]
             for k in range(qs.shape[0] * LANES):
                 H[k] = zero
                 E[k] = neg
@@ -237,11 +240,7 @@ def _score_strips(
                 _column_pass_carry(qs, prof, pstride, H, E, best, D, F, j * LANES, oe, ext)
             done[c] += qs.shape[0] * ncols
         for l in range(LANES):
-            s = gsubj[g * LANES + l]
-            if s >= 0:
-                b = np.int64(best[l])
-                out[s] = b
-                flags[s] = 1 if b >= limit else 0
+            ibest[t * LANES + l] = best[l]
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -324,6 +323,7 @@ class _Prepared:
         self._groups_short = self._groups(short, self.ustart, self.uend)
         self._long_layout = (None, None)  # (key, layout) of the last long-subject layout
         self.poll_every = 2.0  # seconds between score_query's progress reports
+        self.split_threads = None  # threads row_items keeps busy (None: Numba's setting)
 
     def _groups(self, units, ustart, uend):
         lengths = uend[units] - ustart[units]
@@ -421,38 +421,55 @@ class _Prepared:
                 )
                 break
             matT = np.ascontiguousarray(level.matT[:, letters])
-            if strips:
-                notice_compiling("CPU search kernels for long queries", (_score_strips,))
-            kernel = _score_strips if strips else _score_groups
+            name = np.dtype(level.dtype).name
             for inter, goff, gncols, gsubj in sets:
-                nchunks = _nchunks(len(gncols))
+                if strips:
+                    items = row_items(
+                        gncols,
+                        q.shape[0],
+                        int(self.matrix.max()),
+                        self.gap_extend,
+                        self.split_threads or get_num_threads(),
+                        self.strip_rows,
+                    )
+                    nchunks = _nchunks(len(items))
+                    ibest = np.zeros(len(items) * LANES, dtype=np.int64)
+                    cells = float(((items[:, 2] - items[:, 1]) * gncols[items[:, 0]]).sum())
+                    kernel = _score_strips
+                    head = (qc, self.strip_rows, inter, goff, gncols, items)
+                    tail = (ibest,)
+                    notice_compiling("CPU search kernels for long queries", (_score_strips,))
+                else:
+                    nchunks = _nchunks(len(gncols))
+                    cells = float(q.shape[0]) * float(gncols.sum())
+                    kernel = _score_groups
+                    head = (qc, inter, goff, gncols, gsubj)
+                    tail = (level.limit, uout, uflags)
                 done = np.zeros(nchunks, dtype=np.int64)
-                cells = float(q.shape[0]) * float(gncols.sum())
-                name = np.dtype(level.dtype).name
                 run_chunks(
                     kernel,
                     nchunks,
                     get_num_threads(),
-                    qc,
-                    *((self.strip_rows,) if strips else ()),
-                    inter,
-                    goff,
-                    gncols,
-                    gsubj,
+                    *head,
                     table8,
                     matT,
                     self.use_shuffle,
                     oe,
                     self.gap_extend,
-                    level.limit,
-                    uout,
-                    uflags,
+                    *tail,
                     done,
                     poll=None if report is None else partial(_poll, report, name, done, cells),
                     every=self.poll_every,
                 )
                 if report is not None:
                     _poll(report, name, done, cells)
+                if strips:  # the best of each unit over its items
+                    units = gsubj.reshape(-1, LANES)[items[:, 0]]
+                    real = units >= 0
+                    units, best = units[real], ibest.reshape(-1, LANES)[real]
+                    uout[units] = 0
+                    np.maximum.at(uout, units, best.astype(uout.dtype))
+                    uflags[units] = uout[units] >= level.limit
             todo = np.flatnonzero(uflags).astype(np.int64)
             if len(todo) == 0:
                 break

@@ -7,6 +7,8 @@
   columns a positive-scoring alignment of the query spans: a piece's
   alignments are the subject's, and every positive one lies whole in some
   piece, so the subject's score is the maximum over its pieces.
+* A huge query against too few groups of subjects to keep the threads busy
+  is cut into overlapping pieces of rows the same way (:func:`row_items`).
 * :class:`QueryReport` logs the progress of a long query's lane passes.
 
 ``SWGPU_CPU_STRIP_ROWS`` and ``SWGPU_CPU_PIECE_COLS`` override the limits
@@ -79,6 +81,37 @@ def split_pieces(length, piece, overlap):
 # ---------------------------------------------------------------------------
 # driver
 # ---------------------------------------------------------------------------
+def row_items(gncols, m, max_score, gap_extend, threads, min_rows):
+    """Work items (group, first row, end row), int64 (n, 3), of a query of m rows
+    against groups of ``gncols`` columns.
+
+    A group's rows are one item, unless there are too few groups to keep
+    ``threads`` threads busy (a huge query against a few subjects): then they
+    are cut into overlapping pieces of rows, as subjects are
+    (:func:`split_pieces`), overlapping by :func:`piece_overlap` of the
+    group's columns (an alignment with a positive score spans fewer query rows
+    than that), each at least PIECE_FACTOR x the overlap and ``min_rows`` long.
+    The group's lanes score the maximum over their items.
+    """
+    ngroups = len(gncols)
+    want = 4 * max(1, int(threads))
+    parts = []
+    for g in range(ngroups):
+        ov = piece_overlap(int(gncols[g]), max_score, gap_extend) if ngroups < want else None
+        rows = m
+        if ov is not None:
+            per = -(-want // ngroups)
+            rows = max(-(-m // per) + ov, PIECE_FACTOR * ov, int(min_rows))
+        if rows >= m:
+            parts.append(np.array([[g, 0, m]], dtype=np.int64))
+            continue
+        starts, ends = split_pieces(m, rows, ov)
+        part = np.empty((len(starts), 3), dtype=np.int64)
+        part[:, 0], part[:, 1], part[:, 2] = g, starts, ends
+        parts.append(part)
+    return np.concatenate(parts) if parts else np.zeros((0, 3), dtype=np.int64)
+
+
 def renumber(q, block=1 << 20):
     """(letters, qc): the distinct codes of ``q`` (sorted) and q renumbered 0.. by them
     (uint8; worked in blocks, so no temporary copy of a long query is wider)."""
