@@ -56,9 +56,10 @@ How it works
   loop costs seconds more compilation), one query at a time: memory is
   one int32 score per subject plus the interleaved database (about its size)
   and per-thread scratch (at most ~8 MB of lanes plus the strip carry of
-  the widest group).  One group runs on one thread: a huge query against a
-  few subjects uses one core.  The number of threads is whatever
-  ``numba.set_num_threads`` / ``NUMBA_NUM_THREADS`` says.
+  the widest group).  A huge query against too few groups for the threads
+  has its rows cut into overlapping work items (:func:`.huge.row_items`, the
+  same bound as the subject pieces), so all threads score it.  The number of
+  threads is whatever ``numba.set_num_threads`` / ``NUMBA_NUM_THREADS`` says.
 """
 
 from __future__ import annotations
