@@ -11,7 +11,7 @@ compilation, and the result is the same.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 _pool: list = []  # [ThreadPoolExecutor, its size]
 _pool_lock = threading.Lock()
@@ -26,17 +26,19 @@ def _executor(n: int) -> ThreadPoolExecutor:
         return _pool[0]
 
 
-def run_chunks(fn, nchunks, nthreads, *args):
+def run_chunks(fn, nchunks, nthreads, *args, poll=None, every=2.0):
     """Run fn(c, nchunks, *args) for every chunk c in 0..nchunks-1 on ``nthreads`` threads.
 
     The chunk functions are Numba-compiled with ``nogil=True``, so the threads
     run in parallel; each chunk takes every nchunks-th work item (or the items
-    the caller dealt to it).  Exceptions propagate.
+    the caller dealt to it).  Exceptions propagate.  ``poll``: a callable the
+    calling thread runs every ``every`` seconds while the chunks run (progress
+    reports; the chunks then always run on the pool's threads).
     """
     if nchunks <= 0:
         return
     nthreads = min(max(1, int(nthreads)), nchunks)
-    if nthreads == 1:
+    if nthreads == 1 and poll is None:
         for c in range(nchunks):
             fn(c, nchunks, *args)
         return
@@ -52,5 +54,10 @@ def run_chunks(fn, nchunks, nthreads, *args):
             fn(c, nchunks, *args)
 
     futures = [_executor(nthreads).submit(worker) for _ in range(nthreads)]
+    if poll is not None:
+        while wait(futures, timeout=every, return_when=FIRST_EXCEPTION).not_done:
+            if any(f.done() and f.exception() is not None for f in futures):
+                break
+            poll()
     for f in futures:
         f.result()

@@ -32,16 +32,39 @@ How it works
 * Subjects shorter than their group's longest are padded with a column that
   scores ``min(0, min(matrix))``: pad columns come after all real columns, so
   no path through them can beat the best real cell.
+* Huge sequences (:mod:`.huge`).  Queries longer than ``STRIP_ROWS``
+  (65,536) go in strips of rows (:func:`_score_strips`, compiled when first
+  needed or by :func:`precompile`); every column block of a group runs over one strip, then
+  over the next, each column's diagonal H and vertical gap F carried from
+  strip to strip in two arrays of (group columns x LANES) lane values
+  (:func:`~swgpu_tools.kernels.simd.make_column_pass` with ``carry``).
+  Lane scratch per thread is O(strip + group columns), not O(query length).
+  Subjects longer than ``PIECE_COLS`` (65,536): a lane is padded to
+  the longest subject of its group, so a 100 M-residue subject would make a
+  3.2 GB group.  They are cut into pieces overlapping by more subject columns
+  than a positive-scoring alignment of the query can span
+  (:func:`.huge.piece_overlap`: each matched pair scores <= max(matrix), each
+  subject residue in a gap costs >= gap_extend); the subject's score is the
+  maximum over its pieces (exact).  Not where the bound is useless: gap_extend
+  0, or a query so long that the overlap is larger than the subject.
+  Progress: the chunks count the cells they have done; ``score_query``
+  reports them every few seconds (:class:`.huge.QueryReport` logs a line
+  every 10 s of a long query).
 * Parallelism: chunks of groups (round-robin, so long and short groups are
   spread over the threads) on a pool of threads running the Numba chunk
   function without the GIL (:mod:`swgpu_tools.alignment.pool`; a ``prange``
   loop costs seconds more compilation), one query at a time: memory is
   one int32 score per subject plus the interleaved database (about its size)
-  and per-thread scratch.  The number of threads is whatever
-  ``numba.set_num_threads`` / ``NUMBA_NUM_THREADS`` says.
+  and per-thread scratch (at most ~8 MB of lanes plus the strip carry of
+  the widest group).  A huge query against too few groups for the threads
+  has its rows cut into overlapping work items (:func:`.huge.row_items`, the
+  same bound as the subject pieces), so all threads score it.  The number of
+  threads is whatever ``numba.set_num_threads`` / ``NUMBA_NUM_THREADS`` says.
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import numpy as np
 from numba import get_num_threads, njit
@@ -49,7 +72,8 @@ from numba import get_num_threads, njit
 from ..alignment.params import kernel_scoring
 from ..alignment.pool import run_chunks
 from ..alignment.scalar import forward_end
-from . import TopHits
+from . import TopHits, huge
+from .huge import QueryReport, huge_limits, piece_overlap, renumber, row_items, split_pieces
 from .jitcache import cache_folder, cache_warm, notice_compiling
 from .simd import HAVE_AVX2, make_column_pass, make_profile_shuffle
 
@@ -62,6 +86,8 @@ COLS = 4
 
 #: The search kernel's column pass: LANES x COLS, best score per lane.
 _column_pass = make_column_pass(LANES, COLS, False)
+#: The same for one strip of rows of a long query (first and last d_c, f_c in arrays).
+_column_pass_carry = make_column_pass(LANES, COLS, False, carry=True)
 
 
 #: The search kernel's column profile from the int8 table with AVX2 byte shuffles.
@@ -79,13 +105,14 @@ def _profile_scalar(inter, pos, matT, prof, dst):
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def _interleave(codes, offsets, subjects, pad):
-    """Lay out ``subjects`` (sorted by length, longest first) in groups of LANES.
+def _interleave(codes, ustart, uend, subjects, pad):
+    """Lay out ``subjects`` (units: codes[ustart[s]:uend[s]]; sorted by length, longest
+    first) in groups of LANES.
 
     Returns (inter, goff, gncols, gsubj): group g occupies
     inter[goff[g] : goff[g] + gncols[g]*LANES], column j of lane l at
     goff[g] + j*LANES + l (``pad`` past the subject's end); gsubj[g*LANES + l]
-    is the subject index of the lane or -1.
+    is the unit index of the lane or -1.
     """
     n = subjects.shape[0]
     ngroups = (n + LANES - 1) // LANES
@@ -99,7 +126,7 @@ def _interleave(codes, offsets, subjects, pad):
             if k < n:
                 s = subjects[k]
                 gsubj[k] = s
-                ln = offsets[s + 1] - offsets[s]
+                ln = uend[s] - ustart[s]
                 if ln > nc:
                     nc = ln
         nc = (nc + COLS - 1) // COLS * COLS  # whole blocks of COLS columns
@@ -111,21 +138,23 @@ def _interleave(codes, offsets, subjects, pad):
         for l in range(LANES):
             s = gsubj[g * LANES + l]
             if s >= 0:
-                o = offsets[s]
-                for j in range(offsets[s + 1] - o):
+                o = ustart[s]
+                for j in range(uend[s] - o):
                     inter[base + j * LANES + l] = codes[o + j]
     return inter, goff, gncols, gsubj
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
 def _score_groups(
-    c, nchunks, q, inter, goff, gncols, gsubj, table8, matT, use_shuffle, oe, ext, limit, out, flags
-):
+    c, nchunks, q, inter, goff, gncols, gsubj, table8, matT, use_shuffle, oe, ext, limit, out, flags,
+    done,
+):  # fmt: skip
     """Scores of query ``q`` against chunk c's interleaved groups (every nchunks-th group;
     out[s], by subject index).
 
     Lanes have the dtype of ``matT``.  flags[s] = 1 where a lane reached
-    ``limit`` (its score must be recomputed with wider lanes).
+    ``limit`` (its score must be recomputed with wider lanes).  done[c] counts
+    the cells (rows x group columns) done.
     """
     ngroups = gncols.shape[0]
     m = q.shape[0]
@@ -152,6 +181,7 @@ def _score_groups(
                 else:
                     _profile_scalar(inter, pos, matT, prof, col * pstride)
             _column_pass(q, prof, pstride, H, E, best, oe, ext)
+        done[c] += m * gncols[g]
         for l in range(LANES):
             s = gsubj[g * LANES + l]
             if s >= 0:
@@ -161,19 +191,71 @@ def _score_groups(
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def _rescore(c, nchunks, q, matrix, codes, offsets, subjects, gap_open, gap_extend, out):
-    """Exact int32 scores of query ``q`` against chunk c's subjects (written to out[s]).
+def _score_strips(
+    c, nchunks, q, strip, inter, goff, gncols, items, table8, matT, use_shuffle, oe, ext, ibest,
+    done,
+):  # fmt: skip
+    """:func:`_score_groups` for a query longer than ``strip`` rows, over chunk c's work
+    items (every nchunks-th): item t scores rows items[t, 1]:items[t, 2] of the
+    query against group items[t, 0] (:func:`.huge.row_items`), its lanes' best
+    into ibest[t*LANES : (t+1)*LANES].  In strips of ``strip`` rows (every
+    column block of the group over one strip, then the next strip), each
+    column's diagonal H (D) and vertical gap F carried from strip to strip.
+    Scratch: O(strip + group columns) lane values, not O(query length)."""
+    nitems = items.shape[0]
+    na = matT.shape[1]
+    rows = min(q.shape[0], strip)
+    H = np.empty(rows * LANES, dtype=matT.dtype)
+    E = np.empty(rows * LANES, dtype=matT.dtype)
+    pstride = na * LANES
+    prof = np.zeros(COLS * pstride, dtype=matT.dtype)
+    best = np.empty(LANES, dtype=matT.dtype)
+    zero = matT.dtype.type(0)
+    neg = matT.dtype.type(-oe)
+    width = 0
+    for t in range(c, nitems, nchunks):
+        width = max(width, gncols[items[t, 0]])
+    D = np.empty(width * LANES, dtype=matT.dtype)
+    F = np.empty(width * LANES, dtype=matT.dtype)
+    for t in range(c, nitems, nchunks):
+        g, r0, r1 = items[t, 0], items[t, 1], items[t, 2]
+        for l in range(LANES):
+            best[l] = zero
+        base = goff[g]
+        ncols = gncols[g]
+        for k in range(ncols * LANES):
+            D[k] = zero  # H of the row above the item's first
+            F[k] = neg  # F of its first row
+        for a in range(r0, r1, strip):
+            qs = q[a : min(r1, a + strip)]
+            for k in range(qs.shape[0] * LANES):
+                H[k] = zero
+                E[k] = neg
+            for j in range(0, ncols, COLS):
+                for col in range(COLS):
+                    pos = base + (j + col) * LANES
+                    if use_shuffle:
+                        _profile_shuffle(inter, pos, table8, prof, col * pstride)
+                    else:
+                        _profile_scalar(inter, pos, matT, prof, col * pstride)
+                _column_pass_carry(qs, prof, pstride, H, E, best, D, F, j * LANES, oe, ext)
+            done[c] += qs.shape[0] * ncols
+        for l in range(LANES):
+            ibest[t * LANES + l] = best[l]
 
-    The scalar Gotoh of :func:`swgpu_tools.alignment.scalar.forward_end`.
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _rescore(c, nchunks, q, matrix, codes, ustart, uend, subjects, gap_open, gap_extend, out):
+    """Exact int32 scores of query ``q`` against chunk c's units (written to out[s]).
+
+    The scalar Gotoh of :func:`swgpu_tools.alignment.scalar.forward_end`
+    (memory: O(unit length)).
     """
     for t in range(c, subjects.shape[0], nchunks):
         s = subjects[t]
-        out[s] = forward_end(q, codes[offsets[s] : offsets[s + 1]], matrix, gap_open, gap_extend)[0]
+        out[s] = forward_end(q, codes[ustart[s] : uend[s]], matrix, gap_open, gap_extend)[0]
 
 
-# ---------------------------------------------------------------------------
-# driver
-# ---------------------------------------------------------------------------
 class _Level:
     """One lane width of the int8 -> int16 -> (int32) ladder."""
 
@@ -198,10 +280,18 @@ class _Level:
 
 
 class _Prepared:
-    """Per-database, per-scheme state shared by all queries."""
+    """Per-database, per-scheme state shared by all queries.
 
-    def __init__(self, database, matrix, gap_open, gap_extend):
+    ``strip_rows``: queries longer than this go in strips of this many rows;
+    ``piece_cols``: subjects longer than this may be split into overlapping
+    pieces (see :meth:`_layout`).  Defaults: :func:`huge_limits`.
+    """
+
+    def __init__(self, database, matrix, gap_open, gap_extend, strip_rows=None, piece_cols=None):
         """matrix, gap costs: as :func:`kernel_scoring` returns them (trusted here)."""
+        strip_default, piece_default = huge_limits()
+        self.strip_rows = int(strip_rows or strip_default)
+        self.piece_cols = int(piece_cols or piece_default)
         self.matrix = matrix
         self.gap_open = int(gap_open)
         self.gap_extend = int(gap_extend)
@@ -226,15 +316,73 @@ class _Prepared:
             table8[:, :na] = matrix
             table8[:, na] = pad
         self.table8 = table8
-        self._groups_all = self._groups(np.arange(self.n, dtype=np.int64))
+        self.ustart = self.offsets[:-1]
+        self.uend = self.offsets[1:]
+        lengths = self.uend - self.ustart
+        self.long = np.flatnonzero(lengths > self.piece_cols).astype(np.int64)
+        short = np.flatnonzero(lengths <= self.piece_cols).astype(np.int64)
+        self._groups_short = self._groups(short, self.ustart, self.uend)
+        self._long_layout = (None, None)  # (key, layout) of the last long-subject layout
+        self.poll_every = 2.0  # seconds between score_query's progress reports
+        self.split_threads = None  # threads row_items keeps busy (None: Numba's setting)
 
-    def _groups(self, subjects):
-        lengths = self.offsets[subjects + 1] - self.offsets[subjects]
-        order = subjects[np.argsort(-lengths, kind="stable")]
-        return _interleave(self.codes, self.offsets, order, self.pad_code)
+    def _groups(self, units, ustart, uend):
+        lengths = uend[units] - ustart[units]
+        order = units[np.argsort(-lengths, kind="stable")]
+        return _interleave(self.codes, ustart, uend, order, self.pad_code)
 
-    def score_query(self, q, out, flags):
-        """Exact scores of code array ``q`` against every subject, into ``out``."""
+    def _layout(self, m):
+        """(ustart, uend, owner, group sets) for a query of length m.
+
+        Units are stretches of subjects: unit s < n is subject s; subjects
+        longer than ``piece_cols`` are split, when the query allows it, into
+        pieces of P residues overlapping by the :func:`.huge.piece_overlap` bound
+        (rounded up to a power of two, P = max(piece_cols, PIECE_FACTOR x
+        overlap)): every positive-scoring alignment lies whole in one piece,
+        and a piece's alignments are the subject's, so the subject's score is
+        the maximum over its pieces.  Units n.. are pieces, owner[u] their
+        subject (None: no pieces).  Memory: lanes are padded to the longest
+        unit of their group, and a group of pieces holds at most 32 x P.
+        """
+        sets = [self._groups_short]
+        if len(self.long) == 0:
+            return self.ustart, self.uend, None, sets
+        ov = piece_overlap(m, int(self.matrix.max()), self.gap_extend)
+        if ov is None:
+            key = None
+        else:
+            ov = 1 << max(0, int(ov - 1).bit_length())
+            key = (max(self.piece_cols, huge.PIECE_FACTOR * ov), ov)
+        if self._long_layout[0] != key or self._long_layout[1] is None:
+            self._long_layout = (key, self._long_units(key))
+        ustart, uend, owner, groups = self._long_layout[1]
+        return ustart, uend, owner, sets + [groups]
+
+    def _long_units(self, key):
+        n = self.n
+        starts, ends, owners, whole = [self.ustart], [self.uend], [np.arange(n)], []
+        for s in self.long.tolist():
+            length = int(self.uend[s] - self.ustart[s])
+            if key is None or length <= key[0]:
+                whole.append(s)
+                continue
+            a, b = split_pieces(length, *key)
+            starts.append(a + self.ustart[s])
+            ends.append(b + self.ustart[s])
+            owners.append(np.full(len(a), s))
+        ustart = np.concatenate(starts).astype(np.int64)
+        uend = np.concatenate(ends).astype(np.int64)
+        owner = np.concatenate(owners).astype(np.int64)
+        units = np.concatenate([np.array(whole, np.int64), np.arange(n, len(ustart))])
+        groups = self._groups(units.astype(np.int64), ustart, uend)
+        return ustart, uend, (owner if len(ustart) > n else None), groups
+
+    def score_query(self, q, out, flags, report=None):
+        """Exact scores of code array ``q`` against every subject, into ``out``.
+
+        ``report``: called as report(lanes, cells_done, cells) every few
+        seconds while a lane pass runs (progress of long queries).
+        """
         q = np.ascontiguousarray(q, dtype=np.uint8)
         if self.n == 0:
             return
@@ -243,10 +391,16 @@ class _Prepared:
             return
         oe = self.gap_open + self.gap_extend
         # the column profiles only need the letters the query has: renumber them
-        letters, qc = np.unique(q, return_inverse=True)
-        qc = np.ascontiguousarray(qc, dtype=np.uint8)
+        # (a table lookup: no copy of the query wider than a byte)
+        letters, qc = renumber(q)
         table8 = np.ascontiguousarray(self.table8[letters])
-        groups = self._groups_all
+        ustart, uend, owner, sets = self._layout(q.shape[0])
+        strips = q.shape[0] > self.strip_rows
+        if owner is not None:
+            uout = np.zeros(len(ustart), dtype=out.dtype)
+            uflags = np.zeros(len(ustart), dtype=flags.dtype)
+        else:
+            uout, uflags = out, flags
         todo = None
         for depth, level in enumerate(self.levels):
             if depth > 0 and level.dtype == np.int32:
@@ -259,38 +413,78 @@ class _Prepared:
                     q,
                     self.matrix,
                     self.codes,
-                    self.offsets,
+                    ustart,
+                    uend,
                     todo,
                     self.gap_open,
                     self.gap_extend,
-                    out,
+                    uout,
                 )
-                return
-            inter, goff, gncols, gsubj = groups
-            run_chunks(
-                _score_groups,
-                _nchunks(len(gncols)),
-                get_num_threads(),
-                qc,
-                inter,
-                goff,
-                gncols,
-                gsubj,
-                table8,
-                np.ascontiguousarray(level.matT[:, letters]),
-                self.use_shuffle,
-                oe,
-                self.gap_extend,
-                level.limit,
-                out,
-                flags,
-            )
-            todo = np.flatnonzero(flags).astype(np.int64)
+                break
+            matT = np.ascontiguousarray(level.matT[:, letters])
+            name = np.dtype(level.dtype).name
+            for inter, goff, gncols, gsubj in sets:
+                if strips:
+                    items = row_items(
+                        gncols,
+                        q.shape[0],
+                        int(self.matrix.max()),
+                        self.gap_extend,
+                        self.split_threads or get_num_threads(),
+                        self.strip_rows,
+                    )
+                    nchunks = _nchunks(len(items))
+                    ibest = np.zeros(len(items) * LANES, dtype=np.int64)
+                    cells = float(((items[:, 2] - items[:, 1]) * gncols[items[:, 0]]).sum())
+                    kernel = _score_strips
+                    head = (qc, self.strip_rows, inter, goff, gncols, items)
+                    tail = (ibest,)
+                    notice_compiling("CPU search kernels for long queries", (_score_strips,))
+                else:
+                    nchunks = _nchunks(len(gncols))
+                    cells = float(q.shape[0]) * float(gncols.sum())
+                    kernel = _score_groups
+                    head = (qc, inter, goff, gncols, gsubj)
+                    tail = (level.limit, uout, uflags)
+                done = np.zeros(nchunks, dtype=np.int64)
+                run_chunks(
+                    kernel,
+                    nchunks,
+                    get_num_threads(),
+                    *head,
+                    table8,
+                    matT,
+                    self.use_shuffle,
+                    oe,
+                    self.gap_extend,
+                    *tail,
+                    done,
+                    poll=None if report is None else partial(_poll, report, name, done, cells),
+                    every=self.poll_every,
+                )
+                if report is not None:
+                    _poll(report, name, done, cells)
+                if strips:  # the best of each unit over its items
+                    units = gsubj.reshape(-1, LANES)[items[:, 0]]
+                    real = units >= 0
+                    units, best = units[real], ibest.reshape(-1, LANES)[real]
+                    uout[units] = 0
+                    np.maximum.at(uout, units, best.astype(uout.dtype))
+                    uflags[units] = uout[units] >= level.limit
+            todo = np.flatnonzero(uflags).astype(np.int64)
             if len(todo) == 0:
-                return
-            flags[todo] = 0
-            groups = self._groups(todo)
-        raise AssertionError("lanes saturated at the widest level")  # pragma: no cover
+                break
+            uflags[todo] = 0
+            sets = [self._groups(todo, ustart, uend)]
+        else:
+            raise AssertionError("lanes saturated at the widest level")  # pragma: no cover
+        if owner is not None:
+            out[:] = uout[: self.n]
+            np.maximum.at(out, owner[self.n :], uout[self.n :])
+
+
+def _poll(report, lanes, done, cells):
+    report(lanes, int(done.sum()), cells)
 
 
 def _nchunks(ngroups):
@@ -360,7 +554,8 @@ def _search(queries, database, matrix, gap_open, gap_extend, top_k, progress) ->
     q_parts, s_parts, v_parts = [], [], []
     for qi in range(nq):
         row[:] = 0
-        prep.score_query(_query_codes(queries, qi), row, flags)
+        q = _query_codes(queries, qi)
+        prep.score_query(q, row, flags, QueryReport(qi, nq, len(q)))
         idx = select_top_k(row, top_k)
         q_parts.append(np.full(len(idx), qi, dtype=np.int32))
         s_parts.append(idx.astype(np.int32))
@@ -418,7 +613,8 @@ class CpuBackend:
 # ---------------------------------------------------------------------------
 def _entry_points():
     """The Numba functions every search calls from Python (each caches what it calls;
-    ``_rescore``, for lanes saturated even in int16, compiles when first needed)."""
+    ``_rescore``, for lanes saturated even in int16, and ``_score_strips``, for
+    queries longer than STRIP_ROWS, compile when first needed)."""
     return (_interleave, _score_groups)
 
 
@@ -435,8 +631,9 @@ def precompile(log=None) -> dict:
     """Compile (or load from the disk cache) every CPU search kernel a run may need.
 
     That is the int8 and int16 lane levels, the int32 rescore of saturated
-    lanes and the int32 lane level of extreme gap costs, on a tiny made-up
-    database.  ``log``: a callable for progress lines.  Returns
+    lanes, the int32 lane level of extreme gap costs and the strips of long
+    queries (every lane type), on a tiny made-up database.  ``log``: a
+    callable for progress lines.  Returns
     {"what", "seconds", "was_cached", "cache_dir"}.
     """
     import time
@@ -457,6 +654,10 @@ def precompile(log=None) -> dict:
     queries = scheme.encode(SequenceSet.from_pairs([("q0", texts[0]), ("q1", "W" * 3000)]))
     _search(queries, seqs, scheme.matrix, 11, 1, 5, None)
     _search(queries, seqs, scheme.matrix, 40000, 1, 5, None)  # int32 lanes only
+    for gap_open in (11, 40000):  # the strips of long queries, every lane type
+        prep = _Prepared(seqs, scheme.matrix, gap_open, 1, strip_rows=1000)
+        row = np.zeros(len(seqs), np.int32)
+        prep.score_query(_query_codes(queries, 1), row, np.zeros(len(seqs), np.uint8))
     return {
         "what": "CPU search kernels",
         "seconds": time.perf_counter() - t0,

@@ -51,14 +51,16 @@ def splat(builder, value, vty):
     return builder.shuffle_vector(v, undef, mask)
 
 
-def make_column_pass(lanes, cols, track):
+def make_column_pass(lanes, cols, track, carry=False):
     """Build an intrinsic computing ``cols`` DP columns for ``lanes`` subjects.
 
     ``lanes=None``: as many lanes as fit one 256-bit register for the lane
     type of the arrays (32 int8, 16 int16, 8 int32).
 
-    ``_column_pass(q, prof, pstride, H, E, best, oe, ext)`` (track=False) and
-    ``_column_pass(q, prof, pstride, H, E, bc, ic, oe, ext)`` (track=True).
+    ``_column_pass(q, prof, pstride, H, E, best, oe, ext)`` (track=False),
+    ``_column_pass(q, prof, pstride, H, E, bc, ic, oe, ext)`` (track=True) and
+    ``_column_pass(q, prof, pstride, H, E, best, D, F, boff, oe, ext)``
+    (carry=True, without tracking: a strip of rows of a longer query).
 
     Column c's profile is prof[c*pstride:], its letter a at [a*lanes : +lanes].
     H[i], E[i] hold, per row i, H of the previous column and E for the next
@@ -72,17 +74,24 @@ def make_column_pass(lanes, cols, track):
             t = h - oe;  e = max(e - ext, t);  f_c = max(f_c - ext, t)
         H[i] = hl;  E[i] = e
 
-    d_c starts at 0 and f_c at -oe.  Without tracking, b (one best per lane)
+    d_c starts at 0 and f_c at -oe; with ``carry``, d_c starts at
+    D[boff + c*lanes : +lanes] and f_c at F[...] (same place), and their
+    values after the last row are written back there: column c's diagonal
+    H of the strip's last row (H of column c - 1) and its F for the next row,
+    the start of the next strip.  Without tracking, b (one best per lane)
     is read from and written back to ``best``.  With tracking, every column
     keeps its own best bc[c] and the first row reaching it, ic[c] (both read
     and written back; a cell replaces them only when strictly greater).
     Arithmetic wraps in the lane type: callers keep values in range.
     """
 
+    assert not (track and carry)
+
     def typer_impl(args):
         arrays = [t for t in args if isinstance(t, types.Array)]
-        nargs = 9 if track else 8
-        if len(args) != nargs or len(arrays) != nargs - 3:
+        nargs = 9 if track else 11 if carry else 8
+        narrays = nargs - 4 if carry else nargs - 3
+        if len(args) != nargs or len(arrays) != narrays:
             return None
         lane_arrays = arrays[1:]
         if any(t.dtype != lane_arrays[0].dtype for t in lane_arrays):
@@ -91,9 +100,14 @@ def make_column_pass(lanes, cols, track):
             return None
         bits = lane_arrays[0].dtype.bitwidth
         nlanes = lanes if lanes is not None else 256 // bits
-        sig = types.void(
-            args[0], args[1], types.int64, *args[3 : nargs - 2], types.int64, types.int64
-        )
+        if carry:
+            sig = types.void(
+                args[0], args[1], types.int64, *args[3:8], types.int64, types.int64, types.int64
+            )
+        else:
+            sig = types.void(
+                args[0], args[1], types.int64, *args[3 : nargs - 2], types.int64, types.int64
+            )
 
         def codegen(context, builder, signature, cargs):
             tys = signature.args
@@ -137,6 +151,18 @@ def make_column_pass(lanes, cols, track):
                 ba = context.make_array(tys[5])(context, builder, cargs[5])
                 bptrs = [builder.bitcast(ba.data, vptr)]
                 carried0 = [builder.load(bptrs[0], align=align)]
+            if carry:  # the strip's first d_c and f_c from D and F
+                boff = builder.udiv(cargs[8], ir.Constant(i64, nlanes))
+                dptrs, fptrs = [], []
+                for k, ptrs in ((6, dptrs), (7, fptrs)):
+                    arr = context.make_array(tys[k])(context, builder, cargs[k])
+                    base = builder.gep(builder.bitcast(arr.data, vptr), [boff])
+                    ptrs.extend(builder.gep(base, [ir.Constant(i64, c)]) for c in range(cols))
+                d0 = [builder.load(p, align=align) for p in dptrs]
+                f0 = [builder.load(p, align=align) for p in fptrs]
+            else:
+                d0 = [zero_v] * cols
+                f0 = [neg_oe] * cols
             entry = builder.block
             loop = builder.append_basic_block("col_loop")
             done = builder.append_basic_block("col_done")
@@ -185,9 +211,9 @@ def make_column_pass(lanes, cols, track):
             i.add_incoming(ir.Constant(i64, 0), entry)
             i.add_incoming(i_next, loop)
             for c in range(cols):
-                ds[c].add_incoming(zero_v, entry)
+                ds[c].add_incoming(d0[c], entry)
                 ds[c].add_incoming(ds_new[c], loop)
-                fs[c].add_incoming(neg_oe, entry)
+                fs[c].add_incoming(f0[c], entry)
                 fs[c].add_incoming(fs_new[c], loop)
             for phi, v0, v1 in zip(carried, carried0, carried_new):
                 phi.add_incoming(v0, entry)
@@ -196,6 +222,10 @@ def make_column_pass(lanes, cols, track):
 
             builder.position_at_end(done)
             ptrs = bptrs + iptrs if track else bptrs
+            if carry:  # d_c and f_c after the strip's last row, back to D and F
+                ptrs = ptrs + dptrs + fptrs
+                carried0 = carried0 + d0 + f0
+                carried_new = carried_new + ds_new + fs_new
             outs = []
             for v0, v1 in zip(carried0, carried_new):  # phis first, then stores
                 out = builder.phi(vty)
@@ -212,12 +242,17 @@ def make_column_pass(lanes, cols, track):
 
         def typer(typingctx, q, prof, pstride, H, E, bc, ic, oe, ext):
             return typer_impl((q, prof, pstride, H, E, bc, ic, oe, ext))
+    elif carry:
+
+        def typer(typingctx, q, prof, pstride, H, E, best, D, F, boff, oe, ext):
+            return typer_impl((q, prof, pstride, H, E, best, D, F, boff, oe, ext))
     else:
 
         def typer(typingctx, q, prof, pstride, H, E, best, oe, ext):
             return typer_impl((q, prof, pstride, H, E, best, oe, ext))
 
     name = f"_column_pass_{lanes or 'reg'}x{cols}" + ("_track" if track else "")
+    name += "_carry" if carry else ""
     typer.__name__ = typer.__qualname__ = name
     return intrinsic(typer)
 
