@@ -64,13 +64,14 @@ def _before(score: int, acc: str, bound) -> bool:
 #: from measurements on an H100 host (benchmarks/RESULTS-workflow.md): the GPU's
 #: start-up (driver, context, kernels: 2.6-3.1 s), its fixed cost per query on a
 #: tiny set of subjects (4.6 ms: launches and the top-k round trip), its scan
-#: rate; the CPU kernels' rate per thread (int8 lanes; 15e9 was measured on an
-#: AVX2 core, so this is cautious) and the loading of their compiled code (a
-#: CPU job took 1.2-1.5 s of scoring for 3e10 cells on the H100 host, run F1).
+#: rate; the CPU kernels' rate per thread on such a delta (2.8e9 cells/s a thread
+#: on the H100 host's 16 threads: 2,000 queries against 1,663 subjects) and the
+#: loading of their compiled code (a CPU job took 1.2-1.5 s of scoring for 3e10
+#: cells there).  Both are runs F1 and F4b of benchmarks/RESULTS-workflow.md.
 GPU_START_S = 3.0
 GPU_QUERY_S = 0.005
 GPU_CELLS_PER_S = 3e12
-CPU_CELLS_PER_S_PER_THREAD = 4e9
+CPU_CELLS_PER_S_PER_THREAD = 2.5e9
 CPU_START_S = 1.5
 
 
