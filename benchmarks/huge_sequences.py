@@ -4,10 +4,10 @@ Not a test.  Two cases, each one child ``swgpu search --backend cpu`` process
 (``python -m swgpu_tools.cli``), whose peak RSS comes from ``os.wait4``'s
 rusage and whose log lines are printed with the seconds since its start:
 
-* ``query``: one random query of ``--query-len`` residues (default 100 M)
+* ``query``: one random query of ``--query-len`` residues (default 20 M)
   against ``--subjects`` short random subjects (60-120 residues);
 * ``subject``: ``--queries`` random queries of 200 residues against a database
-  of one random subject of ``--subject-len`` residues (default 100 M) and
+  of one random subject of ``--subject-len`` residues (default 20 M) and
   ``--subjects`` short ones.
 
 ``--plant`` adds a homologous pair (a mutated copy of a stretch of the huge
@@ -160,8 +160,8 @@ def run(args, qf: Path, df: Path, out: Path) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--case", choices=["query", "subject"], required=True)
-    ap.add_argument("--query-len", type=int, default=100_000_000)
-    ap.add_argument("--subject-len", type=int, default=100_000_000)
+    ap.add_argument("--query-len", type=int, default=20_000_000)
+    ap.add_argument("--subject-len", type=int, default=20_000_000)
     ap.add_argument("--subjects", type=int, default=7, help="short subjects (default 7)")
     ap.add_argument("--queries", type=int, default=2, help="queries of the subject case")
     ap.add_argument("--threads", type=int, default=2)

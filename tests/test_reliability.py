@@ -148,6 +148,29 @@ def test_scores_beyond_int32_are_refused_before_scoring(tmp_path, monkeypatch):
         scan.score(q, d, ScoringScheme(), top_k=1, backend="cpu")
 
 
+def test_pairs_beyond_the_aligner_are_refused_before_scoring(monkeypatch):
+    """A hit the traceback could not align is refused before scoring, naming both
+    records (it used to be scored, then end in a ValueError in the traceback)."""
+    from swgpu_tools.alignment import params
+    from swgpu_tools.engine import scan
+    from swgpu_tools.scoring import ScoringScheme
+    from swgpu_tools.sequences import SequenceSet
+
+    limit = params.longest_alignable_pair(ScoringScheme().matrix, 11, 1)
+    assert limit == ((1 << 29) - 1) // 23  # BLOSUM62 11/1: 23,342,213 residues
+    q = SequenceSet.from_sequences(["q_long"], ["W" * 300])
+    d = SequenceSet.from_sequences(["a", "s_big"], ["W" * 50, "W" * 700])
+    monkeypatch.setattr(params, "longest_alignable_pair", lambda *a: 999)
+    with pytest.raises(
+        InputError,
+        match=r"query 'q_long' \(300 residues\) and subject 's_big' \(700 residues\) have "
+        r"1,000 residues together, more than the 999",
+    ):
+        scan.score(q, d, ScoringScheme(), top_k=1, backend="cpu")
+    monkeypatch.setattr(params, "longest_alignable_pair", lambda *a: 1000)
+    assert len(scan.score(q, d, ScoringScheme(), top_k=1, backend="cpu")) == 1
+
+
 def test_out_dir_that_is_a_file_fails_before_any_work(tmp_path):
     (tmp_path / "out").write_text("not a folder")
     r = _swgpu(

@@ -38,10 +38,15 @@ def kernel_scoring(matrix, gap_open=None, gap_extend=None) -> tuple[np.ndarray, 
     return matrix, gap_open, gap_extend
 
 
+def longest_alignable_pair(matrix: np.ndarray, gap_open: int, gap_extend: int) -> int:
+    """The most residues (query + subject) a pair may have for the aligner's int32 cells."""
+    worst = int(np.abs(matrix).max(initial=0)) + gap_open + gap_extend
+    return ((1 << 29) - 1) // max(worst, 1)
+
+
 def check_range(longest_pair: int, matrix: np.ndarray, gap_open: int, gap_extend: int) -> None:
     """ValueError unless int32 DP values of pairs this long stay far from NEG and int32's limits."""
-    worst = int(np.abs(matrix).max(initial=0)) + gap_open + gap_extend
-    if longest_pair * worst >= (1 << 29):
+    if longest_pair > longest_alignable_pair(matrix, gap_open, gap_extend):
         raise ValueError(
             f"scores of a pair of {longest_pair:,} residues in all could exceed the 32-bit "
             f"range with these costs"

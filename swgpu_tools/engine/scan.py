@@ -39,6 +39,29 @@ def check_score_range(queries: SequenceSet, database: SequenceSet, scheme: Scori
         )
 
 
+def check_align_range(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme) -> None:
+    """InputError, before any scoring, when a hit of the longest query and the longest
+    subject could not be aligned afterwards (the aligner's int32 cells hold pairs
+    of at most :func:`~swgpu_tools.alignment.params.longest_alignable_pair`
+    residues in all); without this check such a hit would be scored and then
+    fail in the traceback."""
+    if not len(queries) or not len(database):
+        return
+    from ..alignment.params import longest_alignable_pair
+
+    limit = longest_alignable_pair(scheme.matrix, scheme.gap_open, scheme.gap_extend)
+    qi = int(np.argmax(queries.lengths))
+    si = int(np.argmax(database.lengths))
+    m, n = int(queries.lengths[qi]), int(database.lengths[si])
+    if m + n > limit:
+        raise InputError(
+            f"query '{queries.ids[qi]}' ({m:,} residues) and subject '{database.ids[si]}' "
+            f"({n:,} residues) have {m + n:,} residues together, more than the "
+            f"{limit:,} an alignment can hold with {scheme.matrix_name} "
+            f"{scheme.gap_open}/{scheme.gap_extend}; split the longer sequences"
+        )
+
+
 def process_age() -> float | None:
     """Seconds since this process started (Linux /proc; None elsewhere)."""
     try:
@@ -142,6 +165,7 @@ def scan(
     if top_k < 1:
         raise InputError(f"top_k must be at least 1, got {top_k}")
     check_score_range(queries, database, scheme)
+    check_align_range(queries, database, scheme)
     q_enc = scheme.encode(queries, "queries")
     d_enc = scheme.encode(database, "database")
     if started is None:
