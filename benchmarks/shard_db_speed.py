@@ -21,7 +21,8 @@ database was read once (warm page cache).  Printed per run:
   so shared pages count once; resident sizes where that file is missing);
 * ``anon_MiB``: the same for anonymous memory alone (``Pss_Anon`` + ``Pss_Shmem``):
   without the page cache of the files the step maps (the spill file it reads
-  back, which the kernel can drop at any time);
+  back, which the kernel can drop at any time), when its peak came (seconds
+  from the start: compare with read_s) and the largest one process had;
 * the step's read and write phases (``--stats``) and whether the shard files and
   ``database.json`` equal those of the first checkout's run.
 
@@ -143,7 +144,7 @@ def run_once(tree: Path, db: Path, shards: int, threads: int | None, out_dir: Pa
     if threads:
         cmd += ["--threads", str(threads)]
     env = dict(os.environ, PYTHONPATH=str(tree))
-    peak = [0, 0]
+    peak = [0, 0, 0.0, 0]
     t0 = time.perf_counter()
     # run in the checkout: `python -m` puts the current folder first on sys.path
     proc = subprocess.Popen(
@@ -155,7 +156,10 @@ def run_once(tree: Path, db: Path, shards: int, threads: int | None, out_dir: Pa
         while not done.wait(0.02):
             mem = [_memory_kib(p) for p in _children(proc.pid)]
             peak[0] = max(peak[0], sum(m[0] for m in mem))
-            peak[1] = max(peak[1], sum(m[1] for m in mem))
+            if sum(m[1] for m in mem) > peak[1]:
+                peak[1] = sum(m[1] for m in mem)
+                peak[2] = time.perf_counter() - t0
+            peak[3] = max([peak[3]] + [m[1] for m in mem])
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -178,6 +182,8 @@ def run_once(tree: Path, db: Path, shards: int, threads: int | None, out_dir: Pa
         "max_rss_MiB": usage.ru_maxrss / 1024,
         "sum_MiB": peak[0] / 1024,
         "anon_MiB": peak[1] / 1024,
+        "anon_peak_at_s": peak[2],
+        "anon_largest_MiB": peak[3] / 1024,
         "read_s": st["phases_s"].get("read"),
         "write_s": st["phases_s"].get("write"),
         "workers": st.get("workers", "-"),
@@ -258,13 +264,16 @@ def main(argv=None) -> int:
             rss = max(r["max_rss_MiB"] for r in runs)
             total = max(r["sum_MiB"] for r in runs)
             anon = max(r["anon_MiB"] for r in runs)
+            at = max(runs, key=lambda r: r["anon_MiB"])
             walls = ",".join(f"{r['wall_s']:.2f}" for r in runs)
             print(
                 f"{label:<28} {n:>3} {best['workers']!s:>7} {best['wall_s']:>7.2f} "
                 f"{size / best['wall_s'] / 1e6:>6.0f} {rss:>11.0f} {total:>8.0f} {anon:>8.0f} "
                 f"{best['read_s']:>6.2f} {best['write_s']:>7.2f} "
                 f"{min(r['cpu_s'] for r in runs):>6.2f}  {walls}"
-                f"  {'yes' if same else 'NO'}  ({best['pieces_s']}, {best['shard_max_s']})",
+                f"  {'yes' if same else 'NO'}  ({best['pieces_s']}, {best['shard_max_s']})"
+                f"  anonymous peak at {at['anon_peak_at_s']:.1f} s; largest process "
+                f"{at['anon_largest_MiB']:.0f} MiB",
                 flush=True,
             )
     if args.work is None:
