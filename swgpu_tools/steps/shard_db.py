@@ -41,8 +41,10 @@ MEMORY_BYTES = 2 << 30
 #: What the main process holds meanwhile (the read's summary, the digest ring, its
 #: Python): the shard writers share the rest of MEMORY_BYTES.  Measured on the
 #: H100 host with 2e9 residues in 8 shards: 8 writers at once and the main
-#: process took 2,183 MiB of anonymous memory; writers took about 240 MB each.
-MAIN_RESERVE_BYTES = 512 << 20
+#: process took 2,183 MiB of anonymous memory (writers about 240 MB each); 7 at
+#: once (a 512 MiB reserve) 2,013 MiB; the reserve leaves room for the estimate's
+#: error (benchmarks/RESULTS-shard_db.md).
+MAIN_RESERVE_BYTES = 1 << 30
 #: Largest piece of the file a worker parses at once.
 MAX_RANGE_BYTES = 8 << 20
 MIN_RANGE_BYTES = 1 << 20
