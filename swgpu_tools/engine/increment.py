@@ -62,21 +62,15 @@ def _before(score: int, acc: str, bound) -> bool:
 
 #: The cost model that sends a small re-scan to the CPU (see :func:`rescan_on_cpu`),
 #: from measurements on an H100 host (benchmarks/RESULTS-workflow.md): the GPU's
-#: start-up (driver, context, kernels: 2.6-3.1 s), its fixed cost per query
-#: search on a tiny set of subjects (4.6 ms: launches and the top-k round trip),
-#: the pair kernel's rate for a delta scored as pairs; the CPU kernels' rate per
-#: thread on such a delta (2.8e9 cells/s a thread on the H100 host's 16 threads:
-#: 2,000 queries against 1,663 subjects) and the loading of their compiled code
-#: (a CPU job took 1.2-1.5 s of scoring for 3e10 cells there).  Runs F1 and F4
-#: of benchmarks/RESULTS-workflow.md.
+#: start-up (driver, context, kernels: 2.6-3.1 s), its fixed cost per query on a
+#: tiny set of subjects (4.6 ms: launches and the top-k round trip), its scan
+#: rate; the CPU kernels' rate per thread on such a delta (2.8e9 cells/s a thread
+#: on the H100 host's 16 threads: 2,000 queries against 1,663 subjects) and the
+#: loading of their compiled code (a CPU job took 1.2-1.5 s of scoring for 3e10
+#: cells there).  Both are runs F1 and F4b of benchmarks/RESULTS-workflow.md.
 GPU_START_S = 3.0
 GPU_QUERY_S = 0.005
-#: A delta of at most this many (query, subject) pairs is scored on the GPU by the
-#: pair kernel (:mod:`swgpu_tools.kernels.gpu.pairs`, one thread per pair, all
-#: pairs at once: about 3e11 cells/s, RESULTS-align.md) instead of one search per
-#: query (:class:`swgpu_tools.engine.scan.SubsetSearch`).
-PAIR_SEARCH_MAX_PAIRS = 20_000_000
-GPU_PAIR_CELLS_PER_S = 3e11
+GPU_CELLS_PER_S = 3e12
 CPU_CELLS_PER_S_PER_THREAD = 2.5e9
 CPU_START_S = 1.5
 
@@ -91,11 +85,8 @@ def delta_cells(
 ) -> tuple[float, int]:
     """(cells, query passes) that :func:`scan_shard` will score: every kept query
     against the delta, and the new or changed queries (all of them without a
-    usable ``previous``) against the whole shard.  Query passes are the GPU
-    searches, one per query: the whole-shard ones, and the delta's where it has
-    more than :data:`PAIR_SEARCH_MAX_PAIRS` pairs (else it goes to the pair
-    kernel).  A lower bound: a query whose margin runs out is scored against the
-    whole shard too."""
+    usable ``previous``) against the whole shard.  A lower bound: a query whose
+    margin runs out is scored against the whole shard too."""
     hashes = sequence_hashes(shard) if hashes is None else hashes
     qhashes = sequence_hashes(queries) if qhashes is None else qhashes
     qlen = queries.lengths.astype(np.float64)
@@ -110,15 +101,13 @@ def delta_cells(
     prev_q = dict(zip(previous.queries, previous.query_hashes.tolist()))
     kept = np.array([prev_q.get(a) == h for a, h in zip(queries.ids, qhashes.tolist())], bool)
     cells = float(qlen[kept].sum()) * delta + float(qlen[~kept].sum()) * shard.total_residues
-    n_delta = sum(1 for a, h in zip(shard.ids, hashes.tolist()) if known.get(a) != h)
-    searched = int(kept.sum()) if n_delta * int(kept.sum()) > PAIR_SEARCH_MAX_PAIRS else 0
-    return cells, searched + int((~kept).sum())
+    return cells, (int(kept.sum()) if delta else 0) + int((~kept).sum())
 
 
 def rescan_on_cpu(cells: float, passes: int, threads: int) -> bool:
     """Whether scoring ``cells`` in ``passes`` query passes is faster on the CPU
     (``threads``) than starting the GPU for it (the cost model above)."""
-    gpu = GPU_START_S + passes * GPU_QUERY_S + cells / GPU_PAIR_CELLS_PER_S
+    gpu = GPU_START_S + passes * GPU_QUERY_S + cells / GPU_CELLS_PER_S
     cpu = CPU_START_S + cells / (max(1, threads) * CPU_CELLS_PER_S_PER_THREAD)
     return cpu < gpu
 

@@ -13,7 +13,6 @@ from ..io.hitsfile import ShardHits
 from ..logs import ProgressBar, get_logger
 from ..scoring import ScoringScheme
 from ..sequences import SequenceSet
-from .increment import PAIR_SEARCH_MAX_PAIRS
 
 log = get_logger(__name__)
 
@@ -80,30 +79,15 @@ class SubsetSearch:
     queries and subjects: scores subsets, maps the hits back to whole-set
     indices, and counts the cells and seconds it spent."""
 
-    def __init__(
-        self, searcher, q_enc, d_enc, scheme: ScoringScheme, progress=None, pair_scores=None
-    ):
+    def __init__(self, searcher, q_enc, d_enc, scheme: ScoringScheme, progress=None):
         self.searcher, self.q_enc, self.d_enc, self.scheme = searcher, q_enc, d_enc, scheme
         self.progress = progress
-        #: (query indices, subject indices) -> exact local score of each pair, or None:
-        #: then a small subset (a re-scan's delta) is scored as one batch of pairs
-        self.pair_scores = pair_scores
         self.cells = 0.0
         self.seconds = 0.0
         self.calls = 0
-        self.pair_calls = 0
 
     def __call__(self, qi: np.ndarray, si: np.ndarray | None, k: int) -> list:
         qi = np.asarray(qi, dtype=np.int64)
-        if (
-            si is not None
-            and self.pair_scores is not None
-            and 0 < len(qi) * len(si) <= PAIR_SEARCH_MAX_PAIRS
-        ):
-            try:
-                return self._by_pairs(qi, np.asarray(si, dtype=np.int64), k)
-            except ValueError as exc:  # beyond the pair kernel's range: search instead
-                log.debug(f"pair kernel declined the subset ({exc}); searching")
         q = self.q_enc.subset(qi)
         d = self.d_enc if si is None else self.d_enc.subset(si)
         t = time.perf_counter()
@@ -120,50 +104,6 @@ class SubsetSearch:
                 sub = np.asarray(si, dtype=np.int64)[sub]
             out.append((sub, hits.score[a:b].astype(np.int64)))
         return out
-
-    def _by_pairs(self, qi: np.ndarray, si: np.ndarray, k: int) -> list:
-        """Every query of ``qi`` against every subject of ``si`` as one batch of pairs;
-        per query its top ``k`` in the search's order (score descending, then
-        subject index), ``min(k, len(si))`` of them as a search returns."""
-        t = time.perf_counter()
-        scores = np.asarray(
-            self.pair_scores(np.repeat(qi, len(si)), np.tile(si, len(qi))), dtype=np.int64
-        ).reshape(len(qi), len(si))
-        keep = min(int(k), len(si))
-        out = []
-        for p in range(len(qi)):
-            order = np.lexsort((si, -scores[p]))[:keep]
-            out.append((si[order], scores[p][order]))
-        self.seconds += time.perf_counter() - t
-        self.cells += float(self.q_enc.lengths[qi].sum()) * float(self.d_enc.lengths[si].sum())
-        self.calls += 1
-        self.pair_calls += 1
-        if self.progress is not None:
-            self.progress(len(qi), len(qi))
-        return out
-
-
-def gpu_pair_scores(q_enc, d_enc, scheme: ScoringScheme):
-    """:attr:`SubsetSearch.pair_scores` on the current GPU (the pair kernel's forward
-    pass: exact local scores)."""
-    from ..kernels import gpu
-
-    def pair_scores(qidx: np.ndarray, sidx: np.ndarray) -> np.ndarray:
-        ends = gpu.pair_ends(
-            q_enc.codes,
-            q_enc.offsets,
-            d_enc.codes,
-            d_enc.offsets,
-            qidx,
-            sidx,
-            scheme.matrix,
-            scheme.gap_open,
-            scheme.gap_extend,
-            "local",
-        )
-        return ends[:, 0]
-
-    return pair_scores
 
 
 def score(
@@ -255,10 +195,7 @@ def scan(
             last[0] = now
             log.info(f"queries {done}/{total} of a pass done, {now - start:.1f} s")
 
-    pairs = None
-    if run.name == "gpu" and os.environ.get("SWGPU_PAIR_DELTA", "1") != "0":
-        pairs = gpu_pair_scores(q_enc, d_enc, scheme)
-    search = SubsetSearch(run.searcher(), q_enc, d_enc, scheme, progress, pairs)
+    search = SubsetSearch(run.searcher(), q_enc, d_enc, scheme, progress)
     try:
         result = scan_shard(
             queries, database, scheme.digest, top_k, margin, previous, search, hashes, qhashes
@@ -281,7 +218,6 @@ def scan(
         scan_s=elapsed,
         gcups=gcups,
         passes=search.calls,
-        pair_batches=search.pair_calls,
         startup_s=run.steps,
         full_scan_cells=float(queries.total_residues) * float(database.total_residues),
     )
