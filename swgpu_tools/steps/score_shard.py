@@ -60,7 +60,9 @@ def score_shard(
     if started is None:  # a re-scan: the GPU is started only where the delta is worth it
         hashes, qhashes = sequence_hashes(database), sequence_hashes(queries)
         cells, passes = delta_cells(queries, database, scheme.digest, previous, hashes, qhashes)
-        cpus = threads or len(os.sched_getaffinity(0))
+        cpus = threads or (
+            len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        )
         use = backend
         if rescan_on_cpu(cells, passes, cpus):
             use = "cpu"
