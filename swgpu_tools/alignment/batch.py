@@ -213,30 +213,6 @@ def locate_regions(
     if given and pair_lanes:
         # reverse passes only: groups of similar end cells (the reversed prefixes)
         perm = shape_order(ends[:, 2], ends[:, 1], np.ones(n, dtype=bool))
-        item_start = items(perm, PAIR_LANES)
-        run_chunks(
-            locate_chunk_pairs,
-            min(nchunks, len(item_start) - 1),
-            nthreads,
-            qcodes,
-            qoff,
-            scodes,
-            soff,
-            qidx,
-            sidx,
-            matrix,
-            gap_open,
-            gap_extend,
-            mode,
-            perm,
-            item_start,
-            mf,
-            mft,
-            w,
-            ident,
-            info,
-            ends,
-        )
     elif given or not (pair_lanes or (query_lanes and mode == MODE_LOCAL)):
         run_chunks(
             locate_chunk_scalar,
@@ -256,6 +232,7 @@ def locate_regions(
             np.argsort(-(qlen * slen), kind="stable"),
             info,
         )
+        return
     elif mode == MODE_LOCAL and query_lanes:
         hits_in_lanes(
             qcodes,
@@ -274,32 +251,34 @@ def locate_regions(
             np.zeros(0, np.uint8),
             np.zeros(n + 1, np.int64),
         )
+        return
     else:
         perm = shape_order(qlen, slen, np.ones(n, dtype=bool))
-        item_start = items(perm, PAIR_LANES)
-        run_chunks(
-            locate_chunk_pairs,
-            min(nchunks, len(item_start) - 1),
-            nthreads,
-            qcodes,
-            qoff,
-            scodes,
-            soff,
-            qidx,
-            sidx,
-            matrix,
-            gap_open,
-            gap_extend,
-            mode,
-            perm,
-            item_start,
-            mf,
-            mft,
-            w,
-            ident,
-            info,
-            ends,
-        )
+    # pair lanes: the forward and reverse passes, or the reverse passes alone
+    item_start = items(perm, PAIR_LANES)
+    run_chunks(
+        locate_chunk_pairs,
+        min(nchunks, len(item_start) - 1),
+        nthreads,
+        qcodes,
+        qoff,
+        scodes,
+        soff,
+        qidx,
+        sidx,
+        matrix,
+        gap_open,
+        gap_extend,
+        mode,
+        perm,
+        item_start,
+        mf,
+        mft,
+        w,
+        ident,
+        info,
+        ends,
+    )
 
 
 def traceback_regions(
