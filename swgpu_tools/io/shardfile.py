@@ -304,19 +304,20 @@ class _Lines:
         return self.blob[self.starts[k] : self.ends[k]]
 
 
-class _HeaderLines(Sequence):
-    """A shard's header lines, decoded when read: a scoring job reads only its hits'."""
+class _TextLines(Sequence):
+    """A shard's ids or header lines as str, decoded when read: a scoring job reads
+    only its hits' headers, the traceback only its subjects' ids."""
 
     def __init__(self, blob: bytes):
-        self._lines = _Lines(blob)
+        self.raw = _Lines(blob)  # the lines as bytes (the ids: sorted, for bisection)
 
     def __len__(self) -> int:
-        return len(self._lines)
+        return len(self.raw)
 
     def __getitem__(self, k):
         if isinstance(k, slice):
             return [self[i] for i in range(*k.indices(len(self)))]
-        return self._lines[k].decode("utf-8")
+        return self.raw[k].decode("utf-8")
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Sequence) and list(self) == list(other)
@@ -336,7 +337,7 @@ def read_shard(path, headers: bool = True) -> SequenceSet:
         offsets = shard.offsets()
         heads = None
         if headers and shard.version >= 2:
-            heads = _HeaderLines(shard.headers_blob())
+            heads = _TextLines(shard.headers_blob())
     return SequenceSet(ids, shard.residues(), offsets, heads)
 
 
@@ -354,27 +355,16 @@ def read_shard_records(path, wanted) -> SequenceSet:
 
 
 def _records(shard: _ShardBody, wanted) -> SequenceSet:
-    keys = _Lines(shard.ids_blob())
+    ids = _TextLines(shard.ids_blob())
     found = []
     for acc in sorted({a.encode("utf-8") for a in wanted}):
-        k = bisect.bisect_left(keys, acc)
-        if k < len(keys) and keys[k] == acc:
+        k = bisect.bisect_left(ids.raw, acc)
+        if k < len(ids) and ids.raw[k] == acc:
             found.append(k)
-    idx = np.asarray(found, dtype=np.int64)
-    offsets = shard.offsets()
-    residues = shard.residues()
-    parts = [residues[offsets[k] : offsets[k + 1]] for k in idx]
-    lengths = offsets[idx + 1] - offsets[idx]
-    new_offsets = np.zeros(len(idx) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=new_offsets[1:])
-    ids = [keys[k].decode("utf-8") for k in idx]
-    heads = None
     blob = shard.headers_blob()
-    if blob is not None:
-        hs, he = _lines(blob)
-        heads = [blob[hs[k] : he[k]].decode("utf-8") for k in idx]
-    res = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
-    return SequenceSet(ids, res, new_offsets, heads)
+    heads = None if blob is None else _TextLines(blob)
+    # the whole shard as a set whose ids and headers decode when read: only the subset's are
+    return SequenceSet(ids, shard.residues(), shard.offsets(), heads).subset(found)
 
 
 def read_database_info(path) -> dict:
