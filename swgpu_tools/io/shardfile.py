@@ -280,22 +280,17 @@ class _ShardBody:
         return self.body[self.res_start + self.n_res :].tobytes()
 
 
-def _lines(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end (exclusive, at the newline) of each newline-terminated line."""
-    ends = np.flatnonzero(np.frombuffer(blob, dtype=np.uint8) == 10)
-    starts = np.empty_like(ends)
-    if len(ends):
-        starts[0] = 0
-        starts[1:] = ends[:-1] + 1
-    return starts, ends
-
-
 class _Lines:
     """The lines of a blob as a read-only sequence of bytes (for :mod:`bisect`)."""
 
     def __init__(self, blob: bytes):
         self.blob = blob
-        self.starts, self.ends = _lines(blob)
+        # each line's start and end (exclusive, at its newline)
+        self.ends = np.flatnonzero(np.frombuffer(blob, dtype=np.uint8) == 10)
+        self.starts = np.empty_like(self.ends)
+        if len(self.ends):
+            self.starts[0] = 0
+            self.starts[1:] = self.ends[:-1] + 1
 
     def __len__(self) -> int:
         return len(self.ends)
