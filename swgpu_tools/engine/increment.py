@@ -92,16 +92,44 @@ def delta_cells(
     qlen = queries.lengths.astype(np.float64)
     if previous is None or previous.scheme != scheme_digest:
         return float(qlen.sum()) * float(shard.total_residues), len(queries)
-    known = dict(zip(previous.subjects, previous.subject_hashes.tolist()))
-    delta = sum(
-        int(n)
-        for a, h, n in zip(shard.ids, hashes.tolist(), shard.lengths.tolist())
-        if known.get(a) != h
-    )
-    prev_q = dict(zip(previous.queries, previous.query_hashes.tolist()))
-    kept = np.array([prev_q.get(a) == h for a, h in zip(queries.ids, qhashes.tolist())], bool)
+    unchanged = _unchanged(_matched_subjects(shard, hashes, previous), len(shard))
+    delta = int(shard.lengths[~unchanged].sum())
+    kept = _kept_queries(queries, qhashes, previous) >= 0
     cells = float(qlen[kept].sum()) * delta + float(qlen[~kept].sum()) * shard.total_residues
     return cells, (int(kept.sum()) if delta else 0) + int((~kept).sum())
+
+
+def _matched_subjects(shard: SequenceSet, hashes: np.ndarray, previous: ShardState) -> np.ndarray:
+    """For each subject of ``previous``: its index in ``shard`` where it is there
+    unchanged (same accession, same content hash), else -1."""
+    prev_index = {a: i for i, a in enumerate(previous.subjects)}
+    prev_hashes = previous.subject_hashes.tolist()
+    prev_to_new = np.full(len(previous.subjects), -1, dtype=np.int64)
+    for j, (a, h) in enumerate(zip(shard.ids, hashes.tolist())):
+        i = prev_index.get(a)
+        if i is not None and prev_hashes[i] == h:
+            prev_to_new[i] = j
+    return prev_to_new
+
+
+def _unchanged(prev_to_new: np.ndarray, n_sub: int) -> np.ndarray:
+    """Which subjects of the shard are unchanged (from :func:`_matched_subjects`)."""
+    unchanged = np.zeros(n_sub, dtype=bool)
+    unchanged[prev_to_new[prev_to_new >= 0]] = True
+    return unchanged
+
+
+def _kept_queries(queries: SequenceSet, qhashes: np.ndarray, previous: ShardState) -> np.ndarray:
+    """For each query: its index in ``previous`` where it is there with the same
+    sequence (its stored hits are reusable), else -1."""
+    prev_q = {a: q for q, a in enumerate(previous.queries)}
+    prev_hashes = previous.query_hashes.tolist()
+    out = np.full(len(queries), -1, dtype=np.int64)
+    for q, (a, h) in enumerate(zip(queries.ids, qhashes.tolist())):
+        pq = prev_q.get(a)
+        if pq is not None and prev_hashes[pq] == h:
+            out[q] = pq
+    return out
 
 
 def rescan_on_cpu(cells: float, passes: int, threads: int) -> bool:
@@ -147,22 +175,13 @@ def scan_shard(
     usable = previous is not None and previous.scheme == scheme_digest
     if usable:
         stats["mode"] = "incremental"
-        prev_index = {a: i for i, a in enumerate(previous.subjects)}
-        prev_to_new = np.full(len(previous.subjects), -1, dtype=np.int64)
-        unchanged = np.zeros(n_sub, dtype=bool)
-        for j, a in enumerate(shard.ids):
-            i = prev_index.get(a)
-            if i is not None and previous.subject_hashes[i] == hashes[j]:
-                unchanged[j] = True
-                prev_to_new[i] = j
-        delta = np.flatnonzero(~unchanged)
+        prev_to_new = _matched_subjects(shard, hashes, previous)
+        delta = np.flatnonzero(~_unchanged(prev_to_new, n_sub))
         stats["delta_sequences"] = int(len(delta))
         stats["delta_residues"] = int(shard.lengths[delta].sum()) if len(delta) else 0
-        prev_q = {a: q for q, a in enumerate(previous.queries)}
         inc, kept_lists, cutoffs = [], {}, {}
-        for q, a in enumerate(queries.ids):
-            pq = prev_q.get(a)
-            if pq is None or previous.query_hashes[pq] != qhashes[q]:
+        for q, pq in enumerate(_kept_queries(queries, qhashes, previous).tolist()):
+            if pq < 0:
                 continue
             subs, scores = previous.hits_of(pq)
             new_idx = prev_to_new[subs]
