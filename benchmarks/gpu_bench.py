@@ -123,7 +123,12 @@ def main() -> int:
     ap.add_argument("--db", required=True)
     ap.add_argument("--queries", required=True)
     ap.add_argument("--top-k", type=int, default=10)
-    ap.add_argument("--mode", default="auto")
+    ap.add_argument(
+        "--mode",
+        default="auto",
+        help="kernel mode(s), comma-separated to compare in one process: auto, s16, p16, "
+        "w16, s32; a suffix ':echain' renders the kernels with the one-instruction E chain",
+    )
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument(
         "--pipeline",
@@ -213,35 +218,40 @@ def main() -> int:
     result["variants"] = []
     for shard in args.shard.split(","):
         db, edb = _shard(db_all, edb_all, shard)
-        t0 = time.perf_counter()
-        s = gpu.GpuSearcher.from_scheme(edb, scheme, mode=args.mode)
-        cuda.synchronize()
-        upload = time.perf_counter() - t0
-        residues = edb.total_residues
-        print(
-            f"\n=== database {shard}: {len(edb)} sequences, {residues} residues; upload {upload:.2f} s; "
-            f"mode {s.mode}",
-            flush=True,
-        )
-        for depth in [int(d) for d in args.pipeline.split(",")]:
-            s.pipeline_depth = depth
-            row = _bench(s, db, qs, edb, eqs, args)
-            row.update(
-                {
-                    "database": shard,
-                    "residues": residues,
-                    "sequences": len(edb),
-                    "upload_s": upload,
-                    "mode": s.mode,
-                    "pipeline_depth": depth,
-                }
+        for mode_spec in args.mode.split(","):
+            mode, _, flag = mode_spec.partition(":")
+            _set_echain(flag == "echain")
+            t0 = time.perf_counter()
+            s = gpu.GpuSearcher.from_scheme(edb, scheme, mode=mode)
+            cuda.synchronize()
+            upload = time.perf_counter() - t0
+            residues = edb.total_residues
+            print(
+                f"\n=== database {shard}: {len(edb)} sequences, {residues} residues; "
+                f"upload {upload:.2f} s; mode {s.mode}{' (echain)' if flag else ''}",
+                flush=True,
             )
-            result["variants"].append(row)
-        del s
+            for depth in [int(d) for d in args.pipeline.split(",")]:
+                s.pipeline_depth = depth
+                row = _bench(s, db, qs, edb, eqs, args)
+                row.update(
+                    {
+                        "database": shard,
+                        "residues": residues,
+                        "sequences": len(edb),
+                        "upload_s": upload,
+                        "mode": s.mode + (f":{flag}" if flag else ""),
+                        "pipeline_depth": depth,
+                    }
+                )
+                result["variants"].append(row)
+            del s
+    _same_hits(result["variants"])
     print("\nsummary (overall = all queries' cells / wall clock of the whole search):")
     for r in result["variants"]:
         print(
-            f"  {r['database']:<6} depth {r['pipeline_depth']}: overall {r['overall_gcups']:.1f} GCUPS "
+            f"  {r['database']:<6} {r['mode']:<10} depth {r['pipeline_depth']}: "
+            f"overall {r['overall_gcups']:.1f} GCUPS "
             f"(sum of per-query times: {r['overall_sum_gcups']:.1f}), min per-query "
             f"{r['min_query_gcups']:.1f}, max {r['max_query_gcups']:.1f}"
             + (
@@ -270,6 +280,28 @@ def main() -> int:
         with open(args.json, "w") as fh:
             json.dump(result, fh, indent=1)
     return 0
+
+
+def _set_echain(on: bool) -> None:
+    """Render the kernels with (or without) the one-instruction E chain from now on
+    (this process and the compile-ahead children)."""
+    from swgpu_tools.kernels.gpu import cache, codegen
+
+    if codegen.ECHAIN != on:
+        codegen.ECHAIN = on
+        os.environ["SWGPU_ECHAIN"] = "1" if on else "0"
+        cache._kernels.clear()
+
+
+def _same_hits(rows) -> None:
+    """Every variant of one database must report the same top hits (printed, not raised)."""
+    first = {}
+    for r in rows:
+        ref = first.setdefault(r["database"], r)
+        same = r["top_hits"] == ref["top_hits"]
+        r["hits_equal_first"] = same
+        if not same:
+            print(f"!! {r['database']} {r['mode']}: top hits differ from {ref['mode']}", flush=True)
 
 
 def _shard(db, edb, spec):
@@ -358,6 +390,7 @@ def _bench(s, db, qs, edb, eqs, args) -> dict:
     )
     out = {
         "queries": rows,
+        "top_hits": [hits.query_index.tolist(), hits.subject_index.tolist(), hits.score.tolist()],
         "total_scan_s": wall,
         "sum_query_s": total,
         "walls": walls,
