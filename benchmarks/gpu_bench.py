@@ -127,7 +127,8 @@ def main() -> int:
         "--mode",
         default="auto",
         help="kernel mode(s), comma-separated to compare in one process: auto, s16, p16, "
-        "w16, s32; a suffix ':echain' renders the kernels with the one-instruction E chain",
+        "w16, s32; suffixes ':echain', ':minb4', ':echain+minb4': kernel experiments "
+        "(the one-instruction E chain; launch bounds of 4 blocks of 128 threads per SM)",
     )
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument(
@@ -220,7 +221,7 @@ def main() -> int:
         db, edb = _shard(db_all, edb_all, shard)
         for mode_spec in args.mode.split(","):
             mode, _, flag = mode_spec.partition(":")
-            _set_echain(flag == "echain")
+            _set_flags(flag)
             t0 = time.perf_counter()
             s = gpu.GpuSearcher.from_scheme(edb, scheme, mode=mode)
             cuda.synchronize()
@@ -228,7 +229,7 @@ def main() -> int:
             residues = edb.total_residues
             print(
                 f"\n=== database {shard}: {len(edb)} sequences, {residues} residues; "
-                f"upload {upload:.2f} s; mode {s.mode}{' (echain)' if flag else ''}",
+                f"upload {upload:.2f} s; mode {s.mode}{f' ({flag})' if flag else ''}",
                 flush=True,
             )
             for depth in [int(d) for d in args.pipeline.split(",")]:
@@ -282,15 +283,20 @@ def main() -> int:
     return 0
 
 
-def _set_echain(on: bool) -> None:
-    """Render the kernels with (or without) the one-instruction E chain from now on
-    (this process and the compile-ahead children)."""
+def _set_flags(flags: str) -> None:
+    """Kernel experiments from now on (this process and the compile-ahead children):
+    ``echain`` (the one-instruction E chain), ``minbN`` (launch bounds: N blocks of 128
+    threads per SM), joined by '+'."""
     from swgpu_tools.kernels.gpu import cache, codegen
 
-    if codegen.ECHAIN != on:
-        codegen.ECHAIN = on
-        os.environ["SWGPU_ECHAIN"] = "1" if on else "0"
-        cache._kernels.clear()
+    names = set(flags.split("+")) - {""}
+    echain = "echain" in names
+    minb = next((int(n[4:]) for n in names if n.startswith("minb")), 0)
+    codegen.ECHAIN = echain
+    cache.MIN_BLOCKS = minb
+    os.environ["SWGPU_ECHAIN"] = "1" if echain else "0"
+    os.environ["SWGPU_MIN_BLOCKS"] = str(minb)
+    cache._kernels.clear()
 
 
 def _same_hits(rows) -> None:
