@@ -126,9 +126,9 @@ def main() -> int:
     ap.add_argument(
         "--mode",
         default="auto",
-        help="kernel mode(s), comma-separated to compare in one process: auto, s16, p16, "
-        "w16, s32; suffixes ':echain', ':minb4', ':echain+minb4': kernel experiments "
-        "(the one-instruction E chain; launch bounds of 4 blocks of 128 threads per SM)",
+        help="kernel mode(s), comma-separated to compare in one process: auto, s16, s32 "
+        "(the p16/w16 profile modes and the ':echain'/':minbN' experiments of issue 14 are "
+        "at commit 4b0bcaa, see RESULTS-gpu.md)",
     )
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument(
@@ -219,9 +219,7 @@ def main() -> int:
     result["variants"] = []
     for shard in args.shard.split(","):
         db, edb = _shard(db_all, edb_all, shard)
-        for mode_spec in args.mode.split(","):
-            mode, _, flag = mode_spec.partition(":")
-            _set_flags(flag)
+        for mode in args.mode.split(","):
             t0 = time.perf_counter()
             s = gpu.GpuSearcher.from_scheme(edb, scheme, mode=mode)
             cuda.synchronize()
@@ -229,7 +227,7 @@ def main() -> int:
             residues = edb.total_residues
             print(
                 f"\n=== database {shard}: {len(edb)} sequences, {residues} residues; "
-                f"upload {upload:.2f} s; mode {s.mode}{f' ({flag})' if flag else ''}",
+                f"upload {upload:.2f} s; mode {s.mode}",
                 flush=True,
             )
             for depth in [int(d) for d in args.pipeline.split(",")]:
@@ -241,7 +239,7 @@ def main() -> int:
                         "residues": residues,
                         "sequences": len(edb),
                         "upload_s": upload,
-                        "mode": s.mode + (f":{flag}" if flag else ""),
+                        "mode": s.mode,
                         "pipeline_depth": depth,
                     }
                 )
@@ -281,22 +279,6 @@ def main() -> int:
         with open(args.json, "w") as fh:
             json.dump(result, fh, indent=1)
     return 0
-
-
-def _set_flags(flags: str) -> None:
-    """Kernel experiments from now on (this process and the compile-ahead children):
-    ``echain`` (the one-instruction E chain), ``minbN`` (launch bounds: N blocks of 128
-    threads per SM), joined by '+'."""
-    from swgpu_tools.kernels.gpu import cache, codegen
-
-    names = set(flags.split("+")) - {""}
-    echain = "echain" in names
-    minb = next((int(n[4:]) for n in names if n.startswith("minb")), 0)
-    codegen.ECHAIN = echain
-    cache.MIN_BLOCKS = minb
-    os.environ["SWGPU_ECHAIN"] = "1" if echain else "0"
-    os.environ["SWGPU_MIN_BLOCKS"] = str(minb)
-    cache._kernels.clear()
 
 
 def _same_hits(rows) -> None:

@@ -109,10 +109,6 @@ ALL_CASES = [
     ("s16", 12, None, 1),
     ("s32", None, 300, 2),
     ("s16", 12, 300, 2),
-    ("p16", None, None, 2),
-    ("p16", 12, 300, 2),
-    ("w16", None, None, 2),
-    ("w16", 12, 300, 2),
 ]
 
 
@@ -181,24 +177,6 @@ def test_kernel_source_shapes():
     compile(src, "<kernel>", "exec")
 
 
-def test_prmt_selectors_make_sign_extended_pairs():
-    """PRMT_SEL[j] turns byte j of word A and byte j of word B into the s16x2 pair
-    (A's byte in the low half), each sign-extended: checked on all byte values."""
-    from swgpu_tools.kernels.gpu.codegen import PRMT_SEL
-    from swgpu_tools.kernels.gpu_intrinsics import hi16, lo16, prmt_host
-
-    rng = np.random.default_rng(0)
-    vals = np.arange(-128, 128)
-    for j, sel in enumerate(PRMT_SEL):
-        for _ in range(64):
-            a = rng.choice(vals, 4)
-            b = rng.choice(vals, 4)
-            wa = int.from_bytes(bytes(int(v) & 0xFF for v in a), "little")
-            wb = int.from_bytes(bytes(int(v) & 0xFF for v in b), "little")
-            out = prmt_host(wa, wb, sel)
-            assert (lo16(out), hi16(out)) == (int(a[j]), int(b[j]))
-
-
 def test_available_never_raises():
     from swgpu_tools.kernels import gpu
 
@@ -215,7 +193,6 @@ def test_kernels_compile_for_sm90():
         try:
             ptx16 = gpu.kernel_ptx("s16", 32, 16, multipass=True)
             ptx32 = gpu.kernel_ptx("s32", 8, 8, multipass=False)
-            ptxp = gpu.kernel_ptx("p16", 32, 16, multipass=True)
         except Exception as exc:
             print("SKIP", type(exc).__name__, exc)
             sys.exit(0)
@@ -223,9 +200,6 @@ def test_kernels_compile_for_sm90():
         assert "max.s16x2" in ptx16 and "add.s16x2" in ptx16 and "ld.shared.b32" in ptx16
         assert ".local" not in ptx16
         assert "max.s32" in ptx32
-        # the profile kernel: one ld.shared.v4 per 8 positions, a prmt per packed cell
-        assert "ld.shared.v4.b32" in ptxp and "st.shared.v4.b32" in ptxp and "prmt.b32" in ptxp
-        assert ".local" not in ptxp
         print("OK")
         """
     )
@@ -258,7 +232,7 @@ def _data_dir():
 
 
 def _modes(gpu):
-    return ["s16", "p16", "w16", "s32"] if gpu.compute_capability() >= (9, 0) else ["s32"]
+    return ["s16", "s32"] if gpu.compute_capability() >= (9, 0) else ["s32"]
 
 
 def _cpu_scores(eqs, edb, scheme):
@@ -423,9 +397,8 @@ def test_gpu_planted_bench_hits():
     }
     qpos = {x: i for i, x in enumerate(qs.ids)}
     dpos = {x: i for i, x in enumerate(db.ids)}
-    for mode in [m for m in _modes(gpu) if m != "s32"] or ["s32"]:
-        s = gpu.GpuSearcher(edb, scheme.matrix, 11, 1, mode=mode)
-        th = s.search(eqs, 30)
-        for (qn, sn), score in known.items():
-            sel = (th.query_index == qpos[qn]) & (th.subject_index == dpos[sn])
-            assert sel.any() and int(th.score[sel][0]) == score, (mode, qn, sn, th.score[sel])
+    s = gpu.GpuSearcher(edb, scheme.matrix, 11, 1)
+    th = s.search(eqs, 30)
+    for (qn, sn), score in known.items():
+        sel = (th.query_index == qpos[qn]) & (th.subject_index == dpos[sn])
+        assert sel.any() and int(th.score[sel][0]) == score, (qn, sn, th.score[sel])

@@ -39,10 +39,6 @@ __all__ = [
     "max3_32",
     "shared_base",
     "lds32",
-    "lds128",
-    "sts128",
-    "prmt",
-    "prmt_host",
 ]
 
 
@@ -64,21 +60,6 @@ def _s32(x: int) -> int:
 def pack2(lo: int, hi: int) -> int:
     """Two signed 16-bit values as one signed int32 (lo in bits 0-15)."""
     return _s32(((int(hi) & 0xFFFF) << 16) | (int(lo) & 0xFFFF))
-
-
-def prmt_host(a: int, b: int, sel: int) -> int:
-    """PTX ``prmt.b32`` (default mode) on the host: byte i of the result is byte
-    ``sel``'s nibble i (bits 0-2) of the 8 bytes {b, a} (a = bytes 0-3), or, with the
-    nibble's bit 3 set, that byte's sign bit repeated over all 8 bits."""
-    src = (int(a) & 0xFFFFFFFF) | ((int(b) & 0xFFFFFFFF) << 32)
-    out = 0
-    for i in range(4):
-        nib = (int(sel) >> (4 * i)) & 0xF
-        byte = (src >> (8 * (nib & 7))) & 0xFF
-        if nib & 8:
-            byte = 0xFF if byte & 0x80 else 0
-        out |= byte << (8 * i)
-    return _s32(out)
 
 
 def lo16(x: int) -> int:
@@ -169,23 +150,6 @@ if SIM:
     def lds32(arr, addr):
         return arr[int(addr) >> 2]
 
-    @cuda.jit(device=True)
-    def lds128(arr, addr):
-        i = int(addr) >> 2
-        return arr[i], arr[i + 1], arr[i + 2], arr[i + 3]
-
-    @cuda.jit(device=True)
-    def sts128(arr, addr, a, b, c, d):
-        i = int(addr) >> 2
-        arr[i] = a
-        arr[i + 1] = b
-        arr[i + 2] = c
-        arr[i + 3] = d
-
-    @cuda.jit(device=True)
-    def prmt(a, b, sel):
-        return np.int32(prmt_host(a, b, sel))
-
 else:
     from llvmlite import ir
     from numba.cuda import cgutils, types
@@ -218,53 +182,6 @@ else:
             a = context.cast(builder, args[1], signature.args[1], types.int32)
             fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(32)])
             return builder.call(ir.InlineAsm(fnty, "ld.shared.b32 $0, [$1];", "=r,r"), [a])
-
-        return sig, codegen
-
-    @intrinsic
-    def lds128(typingctx, arr, addr):
-        """The four int32 at shared byte address ``addr`` (16-byte aligned), one
-        ``ld.shared.v4`` (kept in program order with :func:`sts128`)."""
-        if not isinstance(arr, types.Array) or not isinstance(addr, types.Integer):
-            return None
-        tup = types.UniTuple(types.int32, 4)
-        sig = tup(arr, addr)
-
-        def codegen(context, builder, signature, args):
-            a = context.cast(builder, args[1], signature.args[1], types.int32)
-            i32 = ir.IntType(32)
-            fnty = ir.FunctionType(ir.LiteralStructType([i32] * 4), [i32])
-            asm = ir.InlineAsm(
-                fnty, "ld.shared.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,r", side_effect=True
-            )
-            res = builder.call(asm, [a])
-            vals = [builder.extract_value(res, k) for k in range(4)]
-            return context.make_tuple(builder, tup, vals)
-
-        return sig, codegen
-
-    @intrinsic
-    def sts128(typingctx, arr, addr, a, b, c, d):
-        """Store four int32 at shared byte address ``addr`` (16-byte aligned), one
-        ``st.shared.v4``."""
-        if not isinstance(arr, types.Array) or not all(
-            isinstance(v, types.Integer) for v in (addr, a, b, c, d)
-        ):
-            return None
-        sig = types.none(arr, addr, a, b, c, d)
-
-        def codegen(context, builder, signature, args):
-            vals = [
-                context.cast(builder, v, t, types.int32)
-                for v, t in zip(args[1:], signature.args[1:])
-            ]
-            i32 = ir.IntType(32)
-            fnty = ir.FunctionType(ir.VoidType(), [i32] * 5)
-            asm = ir.InlineAsm(
-                fnty, "st.shared.v4.b32 [$0], {$1, $2, $3, $4};", "r,r,r,r,r", side_effect=True
-            )
-            builder.call(asm, vals)
-            return context.get_dummy_value()
 
         return sig, codegen
 
@@ -302,9 +219,6 @@ else:
         "vaddmax2_relu", "{.reg .b32 t; add.s16x2 t, $1, $2; max.relu.s16x2 $0, t, $3;}", 3
     )
     vmax3_2 = _make("vmax3_2", "{.reg .b32 t; max.s16x2 t, $1, $2; max.s16x2 $0, t, $3;}", 3)
-
-    # byte permute (any GPU): with sign-replicating selectors, two bytes -> s16x2
-    prmt = _make("prmt", "prmt.b32 $0, $1, $2, $3;", 3)
 
     # s32 (any GPU; fused into VIADDMNMX / VIMNMX3 on sm_90)
     add32 = _make("add32", "add.s32 $0, $1, $2;", 2)

@@ -85,17 +85,11 @@ def load_module(name: str, source: str):
         return mod
 
 
-#: Blocks of BLOCK_THREADS threads each SM should hold at once (``SWGPU_MIN_BLOCKS``, an
-#: experiment): compiled in as launch bounds, which cap the registers per thread.
-MIN_BLOCKS = int(os.environ.get("SWGPU_MIN_BLOCKS", "0"))
-BLOCK_THREADS = 128
-
-
 def _kernel_name_source(mode, G, R, multipass):
-    src = kernel_source(mode, G, R, SIM, multipass)
-    if MIN_BLOCKS and not SIM:
-        src += f"# launch bounds ({BLOCK_THREADS}, {MIN_BLOCKS})\n"  # its own cache entry
-    return (f"{mode}_{G}x{R}{'m' if multipass else ''}{'_sim' if SIM else ''}", src)
+    return (
+        f"{mode}_{G}x{R}{'m' if multipass else ''}{'_sim' if SIM else ''}",
+        kernel_source(mode, G, R, SIM, multipass),
+    )
 
 
 def get_kernel(mode: str, G: int, R: int, multipass: bool = True):
@@ -107,8 +101,7 @@ def get_kernel(mode: str, G: int, R: int, multipass: bool = True):
         kern = _kernels.get(key)
         if kern is None:
             mod = load_module(*_kernel_name_source(mode, G, R, multipass))
-            bounds = (BLOCK_THREADS, MIN_BLOCKS) if MIN_BLOCKS and not SIM else None
-            kern = cuda.jit(mod.SIG, cache=True, launch_bounds=bounds)(mod.kernel_py)
+            kern = cuda.jit(mod.SIG, cache=True)(mod.kernel_py)
             _kernels[key] = kern
             if not SIM:
                 marker = compiled_marker(mode, G, R, multipass)

@@ -15,7 +15,6 @@ and is checked against ``tests/data/gpu_codegen.sha256``
 from __future__ import annotations
 
 import functools
-import os
 import re
 from pathlib import Path
 
@@ -195,45 +194,17 @@ _S32_OPS = dict(
 )
 
 
-#: Modes of the scoring kernels: 's16' (two subjects packed in s16x2, scores from
-#: the D^3 pair table), 'p16' (the same packing, scores from a per-thread subject
-#: profile: :func:`profile_shared_bytes`), 's32' (one subject, int32).
-MODES = ("s16", "p16", "w16", "s32")
-#: The packed 16-bit modes (two subjects per group, 32-bit re-scoring of overflows).
-PACKED = ("s16", "p16", "w16")
-#: The modes whose scores come from a per-thread subject profile.
-PROFILED = ("p16", "w16")
-#: prmt selectors: byte j of word A and byte j of word B, each sign-extended to 16 bits.
-PRMT_SEL = tuple(j | ((8 | j) << 4) | ((4 + j) << 8) | ((12 + j) << 12) for j in range(4))
-#: The row's E chain in its one-instruction form (``SWGPU_ECHAIN=1``; an experiment).
-ECHAIN = os.environ.get("SWGPU_ECHAIN", "0") == "1"
-
-
-def profile_granules(mode: str, R: int) -> int:
-    """16-byte granules per query letter of a profiled thread: 8 positions each in
-    'p16' (bytes), 4 in 'w16' (packed words)."""
-    return -(-R // (8 if mode == "p16" else 4))
-
-
-def profile_shared_bytes(mode: str, R: int, D: int, block: int) -> int:
-    """Dynamic shared memory of a profiled kernel: the D x D table (16-byte aligned),
-    then ``D * profile_granules(mode, R)`` granules per thread."""
-    return (-(-(D * D * 4) // 16)) * 16 + D * profile_granules(mode, R) * block * 16
-
-
 def kernel_source(mode: str, G: int, R: int, sim: bool = SIM, multipass: bool = True) -> str:
-    """Python source of the scoring kernel for ``mode`` (:data:`MODES`) and shape (G, R).
+    """Python source of the scoring kernel for ``mode`` ('s16' or 's32') and shape (G, R).
 
     ``multipass=False`` drops the temp-array code: every subject of the
     launch must then fit in one pass (length <= G*R).  ``sim``: the CUDA
     simulator's variant (shared-memory exchanges instead of warp shuffles, one
     group per block).  Template: ``templates/score_kernel.py.in``.
     """
-    assert mode in MODES
+    assert mode in ("s16", "s32")
     assert G in (1, 2, 4, 8, 16, 32) and R >= 1
-    pair = mode in PACKED
-    ng = profile_granules(mode, R)
-    pad = ["zero"] * (8 * ng - R)
+    pair = mode == "s16"
     wsz = G if sim else WARP
     if sim:
         up = lambda v: f"_xup({v}, xch, lane)"  # noqa: E731
@@ -259,13 +230,6 @@ def kernel_source(mode: str, G: int, R: int, sim: bool = SIM, multipass: bool = 
         PADQ=PADQ,
         sim=sim,
         multipass=multipass,
-        prof=mode in PROFILED,
-        wide=mode == "w16",
-        NG=ng,
-        CA=[f"ca{r}" for r in range(R)] + pad,
-        CB=[f"cb{r}" for r in range(R)] + pad,
-        SEL=[hex(v) for v in PRMT_SEL],
-        echain=ECHAIN,
         SIG=SCORE_SIG,
         up=up,
         xor=xor,

@@ -23,22 +23,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .codegen import PACKED, WARP
+from .codegen import WARP
 
 #: (G, R) kernel shapes a subject (pair) may be given in one pass, by mode.
 SHAPES = {
     "s16": tuple((G, R) for G in (2, 4, 8, 16, 32) for R in (16, 20, 24, 28, 32)),
-    "p16": tuple((G, R) for G in (2, 4, 8, 16, 32) for R in (8, 16, 24)),
-    "w16": tuple((G, R) for G in (2, 4, 8, 16, 32) for R in (8, 12, 16)),
     "s32": ((4, 16), (8, 16), (16, 16), (32, 16), (32, 32)),
 }
 #: Shapes that also serve longer subjects in several passes.
-MULTI_SHAPES = {
-    "s16": ((8, 32), (16, 32), (32, 32)),
-    "p16": ((8, 16), (16, 16), (32, 16)),
-    "w16": ((8, 16), (16, 16), (32, 16)),
-    "s32": ((8, 32), (32, 32)),
-}
+MULTI_SHAPES = {"s16": ((8, 32), (16, 32), (32, 32)), "s32": ((8, 32), (32, 32))}
 #: Relative speed of a shape by R (fewer shuffles and loop overhead per cell
 #: with more registers per lane) and of multi-pass kernels; measured on an
 #: H100 (GPU-NOTES.md), used only to choose shapes.
@@ -128,7 +121,7 @@ def plan(
     the shape menu (:func:`menu`); ``sim``: one group per warp (simulator).
     """
     lens = lengths[order]
-    if mode in PACKED:
+    if mode == "s16":
         if len(order) % 2:
             order = np.append(order, -1)
             lens = np.append(lens, 0)
@@ -157,7 +150,7 @@ def plan(
         cost[k] = c if m else np.where(ulen <= W, c, np.inf)
     # critical path: the longest task of a shape must stay well under the
     # estimated scan time of the whole query
-    cells_per_s = 5e12 / (2 if mode in PACKED else 1)
+    cells_per_s = 5e12 / (2 if mode == "s16" else 1)
     cmin = cost.min(axis=0)
     fin = np.isfinite(cmin)
     t_query = float((cmin[fin] * wcount[fin]).sum()) / cells_per_s
@@ -202,7 +195,7 @@ def plan(
         padded[: len(il)] = il
         wmax = padded.reshape(nwt, ppw).max(axis=1)
         wnp = np.maximum(1, -(-wmax // (G * R))).astype(np.int32)
-        cells = int(wnp.sum()) * ppw * G * R * (2 if mode in PACKED else 1)
+        cells = int(wnp.sum()) * ppw * G * R * (2 if mode == "s16" else 1)
         parts.append(
             Partition(
                 G,

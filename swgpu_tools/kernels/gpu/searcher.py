@@ -41,7 +41,7 @@ from ...logs import get_logger
 from .. import TopHits
 from ..gpu_intrinsics import SIM, pack2, used_codes
 from . import cache, planner
-from .codegen import HIST_BINS, PACKED, PADQ, PROFILED, WARP, profile_shared_bytes
+from .codegen import HIST_BINS, PADQ, WARP
 from .device import (
     bind,
     compute_capability,
@@ -60,8 +60,6 @@ log = get_logger(__name__)
 N_STREAMS = int(os.environ.get("SWGPU_STREAMS", 16))
 #: Threads per block on the GPU.
 BLOCK = 128
-#: Dynamic shared memory one block may use (sm_90: 227 KB).
-MAX_SHARED = 227 * 1024
 #: Largest score the 16-bit kernels can hold with these costs and scores.
 _S16_LIMIT = 8000
 
@@ -83,10 +81,10 @@ def kernel_mode(matrix: np.ndarray, gap_open: int, gap_extend: int, mode: str = 
         mode = os.environ.get("SWGPU_GPU_MODE", "auto")
     if mode == "auto":
         mode = "s16" if (fits and compute_capability() >= (9, 0)) else "s32"
-    if mode in PACKED and not fits:
+    if mode == "s16" and not fits:
         mode = "s32"
-    if mode in PACKED and compute_capability() < (9, 0):
-        raise ValueError(f"{mode} (DPX) kernels need a GPU of compute capability 9.0 or newer")
+    if mode == "s16" and compute_capability() < (9, 0):
+        raise ValueError("s16 (DPX) kernels need a GPU of compute capability 9.0 or newer")
     return mode
 
 
@@ -257,7 +255,7 @@ class GpuSearcher:
     def shapes(self, mode):
         """(single-pass shapes, multi-pass shapes) used for ``mode``."""
         one, multi = self._shapes_override
-        if mode == "s32" and self.mode in PACKED:
+        if mode == "s32" and self.mode == "s16":
             one = multi = None  # the re-scoring path keeps its own menu
         return planner.menu(mode, one, multi, sim=SIM)
 
@@ -312,16 +310,15 @@ class GpuSearcher:
         idx = np.array(letters, dtype=np.int64)
         if len(idx):
             S[1:, 1:] = self.matrix[np.ix_(idx, idx)]
-        if mode in PACKED:
+        if mode == "s16":
             lo = S[:, :, None] & 0xFFFF  # T[q][a][b]: low half = s(q, a)
             hi = (S[:, None, :] & 0xFFFF) << 16  # high half = s(q, b)
             T = (lo | hi).astype(np.uint32).view(np.int32).reshape(-1)
-            # s16: query rows as byte offsets of their table block; p16: letter codes
-            qscale = D * D * 4 if mode == "s16" else 1
+            rowstride = D * D
         else:
             T = S.astype(np.int32).reshape(-1)
-            qscale = D * 4
-        entry = (cuda.to_device(np.ascontiguousarray(T)), D, qscale, cmap)
+            rowstride = D
+        entry = (cuda.to_device(np.ascontiguousarray(T)), D, rowstride, cmap)
         self._tables[key] = entry
         return entry
 
@@ -332,7 +329,7 @@ class GpuSearcher:
         from numba import cuda
 
         d_tbl, D, _, _ = table
-        if mode in PACKED:
+        if mode == "s16":
             noe, nxt, neg = (
                 pack2(-self.oe, -self.oe),
                 pack2(-self.gap_extend, -self.gap_extend),
@@ -341,6 +338,7 @@ class GpuSearcher:
         else:
             noe, nxt, neg = -self.oe, -self.gap_extend, -self.oe
         tbl_n = int(d_tbl.shape[0])
+        shmem = tbl_n * 4
         if streams is None:
             streams = slot.scan_streams
         d_scores = slot.views(self.n, self._stream is not None)[0]
@@ -351,22 +349,18 @@ class GpuSearcher:
         for part in parts:
             wsz = part.G if SIM else WARP
             block = part.G if SIM else max(self.block, WARP)
-            if mode in PROFILED:
-                while block > WARP and profile_shared_bytes(mode, part.R, D, block) > MAX_SHARED:
-                    block //= 2
             grid = -(-(part.n_wtasks * wsz) // block)
             words = 0
             if part.max_passes > 1:
                 groups_limit = max(1, TEMP_LIMIT_BYTES // (8 * max(L, 1) * n_multi))
                 grid = max(1, min(grid, groups_limit * part.G // block))
                 words = grid * (block // part.G) * 2 * L
-            shmem = profile_shared_bytes(mode, part.R, D, block) if mode in PROFILED else tbl_n * 4
-            geo.append((block, grid, temp_words, words, shmem))
+            geo.append((block, grid, temp_words, words))
             temp_words += words
         temp_all = slot.temp(max(temp_words, 1))
         serial = SIM or self.record is not None  # one stream: the default one
         used = [0] if serial else list(streams[: len(parts)])
-        for k, (part, (block, grid, off, words, shmem)) in enumerate(zip(parts, geo)):
+        for k, (part, (block, grid, off, words)) in enumerate(zip(parts, geo)):
             kern = cache.get_kernel(mode, part.G, part.R, part.max_passes > 1)
             temp = temp_all[off : off + words] if words else temp_all
             stream = 0 if serial else streams[k % len(streams)]
@@ -415,7 +409,7 @@ class GpuSearcher:
         """Row-offset arrays of all queries, concatenated on the GPU (one upload)."""
         from numba import cuda
 
-        _, _, qscale, cmap = table
+        _, _, rowstride, cmap = table
         lens = np.diff(qoffs)
         sizes = np.where(lens > 0, lens + 2 * PADQ, 0)
         starts = np.zeros(len(lens) + 1, dtype=np.int64)
@@ -424,16 +418,16 @@ class GpuSearcher:
         for qi in range(len(lens)):
             if lens[qi]:
                 o = starts[qi] + PADQ
-                allq[o : o + lens[qi]] = cmap[qcodes[qoffs[qi] : qoffs[qi + 1]]] * qscale
+                allq[o : o + lens[qi]] = cmap[qcodes[qoffs[qi] : qoffs[qi + 1]]] * rowstride * 4
         return cuda.to_device(allq), starts
 
     def _qoff(self, q, table, stream=0):
         from numba import cuda
 
-        _, _, qscale, cmap = table
+        _, _, rowstride, cmap = table
         L = len(q)
         qo = np.zeros(L + 2 * PADQ, dtype=np.int32)
-        qo[PADQ : PADQ + L] = cmap[q] * qscale  # byte offsets into the table, or codes
+        qo[PADQ : PADQ + L] = cmap[q] * rowstride * 4  # byte offsets into the table
         return cuda.to_device(qo, stream=stream)
 
     def _fill(self, arr, n, value, stream=0):
@@ -460,7 +454,7 @@ class GpuSearcher:
             if d_qoff is None:
                 d_qoff = self._qoff(q, table, st)
             slot.after(self._launch(mode, self.plan(mode, L), d_qoff, L, table, slot))
-        limit = self.limit16 if self.mode in PACKED else 2**31 - 1
+        limit = self.limit16 if self.mode == "s16" else 2**31 - 1
         self._fill(slot.d_aux, HIST_BINS + 1, 0, st)
         grid = min(1024, -(-self.n // 256)) if not SIM else 1
         self.aux.hist_kernel[grid, 256 if not SIM else 32, st](
