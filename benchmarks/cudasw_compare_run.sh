@@ -91,7 +91,7 @@ info swgpu_repeat "$SWGPU_REPEAT"
 info top "$TOP"
 info cudasw_gap "gop $CUDASW_GOP gex $CUDASW_GEX, patch $CUDASW_PATCH_GAPS"
 [ -f "$CARRY/CUDASW4.commit" ] && info cudasw_commit "$(cat "$CARRY/CUDASW4.commit")"
-info swgpu_tree "$(git rev-parse --short HEAD 2>/dev/null || echo "${SWGPU_COMMIT:-unknown}")"
+info swgpu_tree "${SWGPU_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 if [ ! -f "$CARRY/CUDASW4/Makefile" ]; then
   say "no $CARRY/CUDASW4/Makefile: carry .carry-cudasw (see the report of issue 14)"
   exit 1
