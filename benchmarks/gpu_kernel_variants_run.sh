@@ -17,16 +17,8 @@ el() { awk "BEGIN{printf \"%.1f\", $2 - $1}"; }
 T0=$(ts)
 echo "commit ${SWGPU_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/device.txt"
-need="numba_cuda-*.whl numpy-*.whl biopython-*.whl"
-for m in cuda.bindings:cuda_bindings cuda.core:cuda_core cuda.pathfinder:cuda_pathfinder \
-         nvidia.cuda_runtime:nvidia_cuda_runtime pytest:pytest; do
-  python3 -c "import ${m%%:*}" 2>/dev/null || need="$need ${m#*:}-*.whl"
-done
-python3 -c "import pytest" 2>/dev/null || need="$need pluggy-*.whl iniconfig-*.whl"
-( cd "$WHL" && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site $need ) || exit 1
-python3 -m compileall -q -j 0 /tmp/site swgpu_tools > /dev/null
-export PYTHONPATH=/tmp/site:$PWD
+source benchmarks/device_wheels.sh
+install_wheels "$WHL" || exit 1
 python3 -c "import numba, numba_cuda, numpy; print('numba', numba.__version__, 'numba-cuda', numba_cuda.__version__, 'numpy', numpy.__version__)" | tee -a "$OUT/device.txt"
 BD=/tmp/bench; mkdir -p $BD
 ( cd $BD && python3 $OLDPWD/gpu_bench_data/synth_db.py --template $OLDPWD/gpu_bench_data/uniprot20k.fasta.gz \

@@ -24,17 +24,9 @@ el() { awk "BEGIN{printf \"%.1f\", $2 - $1}"; }
 T0=$(ts)
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/device.txt"
 python3 -m pip list 2>/dev/null | grep -i -E "^(numba|numpy|cuda|nvidia|pytest|biopython)" > "$OUT/image_packages.txt"
-need="numba_cuda-*.whl numpy-*.whl biopython-*.whl"
-for m in cuda.bindings:cuda_bindings cuda.core:cuda_core cuda.pathfinder:cuda_pathfinder \
-         nvidia.cuda_runtime:nvidia_cuda_runtime pytest:pytest; do
-  python3 -c "import ${m%%:*}" 2>/dev/null || need="$need ${m#*:}-*.whl"
-done
-python3 -c "import pytest" 2>/dev/null || need="$need pluggy-*.whl iniconfig-*.whl"
-echo "installing: $need"
-( cd "$WHL" && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site $need ) || exit 1
-python3 -m compileall -q -j 0 /tmp/site swgpu_tools > /dev/null
-export PYTHONPATH=/tmp/site:$PWD
+source benchmarks/device_wheels.sh
+install_wheels "$WHL" || exit 1
+echo "installed: $need"
 if ! python3 -c "from numba.cuda.cudadrv import nvvm; nvvm.NVVM()" 2>/dev/null; then
   for d in /usr/local/cuda /usr/local/cuda-13* /usr/local/cuda-12*; do
     [ -d "$d/nvvm" ] && export CUDA_HOME=$d && break
