@@ -9,7 +9,8 @@ One line per source: ``sha256  name``.  The sources are those the planner
 menus, the precompile and the simulator tests can produce, and more: every
 scoring kernel of mode s16/s32, group size G in 1..32 (powers of two), R in
 1..5, 8, 12, 16, 20, 24, 28, 32, single- and multi-pass, for the GPU and for
-the CUDA simulator; every pair kernel kind with R in 1..5, 8, 16, 32, GPU and
+the CUDA simulator (and the batched variant, several queries per launch, for R
+in 1, 2, 4, 16, 32); every pair kernel kind with R in 1..5, 8, 16, 32, GPU and
 simulator; and the top-k helper module.  ``tests/test_gpu_codegen.py`` checks
 the committed manifest: a change to the generated code (which changes what
 Numba compiles and caches) must be deliberate and shows up as a diff here.
@@ -30,6 +31,7 @@ MODES = ("s16", "s32")
 GROUPS = (1, 2, 4, 8, 16, 32)
 SCORE_R = (1, 2, 3, 4, 5, 8, 12, 16, 20, 24, 28, 32)
 PAIR_R = (1, 2, 3, 4, 5, 8, 16, 32)
+BATCHED_R = (1, 2, 4, 16, 32)
 PAIR_KINDS = ("local", "semi", "local_rev", "global_rev")
 
 
@@ -48,6 +50,14 @@ def sources() -> dict[str, str]:
                             f"score_{mode}_{G}x{R}{'m' if multipass else ''}{'_sim' if sim else ''}"
                         )
                         out[name] = gpu.kernel_source(mode, G, R, sim=sim, multipass=multipass)
+                        if R in BATCHED_R:  # several queries per launch (kernels/gpu/batched.py)
+                            bname = (
+                                f"score_{mode}_{G}x{R}{'m' if multipass else ''}b"
+                                f"{'_sim' if sim else ''}"
+                            )
+                            out[bname] = gpu.kernel_source(
+                                mode, G, R, sim=sim, multipass=multipass, batched=True
+                            )
         for kind in PAIR_KINDS:
             for R in PAIR_R:
                 out[f"pair_{kind}_r{R}{'_sim' if sim else ''}"] = gpu.pair_kernel_source(

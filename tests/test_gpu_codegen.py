@@ -5,7 +5,9 @@
   kernels of every kind; the top-k helpers) has the sha256 recorded in
   ``tests/data/gpu_codegen.sha256``.  That manifest was taken from the
   single-module ``kernels/gpu.py`` before the split into templates (issue 13),
-  so this shows the templates generate byte-identical kernels.  After a
+  so this shows the templates generate byte-identical kernels; the batched
+  variants (several queries per launch) were added to it later, leaving the
+  641 earlier entries unchanged.  After a
   deliberate kernel change: ``python benchmarks/gpu_codegen_manifest.py --write``.
 * The template language itself, on small templates of its own.
 """
@@ -39,7 +41,7 @@ def test_generated_sources_match_the_manifest():
         digest, name = line.split("  ")
         recorded[name] = digest
     srcs = man.sources()
-    assert len(srcs) == len(recorded) == 641
+    assert len(srcs) == len(recorded) == 881  # 641 + 240 batched
     got = {n: hashlib.sha256(s.encode()).hexdigest() for n, s in srcs.items()}
     differ = sorted(n for n in recorded if got.get(n) != recorded[n])
     assert not differ, f"{len(differ)} generated sources changed, e.g. {differ[:5]}"
@@ -54,6 +56,9 @@ def test_manifest_covers_every_shape_the_planner_can_use():
             assert f"score_{mode}_{G}x{R}" in names
         for G, R in planner.MULTI_SHAPES[mode]:
             assert f"score_{mode}_{G}x{R}m" in names
+            assert f"score_{mode}_{G}x{R}mb" in names
+        for G, R in planner.BATCH_SHAPES[mode]:
+            assert f"score_{mode}_{G}x{R}b" in names
     for G, R in ((2, 1), (2, 2), (2, 4)):  # the simulator tests' shapes
         assert f"score_s16_{G}x{R}m_sim" in names and f"score_s32_{G}x{R}_sim" in names
     for kind in codegen.PAIR_KINDS:

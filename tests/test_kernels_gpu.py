@@ -59,6 +59,8 @@ SIM_SCRIPT = textwrap.dedent(
     db.append(("hom", db[0][1][:4] + rs(2) + db[0][1][4:]))
     qs = [("q0", db[2][1][1:] + rs(1)), ("q1", rs(int(rng.integers(1, 9))))]
     qs.append(("q2", db[8][1][2:9]))  # three queries: the two query slots are reused
+    qs.append(("q3", rs(7)))  # q2's length: one launch serves both in batches
+    qs.append(("q4", ""))  # no residues: all scores 0
     edb = scheme.encode(SequenceSet.from_pairs(db))
     eqs = scheme.encode(SequenceSet.from_pairs(qs))
     ref = np.array([[sw_score(eqs.codes[eqs.offsets[i]:eqs.offsets[i + 1]],
@@ -75,14 +77,22 @@ SIM_SCRIPT = textwrap.dedent(
 
     # budget 300 (600) bytes: a few subjects per batch (streamed, double-buffered, top-k merged)
     full = sys.argv[6] == "full"  # else top-k only (the scores of all pairs not read back)
-    for mode, limit, budget, depth in json.loads(sys.argv[5]):
-        s = gpu.GpuSearcher.from_scheme(edb, scheme, mode=mode, max_resident_bytes=budget)
+    # batches of at most 2 queries per launch: two blocks in flight, queries of one
+    # length bucket in one launch
+    gpu.batched.MAX_QUERIES = 2
+    for mode, limit, budget, depth, *batch in json.loads(sys.argv[5]):
+        batch = bool(batch and batch[0])
+        s = gpu.GpuSearcher.from_scheme(edb, scheme, mode=mode, max_resident_bytes=budget,
+                                        batch=batch)
         s.pipeline_depth = depth            # queries in flight in search()
         if limit is not None:
             s.limit16 = limit               # force the 32-bit re-scoring path
         got = s.all_scores(eqs).tolist() if full else ref.tolist()
         th = s.search(eqs, 4)
-        out[f"{mode}-{limit}-{depth}-{budget}"] = {
+        key = f"{'b' if batch else ''}{mode}-{limit}-{depth}-{budget}"
+        if batch:
+            assert getattr(s, "rescored", 0) > 0 or limit is None, key
+        out[key] = {
             "scores": got,
             "batches": 1 if s.batches is None else len(s.batches),
             "slots": len(s._slots),
@@ -99,9 +109,10 @@ SIM_SCRIPT = textwrap.dedent(
 )
 
 
-#: (mode, 16-bit limit, queries in flight, memory budget) cases: every mode, the
-#: re-scoring path (limit lowered to 12), one and two queries in flight, streamed
-#: batches (budget 300 bytes)
+#: (mode, 16-bit limit, queries in flight, memory budget[, queries batched per
+#: launch]) cases: every mode, the re-scoring path (limit lowered to 12), one and
+#: two queries in flight, streamed batches (budget 300 bytes), many queries per
+#: launch (kernels/gpu/batched.py)
 ALL_CASES = [
     ("s32", None, None, 2),
     ("s16", None, None, 2),
@@ -109,6 +120,8 @@ ALL_CASES = [
     ("s16", 12, None, 1),
     ("s32", None, 300, 2),
     ("s16", 12, 300, 2),
+    ("s32", None, None, 2, True),
+    ("s16", 12, None, 2, True),
 ]
 
 
@@ -155,8 +168,9 @@ def _check_sim(res, n_cases):
 
 def test_simulator_kernels_match_reference_fast():
     """Default run: top hits of the s16 kernels with the 32-bit re-scoring path, streamed
-    in batches (the slow tests add all scores, every mode and GpuBackend)."""
-    _check_sim(_run_sim(1, cases=[("s16", 12, 600, 2)], full=False), 1)
+    in batches, and many queries per launch (the slow tests add all scores, every mode
+    and GpuBackend)."""
+    _check_sim(_run_sim(1, cases=[("s16", 12, 600, 2), ("s16", 12, None, 2, True)], full=False), 2)
 
 
 @pytest.mark.slow
@@ -193,6 +207,7 @@ def test_kernels_compile_for_sm90():
         try:
             ptx16 = gpu.kernel_ptx("s16", 32, 16, multipass=True)
             ptx32 = gpu.kernel_ptx("s32", 8, 8, multipass=False)
+            ptxb = gpu.kernel_ptx("s16", 16, 32, multipass=True, batched=True)
         except Exception as exc:
             print("SKIP", type(exc).__name__, exc)
             sys.exit(0)
@@ -200,6 +215,7 @@ def test_kernels_compile_for_sm90():
         assert "max.s16x2" in ptx16 and "add.s16x2" in ptx16 and "ld.shared.b32" in ptx16
         assert ".local" not in ptx16
         assert "max.s32" in ptx32
+        assert "max.s16x2" in ptxb and ".local" not in ptxb  # the batched variant
         print("OK")
         """
     )

@@ -27,7 +27,7 @@ from ...logs import get_logger
 from ..gpu_intrinsics import SIM
 from .codegen import aux_kernel_source, kernel_source, pair_kernel_source, pair_kind
 from .device import compute_capability
-from .planner import MULTI_SHAPES, SHAPES
+from .planner import BATCH_SHAPES, MULTI_SHAPES, SHAPES
 
 log = get_logger(__name__)
 
@@ -85,44 +85,45 @@ def load_module(name: str, source: str):
         return mod
 
 
-def _kernel_name_source(mode, G, R, multipass):
+def _kernel_name_source(mode, G, R, multipass, batched=False):
     return (
-        f"{mode}_{G}x{R}{'m' if multipass else ''}{'_sim' if SIM else ''}",
-        kernel_source(mode, G, R, SIM, multipass),
+        f"{mode}_{G}x{R}{'m' if multipass else ''}{'b' if batched else ''}{'_sim' if SIM else ''}",
+        kernel_source(mode, G, R, SIM, multipass, batched),
     )
 
 
-def get_kernel(mode: str, G: int, R: int, multipass: bool = True):
-    """The compiled scoring kernel (dispatcher) for ``mode`` and shape (G, R)."""
+def get_kernel(mode: str, G: int, R: int, multipass: bool = True, batched: bool = False):
+    """The compiled scoring kernel (dispatcher) for ``mode`` and shape (G, R);
+    ``batched``: the several-queries-per-launch variant."""
     from numba import cuda
 
     with _lock:
-        key = (mode, G, R, multipass)
+        key = (mode, G, R, multipass, batched)
         kern = _kernels.get(key)
         if kern is None:
-            mod = load_module(*_kernel_name_source(mode, G, R, multipass))
+            mod = load_module(*_kernel_name_source(mode, G, R, multipass, batched))
             kern = cuda.jit(mod.SIG, cache=True)(mod.kernel_py)
             _kernels[key] = kern
             if not SIM:
-                marker = compiled_marker(mode, G, R, multipass)
+                marker = compiled_marker(mode, G, R, multipass, batched)
                 if not os.path.exists(marker):
                     open(marker, "w").close()
         return kern
 
 
-def is_loaded(mode: str, G: int, R: int, multipass: bool) -> bool:
+def is_loaded(mode: str, G: int, R: int, multipass: bool, batched: bool = False) -> bool:
     """Whether this process has that scoring kernel already."""
-    return (mode, G, R, multipass) in _kernels
+    return (mode, G, R, multipass, batched) in _kernels
 
 
-def compiled_marker(mode, G, R, multipass) -> str:
+def compiled_marker(mode, G, R, multipass, batched=False) -> str:
     """Path of the file saying this kernel is in the disk cache for this GPU kind and
     numba-cuda version (a hint for compiling ahead in parallel; Numba's own cache
     decides what is really reused)."""
     cc = "".join(str(v) for v in compute_capability())
     return os.path.join(
         kernels_dir(),
-        f"{module_name(*_kernel_name_source(mode, G, R, multipass))}"
+        f"{module_name(*_kernel_name_source(mode, G, R, multipass, batched))}"
         f".sm{cc}.numba-cuda-{_numba_cuda_version()}.ok",
     )
 
@@ -138,7 +139,7 @@ def _numba_cuda_version() -> str:
 
 
 def compile_in_children(tasks, jobs: int) -> int:
-    """Compile kernels ``tasks`` ((mode, G, R, multipass) each) into the disk cache in
+    """Compile kernels ``tasks`` ((mode, G, R, multipass[, batched]) each) into the disk cache in
     ``jobs`` child processes on this process's GPU; returns how many children failed."""
     from numba import cuda
 
@@ -168,7 +169,7 @@ def compile_in_children(tasks, jobs: int) -> int:
 
 
 def compile_ahead(needed, jobs: int | None = None) -> None:
-    """Compile the kernels ``needed`` ((mode, G, R, multipass) each) that are neither
+    """Compile the kernels ``needed`` ((mode, G, R, multipass[, batched]) each) that are neither
     loaded here nor marked compiled, in parallel child processes (first use on a
     machine); does nothing for fewer than two."""
     todo = sorted(
@@ -189,12 +190,15 @@ def compile_ahead(needed, jobs: int | None = None) -> None:
     )
 
 
-def kernel_ptx(mode: str, G: int, R: int, multipass: bool = True, cc=(9, 0)) -> str:
+def kernel_ptx(
+    mode: str, G: int, R: int, multipass: bool = True, cc=(9, 0), batched: bool = False
+) -> str:
     """PTX of a scoring kernel for compute capability ``cc`` (needs NVVM, no GPU or driver)."""
     from numba import cuda
 
     mod = load_module(
-        f"{mode}_{G}x{R}{'m' if multipass else ''}", kernel_source(mode, G, R, False, multipass)
+        f"{mode}_{G}x{R}{'m' if multipass else ''}{'b' if batched else ''}",
+        kernel_source(mode, G, R, False, multipass, batched),
     )
     ptx, _ = cuda.compile_ptx(mod.kernel_py, mod.SIG, cc=cc)
     return ptx
@@ -214,6 +218,9 @@ def precompile(modes=("s16", "s32"), jobs=None, shapes=None) -> dict:
         one = shapes if shapes is not None else SHAPES[mode]
         tasks += [(mode, G, R, False) for G, R in one]
         tasks += [(mode, G, R, True) for G, R in MULTI_SHAPES[mode]]
+        if shapes is None:  # the batched kernels (many queries, few subjects) of the menu
+            tasks += [(mode, G, R, False, True) for G, R in BATCH_SHAPES[mode]]
+            tasks += [(mode, G, R, True, True) for G, R in MULTI_SHAPES[mode]]
     if jobs is None:
         jobs = min(len(tasks), os.cpu_count() or 1, 8)
     failed = 0

@@ -44,6 +44,8 @@ SCORE_SIG = (
     "int32[::1], int32, int32[::1], int32, int32, int32, int32, int32, int32[::1], "
     "int32[::1])"
 )
+#: The batched kernels' (several queries per launch) extra arguments: qbase, qlens, n_q, stride.
+SCORE_SIG_BATCHED = SCORE_SIG[:-1] + ", int32[::1], int32[::1], int32, int64)"
 PAIR_SIG = (
     "void(uint8[::1], int64[::1], int32[::1], uint8[::1], int64[::1], int32[::1], int32, "
     "int32[::1], int32, int32, int32, int32, int32, int32[::1], int32[::1], int32, "
@@ -194,11 +196,15 @@ _S32_OPS = dict(
 )
 
 
-def kernel_source(mode: str, G: int, R: int, sim: bool = SIM, multipass: bool = True) -> str:
+def kernel_source(
+    mode: str, G: int, R: int, sim: bool = SIM, multipass: bool = True, batched: bool = False
+) -> str:
     """Python source of the scoring kernel for ``mode`` ('s16' or 's32') and shape (G, R).
 
     ``multipass=False`` drops the temp-array code: every subject of the
-    launch must then fit in one pass (length <= G*R).  ``sim``: the CUDA
+    launch must then fit in one pass (length <= G*R).  ``batched``: several
+    queries per launch (extra arguments qbase, qlens, n_q, stride; the scores
+    of query q at ``q * stride``), for small subject sets.  ``sim``: the CUDA
     simulator's variant (shared-memory exchanges instead of warp shuffles, one
     group per block).  Template: ``templates/score_kernel.py.in``.
     """
@@ -230,7 +236,8 @@ def kernel_source(mode: str, G: int, R: int, sim: bool = SIM, multipass: bool = 
         PADQ=PADQ,
         sim=sim,
         multipass=multipass,
-        SIG=SCORE_SIG,
+        batched=batched,
+        SIG=SCORE_SIG_BATCHED if batched else SCORE_SIG,
         up=up,
         xor=xor,
         xor_offsets=offsets,

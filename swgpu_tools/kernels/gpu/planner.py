@@ -32,6 +32,10 @@ SHAPES = {
 }
 #: Shapes that also serve longer subjects in several passes.
 MULTI_SHAPES = {"s16": ((8, 32), (16, 32), (32, 32)), "s32": ((8, 32), (32, 32))}
+#: Single-pass shapes of the batched kernels (several queries per launch against
+#: a small subject set, e.g. a re-scan's new and changed sequences): a shorter
+#: menu, so that a first use compiles few kernels; multi-pass: MULTI_SHAPES.
+BATCH_SHAPES = {"s16": ((4, 16), (8, 16), (16, 16), (32, 16), (32, 32)), "s32": SHAPES["s32"]}
 #: Relative speed of a shape by R (fewer shuffles and loop overhead per cell
 #: with more registers per lane) and of multi-pass kernels; measured on an
 #: H100 (GPU-NOTES.md), used only to choose shapes.

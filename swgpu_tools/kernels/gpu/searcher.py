@@ -22,6 +22,10 @@ Design (after CUDASW++ 4.0's inter-sequence scheme, written from scratch):
   at or above it; only those come back to the host, which breaks ties.
 * Databases larger than the device-memory budget are streamed in batches
   (:mod:`.streaming`); per-query top-k of the batches are merged exactly.
+* Small subject sets (a re-scan's new and changed sequences, a small
+  database) are scored many queries per launch (:mod:`.batched`): a query
+  costs a few microseconds there instead of its own launches and top-k round
+  trip (about 5 ms).
 
 Everything runs on the calling thread's current CUDA device (see
 :func:`.device.bind`).  Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``)
@@ -40,7 +44,7 @@ import numpy as np
 from ...logs import get_logger
 from .. import TopHits
 from ..gpu_intrinsics import SIM, pack2, used_codes
-from . import cache, planner
+from . import batched, cache, planner
 from .codegen import HIST_BINS, PADQ, WARP
 from .device import (
     bind,
@@ -99,6 +103,9 @@ class GpuSearcher:
     parameters allow it).  ``configs``: shape menu override (see
     :func:`.planner.parse_configs`); ``max_resident_bytes``: device-memory
     budget of the database layout (larger databases are streamed).
+    ``batch``: score many queries per launch (True), one query at a time
+    (False), or decide by the database's size ('auto', :func:`.batched.use_batches`;
+    ``$SWGPU_BATCH`` 0/1 overrides it).
     """
 
     def __init__(
@@ -111,6 +118,7 @@ class GpuSearcher:
         configs=None,
         block=None,
         max_resident_bytes=None,
+        batch="auto",
     ):
         from numba import cuda
 
@@ -124,6 +132,7 @@ class GpuSearcher:
             configs = os.environ.get("SWGPU_CONFIGS") or None
         self._shapes_override = planner.parse_configs(configs)
         self.lbucket_steps = 3  # query-length buckets per octave for cached plans
+        self.batch = batch
         self.block = int(block or os.environ.get("SWGPU_BLOCK", BLOCK))
         self.record = (
             None  # list of (mode, G, R, passes, n_items, cells, residues, s) when profiling
@@ -252,24 +261,28 @@ class GpuSearcher:
         return self._slot(0).views(self.n, self._stream is not None)[0]
 
     # -- partitions --------------------------------------------------------
-    def shapes(self, mode):
-        """(single-pass shapes, multi-pass shapes) used for ``mode``."""
+    def shapes(self, mode, batched=False):
+        """(single-pass shapes, multi-pass shapes) used for ``mode`` (``batched``: by the
+        several-queries-per-launch kernels)."""
         one, multi = self._shapes_override
         if mode == "s32" and self.mode == "s16":
             one = multi = None  # the re-scoring path keeps its own menu
+        if batched and one is None:
+            one, multi = planner.BATCH_SHAPES[mode], planner.MULTI_SHAPES[mode]
         return planner.menu(mode, one, multi, sim=SIM)
 
     def _lrep(self, L):
         """Representative query length of L's plan bucket."""
         return planner.length_bucket(L, self.lbucket_steps)
 
-    def plan(self, mode, L, subset=None):
+    def plan(self, mode, L, subset=None, batched=False):
         """Partitions (on the GPU) of every item, or of the subjects ``subset``, for
-        query length ~L (cached per length bucket when ``subset`` is None)."""
+        query length ~L (cached per length bucket when ``subset`` is None);
+        ``batched``: for the batched kernels' shape menu."""
         from numba import cuda
 
         Lr = self._lrep(L) if subset is None else max(int(L), 1)
-        key = (mode, Lr)
+        key = (mode, Lr, batched)
         if subset is None and key in self._parts:
             return self._parts[key]
         if subset is None:
@@ -277,7 +290,7 @@ class GpuSearcher:
         else:
             subset = np.asarray(subset, dtype=np.int64)
             order = subset[np.argsort(self.lengths[subset], kind="stable")]
-        one, multi = self.shapes(mode)
+        one, multi = self.shapes(mode, batched)
         parts = planner.plan(self.lengths, order, mode, Lr, one, multi, sim=SIM)
         # uploaded on a stream of their own: a legacy default-stream copy would wait
         # for the kernels of the queries in flight
@@ -323,9 +336,13 @@ class GpuSearcher:
         return entry
 
     # -- launching ---------------------------------------------------------
-    def _launch(self, mode, parts, d_qoff, L, table, slot, streams=None):
+    def _launch(self, mode, parts, d_qoff, L, table, slot, streams=None, batch=None):
         """Launch ``parts`` for a query of length L into ``slot``'s scores, on ``streams``
-        (default: the slot's scan streams); returns the streams used."""
+        (default: the slot's scan streams); returns the streams used.
+
+        ``batch``: (qbase, qlens, n_q, scores) for the batched kernels: ``n_q``
+        queries whose row-offset blocks start at ``d_qoff[qbase[q]]``, of lengths
+        ``qlens`` (at most L), scored into ``scores[q * self.n + subject]``."""
         from numba import cuda
 
         d_tbl, D, _, _ = table
@@ -342,6 +359,9 @@ class GpuSearcher:
         if streams is None:
             streams = slot.scan_streams
         d_scores = slot.views(self.n, self._stream is not None)[0]
+        nq = 1
+        if batch is not None:
+            d_qbase, d_qlens, nq, d_scores = batch
         # launch geometry and temp slices (multi-pass partitions may run concurrently)
         geo = []
         n_multi = sum(1 for p in parts if p.max_passes > 1)
@@ -349,7 +369,7 @@ class GpuSearcher:
         for part in parts:
             wsz = part.G if SIM else WARP
             block = part.G if SIM else max(self.block, WARP)
-            grid = -(-(part.n_wtasks * wsz) // block)
+            grid = -(-(part.n_wtasks * nq * wsz) // block)
             words = 0
             if part.max_passes > 1:
                 groups_limit = max(1, TEMP_LIMIT_BYTES // (8 * max(L, 1) * n_multi))
@@ -361,7 +381,7 @@ class GpuSearcher:
         serial = SIM or self.record is not None  # one stream: the default one
         used = [0] if serial else list(streams[: len(parts)])
         for k, (part, (block, grid, off, words)) in enumerate(zip(parts, geo)):
-            kern = cache.get_kernel(mode, part.G, part.R, part.max_passes > 1)
+            kern = cache.get_kernel(mode, part.G, part.R, part.max_passes > 1, batch is not None)
             temp = temp_all[off : off + words] if words else temp_all
             stream = 0 if serial else streams[k % len(streams)]
             if not SIM:
@@ -369,7 +389,7 @@ class GpuSearcher:
             if self.record is not None:
                 ev0, ev1 = cuda.event(), cuda.event()
                 ev0.record()
-            kern[grid, block, stream, shmem](
+            args = (
                 self.d_codes,
                 self.d_starts,
                 self.d_lens,
@@ -388,6 +408,9 @@ class GpuSearcher:
                 d_scores,
                 temp,
             )
+            if batch is not None:
+                args += (d_qbase, d_qlens, nq, self.n)
+            kern[grid, block, stream, shmem](*args)
             if self.record is not None:
                 ev1.record()
                 ev1.synchronize()
@@ -538,8 +561,10 @@ class GpuSearcher:
         nq = len(queries)
         qcodes = np.ascontiguousarray(queries.codes, dtype=np.uint8)
         qoffs = np.ascontiguousarray(queries.offsets, dtype=np.int64)
-        tables = self._query_tables(qcodes)
         qlens = np.diff(qoffs)
+        if batched.use_batches(self, qlens):
+            return batched.search(self, qcodes, qoffs, top_k, progress)
+        tables = self._query_tables(qcodes)
         self._compile_ahead(qlens)
         self.plan_seconds = 0.0
         tq = [0.0] * nq
@@ -600,15 +625,15 @@ class GpuSearcher:
             return TopHits(e, e.copy(), e.copy())
         return TopHits(np.concatenate(qi_parts), np.concatenate(si_parts), np.concatenate(sc_parts))
 
-    def _compile_ahead(self, qlens):
+    def _compile_ahead(self, qlens, batched=False):
         """First use on this machine (kernels missing from the disk cache): compile the
         kernels these queries' plans need in parallel child processes, before the
         first query (which would otherwise compile them one by one)."""
         if SIM or os.environ.get("SWGPU_COMPILE_AHEAD", "1") == "0":
             return
-        one, multi = self.shapes(self.mode)
-        menu = [(self.mode, G, R, False) for G, R in one] + [
-            (self.mode, G, R, True) for G, R in multi
+        one, multi = self.shapes(self.mode, batched)
+        menu = [(self.mode, G, R, False, batched) for G, R in one] + [
+            (self.mode, G, R, True, batched) for G, R in multi
         ]
         if all(os.path.exists(cache.compiled_marker(*t)) for t in menu):
             return  # warm: nothing to do (the usual case)
@@ -616,7 +641,8 @@ class GpuSearcher:
             needed = set()
             for L in sorted({self._lrep(int(v)) for v in qlens if v}):
                 needed.update(
-                    (self.mode, p.G, p.R, p.max_passes > 1) for p in self.plan(self.mode, L)
+                    (self.mode, p.G, p.R, p.max_passes > 1, batched)
+                    for p in self.plan(self.mode, L, batched=batched)
                 )
         else:
             needed = set(menu)

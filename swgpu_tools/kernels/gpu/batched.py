@@ -1,0 +1,200 @@
+"""Many queries per launch against a small subject set (a re-scan's delta, a small database).
+
+:meth:`.searcher.GpuSearcher.search` scores one query at a time: each query
+has its own partition launches, score histogram and top-k round trip, a fixed
+cost of a few milliseconds that a large database hides and a small one does
+not (a re-scan's 1,663 new and changed sequences x 2,000 queries took 9.1 s,
+74 GCUPS; RESULTS-workflow.md, run F4b).  Here the queries of one plan bucket
+(:func:`.planner.length_bucket`) are scored together: one launch per partition
+serves up to :data:`MAX_QUERIES` of them (the batched kernels of
+``templates/score_kernel.py.in``: warp task ``wt`` serves query ``wt % n_q``),
+the whole (queries x subjects) score block comes back to the host, and the
+top k of each row are chosen there with the same tie rule (score descending,
+then subject index).  Pairs whose 16-bit score may have overflowed are
+re-scored with the 32-bit kernels, as in the one-query path.  Two blocks are
+in flight: the host chooses one block's hits while the GPU scores the next.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from ..gpu_intrinsics import SIM
+
+#: Largest subject count scored in batches under 'auto' (the score block of a
+#: launch is queries x subjects).
+MAX_SUBJECTS = 1 << 17
+#: Under 'auto', batches are used while one query's scan is this small
+#: (subject residues x mean query length; 2e10 cells are ~5 ms at 4 TCUPS,
+#: about the one-query path's fixed cost).
+MAX_CELLS_PER_QUERY = 2e10
+#: Queries per launch: at most this many, and the score block at most
+#: :data:`SCORE_WORDS` int32 words.
+MAX_QUERIES = 4096
+SCORE_WORDS = 1 << 25
+
+
+def use_batches(searcher, qlens) -> bool:
+    """Whether ``searcher`` scores these queries in batches: its ``batch`` (True or
+    False), else ``$SWGPU_BATCH`` ('0' or '1'), else by size (resident database
+    of at most :data:`MAX_SUBJECTS` subjects whose scan per query is at most
+    :data:`MAX_CELLS_PER_QUERY` cells)."""
+    if searcher.n == 0 or len(qlens) == 0 or searcher._stream is not None:
+        return False
+    choice = searcher.batch
+    if choice == "auto":
+        env = os.environ.get("SWGPU_BATCH", "")
+        choice = {"0": False, "1": True}.get(env, "auto")
+    if choice != "auto":
+        return bool(choice)
+    if searcher.record is not None:  # per-partition profiling: the one-query path
+        return False
+    cells = searcher.total_residues * float(np.mean(qlens))
+    return searcher.n <= MAX_SUBJECTS and cells <= MAX_CELLS_PER_QUERY
+
+
+def top_rows(scores: np.ndarray, k: int):
+    """The best ``k`` of each row of ``scores`` (m x n): (rows, columns, values), sorted
+    by row, then value descending, then column (the searcher's tie rule)."""
+    m, n = scores.shape
+    k = min(int(k), n)
+    if k <= 0 or m == 0:
+        e = np.zeros(0, np.int64)
+        return e, e.copy(), np.zeros(0, np.int32)
+    thr = np.partition(scores, n - k, axis=1)[:, n - k] if k < n else scores.min(axis=1)
+    rows, cols = np.nonzero(scores >= thr[:, None])
+    vals = scores[rows, cols]
+    order = np.lexsort((cols, -vals.astype(np.int64), rows))
+    rows, cols, vals = rows[order], cols[order], vals[order]
+    first = np.searchsorted(rows, np.arange(m))
+    keep = np.arange(len(rows)) - first[rows] < k
+    return rows[keep].astype(np.int64), cols[keep].astype(np.int64), vals[keep]
+
+
+def _chunks(searcher, qlens) -> list:
+    """(plan length, query indices) per launch block: queries of one plan bucket,
+    longest first, at most the block's capacity each."""
+    cap = max(1, min(MAX_QUERIES, SCORE_WORDS // max(searcher.n, 1)))
+    live = np.flatnonzero(qlens > 0)
+    reps = np.array([searcher._lrep(int(v)) for v in qlens[live]], dtype=np.int64)
+    out = []
+    for r in sorted(set(reps.tolist()), reverse=True):
+        members = live[reps == r]
+        for i in range(0, len(members), cap):
+            out.append((r, members[i : i + cap]))
+    return out
+
+
+def _rescore16(searcher, block, members, qcodes, qoffs, tables, slot) -> int:
+    """Re-score with 32-bit kernels the pairs of ``block`` (rows: ``members``) whose
+    16-bit score may have overflowed; returns how many."""
+    rows, cols = np.nonzero(block >= searcher.limit16)
+    if len(rows) == 0:
+        return 0
+    t32 = tables.get("s32")
+    if t32 is None:
+        t32 = tables["s32"] = searcher._table("s32", tables["letters"])
+    d_scores = slot.views(searcher.n, False)[0]
+    for r in np.unique(rows).tolist():
+        qi = int(members[r])
+        q = qcodes[qoffs[qi] : qoffs[qi + 1]]
+        sub = cols[rows == r]
+        parts = searcher.plan("s32", len(q), subset=sub)
+        st = slot.stream
+        searcher._launch("s32", parts, searcher._qoff(q, t32, st), len(q), t32, slot, streams=[st])
+        slot.synchronize()
+        block[r, sub] = d_scores.copy_to_host()[sub]
+    return len(rows)
+
+
+def search(searcher, qcodes, qoffs, top_k, progress=None):
+    """Top ``top_k`` hits of each query, many queries per launch (see the module)."""
+    from numba import cuda
+
+    from .. import TopHits
+
+    s = searcher
+    n, mode = s.n, s.mode
+    nq = len(qoffs) - 1
+    qlens = np.diff(qoffs)
+    tables = s._query_tables(qcodes)
+    s._compile_ahead(qlens, batched=True)
+    table = tables[mode]
+    d_qoffs, qstarts = s._qoffs_all(qcodes, qoffs, table)
+    k = min(int(top_k), n)
+    chunks = _chunks(s, qlens)
+    cap = max((len(m) for _, m in chunks), default=1)
+    d_out = [cuda.device_array(cap * n, dtype=np.int32) for _ in range(2)]
+    h_out = [
+        np.zeros(cap * n, np.int32) if SIM else cuda.pinned_array(cap * n, dtype=np.int32)
+        for _ in range(2)
+    ]
+    hits: list = [None] * nq
+    for qi in np.flatnonzero(qlens == 0).tolist():  # no residues: every score is 0
+        hits[qi] = (np.arange(k, dtype=np.int64), np.zeros(k, np.int32))
+    done = nq - sum(len(m) for _, m in chunks)
+    tq = np.zeros(nq)
+    t_scan = t_last = time.perf_counter()
+    s.plan_seconds = 0.0
+    s.rescored = 0
+
+    def finish(slot, buf, members):
+        nonlocal done, t_last
+        slot.synchronize(scans=True)
+        block = buf[: len(members) * n].reshape(len(members), n).copy()
+        if mode == "s16":
+            s.rescored += _rescore16(s, block, members, qcodes, qoffs, tables, slot)
+        rows, cols, vals = top_rows(block, k)
+        first = np.searchsorted(rows, np.arange(len(members) + 1))
+        for r, qi in enumerate(members.tolist()):
+            hits[qi] = (cols[first[r] : first[r + 1]], vals[first[r] : first[r + 1]])
+        now = time.perf_counter()
+        w = qlens[members].astype(np.float64)
+        tq[members] += (now - t_last) * w / w.sum()
+        t_last = now
+        done += len(members)
+        if progress is not None:
+            progress(done, nq)
+
+    pending = None
+    for ci, (r, members) in enumerate(chunks):
+        slot = s._slot(ci % 2)
+        t0 = time.perf_counter()
+        parts = s.plan(mode, r, batched=True)
+        s.plan_seconds += time.perf_counter() - t0
+        st = slot.stream
+        d_qbase = cuda.to_device(qstarts[members].astype(np.int32), stream=st)
+        d_qlens = cuda.to_device(qlens[members].astype(np.int32), stream=st)
+        if not SIM:
+            st.synchronize()  # the scan streams read them
+        m = len(members)
+        used = s._launch(
+            mode,
+            parts,
+            d_qoffs,
+            int(qlens[members].max()),
+            table,
+            slot,
+            batch=(d_qbase, d_qlens, m, d_out[ci % 2]),
+        )
+        slot.after(used)
+        d_out[ci % 2][: m * n].copy_to_host(h_out[ci % 2][: m * n], stream=st)
+        if pending is not None:
+            finish(*pending)
+        pending = (slot, h_out[ci % 2], members)
+    if pending is not None:
+        finish(*pending)
+    s.scan_seconds = time.perf_counter() - t_scan
+    s.timings = [(qi, int(qlens[qi]), float(tq[qi])) for qi in range(nq)]
+    qi_parts = [np.full(len(h[0]), qi, dtype=np.int32) for qi, h in enumerate(hits)]
+    if not qi_parts:
+        e = np.zeros(0, np.int32)
+        return TopHits(e, e.copy(), e.copy())
+    return TopHits(
+        np.concatenate(qi_parts),
+        np.concatenate([h[0] for h in hits]).astype(np.int32),
+        np.concatenate([h[1] for h in hits]).astype(np.int32),
+    )
