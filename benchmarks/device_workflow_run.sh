@@ -15,6 +15,9 @@
 #          synth_db.py --residues 2e9 takes minutes) with 8 shards and with 2; shard_db's
 #          speed and memory on bench200M and on it.
 # PHASE=F4: issue 12's release re-scan with 5,000 queries (the GPU scan dominates).
+# PHASE=G: precompile, GPU tests, the kernel benchmark, and many queries per launch
+#          against one at a time (benchmarks/gpu_batch_bench.py) on a re-scan-sized
+#          delta and on uniprot20k.
 # SWGPU_COMMIT=<commit> names the commit in the log (the device gets a copy of the
 # working tree without its history).
 # Everything that must come back is written under $OUT.
@@ -178,5 +181,25 @@ query_file($RESCAN_QUERIES, '$D/uniprot_queries500.fasta.gz', '$BD/bench_db.fast
     --workdir /tmp/rescan$RESCAN_QUERIES --json "$OUT/rescan_$RESCAN_QUERIES.json" 2>&1 | tee -a "$OUT/log.txt"
   tar czf "$OUT/rescan_$RESCAN_QUERIES.tgz" -C /tmp/rescan$RESCAN_QUERIES --exclude='*.swdb' --exclude='*.fasta' \
     --exclude='state' --exclude='*.tsv' --exclude='*.npz' --exclude='history' . 2>/dev/null
+fi
+if [ "$PHASE" = G ]; then
+  t0=$(ts); swgpu backend --precompile 2>&1 | tail -4 | tee -a "$OUT/log.txt"; echo "precompile $(el $t0 $(ts)) s" | tee -a "$OUT/log.txt"
+  echo "== GPU tests" | tee -a "$OUT/log.txt"
+  SWGPU_TEST_DATA=$D SWGPU_BENCH_DB=$BD/bench_db.fasta SWGPU_BENCH_QUERIES=$BD/bench_queries.fasta \
+    timeout 220 python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tail -5 | tee -a "$OUT/log.txt"
+  echo "== gpu_bench 20 queries" | tee -a "$OUT/log.txt"
+  timeout 100 python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta --repeat 2 \
+    --skip-start --json "$OUT/gpu_bench.json" 2>&1 | grep -iv "^BQ" | tail -4 | tee -a "$OUT/log.txt"
+  echo "== many queries per launch: a re-scan's delta (1,663 bench200M entries x 2,000 queries)" | tee -a "$OUT/log.txt"
+  python3 -c "
+import gzip
+recs = gzip.open('$D/uniprot_queries500.fasta.gz', 'rt').read()
+open('/tmp/q500.fasta', 'w').write(recs)
+"
+  timeout 120 python3 benchmarks/gpu_batch_bench.py --db $BD/bench_db.fasta --queries /tmp/q500.fasta \
+    --subjects 1663 --queries-n 2000 --top-k 510 --json "$OUT/batch_delta.json" 2>&1 | tee -a "$OUT/log.txt"
+  echo "== many queries per launch: uniprot20k x 500 queries" | tee -a "$OUT/log.txt"
+  timeout 120 python3 benchmarks/gpu_batch_bench.py --db $D/uniprot20k.fasta.gz --queries /tmp/q500.fasta \
+    --subjects 0 --queries-n 500 --top-k 500 --json "$OUT/batch_u20k.json" 2>&1 | tee -a "$OUT/log.txt"
 fi
 echo "phase $PHASE done" | tee -a "$OUT/log.txt"
