@@ -86,8 +86,11 @@ def main() -> int:
         best = min(times)
         key = "batched" if batch else "one_query_at_a_time"
         out[key] = {"seconds": times, "gcups": cells / best / 1e9}
-        print(f"{key}: {best:.3f} s ({', '.join(f'{t:.3f}' for t in times)}), "
-              f"{cells / best / 1e9:.1f} GCUPS", flush=True)
+        print(
+            f"{key}: {best:.3f} s ({', '.join(f'{t:.3f}' for t in times)}), "
+            f"{cells / best / 1e9:.1f} GCUPS",
+            flush=True,
+        )
     a, b = hits[True], hits[False]
     same = (
         len(a) == len(b)
@@ -99,9 +102,12 @@ def main() -> int:
     out["speedup"] = out["one_query_at_a_time"]["seconds"][0] and (
         min(out["one_query_at_a_time"]["seconds"]) / min(out["batched"]["seconds"])
     )
-    print(f"{len(db):,} subjects ({out['subject_residues']:,} residues) x {len(qs):,} queries "
-          f"({out['query_residues']:,} residues), mode {s.mode}: batched {out['speedup']:.1f}x "
-          f"faster; hits identical: {same}", flush=True)
+    print(
+        f"{len(db):,} subjects ({out['subject_residues']:,} residues) x {len(qs):,} queries "
+        f"({out['query_residues']:,} residues), mode {s.mode}: batched {out['speedup']:.1f}x "
+        f"faster; hits identical: {same}",
+        flush=True,
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0 if same else 1

@@ -61,16 +61,17 @@ def _before(score: int, acc: str, bound) -> bool:
 
 
 #: The cost model that sends a small re-scan to the CPU (see :func:`rescan_on_cpu`),
-#: from measurements on an H100 host (benchmarks/RESULTS-workflow.md): the GPU's
-#: start-up (driver, context, kernels: 2.6-3.1 s), its fixed cost per query on a
-#: tiny set of subjects (4.6 ms: launches and the top-k round trip), its scan
-#: rate; the CPU kernels' rate per thread on such a delta (2.8e9 cells/s a thread
-#: on the H100 host's 16 threads: 2,000 queries against 1,663 subjects) and the
-#: loading of their compiled code (a CPU job took 1.2-1.5 s of scoring for 3e10
-#: cells there).  Both are runs F1 and F4b of benchmarks/RESULTS-workflow.md.
+#: from measurements on an H100 host (benchmarks/RESULTS-workflow.md and
+#: RESULTS-gpu.md): the GPU's start-up (driver, context, kernels: 2.6-3.1 s); its
+#: cost per query pass on a small set of subjects, with many queries per launch
+#: (kernels/gpu/batched.py: 2,000 queries against 1,663 subjects, 7.5e11 cells, in
+#: 0.56 s; one query at a time took 9.1 s), and its scan rate; the CPU kernels'
+#: rate per thread on such a delta (2.8e9 cells/s a thread on the H100 host's 16
+#: threads) and the loading of their compiled code (a CPU job took 1.2-1.5 s of
+#: scoring for 3e10 cells there).
 GPU_START_S = 3.0
-GPU_QUERY_S = 0.005
-GPU_CELLS_PER_S = 3e12
+GPU_QUERY_S = 0.0002
+GPU_CELLS_PER_S = 2e12
 CPU_CELLS_PER_S_PER_THREAD = 2.5e9
 CPU_START_S = 1.5
 

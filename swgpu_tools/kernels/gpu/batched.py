@@ -65,13 +65,19 @@ def top_rows(scores: np.ndarray, k: int):
         e = np.zeros(0, np.int64)
         return e, e.copy(), np.zeros(0, np.int32)
     thr = np.partition(scores, n - k, axis=1)[:, n - k] if k < n else scores.min(axis=1)
-    rows, cols = np.nonzero(scores >= thr[:, None])
+    above = scores > thr[:, None]
+    need = k - above.sum(axis=1)  # ties at the threshold: each row's lowest columns
+    rows_a, cols_a = np.nonzero(above)
+    rows_t, cols_t = np.nonzero(scores == thr[:, None])
+    first = np.searchsorted(rows_t, np.arange(m))
+    keep = np.arange(len(rows_t)) - first[rows_t] < need[rows_t]
+    rows = np.concatenate([rows_a, rows_t[keep]]).astype(np.int64)
+    cols = np.concatenate([cols_a, cols_t[keep]]).astype(np.int64)
     vals = scores[rows, cols]
-    order = np.lexsort((cols, -vals.astype(np.int64), rows))
-    rows, cols, vals = rows[order], cols[order], vals[order]
-    first = np.searchsorted(rows, np.arange(m))
-    keep = np.arange(len(rows)) - first[rows] < k
-    return rows[keep].astype(np.int64), cols[keep].astype(np.int64), vals[keep]
+    # one stable sort by (row, score descending); np.nonzero gave columns ascending
+    key = rows << 32 | (np.int64(2**31 - 1) - vals.astype(np.int64))
+    order = np.argsort(key, kind="stable")
+    return rows[order], cols[order], vals[order]
 
 
 def _chunks(searcher, qlens) -> list:
