@@ -209,3 +209,15 @@ def test_a_small_rescan_never_starts_the_gpu(tmp_path):
     assert second["backend"] == "cpu" and second["mode"] == "incremental"
     assert second["rescan_estimate"] == {"cells": 2 * 20 * 15.0, "passes": 2, "backend": "cpu"}
     assert second["cells"] == 2 * 20 * 15.0
+
+
+def test_accession_ranks_of_unsorted_and_sorted_shards():
+    """Hits sort and compare by accession through integer ranks (engine/increment._Ranks)."""
+    from swgpu_tools.engine.increment import _Ranks
+
+    r = _Ranks(["b", "a", "c"])
+    assert r.rank.tolist() == [1, 0, 2]
+    assert [r.below(a) for a in ("a", "aa", "b", "bb", "c", "d")] == [0, 1, 1, 2, 2, 3]
+    s = _Ranks(["a", "b", "c"])
+    assert s.rank.tolist() == [0, 1, 2] and s.below("b") == 1
+    assert _Ranks([]).below("x") == 0

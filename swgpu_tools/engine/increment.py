@@ -47,17 +47,38 @@ class ShardResult:
     stats: dict = field(default_factory=dict)
 
 
-def _order(scores: np.ndarray, accs: np.ndarray) -> np.ndarray:
-    """Indices sorting hits best first: score descending, then accession ascending."""
-    return np.lexsort((accs, -scores.astype(np.int64)))
+class _Ranks:
+    """Accession order of a shard's subjects as integers, so that hits sort and compare
+    with numpy: ``rank[j]`` is subject j's place among the shard's accessions (j
+    itself where the shard is sorted by accession, as shard files are), and
+    :meth:`below` counts the shard's accessions below any accession."""
+
+    def __init__(self, ids: list[str]):
+        arr = np.asarray(ids, dtype=str) if ids else np.zeros(0, dtype=str)
+        if len(arr) < 2 or bool((arr[1:] > arr[:-1]).all()):
+            self.sorted, self.rank = arr, np.arange(len(arr), dtype=np.int64)
+        else:
+            order = np.argsort(arr, kind="stable")
+            self.sorted = arr[order]
+            self.rank = np.empty(len(arr), dtype=np.int64)
+            self.rank[order] = np.arange(len(arr))
+
+    def below(self, acc: str) -> int:
+        """How many of the shard's accessions sort before ``acc``."""
+        return int(np.searchsorted(self.sorted, acc, side="left"))
 
 
-def _before(score: int, acc: str, bound) -> bool:
-    """Whether a hit ranks strictly above ``bound`` ((score, accession) or None = no bound)."""
-    if bound is None:
-        return True
-    bs, ba = bound
-    return score > bs or (score == bs and acc < ba)
+def _order(scores: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """Indices sorting hits best first: score descending, then accession (rank) ascending."""
+    return np.lexsort((ranks, -scores.astype(np.int64)))
+
+
+def _n_before(scores: np.ndarray, ranks: np.ndarray, bound, below: int) -> int:
+    """How many leading hits (sorted by :func:`_order`) rank strictly above ``bound``
+    ((score, accession)); ``below``: the shard's accessions before the bound's."""
+    bs = bound[0]
+    ahead = (scores > bs) | ((scores == bs) & (ranks < below))
+    return len(ahead) if ahead.all() else int(np.argmin(ahead))
 
 
 #: The cost model that sends a small re-scan to the CPU (see :func:`rescan_on_cpu`),
@@ -158,7 +179,7 @@ def scan_shard(
     the shard and the queries, where the caller has them already."""
     keep = top_k + margin
     n_sub = len(shard)
-    accs = np.asarray(shard.ids, dtype=object)
+    ranks = _Ranks(shard.ids)
     hashes = sequence_hashes(shard) if hashes is None else hashes
     qhashes = sequence_hashes(queries) if qhashes is None else qhashes
     stats = {
@@ -205,7 +226,7 @@ def scan_shard(
             ksub, kscore = kept_lists[q]
             sub = np.concatenate([ksub, np.asarray(dsub, dtype=np.int64)])
             score = np.concatenate([kscore, np.asarray(dscore, dtype=np.int64)])
-            order = _order(score, accs[sub] if len(sub) else np.zeros(0, dtype=object))
+            order = _order(score, ranks.rank[sub])
             sub, score = sub[order], score[order]
             c_d = None
             if not delta_complete and len(dsub) >= keep:
@@ -215,9 +236,7 @@ def scan_shard(
             bound = min(bounds, key=lambda b: (-b[0], b[1])) if bounds else None
             exact = len(sub)
             if bound is not None:
-                exact = 0
-                while exact < len(sub) and _before(int(score[exact]), shard.ids[sub[exact]], bound):
-                    exact += 1
+                exact = _n_before(score, ranks.rank[sub], bound, ranks.below(bound[1]))
             complete = bound is None and len(sub) <= keep
             sub, score = sub[: min(exact, keep)], score[: min(exact, keep)]
             if complete or len(sub) >= top_k:
