@@ -72,3 +72,22 @@ def test_merge_equals_brute_force_for_any_batching(data, n_queries, n_parts, top
         assert list(got["slen"]) == [30 + len(a) for a in got["sacc"]]
     pd.testing.assert_frame_equal(tables[0], tables[2])
     pd.testing.assert_frame_equal(tables[1], tables[2])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n=st.integers(0, 60),
+    qmax=st.sampled_from([3, 2**20, 2**40]),
+    smax=st.sampled_from([5, 2**31 - 1]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_sort_order_equals_a_three_key_lexsort(n, qmax, smax, seed):
+    """merge._sort_order (one packed int64 key where it fits, else lexsort) orders rows
+    by query, descending score, ascending rank: the same as a three-key lexsort."""
+    from swgpu_tools.engine.merge import _sort_order
+
+    rng = np.random.default_rng(seed)
+    q = rng.integers(0, qmax, n).astype(np.int64)
+    score = rng.integers(-smax, smax, n).astype(np.int64)
+    rank = rng.permutation(n).astype(np.int64)  # distinct, as subject ranks are
+    assert _sort_order(q, score, rank).tolist() == np.lexsort((rank, -score, q)).tolist()

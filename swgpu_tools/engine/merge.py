@@ -88,18 +88,22 @@ def merge(
             )
     qseqids = np.asarray(queries.seqids, dtype=object)
     qaccs = np.asarray(queries.ids, dtype=object)
+
+    def text(values):  # object columns: no conversion to pandas' string dtype (~1 s per 1 M rows)
+        return pd.Series(values if len(s) else [], dtype=object)
+
     return pd.DataFrame(
         {
-            "qseqid": qseqids[q],
-            "sseqid": np.asarray(top.sseqid, dtype=object)[s] if len(s) else [],
-            "qacc": qaccs[q],
-            "sacc": np.asarray(top.subjects, dtype=object)[s] if len(s) else [],
+            "qseqid": text(qseqids[q]),
+            "sseqid": text(np.asarray(top.sseqid, dtype=object)[s] if len(s) else []),
+            "qacc": text(qaccs[q]),
+            "sacc": text(np.asarray(top.subjects, dtype=object)[s] if len(s) else []),
             "score": score,
             "bitscore": bits,
             "evalue": evalue,
             "qlen": qlen,
             "slen": sl,
-            "stitle": np.asarray(top.stitle, dtype=object)[s] if len(s) else [],
+            "stitle": text(np.asarray(top.stitle, dtype=object)[s] if len(s) else []),
         },
         columns=HITS_COLUMNS,
     )
@@ -123,6 +127,24 @@ def _in_query_order(part: ShardHits, queries: SequenceSet, order_of_query: dict)
     )
 
 
+def _sort_order(q: np.ndarray, score: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Indices sorting rows by query, descending score, ascending accession rank: one
+    stable sort of a packed int64 key where the three fit in 63 bits (the parts come
+    as sorted runs, which the stable sort merges), else a three-key lexsort."""
+    if not len(q):
+        return np.zeros(0, np.int64)
+    smin, smax = int(score.min()), int(score.max())
+    bq, bs, br = (
+        int(q.max()).bit_length(),
+        (smax - smin).bit_length(),
+        int(rank.max()).bit_length(),
+    )
+    if min(int(q.min()), int(rank.min())) < 0 or bq + bs + br > 63:
+        return np.lexsort((rank, -score, q))
+    key = (q << (bs + br)) | ((smax - score) << br) | rank
+    return np.argsort(key, kind="stable")
+
+
 def _cut(parts: list[ShardHits], queries: SequenceSet, top_k: int) -> ShardHits:
     """The top ``top_k`` hits per query of ``parts`` (query indices in the query file's
     order), sorted by query, descending score, ascending subject accession; only
@@ -142,7 +164,7 @@ def _cut(parts: list[ShardHits], queries: SequenceSet, top_k: int) -> ShardHits:
     acc = np.asarray([a for p in parts for a in p.subjects], dtype=object)
     # subject accessions as ranks: ties by accession with an integer sort
     rank = np.unique(acc.astype(str), return_inverse=True)[1] if len(acc) else np.zeros(0, np.int64)
-    order = np.lexsort((rank[s] if len(s) else s, -score, q))
+    order = _sort_order(q, score, rank[s] if len(s) else s)
     q, score, s = q[order], score[order], s[order]
     first = np.searchsorted(q, q, "left")
     keep = np.arange(len(q)) - first < top_k
