@@ -18,6 +18,7 @@
 # PHASE=G: precompile, GPU tests, the kernel benchmark, and many queries per launch
 #          against one at a time (benchmarks/gpu_batch_bench.py) on a re-scan-sized
 #          delta and on uniprot20k.
+# PHASE=S: precompile, then the workflow with 20 and 500 queries, one shard (issue 11).
 # SWGPU_COMMIT=<commit> names the commit in the log (the device gets a copy of the
 # working tree without its history).
 # Everything that must come back is written under $OUT.
@@ -201,5 +202,14 @@ open('/tmp/q500.fasta', 'w').write(recs)
   echo "== many queries per launch: uniprot20k x 500 queries" | tee -a "$OUT/log.txt"
   timeout 120 python3 benchmarks/gpu_batch_bench.py --db $D/uniprot20k.fasta.gz --queries /tmp/q500.fasta \
     --subjects 0 --queries-n 500 --top-k 500 --json "$OUT/batch_u20k.json" 2>&1 | tee -a "$OUT/log.txt"
+fi
+if [ "$PHASE" = S ]; then
+  t0=$(ts); swgpu backend --precompile 2>&1 | tail -4 | tee -a "$OUT/log.txt"; echo "precompile $(el $t0 $(ts)) s" | tee -a "$OUT/log.txt"
+  echo "== workflow, one shard, warm caches" | tee -a "$OUT/log.txt"
+  timeout 240 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
+    --queries 20=$BD/bench_queries.fasta --queries 500=$D/uniprot_queries500.fasta.gz \
+    --cores 16 --threads 16 --shards 1 --workdir /tmp/scaleS --json "$OUT/scale_S.json" 2>&1 | tee -a "$OUT/log.txt"
+  tar czf "$OUT/stats_S.tgz" -C /tmp/scaleS q20/results/stats q500/results/stats q500/snakemake.log \
+    q20/snakemake.log 2>/dev/null
 fi
 echo "phase $PHASE done" | tee -a "$OUT/log.txt"
