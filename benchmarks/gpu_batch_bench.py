@@ -86,6 +86,9 @@ def main() -> int:
         best = min(times)
         key = "batched" if batch else "one_query_at_a_time"
         out[key] = {"seconds": times, "gcups": cells / best / 1e9}
+        if batch:  # the last search's split: GPU wait, host top-k, launching; blocks
+            out[key]["split"] = dict(s.batch_seconds)
+            print(f"  {s.batch_seconds}", flush=True)
         print(
             f"{key}: {best:.3f} s ({', '.join(f'{t:.3f}' for t in times)}), "
             f"{cells / best / 1e9:.1f} GCUPS",

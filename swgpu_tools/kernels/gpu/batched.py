@@ -35,6 +35,9 @@ MAX_CELLS_PER_QUERY = 2e10
 #: :data:`SCORE_WORDS` int32 words.
 MAX_QUERIES = 4096
 SCORE_WORDS = 1 << 25
+#: Blocks a search is cut into (at least :data:`MIN_BLOCK` queries each).
+BLOCKS = 4
+MIN_BLOCK = 64
 
 
 def use_batches(searcher, qlens) -> bool:
@@ -81,16 +84,29 @@ def top_rows(scores: np.ndarray, k: int):
 
 
 def _chunks(searcher, qlens) -> list:
-    """(plan length, query indices) per launch block: queries of one plan bucket,
-    longest first, at most the block's capacity each."""
+    """(plan length, query indices) per launch block.
+
+    ``$SWGPU_BATCH_CHUNKS`` 'bucket': the queries of one plan bucket per block
+    (many small blocks); default 'length': the queries sorted by length, longest
+    first, cut into about :data:`BLOCKS` blocks (so that the host's top-k of one
+    overlaps the GPU's next), each planned for its median length (a plan is exact
+    for any query length; the length only steers the shapes).  Blocks hold at
+    most the capacity (:data:`MAX_QUERIES`, :data:`SCORE_WORDS`)."""
     cap = max(1, min(MAX_QUERIES, SCORE_WORDS // max(searcher.n, 1)))
     live = np.flatnonzero(qlens > 0)
-    reps = np.array([searcher._lrep(int(v)) for v in qlens[live]], dtype=np.int64)
     out = []
-    for r in sorted(set(reps.tolist()), reverse=True):
-        members = live[reps == r]
-        for i in range(0, len(members), cap):
-            out.append((r, members[i : i + cap]))
+    if os.environ.get("SWGPU_BATCH_CHUNKS", "length") == "bucket":
+        reps = np.array([searcher._lrep(int(v)) for v in qlens[live]], dtype=np.int64)
+        for r in sorted(set(reps.tolist()), reverse=True):
+            members = live[reps == r]
+            for i in range(0, len(members), cap):
+                out.append((r, members[i : i + cap]))
+        return out
+    live = live[np.argsort(-qlens[live], kind="stable")]
+    size = min(cap, max(MIN_BLOCK, -(-len(live) // BLOCKS)))
+    for i in range(0, len(live), size):
+        members = live[i : i + size]
+        out.append((searcher._lrep(int(np.median(qlens[members]))), members))
     return out
 
 
@@ -146,14 +162,19 @@ def search(searcher, qcodes, qoffs, top_k, progress=None):
     t_scan = t_last = time.perf_counter()
     s.plan_seconds = 0.0
     s.rescored = 0
+    s.batch_seconds = {"wait": 0.0, "host": 0.0, "launch": 0.0, "blocks": len(chunks)}
 
     def finish(slot, buf, members):
         nonlocal done, t_last
+        t0 = time.perf_counter()
         slot.synchronize(scans=True)
+        t1 = time.perf_counter()
         block = buf[: len(members) * n].reshape(len(members), n).copy()
         if mode == "s16":
             s.rescored += _rescore16(s, block, members, qcodes, qoffs, tables, slot)
         rows, cols, vals = top_rows(block, k)
+        s.batch_seconds["wait"] += t1 - t0
+        s.batch_seconds["host"] += time.perf_counter() - t1
         first = np.searchsorted(rows, np.arange(len(members) + 1))
         for r, qi in enumerate(members.tolist()):
             hits[qi] = (cols[first[r] : first[r + 1]], vals[first[r] : first[r + 1]])
@@ -172,6 +193,7 @@ def search(searcher, qcodes, qoffs, top_k, progress=None):
         parts = s.plan(mode, r, batched=True)
         s.plan_seconds += time.perf_counter() - t0
         st = slot.stream
+        t_launch = time.perf_counter()
         d_qbase = cuda.to_device(qstarts[members].astype(np.int32), stream=st)
         d_qlens = cuda.to_device(qlens[members].astype(np.int32), stream=st)
         if not SIM:
@@ -188,6 +210,7 @@ def search(searcher, qcodes, qoffs, top_k, progress=None):
         )
         slot.after(used)
         d_out[ci % 2][: m * n].copy_to_host(h_out[ci % 2][: m * n], stream=st)
+        s.batch_seconds["launch"] += time.perf_counter() - t_launch
         if pending is not None:
             finish(*pending)
         pending = (slot, h_out[ci % 2], members)
