@@ -18,7 +18,9 @@
 # PHASE=G: precompile, GPU tests, the kernel benchmark, and many queries per launch
 #          against one at a time (benchmarks/gpu_batch_bench.py) on a re-scan-sized
 #          delta and on uniprot20k.
-# PHASE=BB: gpu_batch_bench.py with blocks by length and by plan bucket.
+# PHASE=BB: gpu_batch_bench.py on a re-scan-sized delta and on uniprot20k (run 20 also
+#          compared blocks by plan bucket, SWGPU_BATCH_CHUNKS=bucket at c01ec21, since removed).
+# PHASE=T: the GPU tests and gpu_batch_bench.py on the delta.
 # PHASE=S: precompile, then the workflow with 20 and 500 queries, one shard (issue 11).
 # SWGPU_COMMIT=<commit> names the commit in the log (the device gets a copy of the
 # working tree without its history).
@@ -204,20 +206,23 @@ open('/tmp/q500.fasta', 'w').write(recs)
   timeout 120 python3 benchmarks/gpu_batch_bench.py --db $D/uniprot20k.fasta.gz --queries /tmp/q500.fasta \
     --subjects 0 --queries-n 500 --top-k 500 --json "$OUT/batch_u20k.json" 2>&1 | tee -a "$OUT/log.txt"
 fi
-if [ "$PHASE" = BB ]; then
-  echo "== many queries per launch, blocks by length (default) and by plan bucket" | tee -a "$OUT/log.txt"
+if [ "$PHASE" = BB ] || [ "$PHASE" = T ]; then
+  if [ "$PHASE" = T ]; then
+    echo "== GPU tests" | tee -a "$OUT/log.txt"
+    SWGPU_TEST_DATA=$D SWGPU_BENCH_DB=$BD/bench_db.fasta SWGPU_BENCH_QUERIES=$BD/bench_queries.fasta \
+      timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tail -3 | tee -a "$OUT/log.txt"
+  fi
+  echo "== many queries per launch (gpu_batch_bench.py)" | tee -a "$OUT/log.txt"
   python3 -c "
 import gzip
 open('/tmp/q500.fasta', 'w').write(gzip.open('$D/uniprot_queries500.fasta.gz', 'rt').read())
 "
-  for chunks in length bucket; do
-    echo "-- SWGPU_BATCH_CHUNKS=$chunks" | tee -a "$OUT/log.txt"
-    SWGPU_BATCH_CHUNKS=$chunks timeout 120 python3 benchmarks/gpu_batch_bench.py --db $BD/bench_db.fasta \
-      --queries /tmp/q500.fasta --subjects 1663 --queries-n 2000 --top-k 510 \
-      --json "$OUT/batch_delta_$chunks.json" 2>&1 | tee -a "$OUT/log.txt"
-  done
-  timeout 120 python3 benchmarks/gpu_batch_bench.py --db $D/uniprot20k.fasta.gz --queries /tmp/q500.fasta \
-    --subjects 0 --queries-n 500 --top-k 500 --json "$OUT/batch_u20k.json" 2>&1 | tee -a "$OUT/log.txt"
+  timeout 120 python3 benchmarks/gpu_batch_bench.py --db $BD/bench_db.fasta \
+    --queries /tmp/q500.fasta --subjects 1663 --queries-n 2000 --top-k 510 \
+    --json "$OUT/batch_delta.json" 2>&1 | tee -a "$OUT/log.txt"
+  [ "$PHASE" = BB ] && timeout 120 python3 benchmarks/gpu_batch_bench.py --db $D/uniprot20k.fasta.gz \
+    --queries /tmp/q500.fasta --subjects 0 --queries-n 500 --top-k 500 --json "$OUT/batch_u20k.json" \
+    2>&1 | tee -a "$OUT/log.txt"
 fi
 if [ "$PHASE" = S ]; then
   t0=$(ts); swgpu backend --precompile 2>&1 | tail -4 | tee -a "$OUT/log.txt"; echo "precompile $(el $t0 $(ts)) s" | tee -a "$OUT/log.txt"

@@ -4,10 +4,10 @@
 has its own partition launches, score histogram and top-k round trip, a fixed
 cost of a few milliseconds that a large database hides and a small one does
 not (a re-scan's 1,663 new and changed sequences x 2,000 queries took 9.1 s,
-74 GCUPS; RESULTS-workflow.md, run F4b).  Here the queries of one plan bucket
-(:func:`.planner.length_bucket`) are scored together: one launch per partition
-serves up to :data:`MAX_QUERIES` of them (the batched kernels of
-``templates/score_kernel.py.in``: warp task ``wt`` serves query ``wt % n_q``),
+74 GCUPS; RESULTS-workflow.md, run F4b).  Here the queries are sorted by
+length and cut into a few blocks; one launch per partition scores a whole
+block, up to :data:`MAX_QUERIES` queries (the batched kernels of
+``templates/score_kernel.py.in``: warp task ``wt`` serves query ``wt % n_q``);
 the whole (queries x subjects) score block comes back to the host, and the
 top k of each row are chosen there with the same tie rule (score descending,
 then subject index).  Pairs whose 16-bit score may have overflowed are
@@ -84,26 +84,18 @@ def top_rows(scores: np.ndarray, k: int):
 
 
 def _chunks(searcher, qlens) -> list:
-    """(plan length, query indices) per launch block.
-
-    ``$SWGPU_BATCH_CHUNKS`` 'bucket': the queries of one plan bucket per block
-    (many small blocks); default 'length': the queries sorted by length, longest
-    first, cut into about :data:`BLOCKS` blocks (so that the host's top-k of one
-    overlaps the GPU's next), each planned for its median length (a plan is exact
-    for any query length; the length only steers the shapes).  Blocks hold at
-    most the capacity (:data:`MAX_QUERIES`, :data:`SCORE_WORDS`)."""
+    """(plan length, query indices) per launch block: the queries sorted by length,
+    longest first, cut into about :data:`BLOCKS` blocks (so that the host's top-k of
+    one overlaps the GPU's next), each planned for its median length (a plan is
+    exact for any query length; the length only steers the shapes), at most the
+    capacity (:data:`MAX_QUERIES`, :data:`SCORE_WORDS`) each.  One block per plan
+    bucket instead was slower (RESULTS-gpu.md, run 20: 26 blocks, 0.42 s against
+    0.33 s for 2,000 queries x 1,663 subjects)."""
     cap = max(1, min(MAX_QUERIES, SCORE_WORDS // max(searcher.n, 1)))
     live = np.flatnonzero(qlens > 0)
-    out = []
-    if os.environ.get("SWGPU_BATCH_CHUNKS", "length") == "bucket":
-        reps = np.array([searcher._lrep(int(v)) for v in qlens[live]], dtype=np.int64)
-        for r in sorted(set(reps.tolist()), reverse=True):
-            members = live[reps == r]
-            for i in range(0, len(members), cap):
-                out.append((r, members[i : i + cap]))
-        return out
     live = live[np.argsort(-qlens[live], kind="stable")]
     size = min(cap, max(MIN_BLOCK, -(-len(live) // BLOCKS)))
+    out = []
     for i in range(0, len(live), size):
         members = live[i : i + size]
         out.append((searcher._lrep(int(np.median(qlens[members]))), members))
