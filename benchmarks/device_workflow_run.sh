@@ -20,7 +20,7 @@
 #          delta and on uniprot20k.
 # PHASE=BB: gpu_batch_bench.py on a re-scan-sized delta and on uniprot20k (run 20 also
 #          compared blocks by plan bucket, SWGPU_BATCH_CHUNKS=bucket at c01ec21, since removed).
-# PHASE=T: the GPU tests and gpu_batch_bench.py on the delta.
+# PHASE=T: precompile, the GPU tests and gpu_batch_bench.py on the delta.
 # PHASE=S: precompile, then the workflow with 20 and 500 queries, one shard (issue 11).
 # SWGPU_COMMIT=<commit> names the commit in the log (the device gets a copy of the
 # working tree without its history).
@@ -57,6 +57,20 @@ if [ ! -f $BD/bench_db.fasta ]; then
   ( cd $BD && python3 $D/synth_db.py --template $D/uniprot20k.fasta.gz --residues 2e8 \
       --db bench_db.fasta --queries bench_queries.fasta > synth.log 2>&1 )
 fi
+# shared by the phases below
+precompile_all() {
+  t0=$(ts); swgpu backend --precompile 2>&1 | tail -4 | tee -a "$OUT/log.txt"; echo "precompile $(el $t0 $(ts)) s" | tee -a "$OUT/log.txt"
+}
+gpu_tests() {  # $1: seconds allowed
+  echo "== GPU tests" | tee -a "$OUT/log.txt"
+  SWGPU_TEST_DATA=$D SWGPU_BENCH_DB=$BD/bench_db.fasta SWGPU_BENCH_QUERIES=$BD/bench_queries.fasta \
+    timeout "$1" python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tail -5 | tee -a "$OUT/log.txt"
+}
+kernel_bench() {
+  echo "== gpu_bench 20 queries" | tee -a "$OUT/log.txt"
+  timeout 100 python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta --repeat 2 \
+    --skip-start --json "$OUT/gpu_bench.json" 2>&1 | grep -iv "^BQ" | tail -4 | tee -a "$OUT/log.txt"
+}
 if [ "$PHASE" = A ]; then
   t0=$(ts); swgpu backend --precompile 2>&1 | tee -a "$OUT/log.txt"; echo "precompile $(el $t0 $(ts)) s" | tee -a "$OUT/log.txt"
   echo "== GPU tests" | tee -a "$OUT/log.txt"
@@ -105,13 +119,7 @@ if [ "$PHASE" = C ]; then
     --json "$OUT/scale_2e9.json" 2>&1 | tee -a "$OUT/log.txt"
 fi
 if [ "$PHASE" = F1 ]; then
-  t0=$(ts); swgpu backend --precompile 2>&1 | tail -4 | tee -a "$OUT/log.txt"; echo "precompile $(el $t0 $(ts)) s" | tee -a "$OUT/log.txt"
-  echo "== GPU tests" | tee -a "$OUT/log.txt"
-  SWGPU_TEST_DATA=$D SWGPU_BENCH_DB=$BD/bench_db.fasta SWGPU_BENCH_QUERIES=$BD/bench_queries.fasta \
-    timeout 220 python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tail -5 | tee -a "$OUT/log.txt"
-  echo "== gpu_bench 20 queries" | tee -a "$OUT/log.txt"
-  timeout 100 python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta --repeat 2 \
-    --skip-start --json "$OUT/gpu_bench.json" 2>&1 | grep -iv "^BQ" | tail -4 | tee -a "$OUT/log.txt"
+  precompile_all; gpu_tests 220; kernel_bench
   echo "== workflow, one shard, warm caches" | tee -a "$OUT/log.txt"
   timeout 200 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
     --queries 20=$BD/bench_queries.fasta --queries 500=$D/uniprot_queries500.fasta.gz \
@@ -187,13 +195,7 @@ query_file($RESCAN_QUERIES, '$D/uniprot_queries500.fasta.gz', '$BD/bench_db.fast
     --exclude='state' --exclude='*.tsv' --exclude='*.npz' --exclude='history' . 2>/dev/null
 fi
 if [ "$PHASE" = G ]; then
-  t0=$(ts); swgpu backend --precompile 2>&1 | tail -4 | tee -a "$OUT/log.txt"; echo "precompile $(el $t0 $(ts)) s" | tee -a "$OUT/log.txt"
-  echo "== GPU tests" | tee -a "$OUT/log.txt"
-  SWGPU_TEST_DATA=$D SWGPU_BENCH_DB=$BD/bench_db.fasta SWGPU_BENCH_QUERIES=$BD/bench_queries.fasta \
-    timeout 220 python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tail -5 | tee -a "$OUT/log.txt"
-  echo "== gpu_bench 20 queries" | tee -a "$OUT/log.txt"
-  timeout 100 python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta --repeat 2 \
-    --skip-start --json "$OUT/gpu_bench.json" 2>&1 | grep -iv "^BQ" | tail -4 | tee -a "$OUT/log.txt"
+  precompile_all; gpu_tests 220; kernel_bench
   echo "== many queries per launch: a re-scan's delta (1,663 bench200M entries x 2,000 queries)" | tee -a "$OUT/log.txt"
   python3 -c "
 import gzip
@@ -208,9 +210,7 @@ open('/tmp/q500.fasta', 'w').write(recs)
 fi
 if [ "$PHASE" = BB ] || [ "$PHASE" = T ]; then
   if [ "$PHASE" = T ]; then
-    echo "== GPU tests" | tee -a "$OUT/log.txt"
-    SWGPU_TEST_DATA=$D SWGPU_BENCH_DB=$BD/bench_db.fasta SWGPU_BENCH_QUERIES=$BD/bench_queries.fasta \
-      timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tail -3 | tee -a "$OUT/log.txt"
+    precompile_all; gpu_tests 220  # run 21 ran them cold, without the precompile, and ran out of time
   fi
   echo "== many queries per launch (gpu_batch_bench.py)" | tee -a "$OUT/log.txt"
   python3 -c "
