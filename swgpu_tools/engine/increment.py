@@ -226,8 +226,9 @@ def scan_shard(
             ksub, kscore = kept_lists[q]
             sub = np.concatenate([ksub, np.asarray(dsub, dtype=np.int64)])
             score = np.concatenate([kscore, np.asarray(dscore, dtype=np.int64)])
-            order = _order(score, ranks.rank[sub])
-            sub, score = sub[order], score[order]
+            rank = ranks.rank[sub]
+            order = _order(score, rank)
+            sub, score, rank = sub[order], score[order], rank[order]
             c_d = None
             if not delta_complete and len(dsub) >= keep:
                 last = int(np.asarray(dsub)[-1])
@@ -236,7 +237,7 @@ def scan_shard(
             bound = min(bounds, key=lambda b: (-b[0], b[1])) if bounds else None
             exact = len(sub)
             if bound is not None:
-                exact = _n_before(score, ranks.rank[sub], bound, ranks.below(bound[1]))
+                exact = _n_before(score, rank, bound, ranks.below(bound[1]))
             complete = bound is None and len(sub) <= keep
             sub, score = sub[: min(exact, keep)], score[: min(exact, keep)]
             if complete or len(sub) >= top_k:
