@@ -1,7 +1,8 @@
 # swgpu: exact Smith-Waterman screening of protein queries against a database.
 #
 #   shard_db     database FASTA     -> results/shards/shard-NNNN.swdb + database.json
-#   score_shard  queries x 1 shard  -> results/hits/shard-NNNN.npz      (one job per shard;
+#   score_shard  queries x shards   -> results/hits/shard-NNNN[-MMMM].npz (a run of shards
+#                per job, config shards_per_job;
 #                results/state/ keeps what a re-scan of the next release reuses)
 #   merge_hits   all shard hits     -> results/hits.tsv                 (top-k, E-values)
 #   traceback    merged hits        -> results/alignments.tsv (+ .sam/.parquet/.txt)
@@ -37,7 +38,7 @@ include: "workflow/rules/config.smk"
 
 
 wildcard_constraints:
-    shard=r"[0-9][0-9][0-9][0-9]+",
+    shard=r"[0-9][0-9][0-9][0-9]+(?:-[0-9][0-9][0-9][0-9]+)?",
 
 
 # Small steps run where Snakemake runs, never as cluster jobs.

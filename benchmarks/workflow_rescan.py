@@ -96,6 +96,7 @@ def run(workdir: Path, database, args) -> dict:
         "backend": args.backend,
         "threads": args.threads,
         "top_k": args.top_k,
+        "shards_per_job": args.shards_per_job,
     }
     (workdir / "config.yaml").write_text("".join(f"{k}: {v}\n" for k, v in cfg.items()))
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
@@ -123,7 +124,7 @@ def run(workdir: Path, database, args) -> dict:
     jobs = {}
     for m in re.finditer(r"^(?:local)?(?:rule|checkpoint) (\w+):", out, re.M):
         jobs[m.group(1)] = jobs.get(m.group(1), 0) + 1
-    scored = re.findall(r"wildcards: shard=(\d+)", out)
+    scored = re.findall(r"wildcards: shard=([\d-]+)", out)
     stats = [
         json.loads((workdir / f"results/stats/score_shard/shard-{s}.json").read_text())
         for s in scored
@@ -160,6 +161,9 @@ def main():
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--top-k", type=int, default=500)
+    ap.add_argument(
+        "--shards-per-job", default="auto", help="config shards_per_job (auto, or an integer)"
+    )
     ap.add_argument("--backend", default="cpu")
     ap.add_argument("--changed", type=float, default=0.01)
     ap.add_argument("--removed", type=float, default=0.005)

@@ -369,6 +369,7 @@ class BackendStart:
         self._result: StartedBackend | None = None
         self._error: BaseException | None = None
         self._thread = None
+        self._t0 = time.perf_counter()
         if background:
             self._thread = threading.Thread(
                 target=self._run, name="swgpu-backend-start", daemon=True
@@ -382,6 +383,13 @@ class BackendStart:
             self._result = start_backend(*self._args)
         except BaseException as exc:  # re-raised in the caller's thread
             self._error = exc
+
+    def seconds_left(self, expected: float) -> float:
+        """About how long until :meth:`result` is ready, for a start-up expected to
+        take ``expected`` seconds: 0 once done, infinity if it failed."""
+        if self._thread is not None and self._thread.is_alive():
+            return max(0.0, expected - (time.perf_counter() - self._t0))
+        return float("inf") if self._error is not None else 0.0
 
     def result(self) -> StartedBackend:
         if self._thread is not None:

@@ -181,6 +181,9 @@ def check_config(config: dict, schema_path, workdir: str = ".") -> ConfigCheck:
                 scheme.check_letters(seqs, f"{what} {config[key]}")
             except InputError as exc:
                 check.problems.append(str(exc))
+    per_job = config.get("shards_per_job")
+    if isinstance(per_job, str) and per_job != "auto":
+        check.problems.append(f"'shards_per_job' must be auto or an integer >= 1, got {per_job!r}")
     # the shard count against the database's size
     db = os.path.join(workdir, config["database"])
     if len(check.problems) == unknown and os.path.isfile(db):

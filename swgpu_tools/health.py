@@ -8,9 +8,10 @@ them again:
 
 * a shard file that is missing, truncated or fails its digest: moved to
   ``results/shards/corrupt/``, with ``database.json`` (so the shard step runs)
-  and the shard's hit table (so it is scored again; its memory of the shard,
-  ``results/state``, stays, so only what differs is scored);
-* a per-shard hits file that cannot be read: removed;
+  and the hit table of the scoring job that holds the shard (so it is scored
+  again; its memory of the shard, ``results/state``, stays, so only what
+  differs is scored);
+* a scoring job's hits file that cannot be read: removed;
 * after either, ``results/hits.tsv`` and the manifest too (Snakemake does not
   make a missing intermediate file again while what was made from it is
   there), so that the merge runs and pulls the shard step and the scoring in;
@@ -55,9 +56,10 @@ def _remove(path: str) -> bool:
 
 
 def check_shards(results: str, n_shards: int) -> list[str]:
-    """Shard files and per-shard hit tables (see the module doc); returns what was done."""
+    """Shard files and the scoring jobs' hit tables (see the module doc); returns what was done."""
     from .io.hitsfile import read_shard_hits
     from .io.shardfile import read_shard
+    from .shardjobs import job_shards
 
     done: list[str] = []
     shards = os.path.join(results, "shards")
@@ -71,10 +73,10 @@ def check_shards(results: str, n_shards: int) -> list[str]:
     except (OSError, ValueError):
         verified = {}
     rebuild = False
+    damaged: set[int] = set()
     for k in range(n_shards):
         name = f"shard-{k:04d}.swdb"
         path = os.path.join(shards, name)
-        hits = os.path.join(results, "hits", f"shard-{k:04d}.npz")
         bad = None
         if not os.path.exists(path):
             bad = "missing"
@@ -89,28 +91,42 @@ def check_shards(results: str, n_shards: int) -> list[str]:
                     bad = str(exc)
         if bad:
             rebuild = True
+            damaged.add(k)
             if bad != "missing":
                 dest = _move_aside(path, os.path.join(shards, "corrupt"))
                 done.append(f"shard {path} is damaged ({bad}); moved to {dest}")
             else:
                 done.append(f"shard {path} is missing")
             verified.pop(name, None)
-            for p in (hits, os.path.join(results, "stats", "score_shard", f"shard-{k:04d}.json")):
+    # hit tables, one per scoring job, named after its shards (swgpu_tools.shardjobs)
+    hits_dir = os.path.join(results, "hits")
+    names = sorted(os.listdir(hits_dir)) if os.path.isdir(hits_dir) else []
+    for fname in names:
+        if not (fname.startswith("shard-") and fname.endswith(".npz")):
+            continue
+        job = fname[len("shard-") : -len(".npz")]
+        try:
+            covers = job_shards(job)
+        except ValueError:
+            continue
+        hits = os.path.join(hits_dir, fname)
+        key = f"hits/{fname}"
+        if damaged.intersection(covers):
+            verified.pop(key, None)
+            for p in (hits, os.path.join(results, "stats", "score_shard", f"shard-{job}.json")):
                 if _remove(p):
                     done.append(f"removed {p}, to score the rebuilt shard")
             continue
-        if os.path.exists(hits):
-            st = os.stat(hits)
-            key = f"hits/shard-{k:04d}.npz"
-            if verified.get(key) == [st.st_size, st.st_mtime_ns]:
-                continue
-            try:
-                read_shard_hits(hits)
-                verified[key] = [st.st_size, st.st_mtime_ns]
-            except InputError as exc:
-                _remove(hits)
-                verified.pop(key, None)
-                done.append(f"removed {hits}, damaged ({exc}); the shard is scored again")
+        st = os.stat(hits)
+        if verified.get(key) == [st.st_size, st.st_mtime_ns]:
+            continue
+        try:
+            read_shard_hits(hits)
+            verified[key] = [st.st_size, st.st_mtime_ns]
+        except InputError as exc:
+            _remove(hits)
+            verified.pop(key, None)
+            done.append(f"removed {hits}, damaged ({exc}); its shards are scored again")
     if rebuild and _remove(info_path):
         done.append(f"removed {info_path}, so that the shard step rebuilds the shards")
     os.makedirs(shards, exist_ok=True)

@@ -52,7 +52,7 @@ def test_process_age_is_the_age_of_this_process():
             sys.executable,
             "-c",
             "import time; time.sleep(0.5); "
-            "from swgpu_tools.engine.scan import process_age; print(process_age())",
+            "from swgpu_tools.io.stepstats import process_age; print(process_age())",
         ],
         capture_output=True,
         text=True,

@@ -16,6 +16,7 @@ open = -(gap_open + gap_extend), extend = -gap_extend give BLAST's
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import random
 import re
@@ -238,9 +239,13 @@ def runs(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("workflow") / "work"
     workdir.mkdir()
     queries, database = _make_inputs(workdir)
-    _write_config(workdir)
+    _write_config(workdir, shards_per_job=1)
     first = _snakemake(workdir)
     tables1 = {
+        "bytes": {
+            name: (workdir / "results" / name).read_bytes()
+            for name in ("hits.tsv", "alignments.tsv")
+        },
         "hits": pd.read_csv(
             workdir / "results/hits.tsv",
             sep="\t",
@@ -398,6 +403,46 @@ def test_alignments_table(runs):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("per_job, jobs", [("auto", 2), (4, 1)])
+def test_shards_grouped_into_jobs_give_the_same_tables(runs, tmp_path, per_job, jobs):
+    """The tables do not depend on how shards are grouped into scoring jobs: one
+    shard per job (run 1) against two jobs of two shards (auto: --cores 2, threads 1)
+    and one job of four; then a database update re-scans in the grouped jobs."""
+    _make_inputs(tmp_path)
+    _write_config(tmp_path, shards_per_job=per_job)
+    out = _snakemake(tmp_path)
+    out = out.stdout + out.stderr
+    assert _job_counts(out)["score_shard"] == jobs
+    for name, data in runs["run1"]["bytes"].items():
+        assert (tmp_path / "results" / name).read_bytes() == data, name
+    hit_files = sorted(p.name for p in (tmp_path / "results/hits").glob("*.npz"))
+    assert len(hit_files) == jobs and all("-" in f for f in hit_files), hit_files
+    # a release: the grouped jobs re-score only what changed (per sequence) and
+    # match a scan from scratch of the new database
+    changed = dict(runs["database"])
+    changed["d001"] = (
+        "M" + changed["d001"][1:] if changed["d001"][0] != "M" else "K" + changed["d001"][1:]
+    )
+    _write_fasta(tmp_path / "database.fasta", changed)
+    _snakemake(tmp_path)
+    stats = [
+        json.loads(p.read_text()) for p in (tmp_path / "results/stats/score_shard").glob("*.json")
+    ]
+    assert {s["mode"] for s in stats} >= {"incremental"}
+    assert all(len(s["shards"]) == 4 // jobs for s in stats)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    _make_inputs(scratch)
+    _write_fasta(scratch / "database.fasta", changed)
+    _write_config(scratch, shards_per_job=1)
+    _snakemake(scratch)
+    for name in ("hits.tsv", "alignments.tsv"):
+        assert (tmp_path / "results" / name).read_bytes() == (
+            scratch / "results" / name
+        ).read_bytes(), name
+
+
+@pytest.mark.slow
 def test_second_run_is_a_no_op(runs):
     out = runs["noop"].stdout + runs["noop"].stderr
     assert "Nothing to be done" in out
@@ -442,22 +487,31 @@ def test_database_update_rescores_only_the_changed_shard(runs):
 # ---------------------------------------------------------------------------
 
 
-def test_dry_run_lists_the_jobs(tmp_path):
+@pytest.mark.parametrize(
+    "per_job, jobs",
+    [
+        (1, ["0000", "0001", "0002", "0003", "0004"]),
+        (2, ["0000-0001", "0002-0003", "0004"]),
+        # auto: --cores 2 and threads 1 run two CPU jobs at once: 5 shards in 2 jobs
+        ("auto", ["0000-0002", "0003-0004"]),
+        (9, ["0000-0004"]),
+    ],
+)
+def test_dry_run_lists_the_jobs(tmp_path, per_job, jobs):
     _make_inputs(tmp_path)
-    _write_config(tmp_path, shards=5)
+    _write_config(tmp_path, shards=5, shards_per_job=per_job)
     proc = _snakemake(tmp_path, "-n")
     out = proc.stdout + proc.stderr
     assert _job_counts(out) == {
         "shard_db": 1,
-        "score_shard": 5,
+        "score_shard": len(jobs),
         "merge_hits": 1,
         "traceback": 1,
         "release": 1,
         "plots": 1,
         "all": 1,
     }
-    for i in range(5):
-        assert f"results/hits/shard-{i:04d}.npz" in out
+    assert set(re.findall(r"results/hits/shard-([0-9-]+)\.npz", out)) == set(jobs), out
     assert not (tmp_path / "results").exists()
     # a CPU backend never asks for a GPU
     assert "gpu=1" not in out
@@ -465,10 +519,15 @@ def test_dry_run_lists_the_jobs(tmp_path):
 
 def test_dry_run_backend_gpu_asks_for_one_gpu_per_scoring_job(tmp_path):
     _make_inputs(tmp_path)
-    _write_config(tmp_path, shards=2, backend="gpu")
+    _write_config(tmp_path, shards=2, backend="gpu", shards_per_job=1)
     out = _snakemake(tmp_path, "-n").stdout
     blocks = [b for b in out.split("\n\n") if "rule score_shard:" in b]
     assert len(blocks) == 2 and all("gpu=1" in b for b in blocks)
+    # auto: one GPU on this machine (none listed: one assumed), so one job scores both
+    _write_config(tmp_path, shards=2, backend="gpu")
+    out = _snakemake(tmp_path, "-n").stdout
+    blocks = [b for b in out.split("\n\n") if "rule score_shard:" in b]
+    assert len(blocks) == 1 and "gpu=1" in blocks[0] and "shard=0000-0001" in blocks[0]
 
 
 @pytest.mark.parametrize("visible, planned", [(None, 1), ("", 0), ("-1", 0)])
@@ -476,7 +535,7 @@ def test_dry_run_backend_auto_plans_gpu_jobs_from_nvidia_smi(tmp_path, visible, 
     """backend auto: GPU jobs when `nvidia-smi -L` lists a GPU (a fake one
     here) unless CUDA_VISIBLE_DEVICES hides them all."""
     _make_inputs(tmp_path)
-    _write_config(tmp_path, shards=2, backend="auto")
+    _write_config(tmp_path, shards=2, backend="auto", shards_per_job=1)
     fake = tmp_path / "fakebin"
     fake.mkdir()
     (fake / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H100 (UUID: GPU-0)'\n")

@@ -20,7 +20,7 @@ from .options import (
 #: (name, help) of the step commands, in workflow order, for ``swgpu --help``.
 STEPS = [
     ("shard", "split a database into stable shards (rule shard_db)"),
-    ("score-shard", "score all queries against one shard (rule score_shard)"),
+    ("score-shard", "score all queries against one or more shards (rule score_shard)"),
     ("merge", "merge shard hits into hits.tsv (rule merge_hits)"),
     ("traceback", "align the merged hits (rule traceback)"),
     ("check-shards", "verify shard files; move corrupt ones aside"),
@@ -58,14 +58,15 @@ def add_steps(sub) -> None:
     p = _parser(
         sub,
         "score-shard",
-        "Score every query against one shard and write its top-k "
-        "hits (qacc sacc score slen sseqid stitle) as TSV.",
+        "Score every query against one shard, or each of several (one process: "
+        "the GPU starts once and the next shard is read while one is scored), and "
+        "write each query's top-k hits of each shard to one table (.npz).",
         epilog=SCORING_NOTE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("shard", help="a shard file written by 'swgpu shard'")
+    p.add_argument("shard", nargs="+", help="shard files written by 'swgpu shard'")
     p.add_argument("--queries", required=True, help="query FASTA")
-    p.add_argument("--out", required=True, help="output TSV")
+    p.add_argument("--out", required=True, help="the hit table to write (.npz)")
     p.add_argument(
         "--stats",
         default=None,
@@ -74,10 +75,12 @@ def add_steps(sub) -> None:
     )
     p.add_argument(
         "--state",
+        nargs="+",
         default=None,
         metavar="NPZ",
-        help="the job's memory of this shard: read first, so that only new and "
-        "changed sequences are scored, and written after the table",
+        help="the job's memory of each shard (one file per shard, in the same order): "
+        "read first, so that only new and changed sequences are scored, and written "
+        "after the table",
     )
     p.add_argument(
         "--margin",
@@ -216,6 +219,12 @@ def run_score_shard(args) -> int:
         from ..errors import InputError
 
         raise InputError(f"--margin must be 0 or more, got {args.margin}")
+    if args.state is not None and len(args.state) != len(args.shard):
+        from ..errors import InputError
+
+        raise InputError(
+            f"--state names {len(args.state)} files for {len(args.shard)} shards; give one per shard"
+        )
     score_shard(
         args.shard,
         args.queries,

@@ -154,10 +154,14 @@ def _kept_queries(queries: SequenceSet, qhashes: np.ndarray, previous: ShardStat
     return out
 
 
-def rescan_on_cpu(cells: float, passes: int, threads: int) -> bool:
+def rescan_on_cpu(
+    cells: float, passes: int, threads: int, gpu_start_s: float = GPU_START_S
+) -> bool:
     """Whether scoring ``cells`` in ``passes`` query passes is faster on the CPU
-    (``threads``) than starting the GPU for it (the cost model above)."""
-    gpu = GPU_START_S + passes * GPU_QUERY_S + cells / GPU_CELLS_PER_S
+    (``threads``) than starting the GPU for it (the cost model above);
+    ``gpu_start_s``: what is left of the GPU's start-up (less where it began
+    earlier, 0 once done, infinity where it failed)."""
+    gpu = gpu_start_s + passes * GPU_QUERY_S + cells / GPU_CELLS_PER_S
     cpu = CPU_START_S + cells / (max(1, threads) * CPU_CELLS_PER_S_PER_THREAD)
     return cpu < gpu
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
@@ -10,6 +9,7 @@ import numpy as np
 from ..backend import BackendStart, StartedBackend
 from ..errors import InputError
 from ..io.hitsfile import ShardHits
+from ..io.stepstats import process_age
 from ..logs import ProgressBar, get_logger
 from ..scoring import ScoringScheme
 from ..sequences import SequenceSet
@@ -60,18 +60,6 @@ def check_align_range(queries: SequenceSet, database: SequenceSet, scheme: Scori
             f"{limit:,} an alignment can hold with {scheme.matrix_name} "
             f"{scheme.gap_open}/{scheme.gap_extend}; split the longer sequences"
         )
-
-
-def process_age() -> float | None:
-    """Seconds since this process started (Linux /proc; None elsewhere)."""
-    try:
-        with open("/proc/self/stat") as fh:
-            start_ticks = float(fh.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/uptime") as fh:
-            uptime = float(fh.read().split()[0])
-        return max(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 0.0)
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 class SubsetSearch:

@@ -1,4 +1,4 @@
-"""A scoring job's hits of one shard (``results/hits/shard-NNNN.npz``).
+"""A scoring job's hits of its shards (``results/hits/shard-NNNN[-MMMM].npz``).
 
 Binary and compact, so that the merge of many queries' hits reads fast and
 holds little: per hit the query's index, the subject's index and the score
@@ -67,6 +67,34 @@ class ShardHits:
             titles,
             database.lengths[used].astype(np.int64),
         )
+
+
+def concat_shard_hits(parts: list[ShardHits]) -> ShardHits:
+    """The hits of several database parts (of one query set) as one table: per
+    query by descending score (ties in part order), each part's subjects once."""
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        raise ValueError("no hit tables to join")
+    queries = parts[0].queries
+    for p in parts[1:]:
+        if p.queries != queries:
+            raise ValueError("hit tables of different query sets cannot be joined")
+    offsets = np.cumsum([0] + [len(p.subjects) for p in parts[:-1]])
+    q = np.concatenate([p.q for p in parts]).astype(np.int32)
+    s = np.concatenate([p.s.astype(np.int64) + o for p, o in zip(parts, offsets)])
+    score = np.concatenate([p.score for p in parts]).astype(np.int32)
+    order = np.lexsort((-score.astype(np.int64), q))  # stable: ties keep part order
+    return ShardHits(
+        list(queries),
+        q[order],
+        s[order].astype(np.int32),
+        score[order],
+        [x for p in parts for x in p.subjects],
+        [x for p in parts for x in p.sseqid],
+        [x for p in parts for x in p.stitle],
+        np.concatenate([p.slen for p in parts]).astype(np.int64),
+    )
 
 
 def _pack(strings: list[str]) -> np.ndarray:

@@ -49,6 +49,7 @@ class StepTimer:
         self.step = step
         self.start = time.time()
         self._t0 = time.perf_counter()
+        self.process_age = process_age()  # the process's start-up (imports) before the step
         self.phases: dict[str, float] = {}
         self.fields: dict = {}
 
@@ -80,6 +81,8 @@ class StepTimer:
             "finished": _iso(now),
             "wall_s": round(time.perf_counter() - self._t0, 6),
             "phases_s": {k: round(v, 6) for k, v in self.phases.items()},
+            "before_step_s": None if self.process_age is None else round(self.process_age, 3),
+            "start_epoch": round(self.start, 3),
             "host": socket.gethostname(),
             "peak_rss_bytes": peak_rss_bytes(),
         }
@@ -91,6 +94,18 @@ class StepTimer:
         if path:
             write_step_stats(path, rec)
         return rec
+
+
+def process_age() -> float | None:
+    """Seconds since this process started (Linux /proc; None elsewhere)."""
+    try:
+        with open("/proc/self/stat") as fh:
+            start_ticks = float(fh.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as fh:
+            uptime = float(fh.read().split()[0])
+        return max(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 0.0)
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def write_step_stats(path, record: dict) -> None:

@@ -1,14 +1,22 @@
-"""Step ``score_shard``: every query against one shard -> that shard's top-k hits."""
+"""Step ``score_shard``: every query against one or more shards -> their top-k hits.
+
+One job may score several shards (:mod:`swgpu_tools.shardjobs`): the process,
+the GPU's start-up and the queries are then shared, and the next shard is read
+while the current one is scored.  Its hit table holds the hits of all its
+shards (each query's top k of each shard); the merge takes the top k across
+tables, so the final tables do not depend on how shards are grouped into jobs.
+"""
 
 from __future__ import annotations
 
 import os
+import threading
 
 from ..backend import BackendStart
-from ..engine.increment import delta_cells, rescan_on_cpu
+from ..engine.increment import GPU_START_S, delta_cells, rescan_on_cpu
 from ..engine.scan import scan
 from ..io.fasta import read_fasta
-from ..io.hitsfile import write_shard_hits
+from ..io.hitsfile import concat_shard_hits, write_shard_hits
 from ..io.shardfile import read_shard
 from ..io.statefile import read_state, sequence_hashes, write_state
 from ..io.stepstats import StepTimer
@@ -16,6 +24,74 @@ from ..logs import get_logger
 from ..scoring import ScoringScheme
 
 log = get_logger(__name__)
+
+#: Per-shard statistics summed into a job's record when it scores several shards.
+_SUMMED = (
+    "sequences",
+    "residues",
+    "cells",
+    "full_scan_cells",
+    "kernel_s",
+    "scan_s",
+    "passes",
+    "delta_sequences",
+    "full_queries",
+    "margin_ran_out",
+)
+
+
+def gpu_likely(backend: str) -> bool:
+    """Whether a GPU start is worth beginning before the work is known: the GPU
+    backend was asked for, or an NVIDIA driver is installed (its control device
+    exists) and the choice is automatic."""
+    if backend == "gpu":
+        return True
+    if backend != "auto":
+        return False
+    return os.path.exists("/dev/nvidiactl") or os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
+class _Prefetch:
+    """Reads shard files one ahead, on a thread (reading and its digest release the GIL)."""
+
+    def __init__(self, paths):
+        self.paths = list(paths)
+        self._next = None
+        self._start(0)
+
+    def _start(self, i: int) -> None:
+        if i >= len(self.paths):
+            self._next = None
+            return
+        box: dict = {}
+
+        def run():
+            try:
+                box["value"] = read_shard(self.paths[i])
+            except BaseException as exc:  # re-raised in the caller's thread
+                box["error"] = exc
+
+        thread = threading.Thread(target=run, name="swgpu-shard-read", daemon=True)
+        thread.start()
+        self._next = (i, thread, box)
+
+    def get(self, i: int):
+        """Shard ``i`` (waiting for its read), and start reading shard ``i + 1``."""
+        j, thread, box = self._next
+        assert j == i, (j, i)
+        thread.join()
+        self._start(i + 1)
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+
+def _as_list(x) -> list:
+    if x is None:
+        return []
+    if isinstance(x, (str, os.PathLike)):
+        return [x]
+    return list(x)
 
 
 def score_shard(
@@ -31,66 +107,116 @@ def score_shard(
     state_path=None,
     margin: int | None = None,
 ):
-    """Score every query of ``queries_path`` against one shard; write its top-k hits.
+    """Score every query of ``queries_path`` against one shard, or each of a list of
+    shards; write their top-k hits (each query's top k of each shard) to one table.
 
-    ``state_path``: the job's memory of the shard (:mod:`swgpu_tools.io.statefile`):
-    read first (when present and usable, only new and changed sequences are
-    scored, :mod:`swgpu_tools.engine.increment`) and written after the table,
-    with ``margin`` (default ``top_k``) more hits per query than the table.
+    ``state_path``: the job's memory of each shard (one path per shard, in the
+    same order; :mod:`swgpu_tools.io.statefile`): read first (when present and
+    usable, only new and changed sequences are scored,
+    :mod:`swgpu_tools.engine.increment`) and written after the table, with
+    ``margin`` (default ``top_k``) more hits per query than the table.
     """
+    shards = _as_list(shard_path)
+    states = _as_list(state_path) or [None] * len(shards)
+    if len(states) != len(shards):
+        raise ValueError(f"{len(shards)} shards but {len(states)} state files")
     margin = top_k if margin is None else int(margin)
     timer = StepTimer("score_shard")
-    has_state = bool(state_path) and os.path.exists(state_path)
-    started = None
-    if not has_state or backend == "cpu":
-        # the GPU's start-up (lock, CUDA context, helper kernels) runs while the inputs are read
-        started = BackendStart(backend, device, background=backend != "cpu", scheme=scheme)
+    has_state = [bool(s) and os.path.exists(s) for s in states]
+    cpus = threads or (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    )
+    early = None
+    if backend == "cpu" or not all(has_state) or gpu_likely(backend):
+        # the GPU's start-up (lock, CUDA context, helper kernels) runs while the inputs
+        # are read; a re-scan whose delta is small may still score on the CPU instead
+        early = BackendStart(backend, device, background=backend != "cpu", scheme=scheme)
+    cpu_start = None
     with timer.phase("read"):
         queries = read_fasta(queries_path)
-        database = read_shard(shard_path)
-    log.info(
-        f"{os.fspath(shard_path)}: {len(database):,} sequences, "
-        f"{database.total_residues:,} residues; {len(queries)} queries"
-    )
-    timer.fields["shard"] = os.path.basename(os.fspath(shard_path))
-    previous = read_state(state_path) if has_state else None
-    if has_state and previous is None:
-        log.warning(f"{state_path}: unreadable; scoring the whole shard")
-    hashes = qhashes = None
-    if started is None:  # a re-scan: the GPU is started only where the delta is worth it
-        hashes, qhashes = sequence_hashes(database), sequence_hashes(queries)
-        cells, passes = delta_cells(queries, database, scheme.digest, previous, hashes, qhashes)
-        cpus = threads or (
-            len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        reader = _Prefetch(shards)
+    qhashes = None
+    parts, new_states, records = [], [], []
+    for i, path in enumerate(shards):
+        with timer.phase("read"):
+            database = reader.get(i)
+        log.info(
+            f"{os.fspath(path)}: {len(database):,} sequences, "
+            f"{database.total_residues:,} residues; {len(queries)} queries"
         )
-        use = backend
-        if rescan_on_cpu(cells, passes, cpus):
-            use = "cpu"
-            log.info(
-                f"re-scan of {cells:.3g} cells in {passes} query passes: scored on the CPU "
-                f"({cpus} threads), sooner than starting the GPU"
+        info: dict = {"shard": os.path.basename(os.fspath(path))}
+        previous = read_state(states[i]) if has_state[i] else None
+        if has_state[i] and previous is None:
+            log.warning(f"{states[i]}: unreadable; scoring the whole shard")
+        hashes = None
+        started = early
+        if has_state[i] and backend != "cpu":
+            # a re-scan: the GPU is used only where the delta is worth it
+            hashes = sequence_hashes(database)
+            qhashes = sequence_hashes(queries) if qhashes is None else qhashes
+            cells, passes = delta_cells(queries, database, scheme.digest, previous, hashes, qhashes)
+            use = backend
+            gpu_left = GPU_START_S if early is None else early.seconds_left(GPU_START_S)
+            if rescan_on_cpu(cells, passes, cpus, gpu_start_s=gpu_left):
+                use = "cpu"
+                log.info(
+                    f"re-scan of {cells:.3g} cells in {passes} query passes: scored on the "
+                    f"CPU ({cpus} threads), sooner than "
+                    + ("starting the GPU" if early is None else "waiting for the GPU")
+                )
+            info["rescan_estimate"] = {"cells": cells, "passes": passes, "backend": use}
+            if use == "cpu":
+                cpu_start = cpu_start or BackendStart("cpu", device, scheme=scheme)
+                started = cpu_start
+            elif early is None:
+                early = started = BackendStart(use, device, scheme=scheme)
+        with timer.phase("score"):
+            hits, state = scan(
+                queries,
+                database,
+                scheme,
+                top_k,
+                margin,
+                previous,
+                threads=threads,
+                started=started,
+                stats=info,
+                hashes=hashes,
+                qhashes=qhashes,
             )
-        timer.fields["rescan_estimate"] = {"cells": cells, "passes": passes, "backend": use}
-        started = BackendStart(use, device, scheme=scheme)
-    with timer.phase("score"):
-        hits, state = scan(
-            queries,
-            database,
-            scheme,
-            top_k,
-            margin,
-            previous,
-            threads=threads,
-            started=started,
-            stats=timer.fields,
-            hashes=hashes,
-            qhashes=qhashes,
-        )
+        info["hits"] = len(hits)
+        parts.append(hits)
+        new_states.append(state)
+        records.append(info)
+        del database
     with timer.phase("write"):
+        hits = concat_shard_hits(parts)
         write_shard_hits(out_path, hits)
-        if state_path:
-            write_state(state_path, state)  # after the table: a kill in between only rescores
+        for path, state in zip(states, new_states):
+            if path:
+                write_state(path, state)  # after the table: a kill in between only rescores
+    timer.fields.update(_job_record(records, shards))
     timer.fields["hits"] = len(hits)
     timer.write(stats_path)
-    log.info(f"wrote {len(hits):,} hits to {os.fspath(out_path)}")
+    log.info(f"wrote {len(hits):,} hits of {len(shards)} shard(s) to {os.fspath(out_path)}")
     return hits
+
+
+def _job_record(records: list[dict], shards: list) -> dict:
+    """The job's statistics: one shard's record as it is; for several, the sums of
+    :data:`_SUMMED`, the GCUPS over them, and each shard's record under ``shards``."""
+    if len(records) == 1:
+        return dict(records[0])
+    out = dict(records[-1])
+    for key in _SUMMED:
+        out[key] = sum(r.get(key, 0) or 0 for r in records)
+    out["gcups"] = out["cells"] / max(out["kernel_s"], 1e-9) / 1e9
+    out["backend"] = "+".join(dict.fromkeys(str(r.get("backend")) for r in records))
+    out["reason"] = "; ".join(dict.fromkeys(str(r.get("reason")) for r in records))
+    modes = {r.get("mode") for r in records}
+    out["mode"] = "incremental" if "incremental" in modes else out.get("mode")
+    first = os.path.basename(os.fspath(shards[0])).removesuffix(".swdb")
+    last = os.path.basename(os.fspath(shards[-1])).removesuffix(".swdb")
+    out["shard"] = f"{first}-{last.removeprefix('shard-')}"
+    out["shards"] = records
+    return out

@@ -69,20 +69,37 @@ def shard_files():
     return expand("results/shards/shard-{shard}.swdb", shard=SHARD_IDS)
 
 
+def _job_shards(wildcards):
+    """The shard numbers of a score_shard job, from its name (swgpu_tools.shardjobs)."""
+    from swgpu_tools.shardjobs import job_shards
+
+    return [f"{k:04d}" for k in job_shards(wildcards.shard)]
+
+
 def shard_file(wildcards):
-    """Input of a score_shard job: its shard, through the shard_db checkpoint.
+    """Input of a score_shard job: its shards, through the shard_db checkpoint.
 
     Going through the checkpoint makes Snakemake re-evaluate the scoring jobs
-    once the shards are (re)written, so that a shard whose content (checksum)
-    did not change is not scored again (see shard_db.smk).
+    once the shards are (re)written, so that a job whose shards' content
+    (checksum) did not change is not run again (see shard_db.smk).
     """
     checkpoints.shard_db.get()
-    return f"results/shards/shard-{wildcards.shard}.swdb"
+    return expand("results/shards/shard-{s}.swdb", s=_job_shards(wildcards))
 
 
-def shard_hit_tables():
-    """The per-shard hit tables written by rule score_shard, in shard order."""
-    return expand("results/hits/shard-{shard}.npz", shard=SHARD_IDS)
+def shard_states(wildcards):
+    """The re-scan memory files of a score_shard job's shards (not declared outputs)."""
+    return " ".join(shlex.quote(f"results/state/shard-{s}.npz") for s in _job_shards(wildcards))
+
+
+def shard_hit_tables(wildcards=None):
+    """The hit tables written by rule score_shard, one per job, in shard order."""
+    return expand("results/hits/shard-{job}.npz", job=score_jobs())
+
+
+def score_job_stats(wildcards=None):
+    """The statistics files written by rule score_shard, one per job."""
+    return expand("results/stats/score_shard/shard-{job}.json", job=score_jobs())
 
 
 # ---------------------------------------------------------------------------
@@ -176,6 +193,45 @@ if workflow.is_main_process:
         _import_backend().workflow_gpus_line(GPU_PLAN, _gpu and _gpu.value, _gpu_given),
         file=sys.stderr,
     )
+
+
+def _scoring_slots():
+    """Scoring jobs that run at once on this machine: GPUs for GPU jobs, else the
+    CPU jobs that fit --cores; None on a cluster (each job gets its own node share)."""
+    if not workflow.local_exec:
+        return None
+    if SCORE_GPUS:
+        gpu = workflow.global_resources.get("gpu")
+        return gpu.value if gpu is not None else None
+    cores = workflow.global_resources.get("_cores")
+    cores = getattr(cores, "value", cores)
+    return max(1, int(cores) // int(config["threads"])) if cores else None
+
+
+_SCORE_JOBS = []
+
+
+def score_jobs():
+    """The score_shard jobs, by name: "0002" scores shard 2, "0000-0003" shards 0 to 3.
+
+    Decided when the DAG is built (input functions), not when this file is
+    parsed: only then does Snakemake know whether jobs run here or on a cluster.
+    """
+    if not _SCORE_JOBS:
+        from swgpu_tools.shardjobs import auto_per_job, plan_jobs
+
+        per_job = config["shards_per_job"]
+        if per_job == "auto":
+            per_job = auto_per_job(config["shards"], _scoring_slots())
+        _SCORE_JOBS.append(plan_jobs(config["shards"], min(int(per_job), config["shards"])))
+        jobs = _SCORE_JOBS[0]
+        if workflow.is_main_process and len(jobs) < config["shards"]:
+            print(
+                f"swgpu: {config['shards']} shards in {len(jobs)} scoring "
+                f"job{'s' if len(jobs) > 1 else ''} (shards_per_job: {config['shards_per_job']})",
+                file=sys.stderr,
+            )
+    return list(_SCORE_JOBS[0])
 
 
 def scoring_backends_used():

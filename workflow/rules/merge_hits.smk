@@ -7,7 +7,7 @@
 
 rule merge_hits:
     input:
-        hits=shard_hit_tables(),
+        hits=shard_hit_tables,
         queries=QUERIES,
         info="results/shards/database.json",
     output:

@@ -20,7 +20,7 @@ rule plots:
         hits="results/hits.tsv",
         changes="results/changes.tsv",
         queries=QUERIES,
-        stats=expand("results/stats/score_shard/shard-{shard}.json", shard=SHARD_IDS),
+        stats=score_job_stats,
     output:
         scores=report(
             "results/plots/scores.png",

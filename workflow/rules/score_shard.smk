@@ -1,4 +1,7 @@
-# Score every query against one shard: one job per shard.
+# Score every query against the database's shards.  A job scores a run of
+# consecutive shards in one process (config shards_per_job; auto spreads the
+# shards over the GPUs of this machine, so one GPU's jobs start CUDA once); its
+# name is its shards, "0002" or "0000-0003" (swgpu_tools/shardjobs.py).
 #
 # GPU binding (details in workflow/README.md): Snakemake never sets
 # CUDA_VISIBLE_DEVICES.  A job planned on a GPU (common.smk: SCORE_GPUS)
@@ -46,11 +49,11 @@ rule score_shard:
         top_k=config["top_k"],
         backend=config["backend"],
         margin=config["margin"] if config.get("margin") is not None else config["top_k"],
-        state=lambda wildcards: f"results/state/shard-{wildcards.shard}.npz",
+        state=shard_states,
         quarantine=QUARANTINE_DIR,
     shell:
         "( swgpu score-shard {input.shard:q} --queries {input.queries:q}"
-        " --out {output.hits:q} --stats {output.stats:q} --state {params.state:q}"
+        " --out {output.hits:q} --stats {output.stats:q} --state {params.state}"
         " --margin {params.margin} {params.scoring} --top-k {params.top_k}"
         " --backend {params.backend} --threads {threads} --device auto"
         " || {{ swgpu check-shards --quarantine {params.quarantine:q} {input.shard:q}; exit 1; }}"

@@ -1,0 +1,115 @@
+"""Scoring jobs of several shards: job names, the plan, joined hit tables, health."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from swgpu_tools.io.hitsfile import ShardHits, concat_shard_hits, read_shard_hits, write_shard_hits
+from swgpu_tools.shardjobs import auto_per_job, job_name, job_shards, plan_jobs
+
+
+@given(st.integers(1, 300), st.integers(1, 400))
+@settings(max_examples=200, deadline=None)
+def test_plan_covers_every_shard_once_in_runs(n, per_job):
+    jobs = plan_jobs(n, per_job)
+    shards = [k for j in jobs for k in job_shards(j)]
+    assert shards == list(range(n))  # every shard once, in order
+    assert all(1 <= len(job_shards(j)) <= per_job for j in jobs)
+    assert len(jobs) == -(-n // per_job)
+    for j in jobs:
+        ks = job_shards(j)
+        assert job_name(ks[0], ks[-1]) == j
+
+
+@pytest.mark.parametrize(
+    "name, shards",
+    [("0002", [2]), ("0000-0003", [0, 1, 2, 3]), ("0010-0010", [10]), ("12345", [12345])],
+)
+def test_job_names(name, shards):
+    assert job_shards(name) == shards
+
+
+@pytest.mark.parametrize("bad", ["", "2", "0003-0001", "0000-", "abcd", "0000-0001-0002"])
+def test_bad_job_names(bad):
+    with pytest.raises(ValueError):
+        job_shards(bad)
+
+
+@pytest.mark.parametrize(
+    "n, slots, per_job", [(4, 1, 4), (4, 2, 2), (5, 2, 3), (4, 8, 1), (4, None, 1), (1, 1, 1)]
+)
+def test_auto_per_job(n, slots, per_job):
+    assert auto_per_job(n, slots) == per_job
+
+
+def _hits(queries, rows, subjects, offset=0):
+    """A ShardHits from rows (query index, subject index, score)."""
+    q = np.array([r[0] for r in rows], dtype=np.int32)
+    s = np.array([r[1] for r in rows], dtype=np.int32)
+    score = np.array([r[2] for r in rows], dtype=np.int32)
+    return ShardHits(
+        list(queries),
+        q,
+        s,
+        score,
+        list(subjects),
+        [f"id_{x}" for x in subjects],
+        [f"title {x}" for x in subjects],
+        np.arange(offset + 10, offset + 10 + len(subjects), dtype=np.int64),
+    )
+
+
+def test_joined_hit_tables_keep_every_hit_and_order_each_query_by_score(tmp_path):
+    queries = ["qa", "qb"]
+    a = _hits(queries, [(0, 0, 50), (0, 1, 20), (1, 1, 30)], ["s1", "s2"])
+    b = _hits(queries, [(0, 0, 40), (1, 0, 30), (1, 1, 90)], ["t1", "t2"], offset=5)
+    joined = concat_shard_hits([a, b])
+
+    def triples(h):
+        return sorted(
+            (h.queries[q], h.subjects[s], int(x), h.sseqid[s], h.stitle[s], int(h.slen[s]))
+            for q, s, x in zip(h.q, h.s, h.score)
+        )
+
+    assert triples(joined) == sorted(triples(a) + triples(b))
+    # per query, best first (ties in part order)
+    rows = list(zip(joined.q.tolist(), (-joined.score).tolist()))
+    assert rows == sorted(rows)
+    assert joined.subjects == ["s1", "s2", "t1", "t2"]
+    path = tmp_path / "shard-0000-0001.npz"
+    write_shard_hits(path, joined)
+    back = read_shard_hits(path)
+    assert triples(back) == triples(joined)
+    with pytest.raises(ValueError):
+        concat_shard_hits([a, _hits(["qx"], [], [])])
+
+
+def test_health_removes_the_job_table_that_holds_a_damaged_shard(tmp_path):
+    """A damaged shard takes the hit table of the job that scored it (and only that
+    one) with it, so that the job runs again."""
+    import os
+
+    from swgpu_tools.health import check_shards
+    from swgpu_tools.io.shardfile import write_shard
+
+    results = tmp_path / "results"
+    (results / "shards").mkdir(parents=True)
+    (results / "shards" / "database.json").write_text("{}")
+    for k in range(4):
+        write_shard(results / "shards" / f"shard-{k:04d}.swdb", [f"s{k}"], [b"ACDEFG"])
+    h = _hits(["q"], [(0, 0, 5)], ["s0"])
+    for job in ("0000-0001", "0002-0003"):
+        write_shard_hits(results / "hits" / f"shard-{job}.npz", h)
+    assert check_shards(str(results), 4) == []
+    path = results / "shards" / "shard-0003.swdb"
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0xFF
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(1, 1))  # a new stamp: the shard is checked again
+    done = check_shards(str(results), 4)
+    assert any("shard-0003.swdb is damaged" in d for d in done), done
+    assert not (results / "hits" / "shard-0002-0003.npz").exists()
+    assert (results / "hits" / "shard-0000-0001.npz").exists()
