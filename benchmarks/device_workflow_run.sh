@@ -22,12 +22,14 @@
 #          compared blocks by plan bucket, SWGPU_BATCH_CHUNKS=bucket at c01ec21, since removed).
 # PHASE=T: precompile, the GPU tests and gpu_batch_bench.py on the delta.
 # PHASE=S: precompile, then the workflow with 20 and 500 queries, one shard (issue 11).
+# PHASE="T S" runs T, then S (phases run in the order of this file).
 # SWGPU_COMMIT=<commit> names the commit in the log (the device gets a copy of the
 # working tree without its history).
 # Everything that must come back is written under $OUT.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 PHASE=${PHASE:-A}
+has_phase() { [[ " $PHASE " == *" $1 "* ]]; }  # PHASE may name several: PHASE="T S"
 export PYTHONUNBUFFERED=1 SWGPU_LOCK_DIR=/tmp/swgpu-locks
 export SWGPU_CACHE_DIR=${SWGPU_CACHE_DIR:-/tmp/swgpu-cache}
 SITE=/tmp/site
@@ -71,7 +73,7 @@ kernel_bench() {
   timeout 100 python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta --repeat 2 \
     --skip-start --json "$OUT/gpu_bench.json" 2>&1 | grep -iv "^BQ" | tail -4 | tee -a "$OUT/log.txt"
 }
-if [ "$PHASE" = A ]; then
+if has_phase A; then
   t0=$(ts); swgpu backend --precompile 2>&1 | tee -a "$OUT/log.txt"; echo "precompile $(el $t0 $(ts)) s" | tee -a "$OUT/log.txt"
   echo "== GPU tests" | tee -a "$OUT/log.txt"
   SWGPU_TEST_DATA=$D SWGPU_BENCH_DB=$BD/bench_db.fasta SWGPU_BENCH_QUERIES=$BD/bench_queries.fasta \
@@ -86,7 +88,7 @@ if [ "$PHASE" = A ]; then
     --cores 16 --threads 16 --shards 4 --workdir /tmp/scale --json "$OUT/scale_A.json" 2>&1 | tee -a "$OUT/log.txt"
   cp /tmp/scale/q500/results/plots/steps.png "$OUT/steps_q500.png" 2>/dev/null
 fi
-if [ "$PHASE" = B ]; then
+if has_phase B; then
   swgpu backend --precompile > /dev/null 2>&1
   echo "== workflow, one shard (one GPU), warm caches" | tee -a "$OUT/log.txt"
   timeout 240 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
@@ -103,7 +105,7 @@ if [ "$PHASE" = B ]; then
     python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta --queries 20=$BD/bench_queries.fasta \
     --cores 16 --threads 16 --shards 1 --workdir /tmp/cold --json "$OUT/scale_cold.json" 2>&1 | tee -a "$OUT/log.txt"
 fi
-if [ "$PHASE" = C ]; then
+if has_phase C; then
   swgpu backend --precompile > /dev/null 2>&1
   echo "== 5,000 queries" | tee -a "$OUT/log.txt"
   timeout 300 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
@@ -118,7 +120,7 @@ if [ "$PHASE" = C ]; then
     --queries 20=$BIG/big_queries.fasta --cores 16 --threads 16 --shards 8 --workdir /tmp/bigrun \
     --json "$OUT/scale_2e9.json" 2>&1 | tee -a "$OUT/log.txt"
 fi
-if [ "$PHASE" = F1 ]; then
+if has_phase F1; then
   precompile_all; gpu_tests 220; kernel_bench
   echo "== workflow, one shard, warm caches" | tee -a "$OUT/log.txt"
   timeout 200 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
@@ -132,7 +134,7 @@ if [ "$PHASE" = F1 ]; then
     --workdir /tmp/rescan --json "$OUT/rescan.json" 2>&1 | tee -a "$OUT/log.txt"
   tar czf "$OUT/rescan_F1.tgz" -C /tmp/rescan --exclude='*.swdb' --exclude='*.fasta' --exclude='state' . 2>/dev/null
 fi
-if [ "$PHASE" = F2 ]; then
+if has_phase F2; then
   swgpu backend --precompile > /dev/null 2>&1
   echo "== 5,000 queries" | tee -a "$OUT/log.txt"
   timeout 330 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
@@ -140,7 +142,7 @@ if [ "$PHASE" = F2 ]; then
     --workdir /tmp/scale5k --json "$OUT/scale_5000.json" 2>&1 | tee -a "$OUT/log.txt"
   tar czf "$OUT/stats_5000.tgz" -C /tmp/scale5k q5000/results/stats q5000/snakemake.log 2>/dev/null
 fi
-if [ "$PHASE" = F3 ]; then
+if has_phase F3; then
   swgpu backend --precompile > /dev/null 2>&1
   BIG=/tmp/big; mkdir -p $BIG
   t0=$(ts)
@@ -166,7 +168,7 @@ with open('$BIG/big_db.fasta', 'wb') as f:
   timeout 150 python3 benchmarks/shard_db_speed.py --db $BD/bench_db.fasta --shards 1 4 8 --repeat 3 \
     2>&1 | tail -8 | tee -a "$OUT/log.txt"
 fi
-if [ "$PHASE" = F4 ]; then
+if has_phase F4; then
   swgpu backend --precompile > /dev/null 2>&1
   if [ -n "${SHARD_MEMORY:-}" ]; then
     echo "== shard_db memory, 2e9 (anonymous and with the mapped files' page cache)" | tee -a "$OUT/log.txt"
@@ -194,7 +196,7 @@ query_file($RESCAN_QUERIES, '$D/uniprot_queries500.fasta.gz', '$BD/bench_db.fast
   tar czf "$OUT/rescan_$RESCAN_QUERIES.tgz" -C /tmp/rescan$RESCAN_QUERIES --exclude='*.swdb' --exclude='*.fasta' \
     --exclude='state' --exclude='*.tsv' --exclude='*.npz' --exclude='history' . 2>/dev/null
 fi
-if [ "$PHASE" = G ]; then
+if has_phase G; then
   precompile_all; gpu_tests 220; kernel_bench
   echo "== many queries per launch: a re-scan's delta (1,663 bench200M entries x 2,000 queries)" | tee -a "$OUT/log.txt"
   python3 -c "
@@ -208,8 +210,8 @@ open('/tmp/q500.fasta', 'w').write(recs)
   timeout 120 python3 benchmarks/gpu_batch_bench.py --db $D/uniprot20k.fasta.gz --queries /tmp/q500.fasta \
     --subjects 0 --queries-n 500 --top-k 500 --json "$OUT/batch_u20k.json" 2>&1 | tee -a "$OUT/log.txt"
 fi
-if [ "$PHASE" = BB ] || [ "$PHASE" = T ]; then
-  if [ "$PHASE" = T ]; then
+if has_phase BB || has_phase T; then
+  if has_phase T; then
     precompile_all; gpu_tests 220  # run 21 ran them cold, without the precompile, and ran out of time
   fi
   echo "== many queries per launch (gpu_batch_bench.py)" | tee -a "$OUT/log.txt"
@@ -220,12 +222,12 @@ open('/tmp/q500.fasta', 'w').write(gzip.open('$D/uniprot_queries500.fasta.gz', '
   timeout 120 python3 benchmarks/gpu_batch_bench.py --db $BD/bench_db.fasta \
     --queries /tmp/q500.fasta --subjects 1663 --queries-n 2000 --top-k 510 \
     --json "$OUT/batch_delta.json" 2>&1 | tee -a "$OUT/log.txt"
-  [ "$PHASE" = BB ] && timeout 120 python3 benchmarks/gpu_batch_bench.py --db $D/uniprot20k.fasta.gz \
+  has_phase BB && timeout 120 python3 benchmarks/gpu_batch_bench.py --db $D/uniprot20k.fasta.gz \
     --queries /tmp/q500.fasta --subjects 0 --queries-n 500 --top-k 500 --json "$OUT/batch_u20k.json" \
     2>&1 | tee -a "$OUT/log.txt"
 fi
-if [ "$PHASE" = S ]; then
-  t0=$(ts); swgpu backend --precompile 2>&1 | tail -4 | tee -a "$OUT/log.txt"; echo "precompile $(el $t0 $(ts)) s" | tee -a "$OUT/log.txt"
+if has_phase S; then
+  has_phase T || precompile_all  # T precompiled already
   echo "== workflow, one shard, warm caches" | tee -a "$OUT/log.txt"
   timeout 240 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
     --queries 20=$BD/bench_queries.fasta --queries 500=$D/uniprot_queries500.fasta.gz \

@@ -282,3 +282,10 @@ class ScoringScheme:
         ca = self.codes_of_letters[ord(a)]
         cb = self.codes_of_letters[ord(b)]
         return int(self.matrix[ca, cb])
+
+
+def longest_alignable_pair(matrix: np.ndarray, gap_open: int, gap_extend: int) -> int:
+    """The most residues (query + subject) a pair may have for the aligner's int32 cells
+    (here, not in the alignment package, so that scoring jobs need not import it)."""
+    worst = int(np.abs(matrix).max(initial=0)) + gap_open + gap_extend
+    return ((1 << 29) - 1) // max(worst, 1)

@@ -221,3 +221,44 @@ def test_accession_ranks_of_unsorted_and_sorted_shards():
     s = _Ranks(["a", "b", "c"])
     assert s.rank.tolist() == [0, 1, 2] and s.below("b") == 1
     assert _Ranks([]).below("x") == 0
+
+
+@given(
+    st.lists(st.sampled_from([f"a{i}" for i in range(12)]), unique=True, max_size=12),
+    st.lists(st.sampled_from([f"a{i}" for i in range(12)]), unique=True, max_size=12),
+    st.lists(st.integers(0, 2), min_size=12, max_size=12),
+    st.booleans(),
+)
+@settings(max_examples=200, deadline=None)
+def test_matched_subjects_against_a_dictionary(old, new, hash_of, shuffle_new):
+    """Each previous subject's index in the new shard where it is there unchanged
+    (same accession, same hash), else -1: the vectorised match against a plain loop,
+    for sorted and unsorted subject lists."""
+    from swgpu_tools.engine.increment import _matched_subjects
+    from swgpu_tools.io.statefile import ShardState
+    from swgpu_tools.sequences import SequenceSet
+
+    if shuffle_new:
+        new = list(reversed(new))
+    h_old = np.array([hash_of[int(a[1:])] for a in old], dtype=np.uint64)
+    h_new = np.array([(hash_of[int(a[1:])] + (int(a[1:]) % 3 == 0)) for a in new], dtype=np.uint64)
+    prev = ShardState(
+        "x",
+        1,
+        0,
+        list(old),
+        h_old,
+        [],
+        np.zeros(0, np.uint64),
+        np.zeros(1, np.int64),
+        np.zeros(0, np.int32),
+        np.zeros(0, np.int32),
+        np.zeros(0, bool),
+    )
+    shard = SequenceSet.from_sequences(list(new), ["A"] * len(new))
+    got = _matched_subjects(shard, h_new, prev).tolist()
+    where = {a: j for j, a in enumerate(new)}
+    want = [
+        where[a] if a in where and h_new[where[a]] == h_old[i] else -1 for i, a in enumerate(old)
+    ]
+    assert got == want

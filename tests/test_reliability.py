@@ -151,7 +151,7 @@ def test_scores_beyond_int32_are_refused_before_scoring(tmp_path, monkeypatch):
 def test_pairs_beyond_the_aligner_are_refused_before_scoring(monkeypatch):
     """A hit the traceback could not align is refused before scoring, naming both
     records (it used to be scored, then end in a ValueError in the traceback)."""
-    from swgpu_tools.alignment import params
+    from swgpu_tools import scoring as params
     from swgpu_tools.engine import scan
     from swgpu_tools.scoring import ScoringScheme
     from swgpu_tools.sequences import SequenceSet

@@ -93,7 +93,9 @@ def _setup(workdir: Path, queries, database) -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     _write_fasta(workdir / "queries.fasta", queries)
     _write_fasta(workdir / "database.fasta", database)
-    _write_config(workdir, shards=SHARDS, threads=1)
+    # one shard per job: these tests follow single shards through re-scans and kills
+    # (test_workflow.py re-scans with several shards per job)
+    _write_config(workdir, shards=SHARDS, threads=1, shards_per_job=1)
 
 
 def _scored_shards(proc) -> list[str]:

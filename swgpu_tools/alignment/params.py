@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..scoring import ScoringScheme
+from ..scoring import ScoringScheme, longest_alignable_pair
 
 
 def kernel_scoring(matrix, gap_open=None, gap_extend=None) -> tuple[np.ndarray, int, int]:
@@ -36,12 +36,6 @@ def kernel_scoring(matrix, gap_open=None, gap_extend=None) -> tuple[np.ndarray, 
     if gap_open < 0 or gap_extend < 0 or gap_open + gap_extend <= 0:
         raise ValueError("gap costs must be >= 0 and not both 0")
     return matrix, gap_open, gap_extend
-
-
-def longest_alignable_pair(matrix: np.ndarray, gap_open: int, gap_extend: int) -> int:
-    """The most residues (query + subject) a pair may have for the aligner's int32 cells."""
-    worst = int(np.abs(matrix).max(initial=0)) + gap_open + gap_extend
-    return ((1 << 29) - 1) // max(worst, 1)
 
 
 def check_range(longest_pair: int, matrix: np.ndarray, gap_open: int, gap_extend: int) -> None:

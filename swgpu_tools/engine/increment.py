@@ -124,13 +124,20 @@ def delta_cells(
 def _matched_subjects(shard: SequenceSet, hashes: np.ndarray, previous: ShardState) -> np.ndarray:
     """For each subject of ``previous``: its index in ``shard`` where it is there
     unchanged (same accession, same content hash), else -1."""
-    prev_index = {a: i for i, a in enumerate(previous.subjects)}
-    prev_hashes = previous.subject_hashes.tolist()
     prev_to_new = np.full(len(previous.subjects), -1, dtype=np.int64)
-    for j, (a, h) in enumerate(zip(shard.ids, hashes.tolist())):
-        i = prev_index.get(a)
-        if i is not None and prev_hashes[i] == h:
-            prev_to_new[i] = j
+    if not len(previous.subjects) or not len(shard):
+        return prev_to_new
+    # accessions as numpy strings; shards are sorted by accession, so the sort is a no-op
+    prev = _Ranks(list(previous.subjects))
+    new = np.asarray(list(shard.ids), dtype=str)
+    pos = np.minimum(np.searchsorted(prev.sorted, new), len(prev.sorted) - 1)
+    same_acc = prev.sorted[pos] == new
+    i = np.empty(len(prev.rank), dtype=np.int64)
+    i[prev.rank] = np.arange(len(prev.rank))  # sorted place -> index in previous
+    j = np.flatnonzero(same_acc)
+    pi = i[pos[j]]
+    same = previous.subject_hashes[pi] == np.asarray(hashes, dtype=np.uint64)[j]
+    prev_to_new[pi[same]] = j[same]
     return prev_to_new
 
 

@@ -42,14 +42,14 @@ def check_score_range(queries: SequenceSet, database: SequenceSet, scheme: Scori
 def check_align_range(queries: SequenceSet, database: SequenceSet, scheme: ScoringScheme) -> None:
     """InputError, before any scoring, when a hit of the longest query and the longest
     subject could not be aligned afterwards (the aligner's int32 cells hold pairs
-    of at most :func:`~swgpu_tools.alignment.params.longest_alignable_pair`
+    of at most :func:`~swgpu_tools.scoring.longest_alignable_pair`
     residues in all); without this check such a hit would be scored and then
     fail in the traceback."""
     if not len(queries) or not len(database):
         return
-    from ..alignment.params import longest_alignable_pair
+    from .. import scoring
 
-    limit = longest_alignable_pair(scheme.matrix, scheme.gap_open, scheme.gap_extend)
+    limit = scoring.longest_alignable_pair(scheme.matrix, scheme.gap_open, scheme.gap_extend)
     qi = int(np.argmax(queries.lengths))
     si = int(np.argmax(database.lengths))
     m, n = int(queries.lengths[qi]), int(database.lengths[si])

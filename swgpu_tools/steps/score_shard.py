@@ -145,16 +145,20 @@ def score_shard(
             f"{database.total_residues:,} residues; {len(queries)} queries"
         )
         info: dict = {"shard": os.path.basename(os.fspath(path))}
-        previous = read_state(states[i]) if has_state[i] else None
+        with timer.phase("state"):
+            previous = read_state(states[i]) if has_state[i] else None
         if has_state[i] and previous is None:
             log.warning(f"{states[i]}: unreadable; scoring the whole shard")
         hashes = None
         started = early
         if has_state[i] and backend != "cpu":
             # a re-scan: the GPU is used only where the delta is worth it
-            hashes = sequence_hashes(database)
-            qhashes = sequence_hashes(queries) if qhashes is None else qhashes
-            cells, passes = delta_cells(queries, database, scheme.digest, previous, hashes, qhashes)
+            with timer.phase("match"):
+                hashes = sequence_hashes(database)
+                qhashes = sequence_hashes(queries) if qhashes is None else qhashes
+                cells, passes = delta_cells(
+                    queries, database, scheme.digest, previous, hashes, qhashes
+                )
             use = backend
             gpu_left = GPU_START_S if early is None else early.seconds_left(GPU_START_S)
             if rescan_on_cpu(cells, passes, cpus, gpu_start_s=gpu_left):
