@@ -21,6 +21,8 @@
 # PHASE=BB: gpu_batch_bench.py on a re-scan-sized delta and on uniprot20k (run 20 also
 #          compared blocks by plan bucket, SWGPU_BATCH_CHUNKS=bucket at c01ec21, since removed).
 # PHASE=T: precompile, the GPU tests and gpu_batch_bench.py on the delta.
+# PHASE=P: after F4 (same call): Snakemake's main process under cProfile while it reruns the
+#          steps after scoring (--forcerun merge_hits) in the re-scan's folder.
 # PHASE=S: precompile, then the workflow with 20 and 500 queries, one shard (issue 11).
 # PHASE="T S" runs T, then S (phases run in the order of this file).
 # SWGPU_COMMIT=<commit> names the commit in the log (the device gets a copy of the
@@ -195,6 +197,16 @@ query_file($RESCAN_QUERIES, '$D/uniprot_queries500.fasta.gz', '$BD/bench_db.fast
     --workdir /tmp/rescan$RESCAN_QUERIES --json "$OUT/rescan_$RESCAN_QUERIES.json" 2>&1 | tee -a "$OUT/log.txt"
   tar czf "$OUT/rescan_$RESCAN_QUERIES.tgz" -C /tmp/rescan$RESCAN_QUERIES --exclude='*.swdb' --exclude='*.fasta' \
     --exclude='state' --exclude='*.tsv' --exclude='*.npz' --exclude='history' . 2>/dev/null
+fi
+if has_phase P; then
+  # after F4: Snakemake's own time, profiled, on a forced rerun of the steps after scoring
+  W=/tmp/rescan${RESCAN_QUERIES:-5000}/inc
+  echo "== profile: snakemake --forcerun merge_hits in $W" | tee -a "$OUT/log.txt"
+  t0=$(ts)
+  timeout 120 python3 -m cProfile -o "$OUT/smk_forcerun.prof" -m snakemake -s $PWD/Snakefile \
+    --directory $W --configfile $W/config.yaml --cores 16 --forcerun merge_hits > "$OUT/smk_forcerun.log" 2>&1
+  echo "forced rerun (merge_hits and after), under cProfile: $(el $t0 $(ts)) s" | tee -a "$OUT/log.txt"
+  for f in $W/results/benchmarks/*.tsv; do echo "$(basename $f) $(tail -1 $f | cut -f1)"; done | tee -a "$OUT/log.txt"
 fi
 if has_phase G; then
   precompile_all; gpu_tests 220; kernel_bench

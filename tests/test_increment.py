@@ -262,3 +262,80 @@ def test_matched_subjects_against_a_dictionary(old, new, hash_of, shuffle_new):
         where[a] if a in where and h_new[where[a]] == h_old[i] else -1 for i, a in enumerate(old)
     ]
     assert got == want
+
+
+_CIGAR_OPS = st.lists(st.tuples(st.integers(1, 1200), st.sampled_from("=XID")), max_size=12)
+
+
+@given(
+    st.lists(
+        st.one_of(
+            _CIGAR_OPS.map(lambda ops: "".join(f"{n}{op}" for n, op in ops) or "*"),
+            st.sampled_from(["*", "", "5M", "=3", "3=X", "12", "4=2Q"]),
+        ),
+        max_size=20,
+    )
+)
+@settings(max_examples=200, deadline=None)
+def test_cigars_read_at_once_equal_one_at_a_time(cigars):
+    """The traceback's reuse reads stored CIGARs with numpy (engine/traceback.
+    _ops_from_cigars); each gives the columns of the one-at-a-time reader and its
+    query and subject spans, and a malformed one gives spans of -1 (aligned again)."""
+    import re
+
+    from swgpu_tools.engine.traceback import _ops_from_cigar, _ops_from_cigars
+
+    ops, qspan, sspan = _ops_from_cigars(cigars)
+    for c, o, q, s in zip(cigars, ops, qspan.tolist(), sspan.tolist()):
+        if c == "*" or re.fullmatch(r"(?:\d+[=XID])*", c):
+            want = _ops_from_cigar(c)
+            assert o == want
+            assert q == want.count(b"M") + want.count(b"I")
+            assert s == want.count(b"M") + want.count(b"D")
+        else:
+            assert (o, q, s) == (b"", -1, -1)
+
+
+def test_traceback_reuse_gives_the_scratch_table_and_realigns_damaged_rows():
+    """Alignments reused from an earlier table give the table of a traceback from
+    scratch; a stored row whose CIGAR does not fit its coordinates is aligned again."""
+    import pandas as pd
+
+    from swgpu_tools.alignment import align_many
+    from swgpu_tools.engine.traceback import REUSE_COLUMNS, code_digest, traceback
+    from swgpu_tools.scoring import ScoringScheme
+
+    rng = np.random.default_rng(11)
+    qs = ["".join(rng.choice(list(LETTERS), int(rng.integers(20, 60)))) for _ in range(3)]
+    ss = [q[5:] + "".join(rng.choice(list(LETTERS), 10)) for q in qs] + [
+        "".join(rng.choice(list(LETTERS), 50)) for _ in range(3)
+    ]
+    queries = SequenceSet.from_sequences([f"q{i}" for i in range(3)], qs)
+    subjects = SequenceSet.from_sequences([f"s{i}" for i in range(6)], ss)
+    scheme = ScoringScheme()
+    qi = np.repeat(np.arange(3), 6)
+    si = np.tile(np.arange(6), 3)
+    alns = align_many(
+        scheme.encode(queries, "queries"), scheme.encode(subjects, "database"), qi, si, scheme
+    )
+    hits = pd.DataFrame(
+        {
+            "qacc": [f"q{i}" for i in qi],
+            "sacc": [f"s{i}" for i in si],
+            "score": [a.score for a in alns],
+        }
+    )
+    for c in ("qseqid", "sseqid"):
+        hits[c] = hits["qacc" if c == "qseqid" else "sacc"]
+    hits["stitle"], hits["evalue"], hits["bitscore"] = "t", 1.0, 2.0
+    stats = {}
+    scratch = traceback(hits, queries, subjects, scheme, 1, stats=stats)
+    assert stats["aligned"] == 18
+    previous = scratch[REUSE_COLUMNS].copy()
+    again = traceback(hits, queries, subjects, scheme, 1, previous, code_digest(scheme), stats)
+    assert stats["reused"] == 18 and again.equals(scratch)
+    k = int(np.flatnonzero(previous["cigar"].str.len() > 3)[0])
+    cigar = previous.at[k, "cigar"]
+    previous.at[k, "cigar"] = "1=" + cigar  # one column more than its coordinates
+    again = traceback(hits, queries, subjects, scheme, 1, previous, code_digest(scheme), stats)
+    assert stats["reused"] == 17 and stats["aligned"] == 1 and again.equals(scratch)

@@ -555,3 +555,26 @@ def test_write_errors_name_the_file(tmp_path, monkeypatch):
     with pytest.raises(OutputError, match=r"full.tsv: cannot write: no space left .*disk full"):
         write_table(hits_frame(), target, HITS_COLUMNS)
     assert not target.exists() and os.listdir(tmp_path) == ["plain"]
+
+
+@given(
+    st.lists(st.integers(-(2**62), 2**62), max_size=30),
+    st.lists(st.text(max_size=8), max_size=30),
+    st.booleans(),
+)
+@settings(max_examples=200, deadline=None)
+def test_columns_written_at_once_equal_the_checked_cells(ints, texts, as_array):
+    """format_column's whole-column paths (plain ints, plain text) give the same
+    cells as the value-by-value path, and text with a tab or line break still fails."""
+    from swgpu_tools.io import tables
+
+    values = np.asarray(ints, dtype=np.int64) if as_array else ints
+    assert tables.format_column("score", values) == [str(v) for v in ints]
+    bad = [t for t in texts if any(c in t for c in "\t\n\r")]
+    if bad:
+        with pytest.raises(ValueError, match="contains a tab or line break"):
+            tables.format_column("sseqid", texts)
+    else:
+        assert tables.format_column("sseqid", texts) == [tables._text_cell(t, "x") for t in texts]
+    with pytest.raises(ValueError):
+        tables.format_column("sseqid", texts + [5])

@@ -91,6 +91,50 @@ def _ops_from_cigar(cigar: str) -> bytes:
     return b"".join(parts)
 
 
+_CIGAR_OK = re.compile(r"(?:\d+[=XID])*")
+
+
+def _ops_from_cigars(cigars: list[str]) -> tuple[list[bytes], np.ndarray, np.ndarray]:
+    """:func:`_ops_from_cigar` of many CIGARs at once (numpy over their concatenation),
+    with each one's query and subject span (residues of M+I and of M+D columns).
+    CIGARs that are not well formed come back as b"" with spans -1."""
+    n = len(cigars)
+    texts = ["" if c == "*" else c for c in cigars]
+    good = np.fromiter((_CIGAR_OK.fullmatch(t) is not None for t in texts), dtype=bool, count=n)
+    texts = [t if ok else "" for t, ok in zip(texts, good)]
+    ops: list[bytes] = [b""] * n
+    qspan = np.zeros(n, dtype=np.int64)
+    sspan = np.zeros(n, dtype=np.int64)
+    qspan[~good] = sspan[~good] = -1
+    buf = np.frombuffer("".join(texts).encode("ascii"), dtype=np.uint8)
+    if not len(buf):
+        return ops, qspan, sspan
+    op_pos = np.flatnonzero((buf < 48) | (buf > 57))
+    starts = np.concatenate(([0], op_pos[:-1] + 1))  # each number follows the previous op
+    ndig = op_pos - starts
+    counts = np.zeros(len(op_pos), dtype=np.int64)
+    for k in range(1, int(ndig.max()) + 1):  # the k-th digit from the right of each number
+        has = ndig >= k
+        counts[has] += (buf[op_pos[has] - k].astype(np.int64) - 48) * 10 ** (k - 1)
+    codes = buf[op_pos]
+    is_q = codes != ord("D")
+    is_s = codes != ord("I")
+    codes = np.where((codes == ord("=")) | (codes == ord("X")), ord("M"), codes).astype(np.uint8)
+    columns = np.repeat(codes, counts).tobytes()
+    ends = np.cumsum([len(t) for t in texts])  # each CIGAR's end in buf
+    op_end = np.searchsorted(op_pos, ends)  # its ops are [op_end[i-1], op_end[i])
+    op_start = np.concatenate(([0], op_end[:-1]))
+    col = np.concatenate(([0], np.cumsum(counts)))
+    qcol = np.concatenate(([0], np.cumsum(counts * is_q)))
+    scol = np.concatenate(([0], np.cumsum(counts * is_s)))
+    a, b = col[op_start], col[op_end]
+    qspan[good] = (qcol[op_end] - qcol[op_start])[good]
+    sspan[good] = (scol[op_end] - scol[op_start])[good]
+    for i in np.flatnonzero(good & (b > a)).tolist():
+        ops[i] = columns[a[i] : b[i]]
+    return ops, qspan, sspan
+
+
 def traceback(
     hits,
     queries: SequenceSet,
@@ -138,25 +182,25 @@ def traceback(
         if code != previous_code:
             log.info("previous alignments not reused: scoring scheme or alignment code changed")
         else:
+            col = {c: previous[c].tolist() for c in REUSE_COLUMNS}
             prev = {
-                (r["qacc"], r["sacc"], int(r["score"]), r["qhash"], r["shash"]): r
-                for r in previous[REUSE_COLUMNS].to_dict("records")
+                key: i
+                for i, key in enumerate(
+                    zip(col["qacc"], col["sacc"], col["score"], col["qhash"], col["shash"])
+                )
             }
             qacc, sacc = hits["qacc"].tolist(), hits["sacc"].tolist()
-            for k in range(n):
-                r = prev.get((qacc[k], sacc[k], int(scores[k]), qhash[k], shash[k]))
-                if r is None:
-                    continue
-                q0 = int(r["qstart"]) - 1 if int(r["qstart"]) else 0
-                s0 = int(r["sstart"]) - 1 if int(r["sstart"]) else 0
-                alignments[k] = Alignment(
-                    int(r["score"]),
-                    q0,
-                    int(r["qend"]),
-                    s0,
-                    int(r["send"]),
-                    _ops_from_cigar(r["cigar"]),
-                )
+            found = [prev.get(key) for key in zip(qacc, sacc, scores.tolist(), qhash, shash)]
+            ks = [k for k in range(n) if found[k] is not None]
+            rows = [found[k] for k in ks]
+            ops, qspan, sspan = _ops_from_cigars([col["cigar"][i] for i in rows])
+            for j, (k, i) in enumerate(zip(ks, rows)):
+                qs, ss = int(col["qstart"][i]), int(col["sstart"][i])
+                q0, s0 = (qs - 1 if qs else 0), (ss - 1 if ss else 0)
+                qe, se = int(col["qend"][i]), int(col["send"][i])
+                if qspan[j] != qe - q0 or sspan[j] != se - s0:
+                    continue  # a damaged row: aligned again
+                alignments[k] = Alignment(int(col["score"][i]), q0, qe, s0, se, ops[j])
                 reused += 1
     todo = np.array([k for k in range(n) if alignments[k] is None], dtype=np.int64)
     t0 = time.perf_counter()

@@ -100,6 +100,9 @@ def format_column(name: str, values) -> list[str]:
     if kind == "pct2":
         return _number(lambda v: NA if v is None else "%.2f" % v, values)
     if kind == "int":
+        fast = _int_cells(values)
+        if fast is not None:
+            return fast
         out = []
         for v in values:
             if isinstance(v, (Integral, np.integer)):
@@ -113,7 +116,31 @@ def format_column(name: str, values) -> list[str]:
             else:
                 raise ValueError(f"column {name!r}: expected an integer, got {v!r}")
         return out
-    return [_text_cell(v, name) for v in values]
+    fast = _text_cells(values)
+    return fast if fast is not None else [_text_cell(v, name) for v in values]
+
+
+def _int_cells(values) -> list[str] | None:
+    """The cells of a column of plain ints at once, or None to take the checked path."""
+    if isinstance(values, np.ndarray):
+        if values.dtype.kind in "iu":
+            return [str(v) for v in values.tolist()]
+        return None
+    if all(type(v) is int for v in values):  # noqa: E721 (bool is not a cell)
+        return [str(v) for v in values]
+    return None
+
+
+def _text_cells(values) -> list[str] | None:
+    """A column of str without tabs or line breaks as it is, or None to take the
+    checked path (which names the bad value)."""
+    values = values if isinstance(values, list) else list(values)
+    if not all(type(v) is str for v in values):  # noqa: E721
+        return None
+    joined = "\x00".join(values)
+    if "\t" in joined or "\n" in joined or "\r" in joined:
+        return None
+    return values
 
 
 def _column_values(rows, name: str):

@@ -52,7 +52,10 @@ def gpu_likely(backend: str) -> bool:
 
 
 class _Prefetch:
-    """Reads shard files one ahead, on a thread (reading and its digest release the GIL)."""
+    """Reads shard files one ahead, on a thread, with each sequence's content hash
+    (:func:`~swgpu_tools.io.statefile.sequence_hashes`, for the re-scan state): the
+    first shard's while the GPU starts, the next one's while a shard is scored
+    (reading and the digest release the GIL, and so does the GPU wait)."""
 
     def __init__(self, paths):
         self.paths = list(paths)
@@ -67,7 +70,8 @@ class _Prefetch:
 
         def run():
             try:
-                box["value"] = read_shard(self.paths[i])
+                shard = read_shard(self.paths[i])
+                box["value"] = (shard, sequence_hashes(shard))
             except BaseException as exc:  # re-raised in the caller's thread
                 box["error"] = exc
 
@@ -76,7 +80,7 @@ class _Prefetch:
         self._next = (i, thread, box)
 
     def get(self, i: int):
-        """Shard ``i`` (waiting for its read), and start reading shard ``i + 1``."""
+        """(shard ``i``, its hashes), waiting for them; starts reading shard ``i + 1``."""
         j, thread, box = self._next
         assert j == i, (j, i)
         thread.join()
@@ -139,7 +143,7 @@ def score_shard(
     parts, new_states, records = [], [], []
     for i, path in enumerate(shards):
         with timer.phase("read"):
-            database = reader.get(i)
+            database, hashes = reader.get(i)
         log.info(
             f"{os.fspath(path)}: {len(database):,} sequences, "
             f"{database.total_residues:,} residues; {len(queries)} queries"
@@ -149,12 +153,10 @@ def score_shard(
             previous = read_state(states[i]) if has_state[i] else None
         if has_state[i] and previous is None:
             log.warning(f"{states[i]}: unreadable; scoring the whole shard")
-        hashes = None
         started = early
         if has_state[i] and backend != "cpu":
             # a re-scan: the GPU is used only where the delta is worth it
             with timer.phase("match"):
-                hashes = sequence_hashes(database)
                 qhashes = sequence_hashes(queries) if qhashes is None else qhashes
                 cells, passes = delta_cells(
                     queries, database, scheme.digest, previous, hashes, qhashes
