@@ -153,7 +153,7 @@ def check_config(config: dict, schema_path, workdir: str = ".") -> ConfigCheck:
             )
     # output columns
     try:
-        from .io.fields import parse_columns
+        from .io.fieldnames import parse_columns
 
         parse_columns(config["columns"])
     except InputError as exc:

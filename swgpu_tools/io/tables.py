@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import InputError
 from ..stats import NA, format_bitscore, format_evalue
 from .atomic import atomic_write
-from .fields import FIELDS
+from .fieldnames import FIELDS
 
 #: ``hits.tsv``: ids as BLAST prints them, accessions, scores, statistics, lengths, title.
 HITS_COLUMNS = [
