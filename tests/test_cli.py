@@ -364,3 +364,26 @@ def test_a_second_run_into_the_same_folder_waits_or_refuses(tmp_path):
     assert proc.returncode == 0, err
     assert "waiting for it to finish" in err
     assert (out / "hits.tsv").exists()
+
+
+def test_score_shard_on_a_missing_gpu_fails_clearly(tmp_path):
+    """score-shard starts the GPU beside reading its shard (no check before): without
+    a GPU, --backend gpu still ends in one clear line, exit status 2, no table."""
+    from swgpu_tools.backend import gpu_status
+    from swgpu_tools.io.shardfile import write_shard
+
+    if gpu_status()[0]:
+        pytest.skip("this machine has a usable GPU")
+    write_shard(tmp_path / "s.swdb", ["a", "b"], [b"ACDEFGHIK", b"LMNPQRSTVW"])
+    r = swgpu(
+        "score-shard",
+        tmp_path / "s.swdb",
+        "--queries",
+        QUERIES,
+        "--out",
+        tmp_path / "h.npz",
+        "--backend",
+        "gpu",
+    )
+    assert r.returncode == 2 and "no GPU is usable" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "h.npz").exists()

@@ -119,8 +119,12 @@ def scheme_from(args):
     return scheme
 
 
-def check_common(args) -> None:
-    """Check the numbers and choices of the options given, before any file is read."""
+def check_common(args, gpu_now: bool = True) -> None:
+    """Check the numbers and choices of the options given, before any file is read.
+
+    ``gpu_now=False``: leave ``--backend gpu`` to the step, which starts the GPU on a
+    thread while it reads its inputs (the CUDA driver's start takes seconds) and
+    fails there, naming why."""
     threads = getattr(args, "threads", None)
     if threads is not None and threads < 1:
         raise InputError(f"--threads must be at least 1, got {threads}")
@@ -140,7 +144,7 @@ def check_common(args) -> None:
                 raise ValueError
         except ValueError:
             raise InputError(f"--device must be 'auto' or a GPU number, got '{device}'") from None
-    if getattr(args, "backend", None) == "gpu":
+    if gpu_now and getattr(args, "backend", None) == "gpu":
         from ..backend import gpu_status
 
         ok, why = gpu_status()

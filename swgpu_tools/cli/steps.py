@@ -214,7 +214,7 @@ def run_shard(args) -> int:
 def run_score_shard(args) -> int:
     from ..steps.score_shard import score_shard
 
-    check_common(args)
+    check_common(args, gpu_now=False)  # the job starts the GPU beside reading its shards
     if args.margin is not None and args.margin < 0:
         from ..errors import InputError
 

@@ -53,12 +53,14 @@ def gpu_likely(backend: str) -> bool:
 
 class _Prefetch:
     """Reads shard files one ahead, on a thread, with each sequence's content hash
-    (:func:`~swgpu_tools.io.statefile.sequence_hashes`, for the re-scan state): the
-    first shard's while the GPU starts, the next one's while a shard is scored
-    (reading and the digest release the GIL, and so does the GPU wait)."""
+    (:func:`~swgpu_tools.io.statefile.sequence_hashes`, for the re-scan state) and
+    the shard's stored state (None where there is none): the first shard's while
+    the GPU starts, the next one's while a shard is scored (reading and the digest
+    release the GIL, and so does the GPU wait)."""
 
-    def __init__(self, paths):
+    def __init__(self, paths, states):
         self.paths = list(paths)
+        self.states = list(states)
         self._next = None
         self._start(0)
 
@@ -71,7 +73,9 @@ class _Prefetch:
         def run():
             try:
                 shard = read_shard(self.paths[i])
-                box["value"] = (shard, sequence_hashes(shard))
+                hashes = sequence_hashes(shard)
+                state = read_state(self.states[i]) if self.states[i] else None
+                box["value"] = (shard, hashes, state)
             except BaseException as exc:  # re-raised in the caller's thread
                 box["error"] = exc
 
@@ -80,7 +84,7 @@ class _Prefetch:
         self._next = (i, thread, box)
 
     def get(self, i: int):
-        """(shard ``i``, its hashes), waiting for them; starts reading shard ``i + 1``."""
+        """(shard ``i``, its hashes, its state), waiting for them; starts on shard ``i + 1``."""
         j, thread, box = self._next
         assert j == i, (j, i)
         thread.join()
@@ -137,20 +141,18 @@ def score_shard(
         early = BackendStart(backend, device, background=backend != "cpu", scheme=scheme)
     cpu_start = None
     with timer.phase("read"):
+        reader = _Prefetch(shards, [s if has else None for s, has in zip(states, has_state)])
         queries = read_fasta(queries_path)
-        reader = _Prefetch(shards)
     qhashes = None
     parts, new_states, records = [], [], []
     for i, path in enumerate(shards):
         with timer.phase("read"):
-            database, hashes = reader.get(i)
+            database, hashes, previous = reader.get(i)
         log.info(
             f"{os.fspath(path)}: {len(database):,} sequences, "
             f"{database.total_residues:,} residues; {len(queries)} queries"
         )
         info: dict = {"shard": os.path.basename(os.fspath(path))}
-        with timer.phase("state"):
-            previous = read_state(states[i]) if has_state[i] else None
         if has_state[i] and previous is None:
             log.warning(f"{states[i]}: unreadable; scoring the whole shard")
         started = early
