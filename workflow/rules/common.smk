@@ -197,8 +197,13 @@ if workflow.is_main_process:
 
 def _scoring_slots():
     """Scoring jobs that run at once on this machine: GPUs for GPU jobs, else the
-    CPU jobs that fit --cores; None on a cluster (each job gets its own node share)."""
-    if not workflow.local_exec:
+    CPU jobs that fit --cores; None on a cluster (each job gets its own node share).
+
+    Every process that builds this DAG must plan the same jobs: a cluster job's
+    own Snakemake (remote mode, where local_exec is true) evaluates the merge's
+    inputs again, so remote mode plans like the cluster run that submitted it.
+    """
+    if not workflow.local_exec or workflow.remote_exec:
         return None
     if SCORE_GPUS:
         gpu = workflow.global_resources.get("gpu")
