@@ -24,9 +24,9 @@ them again:
 Files are checked in full only when their size or modification time differs
 from when they were last found whole (``results/shards/verified.json``, the
 manifests); a flipped bit that leaves both unchanged is caught when the file
-is next read (shards carry a digest that every reader checks).  Shards the
-shard step wrote are noted by size and inode (Snakemake touches them after the
-job), so they are not read here at all; the next check records their time.
+is next read (shards carry a digest that every reader checks).  The traceback
+step, which reads and checks the shards that hold hits, notes them too (after
+Snakemake touched them), so the next run does not read them again here.
 """
 
 from __future__ import annotations
@@ -57,18 +57,6 @@ def _remove(path: str) -> bool:
         return False
 
 
-def _written_whole(record, st) -> bool:
-    """Whether ``record`` is the shard step's note of this very file (same size and
-    inode; ``[size, None, inode]``), made when it wrote it: Snakemake touched it after."""
-    return (
-        isinstance(record, list)
-        and len(record) == 3
-        and record[1] is None
-        and record[0] == st.st_size
-        and record[2] == st.st_ino
-    )
-
-
 def check_shards(results: str, n_shards: int) -> list[str]:
     """Shard files and the scoring jobs' hit tables (see the module doc); returns what was done."""
     from .io.hitsfile import read_shard_hits
@@ -97,9 +85,7 @@ def check_shards(results: str, n_shards: int) -> list[str]:
         else:
             st = os.stat(path)
             stamp = [st.st_size, st.st_mtime_ns]
-            if _written_whole(verified.get(name), st):
-                verified[name] = stamp  # from now on, its time counts too
-            elif verified.get(name) != stamp:
+            if verified.get(name) != stamp:
                 try:
                     read_shard(path, headers=False)
                     verified[name] = stamp

@@ -115,31 +115,40 @@ def test_health_removes_the_job_table_that_holds_a_damaged_shard(tmp_path):
     assert (results / "hits" / "shard-0000-0001.npz").exists()
 
 
-def test_shards_just_written_are_not_read_again_by_the_health_check(tmp_path, monkeypatch):
-    """The shard step notes the shards it wrote (size, inode); Snakemake then touches
-    them; the start-of-run check accepts them without reading, once, and from then
-    on a change of time (an edit in place) or a new file makes it read them."""
+def test_shards_the_traceback_read_are_not_read_again_by_the_health_check(tmp_path, monkeypatch):
+    """Snakemake touches the shards after the shard step, so that step's note of
+    them is stale; the traceback step, which reads and checks the shards holding
+    hits, notes them again, and the next start-of-run check does not read them.
+    An edit in place afterwards (a new time) is still caught."""
     import os
 
     from swgpu_tools import health
     from swgpu_tools.io import shardfile
     from swgpu_tools.steps.shard_db import shard_database
+    from swgpu_tools.steps.traceback import load_subjects
 
     db = tmp_path / "db.fasta"
     db.write_text("".join(f">s{i}\nACDEFGHIKLMNPQ{'W' * i}\n" for i in range(40)))
     results = tmp_path / "results"
     shard_database(db, results / "shards", 2)
-    for k in range(2):  # what Snakemake does to a job's outputs
-        os.utime(results / "shards" / f"shard-{k:04d}.swdb")
+    paths = [results / "shards" / f"shard-{k:04d}.swdb" for k in range(2)]
+    for p in paths:  # what Snakemake does to a job's outputs
+        os.utime(p, ns=(1, 1))
     reads = []
     real = shardfile.read_shard
     monkeypatch.setattr(shardfile, "read_shard", lambda p, **kw: reads.append(p) or real(p, **kw))
+    # the shard step's note is stale: without the traceback's note, both are read
+    before = (results / "shards" / "verified.json").read_text()
+    assert health.check_shards(str(results), 2) == [] and len(reads) == 2
+    (results / "shards" / "verified.json").write_text(before)
+    reads.clear()
+    got = load_subjects(paths, {f"s{i}" for i in range(40)})
+    assert len(got) == 40
     assert health.check_shards(str(results), 2) == [] and reads == []
-    assert health.check_shards(str(results), 2) == [] and reads == []  # the time is kept now
-    path = results / "shards" / "shard-0001.swdb"
+    path = paths[1]
     data = bytearray(path.read_bytes())
     data[-2] ^= 0x01
-    with open(path, "r+b") as fh:  # in place: same inode, same size, a new time
+    with open(path, "r+b") as fh:  # in place: same size, a new time
         fh.write(bytes(data))
     done = health.check_shards(str(results), 2)
     assert [os.path.basename(p) for p in reads] == ["shard-0001.swdb"]

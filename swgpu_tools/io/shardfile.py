@@ -362,6 +362,36 @@ def _records(shard: _ShardBody, wanted) -> SequenceSet:
     return SequenceSet(ids, shard.residues(), shard.offsets(), heads).subset(found)
 
 
+#: The start-of-run check's notes of shards found whole: name -> [size, mtime_ns]
+#: (in the shards' folder; see :mod:`swgpu_tools.health`).
+VERIFIED_FILE = "verified.json"
+
+
+def note_verified(stamps: dict) -> None:
+    """Note shards just read whole (their digest checked) in their folder's
+    :data:`VERIFIED_FILE`: ``stamps`` maps a shard's path to its ``os.stat`` taken
+    before the read, so a change during or after the read is still caught.
+    Best effort: a note that cannot be written only costs a check later."""
+    by_dir: dict = {}
+    for path, st in stamps.items():
+        by_dir.setdefault(os.path.dirname(os.fspath(path)) or ".", {})[
+            os.path.basename(os.fspath(path))
+        ] = [st.st_size, st.st_mtime_ns]
+    for folder, notes in by_dir.items():
+        path = os.path.join(folder, VERIFIED_FILE)
+        try:
+            with open(path) as fh:
+                verified = json.load(fh)
+        except (OSError, ValueError):
+            verified = {}
+        verified.update(notes)
+        try:
+            with atomic_write(path) as fh:
+                json.dump(verified, fh, sort_keys=True)
+        except OSError:
+            pass
+
+
 def read_database_info(path) -> dict:
     """Load ``database.json`` written by the shard step."""
     try:

@@ -517,10 +517,11 @@ def _check_unique(database) -> None:
 
 
 def _record_verified(out_dir, names) -> None:
-    """Note the shards just written (whole by construction) as verified, so the
-    start-of-run check (:mod:`swgpu_tools.health`) need not read them again: their
-    size and inode, without a modification time, since Snakemake touches a job's
-    outputs after it (the check accepts the touched file once, then keeps its time)."""
+    """Note size and modification time of the shards just written (whole by
+    construction), so the start-of-run check need not read them again.  Under
+    Snakemake this note goes stale at once (it touches a job's outputs after the
+    job); the traceback step notes the shards again when it has read them
+    (:func:`swgpu_tools.io.shardfile.note_verified`)."""
     path = os.path.join(out_dir, "verified.json")
     try:
         with open(path) as fh:
@@ -529,7 +530,7 @@ def _record_verified(out_dir, names) -> None:
         verified = {}
     for name in names:
         st = os.stat(os.path.join(out_dir, name))
-        verified[name] = [st.st_size, None, st.st_ino]
+        verified[name] = [st.st_size, st.st_mtime_ns]
     with atomic_write(path) as fh:
         json.dump(verified, fh, sort_keys=True)
 
