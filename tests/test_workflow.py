@@ -418,6 +418,18 @@ def test_shards_grouped_into_jobs_give_the_same_tables(runs, tmp_path, per_job, 
     hit_files = sorted(p.name for p in (tmp_path / "results/hits").glob("*.npz"))
     assert len(hit_files) == jobs and all("-" in f for f in hit_files), hit_files
     if jobs == 1:
+        # other jobs in the same folder (one shard each): each reuses every stored
+        # hit of its shard, and the tables stay the same
+        _write_config(tmp_path, shards_per_job=1)
+        out = _snakemake(tmp_path)
+        assert _job_counts(out.stdout + out.stderr)["score_shard"] == 4
+        for s in range(4):
+            st = json.loads(
+                (tmp_path / f"results/stats/score_shard/shard-{s:04d}.json").read_text()
+            )
+            assert st["mode"] == "incremental" and st["cells"] == 0, st
+        for name, data in runs["run1"]["bytes"].items():
+            assert (tmp_path / "results" / name).read_bytes() == data, name
         return  # the release below runs once, with two jobs (CI time)
     # a release: the grouped jobs re-score only what changed (per sequence) and
     # match a scan from scratch of the new database
