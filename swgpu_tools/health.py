@@ -60,7 +60,7 @@ def _remove(path: str) -> bool:
 def check_shards(results: str, n_shards: int) -> list[str]:
     """Shard files and the scoring jobs' hit tables (see the module doc); returns what was done."""
     from .io.hitsfile import read_shard_hits
-    from .io.shardfile import read_shard
+    from .io.shardfile import VERIFIED_FILE, read_shard
     from .shardjobs import job_shards
 
     done: list[str] = []
@@ -68,7 +68,7 @@ def check_shards(results: str, n_shards: int) -> list[str]:
     info_path = os.path.join(shards, "database.json")
     if not os.path.exists(info_path):
         return done
-    verified_path = os.path.join(shards, "verified.json")
+    verified_path = os.path.join(shards, VERIFIED_FILE)
     try:
         with open(verified_path) as fh:
             verified = json.load(fh)

@@ -368,10 +368,10 @@ VERIFIED_FILE = "verified.json"
 
 
 def note_verified(stamps: dict) -> None:
-    """Note shards just read whole (their digest checked) in their folder's
-    :data:`VERIFIED_FILE`: ``stamps`` maps a shard's path to its ``os.stat`` taken
-    before the read, so a change during or after the read is still caught.
-    Best effort: a note that cannot be written only costs a check later."""
+    """Note shards known whole (just written, or read with their digest checked) in
+    their folder's :data:`VERIFIED_FILE`: ``stamps`` maps a shard's path to its
+    ``os.stat`` (for a read, taken before it, so a change during or after the read
+    is still caught).  OSError where the note cannot be written."""
     by_dir: dict = {}
     for path, st in stamps.items():
         by_dir.setdefault(os.path.dirname(os.fspath(path)) or ".", {})[
@@ -385,11 +385,8 @@ def note_verified(stamps: dict) -> None:
         except (OSError, ValueError):
             verified = {}
         verified.update(notes)
-        try:
-            with atomic_write(path) as fh:
-                json.dump(verified, fh, sort_keys=True)
-        except OSError:
-            pass
+        with atomic_write(path) as fh:
+            json.dump(verified, fh, sort_keys=True)
 
 
 def read_database_info(path) -> dict:

@@ -10,7 +10,7 @@ tables, so the final tables do not depend on how shards are grouped into jobs.
 from __future__ import annotations
 
 import os
-import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from ..backend import BackendStart
 from ..engine.increment import GPU_START_S, delta_cells, rescan_on_cpu
@@ -61,37 +61,21 @@ class _Prefetch:
     def __init__(self, paths, states):
         self.paths = list(paths)
         self.states = list(states)
-        self._next = None
-        self._start(0)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="swgpu-shard-read")
+        self._next = self._pool.submit(self._load, 0) if self.paths else None
 
-    def _start(self, i: int) -> None:
-        if i >= len(self.paths):
-            self._next = None
-            return
-        box: dict = {}
-
-        def run():
-            try:
-                shard = read_shard(self.paths[i])
-                hashes = sequence_hashes(shard)
-                state = read_state(self.states[i]) if self.states[i] else None
-                box["value"] = (shard, hashes, state)
-            except BaseException as exc:  # re-raised in the caller's thread
-                box["error"] = exc
-
-        thread = threading.Thread(target=run, name="swgpu-shard-read", daemon=True)
-        thread.start()
-        self._next = (i, thread, box)
+    def _load(self, i: int):
+        shard = read_shard(self.paths[i])
+        state = read_state(self.states[i]) if self.states[i] else None
+        return shard, sequence_hashes(shard), state
 
     def get(self, i: int):
         """(shard ``i``, its hashes, its state), waiting for them; starts on shard ``i + 1``."""
-        j, thread, box = self._next
-        assert j == i, (j, i)
-        thread.join()
-        self._start(i + 1)
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
+        current = self._next
+        self._next = self._pool.submit(self._load, i + 1) if i + 1 < len(self.paths) else None
+        if self._next is None:
+            self._pool.shutdown(wait=False)
+        return current.result()  # re-raises the reading thread's error
 
 
 def _as_list(x) -> list:
@@ -143,7 +127,7 @@ def score_shard(
     with timer.phase("read"):
         reader = _Prefetch(shards, [s if has else None for s, has in zip(states, has_state)])
         queries = read_fasta(queries_path)
-    qhashes = None
+        qhashes = sequence_hashes(queries)  # once for all shards
     parts, new_states, records = [], [], []
     for i, path in enumerate(shards):
         with timer.phase("read"):
@@ -159,7 +143,6 @@ def score_shard(
         if has_state[i] and backend != "cpu":
             # a re-scan: the GPU is used only where the delta is worth it
             with timer.phase("match"):
-                qhashes = sequence_hashes(queries) if qhashes is None else qhashes
                 cells, passes = delta_cells(
                     queries, database, scheme.digest, previous, hashes, qhashes
                 )

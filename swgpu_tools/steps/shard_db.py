@@ -28,7 +28,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from ..errors import InputError, OutputError
 from ..io.atomic import atomic_write
 from ..io.fasta import iter_unique_fasta
-from ..io.shardfile import read_shard, shard_file_name
+from ..io.shardfile import note_verified, read_shard, shard_file_name
 from ..io.stepstats import StepTimer
 from ..logs import get_logger
 
@@ -520,19 +520,10 @@ def _record_verified(out_dir, names) -> None:
     """Note size and modification time of the shards just written (whole by
     construction), so the start-of-run check need not read them again.  Under
     Snakemake this note goes stale at once (it touches a job's outputs after the
-    job); the traceback step notes the shards again when it has read them
-    (:func:`swgpu_tools.io.shardfile.note_verified`)."""
-    path = os.path.join(out_dir, "verified.json")
-    try:
-        with open(path) as fh:
-            verified = json.load(fh)
-    except (OSError, ValueError):
-        verified = {}
-    for name in names:
-        st = os.stat(os.path.join(out_dir, name))
-        verified[name] = [st.st_size, st.st_mtime_ns]
-    with atomic_write(path) as fh:
-        json.dump(verified, fh, sort_keys=True)
+    job); the traceback step notes the shards again when it has read them."""
+    note_verified(
+        {os.path.join(out_dir, name): os.stat(os.path.join(out_dir, name)) for name in names}
+    )
 
 
 def check_shards(shard_paths, quarantine_dir=None) -> list[str]:
