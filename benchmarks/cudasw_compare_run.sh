@@ -24,6 +24,8 @@
 #   CUDASW_PASSES=2             the query file is given this many times; the tables report
 #                               the passes after the first (the first pays CUDASW++'s warm-up)
 #   SWGPU_REPEAT=2              gpu_bench.py --repeat (after its own warm-up pass)
+#   SWGPU_MODES="auto"          swgpu kernel modes to run ("auto h16": also the binary16
+#                               no-DPX path, SWGPU_GPU_MODE=h16, written as swgpu_h16.json)
 #   TOP=10                      hits kept per query by both tools
 #   CUDASW_GOP=-12 CUDASW_GEX=-1   CUDASW++'s gap scores; see GAPS below
 #   CUDASW_ARCH=sm_90a BUILD_JOBS=16 PRECOMPILE_JOBS=6 NVCC=path DEADLINE_S=560
@@ -55,6 +57,7 @@ PEAK_QUERIES=${PEAK_QUERIES:-cudasw}
 CUDASW_PSEUDO_MODES=${CUDASW_PSEUDO_MODES-dpx}
 CUDASW_PASSES=${CUDASW_PASSES:-2}
 SWGPU_REPEAT=${SWGPU_REPEAT:-2}
+SWGPU_MODES=${SWGPU_MODES:-auto}
 TOP=${TOP:-10}
 CUDASW_GOP=${CUDASW_GOP:--12}
 CUDASW_GEX=${CUDASW_GEX:--1}
@@ -108,7 +111,11 @@ if [ "$WHAT" != build ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
     export PYTHONPATH=/tmp/site:$ROOT
   else
-    export PYTHONPATH=$ROOT
+    # the image's numba-cuda with its numpy: numba-cuda 0.30 needs numpy.row_stack (gone in 2.5)
+    mkdir -p /tmp/sc
+    printf 'import numpy\nif not hasattr(numpy, "row_stack"):\n    numpy.row_stack = numpy.vstack\n' \
+      >/tmp/sc/sitecustomize.py
+    export PYTHONPATH=/tmp/sc:$ROOT
   fi
   export SWGPU_CACHE_DIR=/tmp/swgpu-cache
   say "python set-up done (PYTHONPATH=$PYTHONPATH)"
@@ -121,7 +128,8 @@ if [ "$WHAT" != build ] && [ "${SWGPU_PRECOMPILE:-1}" = 1 ]; then
 import json, time
 t = time.perf_counter()
 from swgpu_tools.kernels import gpu
-r = gpu.precompile(jobs=$PRECOMPILE_JOBS)
+modes = {m for m in "$SWGPU_MODES".split() if m != "auto"} | set(gpu.cache.device_modes())
+r = gpu.precompile(modes=sorted(modes), jobs=$PRECOMPILE_JOBS)
 print('precompile', round(time.perf_counter() - t, 1), 's', json.dumps(r, default=str)[:2000])
 " >"$OUT/swgpu_precompile.log" 2>&1 &
   PRE_PID=$!
@@ -251,20 +259,26 @@ cudasw() {
   say "$tag $(basename "$dir"): rc $rc, $((SECONDS - t)) s wall; $(grep 'Total time' "$dir/$tag.log" | tr '\n' ' ')"
 }
 
-# swgpu <dir> <fasta> <queries>
+# swgpu <dir> <fasta> <queries>: once per mode of SWGPU_MODES (auto: swgpu.json, else
+# swgpu_<mode>.json with SWGPU_GPU_MODE=<mode>)
 swgpu() {
-  local dir=$1 t=$SECONDS tl
-  tl=$(limit 240)
-  if [ "$tl" -lt 30 ]; then
-    say "SKIP swgpu $(basename "$dir") (deadline)"
-    return 1
-  fi
-  timeout "$tl" python3 benchmarks/gpu_bench.py --db "$2" --queries "$3" --repeat "$SWGPU_REPEAT" \
-    --top-k "$TOP" --skip-start --json "$dir/swgpu.json" >"$dir/swgpu.log" 2>&1
-  local rc=$?
-  echo "swgpu_wall_s: $((SECONDS - t))" >>"$dir/meta.txt"
-  echo "swgpu_rc: $rc" >>"$dir/meta.txt"
-  say "swgpu $(basename "$dir"): rc $rc, $((SECONDS - t)) s wall; $(grep '^TOTAL' "$dir/swgpu.log" | cut -c1-120)"
+  local dir=$1 t tl m tag
+  for m in $SWGPU_MODES; do
+    t=$SECONDS
+    tag=swgpu
+    [ "$m" != auto ] && tag=swgpu_$m
+    tl=$(limit 240)
+    if [ "$tl" -lt 30 ]; then
+      say "SKIP $tag $(basename "$dir") (deadline)"
+      return 1
+    fi
+    SWGPU_GPU_MODE=$m timeout "$tl" python3 benchmarks/gpu_bench.py --db "$2" --queries "$3" \
+      --repeat "$SWGPU_REPEAT" --top-k "$TOP" --skip-start --json "$dir/$tag.json" >"$dir/$tag.log" 2>&1
+    local rc=$?
+    echo "${tag}_wall_s: $((SECONDS - t))" >>"$dir/meta.txt"
+    echo "${tag}_rc: $rc" >>"$dir/meta.txt"
+    say "$tag $(basename "$dir"): rc $rc, $((SECONDS - t)) s wall; $(grep '^TOTAL' "$dir/$tag.log" | cut -c1-120)"
+  done
 }
 
 # ---- bench200M ----

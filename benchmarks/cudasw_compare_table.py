@@ -242,6 +242,10 @@ def load_dir(d: str) -> dict:
             if s["rc"] not in (None, "0") and not s["errors"]:
                 s["errors"] = [_last_line(os.path.join(d, name))]
             runs[tag] = s
+    for name in sorted(os.listdir(d)):  # swgpu in a forced kernel mode (SWGPU_MODES)
+        if name.startswith("swgpu_") and name.endswith(".json"):
+            with open(os.path.join(d, name)) as fh:
+                runs[name[: -len(".json")]] = summarize_swgpu(json.load(fh))
     sw = os.path.join(d, "swgpu.json")
     if os.path.exists(sw):
         with open(sw) as fh:
@@ -266,6 +270,8 @@ def _last_line(path: str) -> str:
 def label(tag: str) -> str:
     if tag == "swgpu":
         return "swgpu"
+    if tag.startswith("swgpu_"):
+        return f"swgpu {tag[len('swgpu_') :]}"
     if tag.startswith("cudasw_pseudo_"):
         return f"CUDASW++ {tag[len('cudasw_pseudo_') :]} (--pseudodb)"
     return f"CUDASW++ {tag[len('cudasw_') :]}"
@@ -284,7 +290,8 @@ def order(runs: dict) -> list[str]:
     pseudo = [t for t in runs if t.startswith("cudasw_pseudo_")]
     key = {"cudasw_dpx": 0, "cudasw_half2": 1}
     cud.sort(key=lambda t: (key.get(t, 9), t))
-    return cud + sorted(pseudo) + (["swgpu"] if "swgpu" in runs else [])
+    forced = sorted(t for t in runs if t.startswith("swgpu_"))
+    return cud + sorted(pseudo) + forced + (["swgpu"] if "swgpu" in runs else [])
 
 
 def score_check(runs: dict, ref: str = "swgpu") -> list[str]:
@@ -324,7 +331,7 @@ def per_query_table(name: str, db: dict) -> list[str]:
     tags = order(runs)
     sw = runs.get("swgpu", {})
     # the ratio is to CUDASW++ on the same database: its --pseudodb runs are left out
-    cud = [t for t in tags if t != "swgpu" and "pseudo" not in t]
+    cud = [t for t in tags if t.startswith("cudasw_") and "pseudo" not in t]
     # swgpu's query names (the FASTA id), else the first word of CUDASW++'s header
     base = next((runs[t]["queries"] for t in tags[::-1] if runs[t].get("queries")), [])
     out = [f"### {name}: per query", ""]
@@ -379,7 +386,7 @@ def peak_table(peaks: list[tuple[int, dict]]) -> list[str]:
                 tags.append(t)
     tags = [t for t in tags if t != "swgpu"] + (["swgpu"] if "swgpu" in tags else [])
     # the ratio is to CUDASW++ on the same database: its --pseudodb runs are left out
-    cud = [t for t in tags if t != "swgpu" and "pseudo" not in t]
+    cud = [t for t in tags if t.startswith("cudasw_") and "pseudo" not in t]
     head = ["length", "sequences", "residues"] + [label(t) for t in tags]
     if "swgpu" in tags and cud:
         head.append("swgpu ÷ best CUDASW++")
@@ -412,6 +419,19 @@ def peak_table(peaks: list[tuple[int, dict]]) -> list[str]:
         # CUDASW++'s --pseudodb is another database (one sequence repeated): other scores
         row.append(tops_agree([runs[t] for t in tags if t in runs and "pseudo" not in t]))
         out.append("| " + " | ".join(row) + " |")
+    return out
+
+
+def no_dpx_lines(dbs: dict) -> list[str]:
+    """One line per database with both a swgpu h16 run and a CUDASW++ half2 run: their
+    overall GCUPS and ratio (the no-DPX paths of both tools on the same GPU)."""
+    out = []
+    for name, db in dbs.items():
+        runs = db["runs"]
+        h = runs.get("swgpu_h16", {}).get("overall_gcups")
+        c = runs.get("cudasw_half2", {}).get("overall_gcups")
+        if h and c:
+            out.append(f"* {name}: swgpu h16 {h:,.0f}, CUDASW++ half2 {c:,.0f}: {h / c:.2f}x")
     return out
 
 
@@ -470,6 +490,10 @@ def build(out_dir: str) -> tuple[str, dict]:
         "query (BLOSUM62, BLAST gap open 11, extend 1 must give equal scores).",
         "",
     ]
+    nodpx = no_dpx_lines(dbs)
+    if nodpx:
+        lines += ["### without DPX: swgpu h16 (binary16 pairs) against CUDASW++ half2", ""]
+        lines += nodpx + [""]
     if "bench200m" in dbs:
         db = dbs["bench200m"]
         sw = db["runs"].get("swgpu", {})

@@ -24,6 +24,8 @@
 # PHASE=P: after F4 (same call): Snakemake's main process under cProfile while it reruns the
 #          steps after scoring (--forcerun merge_hits) in the re-scan's folder.
 # PHASE=S: precompile, then the workflow with 20 and 500 queries, one shard (issue 11).
+# PHASE=H: the no-DPX path (issue 14): precompile the s16, h16 and s32 kernels, the GPU tests
+#          (h16 among their modes), gpu_bench.py on bench200M in s16, h16 and s32 (one process).
 # PHASE="T S" runs T, then S (phases run in the order of this file).
 # SWGPU_COMMIT=<commit> names the commit in the log (the device gets a copy of the
 # working tree without its history).
@@ -221,6 +223,19 @@ open('/tmp/q500.fasta', 'w').write(recs)
   echo "== many queries per launch: uniprot20k x 500 queries" | tee -a "$OUT/log.txt"
   timeout 120 python3 benchmarks/gpu_batch_bench.py --db $D/uniprot20k.fasta.gz --queries /tmp/q500.fasta \
     --subjects 0 --queries-n 500 --top-k 500 --json "$OUT/batch_u20k.json" 2>&1 | tee -a "$OUT/log.txt"
+fi
+if has_phase H; then
+  t0=$(ts)
+  python3 -c "
+from swgpu_tools.kernels import gpu
+print(gpu.precompile(modes=('s16', 'h16', 's32'), jobs=8))
+" 2>&1 | tail -2 | tee -a "$OUT/log.txt"
+  echo "precompile s16 h16 s32 $(el $t0 $(ts)) s" | tee -a "$OUT/log.txt"
+  gpu_tests 240
+  echo "== gpu_bench 20 queries, modes s16, h16, s32" | tee -a "$OUT/log.txt"
+  timeout 200 python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta \
+    --repeat 2 --mode s16,h16,s32 --skip-start --json "$OUT/gpu_bench_modes.json" 2>&1 \
+    | grep -v "^BQ" | tee -a "$OUT/log.txt"
 fi
 if has_phase BB || has_phase T; then
   if has_phase T; then

@@ -2,7 +2,7 @@
 """GPU scan benchmark: per-query and overall GCUPS of swgpu_tools.kernels.gpu.
 
     python benchmarks/gpu_bench.py --db bench_db.fasta --queries bench_queries.fasta \
-        [--top-k 10] [--mode auto|s16|s32] [--repeat 3] [--json out.json]
+        [--top-k 10] [--mode auto|s16|h16|s32] [--repeat 3] [--json out.json]
 
 GCUPS = query length x database residues / scan seconds / 1e9 (database already
 resident on the GPU; median of --repeat runs).  Overall: all queries' cells over
@@ -126,7 +126,7 @@ def main() -> int:
     ap.add_argument(
         "--mode",
         default="auto",
-        help="kernel mode(s), comma-separated to compare in one process: auto, s16, s32 "
+        help="kernel mode(s), comma-separated to compare in one process: auto, s16, h16, s32 "
         "(the p16/w16 profile modes and the ':echain'/':minbN' experiments of issue 14 are "
         "at commit 4b0bcaa, see RESULTS-gpu.md)",
     )

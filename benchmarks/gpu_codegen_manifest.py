@@ -7,7 +7,7 @@
 
 One line per source: ``sha256  name``.  The sources are those the planner
 menus, the precompile and the simulator tests can produce, and more: every
-scoring kernel of mode s16/s32, group size G in 1..32 (powers of two), R in
+scoring kernel of mode s16/h16/s32, group size G in 1..32 (powers of two), R in
 1..5, 8, 12, 16, 20, 24, 28, 32, single- and multi-pass, for the GPU and for
 the CUDA simulator (and the batched variant, several queries per launch, for R
 in 1, 2, 4, 16, 32); every pair kernel kind with R in 1..5, 8, 16, 32, GPU and
@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "tests" / "data" / "gpu_codegen.sha256"
 
-MODES = ("s16", "s32")
+MODES = ("s16", "h16", "s32")
 GROUPS = (1, 2, 4, 8, 16, 32)
 SCORE_R = (1, 2, 3, 4, 5, 8, 12, 16, 20, 24, 28, 32)
 PAIR_R = (1, 2, 3, 4, 5, 8, 16, 32)

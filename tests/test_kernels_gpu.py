@@ -88,7 +88,7 @@ SIM_SCRIPT = textwrap.dedent(
                                         batch=batch)
         s.pipeline_depth = depth            # queries in flight in search()
         if limit is not None:
-            s.limit16 = limit               # force the 32-bit re-scoring path
+            s.overflow_limit = limit        # force the 32-bit re-scoring path
         got = s.all_scores(eqs).tolist() if full else ref.tolist()
         th = s.search(eqs, 4)
         key = f"{'b' if batch else ''}{mode}-{limit}-{depth}-{budget}"
@@ -111,7 +111,7 @@ SIM_SCRIPT = textwrap.dedent(
 )
 
 
-#: (mode, 16-bit limit, queries in flight, memory budget[, queries batched per
+#: (mode, overflow limit, queries in flight, memory budget[, queries batched per
 #: launch]) cases: every mode, the re-scoring path (limit lowered to 12), one and
 #: two queries in flight, streamed batches (budget 300 bytes), many queries per
 #: launch (kernels/gpu/batched.py)
@@ -124,6 +124,9 @@ ALL_CASES = [
     ("s16", 12, 300, 2),
     ("s32", None, None, 2, True),
     ("s16", 12, None, 2, True),
+    ("h16", None, None, 2),
+    ("h16", 12, 300, 2),
+    ("h16", 12, None, 2, True),
 ]
 
 
@@ -169,10 +172,11 @@ def _check_sim(res, n_cases):
 
 
 def test_simulator_kernels_match_reference_fast():
-    """Default run: top hits of the s16 kernels with the 32-bit re-scoring path, streamed
-    in batches, and many queries per launch (the slow tests add all scores, every mode
-    and GpuBackend)."""
-    _check_sim(_run_sim(1, cases=[("s16", 12, 600, 2), ("s16", 12, None, 2, True)], full=False), 2)
+    """Default run: top hits of the s16 and h16 kernels with the 32-bit re-scoring path,
+    streamed in batches, and many queries per launch (the slow tests add all scores,
+    every mode and GpuBackend)."""
+    cases = [("s16", 12, 600, 2), ("s16", 12, None, 2, True), ("h16", 12, None, 2)]
+    _check_sim(_run_sim(1, cases=cases, full=False), 3)
 
 
 @pytest.mark.slow
@@ -188,9 +192,41 @@ def test_kernel_source_shapes():
 
     src = gpu.kernel_source("s16", 8, 4, sim=False, multipass=False)
     assert "vaddmax2_relu" in src and "shfl_up_sync" in src and "temp[" not in src
+    src = gpu.kernel_source("h16", 8, 4, sim=False, multipass=True)
+    assert "haddmax2_relu" in src and "hlo32(best)" in src and "vaddmax2" not in src
     src = gpu.kernel_source("s32", 4, 3, sim=True, multipass=True)
     assert "_xup(" in src and "temp[" in src and "shfl" not in src
     compile(src, "<kernel>", "exec")
+
+
+@pytest.mark.parametrize(
+    "cc,env,go,expect",
+    [
+        ((9, 0), "auto", 11, "s16"),  # Hopper: DPX
+        ((8, 6), "auto", 11, "h16"),  # Ampere/Ada: binary16 pairs
+        ((8, 0), "auto", 11, "h16"),
+        ((7, 5), "auto", 11, "s32"),  # no packed path
+        ((9, 0), "h16", 11, "h16"),  # the no-DPX path forced on Hopper (the stand-in)
+        ((9, 0), "s32", 11, "s32"),
+        ((8, 6), "auto", 2000, "s32"),  # gap costs too large to be exact in binary16
+        ((9, 0), "h16", 2000, "s32"),
+        ((9, 0), "auto", 2000, "s16"),  # ... but fine in 16-bit integers
+        ((7, 5), "h16", 11, ValueError),
+        ((8, 6), "s16", 11, ValueError),
+    ],
+)
+def test_kernel_mode_choice(monkeypatch, cc, env, go, expect):
+    from swgpu_tools.kernels.gpu import searcher
+    from swgpu_tools.scoring import ScoringScheme
+
+    monkeypatch.setattr(searcher, "compute_capability", lambda: cc)
+    monkeypatch.setenv("SWGPU_GPU_MODE", env)
+    m = ScoringScheme("BLOSUM62", 11, 1).matrix
+    if expect is ValueError:
+        with pytest.raises(ValueError):
+            searcher.kernel_mode(m, go, 1)
+    else:
+        assert searcher.kernel_mode(m, go, 1) == expect
 
 
 def test_available_never_raises():
@@ -210,6 +246,7 @@ def test_kernels_compile_for_sm90():
             ptx16 = gpu.kernel_ptx("s16", 32, 16, multipass=True)
             ptx32 = gpu.kernel_ptx("s32", 8, 8, multipass=False)
             ptxb = gpu.kernel_ptx("s16", 16, 32, multipass=True, batched=True)
+            ptxh = gpu.kernel_ptx("h16", 32, 16, multipass=True, cc=(8, 0))
         except Exception as exc:
             print("SKIP", type(exc).__name__, exc)
             sys.exit(0)
@@ -218,6 +255,10 @@ def test_kernels_compile_for_sm90():
         assert ".local" not in ptx16
         assert "max.s32" in ptx32
         assert "max.s16x2" in ptxb and ".local" not in ptxb  # the batched variant
+        # the no-DPX path: binary16 pairs on sm_80
+        assert ".target sm_80" in ptxh and ".local" not in ptxh
+        assert "max.f16x2" in ptxh and "add.rn.f16x2" in ptxh and "fma.rn.relu.f16x2" in ptxh
+        assert "s16x2" not in ptxh
         print("OK")
         """
     )
@@ -250,7 +291,8 @@ def _data_dir():
 
 
 def _modes(gpu):
-    return ["s16", "s32"] if gpu.compute_capability() >= (9, 0) else ["s32"]
+    cc = gpu.compute_capability()
+    return ["s16", "h16", "s32"] if cc >= (9, 0) else ["h16", "s32"] if cc >= (8, 0) else ["s32"]
 
 
 def _cpu_scores(eqs, edb, scheme):

@@ -8,6 +8,14 @@ them into Hopper's DPX instructions (``VIADDMNMX.S16x2``, ``VIMNMX3.S16x2``,
 ``VIADD.16x2``).  The 32-bit helpers (``add.s32``, ``max.s32``) run on any GPU
 and keep every score expression in int32 (Numba would widen ``a + b`` to int64).
 
+Half-precision packed arithmetic ("h16", the path for GPUs without DPX) works
+on two IEEE binary16 lanes of one int32 register ("f16x2", same lane order):
+``add.rn.f16x2``, ``max.f16x2`` and ``fma.rn.relu.f16x2`` (sm_80+; HADD2,
+HMNMX2, HFMA2.RELU in SASS).  Integers up to 2,048 in magnitude are exact in
+binary16, so the kernels that use them re-score any pair whose score reaches
+2,048 with the 32-bit kernels (see :mod:`swgpu_tools.kernels.gpu.searcher`).
+``hlo32``/``hhi32`` convert a lane to int32.
+
 Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) there is no inline
 assembly and no warp shuffle: the same names are plain Python functions with
 the same wrap-around semantics, so kernel logic can be tested on the CPU.
@@ -37,6 +45,14 @@ __all__ = [
     "addmax32",
     "addmax32_relu",
     "max3_32",
+    "hpack2",
+    "hadd2",
+    "hmax2",
+    "haddmax2",
+    "haddmax2_relu",
+    "hmax3_2",
+    "hlo32",
+    "hhi32",
     "shared_base",
     "lds32",
 ]
@@ -60,6 +76,14 @@ def _s32(x: int) -> int:
 def pack2(lo: int, hi: int) -> int:
     """Two signed 16-bit values as one signed int32 (lo in bits 0-15)."""
     return _s32(((int(hi) & 0xFFFF) << 16) | (int(lo) & 0xFFFF))
+
+
+def hpack2(lo, hi) -> int:
+    """Two numbers as the binary16 lanes of one signed int32 (lo in bits 0-15)."""
+    import numpy as np
+
+    bits = np.array([lo, hi], dtype=np.float16).view(np.uint16)
+    return _s32((int(bits[1]) << 16) | int(bits[0]))
 
 
 def lo16(x: int) -> int:
@@ -140,6 +164,55 @@ if SIM:
     @cuda.jit(device=True)
     def max3_32(a, b, c):
         return np.int32(max(int(a), int(b), int(c)))
+
+    def _hl(x):
+        b = np.array([int(x) & 0xFFFFFFFF], dtype=np.uint32).view(np.float16)
+        return b[0], b[1]
+
+    def _hp(lo, hi):
+        return np.int32(hpack2(lo, hi))
+
+    @cuda.jit(device=True)
+    def hadd2(a, b):
+        al, ah = _hl(a)
+        bl, bh = _hl(b)
+        return _hp(al + bl, ah + bh)  # float16 + float16: rounded to nearest even
+
+    @cuda.jit(device=True)
+    def hmax2(a, b):
+        al, ah = _hl(a)
+        bl, bh = _hl(b)
+        return _hp(max(al, bl), max(ah, bh))
+
+    @cuda.jit(device=True)
+    def haddmax2(a, b, c):
+        al, ah = _hl(a)
+        bl, bh = _hl(b)
+        cl, ch = _hl(c)
+        return _hp(max(al + bl, cl), max(ah + bh, ch))
+
+    @cuda.jit(device=True)
+    def haddmax2_relu(a, b, c):
+        z = np.float16(0)
+        al, ah = _hl(a)
+        bl, bh = _hl(b)
+        cl, ch = _hl(c)
+        return _hp(max(max(al + bl, z), cl), max(max(ah + bh, z), ch))
+
+    @cuda.jit(device=True)
+    def hmax3_2(a, b, c):
+        al, ah = _hl(a)
+        bl, bh = _hl(b)
+        cl, ch = _hl(c)
+        return _hp(max(al, bl, cl), max(ah, bh, ch))
+
+    @cuda.jit(device=True)
+    def hlo32(a):
+        return np.int32(int(_hl(a)[0]))
+
+    @cuda.jit(device=True)
+    def hhi32(a):
+        return np.int32(int(_hl(a)[1]))
 
     @cuda.jit(device=True)
     def shared_base(arr):
@@ -228,6 +301,20 @@ else:
         "addmax32_relu", "{.reg .b32 t; add.s32 t, $1, $2; max.s32 t, t, $3; max.s32 $0, t, 0;}", 3
     )
     max3_32 = _make("max3_32", "{.reg .b32 t; max.s32 t, $1, $2; max.s32 $0, t, $3;}", 3)
+
+    # f16x2 (sm_80+: HADD2, HMNMX2, HFMA2.RELU); 0x3C003C00 is (1.0, 1.0)
+    hadd2 = _make("hadd2", "add.rn.f16x2 $0, $1, $2;", 2)
+    hmax2 = _make("hmax2", "max.f16x2 $0, $1, $2;", 2)
+    haddmax2 = _make("haddmax2", "{.reg .b32 t; add.rn.f16x2 t, $1, $2; max.f16x2 $0, t, $3;}", 3)
+    haddmax2_relu = _make(
+        "haddmax2_relu",
+        "{.reg .b32 t, one; mov.b32 one, 0x3C003C00; fma.rn.relu.f16x2 t, $1, one, $2; "
+        "max.f16x2 $0, t, $3;}",
+        3,
+    )
+    hmax3_2 = _make("hmax3_2", "{.reg .b32 t; max.f16x2 t, $1, $2; max.f16x2 $0, t, $3;}", 3)
+    hlo32 = _make("hlo32", "{.reg .b16 l, h; mov.b32 {l, h}, $1; cvt.rzi.s32.f16 $0, l;}", 1)
+    hhi32 = _make("hhi32", "{.reg .b16 l, h; mov.b32 {l, h}, $1; cvt.rzi.s32.f16 $0, h;}", 1)
 
 
 # --------------------------------------------------------------------------

@@ -91,7 +91,7 @@ class GpuBackend:
     ``device``: the GPU (as numbered in this process) the calls run on; it is
     made current on the calling thread (:func:`.device.bind`, which does
     nothing when that thread has it already).  None: the calling thread's
-    current device.  ``mode``: 's16', 's32' or 'auto' (see
+    current device.  ``mode``: 's16', 'h16', 's32' or 'auto' (see
     :class:`.searcher.GpuSearcher`); ``max_resident_bytes``: the device-memory
     budget of a database (larger ones are streamed).
 

@@ -23,6 +23,7 @@ import time
 import numpy as np
 
 from ..gpu_intrinsics import SIM
+from .codegen import PAIRED_MODES
 
 #: Largest subject count scored in batches under 'auto' (the score block of a
 #: launch is queries x subjects).
@@ -105,7 +106,7 @@ def _chunks(searcher, qlens) -> list:
 def _rescore16(searcher, block, members, qcodes, qoffs, tables, slot) -> int:
     """Re-score with 32-bit kernels the pairs of ``block`` (rows: ``members``) whose
     16-bit score may have overflowed; returns how many."""
-    rows, cols = np.nonzero(block >= searcher.limit16)
+    rows, cols = np.nonzero(block >= searcher.overflow_limit)
     if len(rows) == 0:
         return 0
     t32 = tables.get("s32")
@@ -162,7 +163,7 @@ def search(searcher, qcodes, qoffs, top_k, progress=None):
         slot.synchronize(scans=True)
         t1 = time.perf_counter()
         block = buf[: len(members) * n].reshape(len(members), n).copy()
-        if mode == "s16":
+        if mode in PAIRED_MODES:
             s.rescored += _rescore16(s, block, members, qcodes, qoffs, tables, slot)
         rows, cols, vals = top_rows(block, k)
         s.batch_seconds["wait"] += t1 - t0

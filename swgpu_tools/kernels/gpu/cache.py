@@ -204,8 +204,21 @@ def kernel_ptx(
     return ptx
 
 
-def precompile(modes=("s16", "s32"), jobs=None, shapes=None) -> dict:
-    """Compile (or load from the disk cache) every kernel of the shape menus.
+def device_modes() -> tuple[str, ...]:
+    """The scoring-kernel modes a search on the current device may use: its packed mode
+    (s16 on Hopper, h16 on compute capability 8.x, or the one ``$SWGPU_GPU_MODE`` names)
+    and s32 (any scheme, and the re-scoring path)."""
+    cc = compute_capability()
+    packed = "s16" if cc >= (9, 0) else "h16" if cc >= (8, 0) else None
+    forced = os.environ.get("SWGPU_GPU_MODE", "auto")
+    if forced in ("s16", "h16"):
+        packed = forced
+    return (packed, "s32") if packed else ("s32",)
+
+
+def precompile(modes=None, jobs=None, shapes=None) -> dict:
+    """Compile (or load from the disk cache) every kernel of the shape menus of ``modes``
+    (default: :func:`device_modes`).
 
     With ``jobs`` > 1 the compilations run in that many child processes
     (NVVM and ptxas are single-threaded), which fill the on-disk cache that
@@ -214,7 +227,7 @@ def precompile(modes=("s16", "s32"), jobs=None, shapes=None) -> dict:
     """
     t0 = time.perf_counter()
     tasks = []
-    for mode in modes:
+    for mode in modes or device_modes():
         one = shapes if shapes is not None else SHAPES[mode]
         tasks += [(mode, G, R, False) for G, R in one]
         tasks += [(mode, G, R, True) for G, R in MULTI_SHAPES[mode]]

@@ -20,6 +20,13 @@ from pathlib import Path
 
 from ..gpu_intrinsics import SIM
 
+#: Scoring-kernel modes: "s16" (two subjects as packed signed 16-bit lanes, Hopper DPX),
+#: "h16" (two subjects as packed binary16 lanes, any GPU of compute capability 8.0+),
+#: "s32" (one subject per group in int32, any GPU; the exact re-scoring path).
+MODES = ("s16", "h16", "s32")
+#: The modes that pack two subjects per group (items of two subjects, D^3 pair table).
+PAIRED_MODES = ("s16", "h16")
+
 #: Lane count of a warp.
 WARP = 32
 #: Padding entries on each side of the per-query row-offset array (> max G).
@@ -191,6 +198,9 @@ def render(template: str, /, **names) -> str:
 _S16_OPS = dict(
     ADDMAXR="vaddmax2_relu", MAX="vmax2", ADD="vadd2", ADDMAX="vaddmax2", MAX3="vmax3_2"
 )
+_H16_OPS = dict(
+    ADDMAXR="haddmax2_relu", MAX="hmax2", ADD="hadd2", ADDMAX="haddmax2", MAX3="hmax3_2"
+)
 _S32_OPS = dict(
     ADDMAXR="addmax32_relu", MAX="max32", ADD="add32", ADDMAX="addmax32", MAX3="max3_32"
 )
@@ -199,7 +209,7 @@ _S32_OPS = dict(
 def kernel_source(
     mode: str, G: int, R: int, sim: bool = SIM, multipass: bool = True, batched: bool = False
 ) -> str:
-    """Python source of the scoring kernel for ``mode`` ('s16' or 's32') and shape (G, R).
+    """Python source of the scoring kernel for ``mode`` (one of :data:`MODES`) and shape (G, R).
 
     ``multipass=False`` drops the temp-array code: every subject of the
     launch must then fit in one pass (length <= G*R).  ``batched``: several
@@ -208,9 +218,9 @@ def kernel_source(
     simulator's variant (shared-memory exchanges instead of warp shuffles, one
     group per block).  Template: ``templates/score_kernel.py.in``.
     """
-    assert mode in ("s16", "s32")
+    assert mode in MODES
     assert G in (1, 2, 4, 8, 16, 32) and R >= 1
-    pair = mode == "s16"
+    pair = mode in PAIRED_MODES
     wsz = G if sim else WARP
     if sim:
         up = lambda v: f"_xup({v}, xch, lane)"  # noqa: E731
@@ -241,7 +251,7 @@ def kernel_source(
         up=up,
         xor=xor,
         xor_offsets=offsets,
-        **(_S16_OPS if pair else _S32_OPS),
+        **{"s16": _S16_OPS, "h16": _H16_OPS, "s32": _S32_OPS}[mode],
     )
 
 

@@ -58,7 +58,7 @@ def available() -> tuple[bool, str]:
             nvvm.NVVM()
         except Exception as exc:
             return False, f"CUDA library missing: NVVM (libnvvm) could not be loaded: {exc}"
-        mode = "s16 DPX" if cc >= (9, 0) else "s32"
+        mode = "s16 DPX" if cc >= (9, 0) else "h16 binary16" if cc >= (8, 0) else "s32"
         return True, f"{name} (compute capability {cc[0]}.{cc[1]}, {mode} kernels)"
     except Exception as exc:
         return False, f"CUDA initialisation failed: {exc}"

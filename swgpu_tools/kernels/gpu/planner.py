@@ -1,6 +1,6 @@
 """The shape planner: which kernel shape scores which subjects (plain numpy).
 
-Subjects are sorted by length; in s16 mode consecutive subjects are paired
+Subjects are sorted by length; in s16 and h16 modes consecutive subjects are paired
 (two per group, packed in the 16-bit halves of each register).  Each item
 (subject or pair) is given the cheapest shape (G lanes, R registers per lane,
 single- or multi-pass) of a menu (:data:`SHAPES`, :data:`MULTI_SHAPES`) under
@@ -23,19 +23,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .codegen import WARP
+from .codegen import PAIRED_MODES, WARP
 
 #: (G, R) kernel shapes a subject (pair) may be given in one pass, by mode.
 SHAPES = {
     "s16": tuple((G, R) for G in (2, 4, 8, 16, 32) for R in (16, 20, 24, 28, 32)),
     "s32": ((4, 16), (8, 16), (16, 16), (32, 16), (32, 32)),
 }
+SHAPES["h16"] = SHAPES["s16"]  # the same register layout, binary16 lanes
 #: Shapes that also serve longer subjects in several passes.
 MULTI_SHAPES = {"s16": ((8, 32), (16, 32), (32, 32)), "s32": ((8, 32), (32, 32))}
+MULTI_SHAPES["h16"] = MULTI_SHAPES["s16"]
 #: Single-pass shapes of the batched kernels (several queries per launch against
 #: a small subject set, e.g. a re-scan's new and changed sequences): a shorter
 #: menu, so that a first use compiles few kernels; multi-pass: MULTI_SHAPES.
 BATCH_SHAPES = {"s16": ((4, 16), (8, 16), (16, 16), (32, 16), (32, 32)), "s32": SHAPES["s32"]}
+BATCH_SHAPES["h16"] = BATCH_SHAPES["s16"]
 #: Relative speed of a shape by R (fewer shuffles and loop overhead per cell
 #: with more registers per lane) and of multi-pass kernels; measured on an
 #: H100 (GPU-NOTES.md), used only to choose shapes.
@@ -60,7 +63,7 @@ CONFIGS = SHAPES["s16"]
 class Partition:
     """Items served by one kernel shape, in launch order (longest first).
 
-    ``items``: subject indices, two per item in s16 mode (-1: none), int32,
+    ``items``: subject indices, two per item in s16 and h16 modes (-1: none), int32,
     flattened; ``wnpass``: passes of each warp task (int32).  The searcher
     replaces both by device arrays before launching.
     """
@@ -125,7 +128,7 @@ def plan(
     the shape menu (:func:`menu`); ``sim``: one group per warp (simulator).
     """
     lens = lengths[order]
-    if mode == "s16":
+    if mode in PAIRED_MODES:
         if len(order) % 2:
             order = np.append(order, -1)
             lens = np.append(lens, 0)
@@ -154,7 +157,7 @@ def plan(
         cost[k] = c if m else np.where(ulen <= W, c, np.inf)
     # critical path: the longest task of a shape must stay well under the
     # estimated scan time of the whole query
-    cells_per_s = 5e12 / (2 if mode == "s16" else 1)
+    cells_per_s = 5e12 / (2 if mode in PAIRED_MODES else 1)
     cmin = cost.min(axis=0)
     fin = np.isfinite(cmin)
     t_query = float((cmin[fin] * wcount[fin]).sum()) / cells_per_s
@@ -199,7 +202,7 @@ def plan(
         padded[: len(il)] = il
         wmax = padded.reshape(nwt, ppw).max(axis=1)
         wnp = np.maximum(1, -(-wmax // (G * R))).astype(np.int32)
-        cells = int(wnp.sum()) * ppw * G * R * (2 if mode == "s16" else 1)
+        cells = int(wnp.sum()) * ppw * G * R * (2 if mode in PAIRED_MODES else 1)
         parts.append(
             Partition(
                 G,

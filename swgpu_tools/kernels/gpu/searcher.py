@@ -17,6 +17,11 @@ Design (after CUDASW++ 4.0's inter-sequence scheme, written from scratch):
   32767 - max(matrix) may have overflowed: it is re-scored with the 32-bit
   kernel.  Exact mode ("s32", any GPU, and the re-scoring path): one subject
   per group, int32 cells, D^2 table.
+* Half mode ("h16", GPUs without DPX, compute capability 8.0+): the pairs of
+  s16 mode in two IEEE binary16 lanes (HADD2/HMNMX2 instead of DPX).  Every
+  integer up to 2,048 is exact in binary16 and the arithmetic rounds
+  monotonically, so a pair's computed best reaches 2,048 exactly when its true
+  best does; those pairs are re-scored with the 32-bit kernel.
 * Top hits are chosen on the GPU: a score histogram (block-local, 4096 bins),
   a threshold that keeps at least top_k scores, and a compaction of the scores
   at or above it; only those come back to the host, which breaks ties.
@@ -43,9 +48,9 @@ import numpy as np
 
 from ...logs import get_logger
 from .. import TopHits
-from ..gpu_intrinsics import SIM, pack2, used_codes
+from ..gpu_intrinsics import SIM, hpack2, pack2, used_codes
 from . import batched, cache, planner
-from .codegen import HIST_BINS, PADQ, WARP
+from .codegen import HIST_BINS, PADQ, PAIRED_MODES, WARP
 from .device import (
     bind,
     compute_capability,
@@ -66,6 +71,10 @@ N_STREAMS = int(os.environ.get("SWGPU_STREAMS", 16))
 BLOCK = 128
 #: Largest score the 16-bit kernels can hold with these costs and scores.
 _S16_LIMIT = 8000
+#: The same for the binary16 kernels (every integer up to 2,048 is exact).
+_H16_LIMIT = 1024
+#: A pair whose half-precision best reaches this is re-scored in 32 bits.
+H16_OVERFLOW = 2048
 
 
 def fits16(matrix: np.ndarray, oe: int, ext: int) -> bool:
@@ -77,18 +86,41 @@ def fits16(matrix: np.ndarray, oe: int, ext: int) -> bool:
     )
 
 
+def fits_h16(matrix: np.ndarray, oe: int, ext: int) -> bool:
+    """Whether the binary16 kernels can run this scoring scheme exactly (every score,
+    gap cost and padding value an integer of magnitude at most :data:`_H16_LIMIT`)."""
+    return (
+        oe + ext <= _H16_LIMIT
+        and int(matrix.min()) >= -_H16_LIMIT + 1
+        and int(matrix.max()) <= _H16_LIMIT
+    )
+
+
 def kernel_mode(matrix: np.ndarray, gap_open: int, gap_extend: int, mode: str = "auto") -> str:
-    """The kernels a search with this scheme uses: 's16' (packed 16-bit DPX, sm_90+, where
-    the scheme fits) or 's32'; ``mode`` 'auto' reads ``$SWGPU_GPU_MODE`` first."""
-    fits = fits16(matrix, int(gap_open) + int(gap_extend), int(gap_extend))
+    """The kernels a search with this scheme uses: 's16' (packed 16-bit DPX, sm_90+),
+    'h16' (packed binary16, sm_80+, the path for GPUs without DPX) where the scheme fits
+    them, else 's32'; ``mode`` 'auto' reads ``$SWGPU_GPU_MODE`` first ('h16' there runs
+    the half-precision path on a Hopper GPU too, as a stand-in for one without DPX)."""
+    oe, ext = int(gap_open) + int(gap_extend), int(gap_extend)
+    fits = {"s16": fits16(matrix, oe, ext), "h16": fits_h16(matrix, oe, ext)}
     if mode == "auto":
         mode = os.environ.get("SWGPU_GPU_MODE", "auto")
     if mode == "auto":
-        mode = "s16" if (fits and compute_capability() >= (9, 0)) else "s32"
-    if mode == "s16" and not fits:
+        cc = compute_capability()
+        if fits["s16"] and cc >= (9, 0):
+            mode = "s16"
+        elif fits["h16"] and cc >= (8, 0):
+            mode = "h16"
+        else:
+            mode = "s32"
+    if mode not in ("s16", "h16", "s32"):
+        raise ValueError(f"unknown GPU kernel mode {mode!r} (s16, h16, s32 or auto)")
+    if mode in fits and not fits[mode]:
         mode = "s32"
     if mode == "s16" and compute_capability() < (9, 0):
         raise ValueError("s16 (DPX) kernels need a GPU of compute capability 9.0 or newer")
+    if mode == "h16" and compute_capability() < (8, 0):
+        raise ValueError("h16 (binary16) kernels need a GPU of compute capability 8.0 or newer")
     return mode
 
 
@@ -98,11 +130,12 @@ class GpuSearcher:
     ``matrix``, ``gap_open``, ``gap_extend``: a validated scoring scheme's
     (:meth:`from_scheme` takes the :class:`~swgpu_tools.scoring.ScoringScheme`
     whole); not checked again here.  ``mode``: 's16' (packed 16-bit DPX
-    kernels, sm_90+, with 32-bit re-scoring of pairs that may overflow), 's32'
-    (32-bit kernels, any GPU) or 'auto' (s16 where the GPU and the scoring
-    parameters allow it).  ``configs``: shape menu override (see
-    :func:`.planner.parse_configs`); ``max_resident_bytes``: device-memory
-    budget of the database layout (larger databases are streamed).
+    kernels, sm_90+, with 32-bit re-scoring of pairs that may overflow), 'h16'
+    (packed binary16 kernels, sm_80+, with 32-bit re-scoring of pairs from
+    2,048 up), 's32' (32-bit kernels, any GPU) or 'auto' (:func:`kernel_mode`).
+    ``configs``: shape menu override (see :func:`.planner.parse_configs`);
+    ``max_resident_bytes``: device-memory budget of the database layout (larger
+    databases are streamed).
     ``batch``: score many queries per launch (True), one query at a time
     (False), or decide by the database's size ('auto', :func:`.batched.use_batches`;
     ``$SWGPU_BATCH`` 0/1 overrides it).
@@ -138,7 +171,8 @@ class GpuSearcher:
             None  # list of (mode, G, R, passes, n_items, cells, residues, s) when profiling
         )
         self.smax = max(int(matrix.max()), 0)
-        self.limit16 = 32767 - self.smax
+        #: a packed kernel's score at or above this is re-scored with the 32-bit kernel
+        self.overflow_limit = {"s16": 32767 - self.smax, "h16": H16_OVERFLOW}.get(mode, 2**31 - 1)
         self.pad_score = min(int(matrix.min()), 0) - 1
 
         t_setup = time.perf_counter()
@@ -265,7 +299,7 @@ class GpuSearcher:
         """(single-pass shapes, multi-pass shapes) used for ``mode`` (``batched``: by the
         several-queries-per-launch kernels)."""
         one, multi = self._shapes_override
-        if mode == "s32" and self.mode == "s16":
+        if mode == "s32" and self.mode in PAIRED_MODES:
             one = multi = None  # the re-scoring path keeps its own menu
         if batched and one is None:
             one, multi = planner.BATCH_SHAPES[mode], planner.MULTI_SHAPES[mode]
@@ -323,7 +357,9 @@ class GpuSearcher:
         idx = np.array(letters, dtype=np.int64)
         if len(idx):
             S[1:, 1:] = self.matrix[np.ix_(idx, idx)]
-        if mode == "s16":
+        if mode == "h16":
+            S = S.astype(np.float16).view(np.uint16).astype(np.int64)  # binary16 bits
+        if mode in PAIRED_MODES:
             lo = S[:, :, None] & 0xFFFF  # T[q][a][b]: low half = s(q, a)
             hi = (S[:, None, :] & 0xFFFF) << 16  # high half = s(q, b)
             T = (lo | hi).astype(np.uint32).view(np.int32).reshape(-1)
@@ -346,11 +382,12 @@ class GpuSearcher:
         from numba import cuda
 
         d_tbl, D, _, _ = table
-        if mode == "s16":
+        if mode in PAIRED_MODES:
+            p2 = pack2 if mode == "s16" else hpack2
             noe, nxt, neg = (
-                pack2(-self.oe, -self.oe),
-                pack2(-self.gap_extend, -self.gap_extend),
-                pack2(-self.oe, -self.oe),
+                p2(-self.oe, -self.oe),
+                p2(-self.gap_extend, -self.gap_extend),
+                p2(-self.oe, -self.oe),
             )
         else:
             noe, nxt, neg = -self.oe, -self.gap_extend, -self.oe
@@ -460,8 +497,8 @@ class GpuSearcher:
     # -- one query: start (asynchronous), finish (top hits) -------------------
     def _start(self, q, tables, d_qoff, slot: QuerySlot) -> None:
         """Queue the scan of query ``q`` (original codes) into ``slot`` and its score
-        histogram (and, in s16 mode, the list of pairs that may have overflowed 16
-        bits), with the histogram's copy to the host; returns without waiting."""
+        histogram (and, in s16 and h16 modes, the list of pairs that may have
+        overflowed), with the histogram's copy to the host; returns without waiting."""
         L = len(q)
         slot.hist = None
         slot.query = (q, L)
@@ -477,7 +514,7 @@ class GpuSearcher:
             if d_qoff is None:
                 d_qoff = self._qoff(q, table, st)
             slot.after(self._launch(mode, self.plan(mode, L), d_qoff, L, table, slot))
-        limit = self.limit16 if self.mode == "s16" else 2**31 - 1
+        limit = self.overflow_limit
         self._fill(slot.d_aux, HIST_BINS + 1, 0, st)
         grid = min(1024, -(-self.n // 256)) if not SIM else 1
         self.aux.hist_kernel[grid, 256 if not SIM else 32, st](
@@ -487,7 +524,7 @@ class GpuSearcher:
 
     def _rescore(self, slot: QuerySlot, tables) -> int:
         """Wait for ``slot``'s histogram; re-score the pairs that may have overflowed
-        16 bits with 32-bit kernels (on the slot's stream); returns how many."""
+        the packed kernel's range with 32-bit kernels (on the slot's stream); returns how many."""
         if self.n == 0:
             return 0
         slot.synchronize()
