@@ -413,6 +413,45 @@ def test_gpu_scores_above_int16():
 
 
 @pytest.mark.gpu
+def test_gpu_topk_among_scores_above_2048():
+    """The top-k cut inside a crowd of scores above 2,048, where h16 rounds and re-scores:
+    one query at a time (GPU histogram and selection) and batched, against the CPU."""
+    gpu = _gpu()
+    from swgpu_tools.kernels import cpu
+    from swgpu_tools.scoring import ScoringScheme
+    from swgpu_tools.sequences import SequenceSet
+
+    rng = np.random.default_rng(17)
+    scheme = ScoringScheme("BLOSUM62", 11, 1)
+    aa = np.array(list("ARNDCQEGHILKMFPSTWYV"))
+    base = rng.choice(aa, 700)
+    db = []
+    for i in range(60):  # copies with 0..35% of positions changed: scores ~1,500..3,700
+        c = base.copy()
+        k = int(len(c) * 0.35 * i / 60)
+        pos = rng.choice(len(c), k, replace=False)
+        c[pos] = rng.choice(aa, k)
+        db.append((f"c{i}", "".join(c)))
+    db += [
+        (f"r{i}", "".join(rng.choice(aa, int(n)))) for i, n in enumerate(rng.integers(50, 900, 200))
+    ]
+    edb = scheme.encode(SequenceSet.from_pairs(db))
+    eqs = scheme.encode(SequenceSet.from_pairs([("q", "".join(base)), ("q2", "".join(base[:650]))]))
+    ref = _cpu_scores(eqs, edb, scheme)
+    assert ((ref > 2048) & (ref < 4096)).sum() >= 40
+    for k in (5, 17, 30):
+        exp = cpu.search(eqs, edb, scheme.matrix, 11, 1, k)
+        for mode in _modes(gpu):
+            for batch in (False, True):
+                th = gpu.GpuSearcher(edb, scheme.matrix, 11, 1, mode=mode, batch=batch).search(
+                    eqs, k
+                )
+                key = (mode, batch, k)
+                assert th.subject_index.tolist() == exp.subject_index.tolist(), key
+                assert th.score.tolist() == exp.score.tolist(), key
+
+
+@pytest.mark.gpu
 @pytest.mark.slow
 def test_gpu_long_pair_40000():
     gpu = _gpu()
