@@ -11,7 +11,8 @@
 #              tools read the same file; CUDASW++'s own --pseudodb runs beside for reference),
 #              searched with CUDASW++'s query set (its allqueries.fasta: 20 queries, same
 #              lengths as bench200M's).
-# Usage (repo root, on the GPU machine; carry .whl, gpu_bench_data and .carry-cudasw):
+# Usage (repo root, on the GPU machine; carry .whl (or .whl-smk: the image's numba-cuda is
+# used then, and biopython comes from there), gpu_bench_data and .carry-cudasw):
 #   bash benchmarks/cudasw_compare_run.sh
 # Knobs (environment):
 #   WHAT="bench200m peak"       what to run ("build" only builds CUDASW++; works without a GPU)
@@ -116,6 +117,10 @@ if [ "$WHAT" != build ]; then
     printf 'import numpy\nif not hasattr(numpy, "row_stack"):\n    numpy.row_stack = numpy.vstack\n' \
       >/tmp/sc/sitecustomize.py
     export PYTHONPATH=/tmp/sc:$ROOT
+    if ! python3 -c "import Bio" 2>/dev/null; then  # biopython from the carried .whl-smk
+      python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl-smk/biopython-*.whl || exit 1
+      export PYTHONPATH=/tmp/sc:/tmp/site:$ROOT
+    fi
   fi
   export SWGPU_CACHE_DIR=/tmp/swgpu-cache
   say "python set-up done (PYTHONPATH=$PYTHONPATH)"
@@ -128,7 +133,7 @@ if [ "$WHAT" != build ] && [ "${SWGPU_PRECOMPILE:-1}" = 1 ]; then
 import json, time
 t = time.perf_counter()
 from swgpu_tools.kernels import gpu
-modes = {m for m in "$SWGPU_MODES".split() if m != "auto"} | set(gpu.cache.device_modes())
+modes = {m for m in '$SWGPU_MODES'.split() if m != 'auto'} | set(gpu.cache.device_modes())
 r = gpu.precompile(modes=sorted(modes), jobs=$PRECOMPILE_JOBS)
 print('precompile', round(time.perf_counter() - t, 1), 's', json.dumps(r, default=str)[:2000])
 " >"$OUT/swgpu_precompile.log" 2>&1 &

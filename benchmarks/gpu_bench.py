@@ -110,7 +110,8 @@ def _device_info():
             cwd=os.path.dirname(os.path.abspath(__file__)),
         )
         here = rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-        info["commit"] = here or os.environ.get("SWGPU_COMMIT", "unknown")
+        # the device tool's copy has a stale .git: the caller's SWGPU_COMMIT wins
+        info["commit"] = os.environ.get("SWGPU_COMMIT") or here or "unknown"
     except Exception:
         info["commit"] = "unknown"
     return info
