@@ -25,7 +25,8 @@
 #          steps after scoring (--forcerun merge_hits) in the re-scan's folder.
 # PHASE=S: precompile, then the workflow with 20 and 500 queries, one shard (issue 11).
 # PHASE=H: the no-DPX path (issue 14): precompile the s16, h16 and s32 kernels, the GPU tests
-#          (h16 among their modes), gpu_bench.py on bench200M in s16, h16 and s32 (one process).
+#          (h16 among their modes), gpu_bench.py on bench200M in s16, h16 and s32 (one process),
+#          and in s16 and h16 on a database of 2,048-aa subjects (multi-pass kernels).
 # PHASE="T S" runs T, then S (phases run in the order of this file).
 # SWGPU_COMMIT=<commit> names the commit in the log (the device gets a copy of the
 # working tree without its history).
@@ -236,6 +237,11 @@ print(gpu.precompile(modes=('s16', 'h16', 's32'), jobs=8))
   timeout 200 python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta \
     --repeat 2 --mode s16,h16,s32 --skip-start --json "$OUT/gpu_bench_modes.json" 2>&1 \
     | grep -v "^BQ" | tee -a "$OUT/log.txt"
+  echo "== gpu_bench, 2,048-aa subjects (peak_db.py, 5e7 residues), modes s16, h16" | tee -a "$OUT/log.txt"
+  python3 benchmarks/peak_db.py --lengths 2048 --residues 5e7 --out-dir /tmp/peak > /dev/null
+  timeout 120 python3 benchmarks/gpu_bench.py --db /tmp/peak/peak_2048.fasta --queries $BD/bench_queries.fasta \
+    --repeat 2 --mode s16,h16 --skip-start --json "$OUT/gpu_bench_peak2048.json" 2>&1 \
+    | grep -E "^TOTAL|^ +all|!!" | tee -a "$OUT/log.txt"
 fi
 if has_phase BB || has_phase T; then
   if has_phase T; then

@@ -7,7 +7,8 @@
   single-module ``kernels/gpu.py`` before the split into templates (issue 13),
   so this shows the templates generate byte-identical kernels; the batched
   variants (several queries per launch) were added to it later, leaving the
-  641 earlier entries unchanged.  After a
+  641 earlier entries unchanged, then the h16 (binary16) kernels, leaving the 881
+  earlier ones unchanged.  After a
   deliberate kernel change: ``python benchmarks/gpu_codegen_manifest.py --write``.
 * The template language itself, on small templates of its own.
 """
@@ -41,7 +42,7 @@ def test_generated_sources_match_the_manifest():
         digest, name = line.split("  ")
         recorded[name] = digest
     srcs = man.sources()
-    assert len(srcs) == len(recorded) == 881  # 641 + 240 batched
+    assert len(srcs) == len(recorded) == 1289  # 641 + 240 batched + 408 h16
     got = {n: hashlib.sha256(s.encode()).hexdigest() for n, s in srcs.items()}
     differ = sorted(n for n in recorded if got.get(n) != recorded[n])
     assert not differ, f"{len(differ)} generated sources changed, e.g. {differ[:5]}"
@@ -51,7 +52,7 @@ def test_manifest_covers_every_shape_the_planner_can_use():
     from swgpu_tools.kernels.gpu import codegen, planner
 
     names = set(_manifest_module().sources())
-    for mode in ("s16", "s32"):
+    for mode in ("s16", "h16", "s32"):
         for G, R in planner.SHAPES[mode]:
             assert f"score_{mode}_{G}x{R}" in names
         for G, R in planner.MULTI_SHAPES[mode]:

@@ -259,6 +259,7 @@ def test_kernels_compile_for_sm90():
         assert ".target sm_80" in ptxh and ".local" not in ptxh
         assert "max.f16x2" in ptxh and "add.rn.f16x2" in ptxh and "fma.rn.relu.f16x2" in ptxh
         assert "s16x2" not in ptxh
+        assert ".maxntid 128" in ptxh and ".minnctapersm 4" in ptxh  # launch bounds
         print("OK")
         """
     )

@@ -102,7 +102,9 @@ def get_kernel(mode: str, G: int, R: int, multipass: bool = True, batched: bool 
         kern = _kernels.get(key)
         if kern is None:
             mod = load_module(*_kernel_name_source(mode, G, R, multipass, batched))
-            kern = cuda.jit(mod.SIG, cache=True)(mod.kernel_py)
+            bounds = getattr(mod, "LAUNCH_BOUNDS", None)  # None in simulator sources
+            kw = {"launch_bounds": bounds} if bounds else {}
+            kern = cuda.jit(mod.SIG, cache=True, **kw)(mod.kernel_py)
             _kernels[key] = kern
             if not SIM:
                 marker = compiled_marker(mode, G, R, multipass, batched)
@@ -200,7 +202,8 @@ def kernel_ptx(
         f"{mode}_{G}x{R}{'m' if multipass else ''}{'b' if batched else ''}",
         kernel_source(mode, G, R, False, multipass, batched),
     )
-    ptx, _ = cuda.compile_ptx(mod.kernel_py, mod.SIG, cc=cc)
+    bounds = getattr(mod, "LAUNCH_BOUNDS", None)
+    ptx, _ = cuda.compile_ptx(mod.kernel_py, mod.SIG, cc=cc, launch_bounds=bounds)
     return ptx
 
 

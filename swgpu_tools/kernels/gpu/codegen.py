@@ -27,6 +27,13 @@ MODES = ("s16", "h16", "s32")
 #: The modes that pack two subjects per group (items of two subjects, D^3 pair table).
 PAIRED_MODES = ("s16", "h16")
 
+#: Launch bounds (threads per block, blocks per SM) of scoring kernels, by (mode, multipass):
+#: ptxas then keeps them within 65,536 / (threads x blocks) registers.  The h16 multi-pass
+#: kernels take 162-164 registers unbounded (3 blocks of 128 threads per SM), too few warps
+#: to hide their latency (GPU-NOTES.md); bounded to 128 they spill 60 bytes outside the
+#: step loop.  A bounded kernel is launched with at most that many threads per block.
+LAUNCH_BOUNDS = {("h16", True): (128, 4)}
+
 #: Lane count of a warp.
 WARP = 32
 #: Padding entries on each side of the per-query row-offset array (> max G).
@@ -247,6 +254,7 @@ def kernel_source(
         sim=sim,
         multipass=multipass,
         batched=batched,
+        bounds=None if sim else LAUNCH_BOUNDS.get((mode, multipass)),  # the simulator has none
         SIG=SCORE_SIG_BATCHED if batched else SCORE_SIG,
         up=up,
         xor=xor,

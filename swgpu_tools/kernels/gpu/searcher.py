@@ -50,7 +50,7 @@ from ...logs import get_logger
 from .. import TopHits
 from ..gpu_intrinsics import SIM, hpack2, pack2, used_codes
 from . import batched, cache, planner
-from .codegen import HIST_BINS, PADQ, PAIRED_MODES, WARP
+from .codegen import HIST_BINS, LAUNCH_BOUNDS, PADQ, PAIRED_MODES, WARP
 from .device import (
     bind,
     compute_capability,
@@ -406,6 +406,9 @@ class GpuSearcher:
         for part in parts:
             wsz = part.G if SIM else WARP
             block = part.G if SIM else max(self.block, WARP)
+            bounds = LAUNCH_BOUNDS.get((mode, part.max_passes > 1))
+            if bounds and not SIM:
+                block = min(block, bounds[0])
             grid = -(-(part.n_wtasks * nq * wsz) // block)
             words = 0
             if part.max_passes > 1:
