@@ -10,7 +10,7 @@ block, up to :data:`MAX_QUERIES` queries (the batched kernels of
 ``templates/score_kernel.py.in``: warp task ``wt`` serves query ``wt % n_q``);
 the whole (queries x subjects) score block comes back to the host, and the
 top k of each row are chosen there with the same tie rule (score descending,
-then subject index).  Pairs whose 16-bit score may have overflowed are
+then subject index).  Pairs whose packed (s16, h16) score may have overflowed are
 re-scored with the 32-bit kernels, as in the one-query path.  Two blocks are
 in flight: the host chooses one block's hits while the GPU scores the next.
 """
@@ -103,9 +103,9 @@ def _chunks(searcher, qlens) -> list:
     return out
 
 
-def _rescore16(searcher, block, members, qcodes, qoffs, tables, slot) -> int:
+def _rescore_packed(searcher, block, members, qcodes, qoffs, tables, slot) -> int:
     """Re-score with 32-bit kernels the pairs of ``block`` (rows: ``members``) whose
-    16-bit score may have overflowed; returns how many."""
+    packed (s16 or h16) score may have overflowed; returns how many."""
     rows, cols = np.nonzero(block >= searcher.overflow_limit)
     if len(rows) == 0:
         return 0
@@ -164,7 +164,7 @@ def search(searcher, qcodes, qoffs, top_k, progress=None):
         t1 = time.perf_counter()
         block = buf[: len(members) * n].reshape(len(members), n).copy()
         if mode in PAIRED_MODES:
-            s.rescored += _rescore16(s, block, members, qcodes, qoffs, tables, slot)
+            s.rescored += _rescore_packed(s, block, members, qcodes, qoffs, tables, slot)
         rows, cols, vals = top_rows(block, k)
         s.batch_seconds["wait"] += t1 - t0
         s.batch_seconds["host"] += time.perf_counter() - t1
