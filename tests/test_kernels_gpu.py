@@ -229,6 +229,23 @@ def test_kernel_mode_choice(monkeypatch, cc, env, go, expect):
         assert searcher.kernel_mode(m, go, 1) == expect
 
 
+@pytest.mark.parametrize(
+    "cc,env,expect",
+    [
+        ((9, 0), "auto", ("s16", "s32")),
+        ((8, 6), "auto", ("h16", "s32")),
+        ((7, 5), "auto", ("s32",)),
+        ((9, 0), "h16", ("h16", "s32")),  # what SWGPU_GPU_MODE=h16 searches with
+    ],
+)
+def test_precompile_modes_follow_the_device(monkeypatch, cc, env, expect):
+    from swgpu_tools.kernels.gpu import cache
+
+    monkeypatch.setattr(cache, "compute_capability", lambda: cc)
+    monkeypatch.setenv("SWGPU_GPU_MODE", env)
+    assert cache.device_modes() == expect
+
+
 def test_available_never_raises():
     from swgpu_tools.kernels import gpu
 
