@@ -15,6 +15,7 @@ and is checked against ``tests/data/gpu_codegen.sha256``
 from __future__ import annotations
 
 import functools
+import os
 import re
 from pathlib import Path
 
@@ -33,6 +34,28 @@ PAIRED_MODES = ("s16", "h16")
 #: to hide their latency (GPU-NOTES.md); bounded to 128 they spill 60 bytes outside the
 #: step loop.  A bounded kernel is launched with at most that many threads per block.
 LAUNCH_BOUNDS = {("h16", True): (128, 4)}
+
+
+def _bounds_override(text: str) -> dict:
+    """``$SWGPU_LAUNCH_BOUNDS`` for experiments: ``mode[m]=THREADSxBLOCKS`` items, comma-
+    separated (``m``: the multi-pass kernels; ``=0`` removes an entry), e.g. ``s16=128x4``."""
+    out = {}
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        key, _, val = item.partition("=")
+        multipass = key.endswith("m")
+        mode = key[:-1] if multipass else key
+        if mode not in MODES or not val:
+            raise ValueError(f"SWGPU_LAUNCH_BOUNDS: cannot read {item!r} (e.g. s16=128x4)")
+        if val == "0":
+            out[(mode, multipass)] = None
+        else:
+            t, _, b = val.partition("x")
+            out[(mode, multipass)] = (int(t), int(b))
+    return out
+
+
+LAUNCH_BOUNDS.update(_bounds_override(os.environ.get("SWGPU_LAUNCH_BOUNDS", "")))
+LAUNCH_BOUNDS = {k: v for k, v in LAUNCH_BOUNDS.items() if v}
 
 #: Lane count of a warp.
 WARP = 32

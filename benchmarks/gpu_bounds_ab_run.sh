@@ -1,0 +1,38 @@
+#!/bin/bash
+# Device call (issue 14): gpu_bench.py with and without extra launch bounds
+# ($SWGPU_LAUNCH_BOUNDS, see kernels/gpu/codegen.py) on equal-length databases.
+#   bash benchmarks/gpu_bounds_ab_run.sh   (repo root; carry .whl-smk for biopython)
+# Knobs: VARIANTS="none s16=128x4" (none: the defaults) MODE=s16 LENGTHS="256 1024" RESIDUES=5e7
+set -u
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 SWGPU_CACHE_DIR=/tmp/swgpu-cache
+mkdir -p /tmp/sc
+printf 'import numpy\nif not hasattr(numpy, "row_stack"):\n    numpy.row_stack = numpy.vstack\n' > /tmp/sc/sitecustomize.py
+export PYTHONPATH=/tmp/sc:$PWD
+if ! python3 -c "import Bio" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl-smk/biopython-*.whl || exit 1
+  export PYTHONPATH=/tmp/sc:/tmp/site:$PWD
+fi
+LENGTHS=${LENGTHS:-256 1024}
+# shellcheck disable=SC2086
+python3 benchmarks/peak_db.py --lengths $LENGTHS --residues "${RESIDUES:-5e7}" --out-dir /tmp/peak | tail -1
+python3 - <<'PY'
+# random queries of the 20 benchmark lengths (as gpu_h16_profile_run.sh)
+import numpy as np
+rng = np.random.default_rng(1)
+aa = np.array(list("ARNDCQEGHILKMFPSTWYV"))
+lens = [144, 189, 222, 375, 464, 567, 657, 729, 850, 1000, 1500, 2005, 2504, 3005, 3564,
+        4061, 4548, 4743, 5147, 5478]
+with open("/tmp/q20.fasta", "w") as fh:
+    for i, n in enumerate(lens):
+        fh.write(f">Q{i + 1:02d}_{n}\n{''.join(rng.choice(aa, n))}\n")
+PY
+for L in $LENGTHS; do
+  for v in ${VARIANTS:-none s16=128x4}; do
+    b=$v; [ "$v" = none ] && b=
+    SWGPU_LAUNCH_BOUNDS=$b timeout 150 python3 benchmarks/gpu_bench.py --db /tmp/peak/peak_$L.fasta \
+      --queries /tmp/q20.fasta --repeat 2 --mode "${MODE:-s16}" --skip-start \
+      --json "$OUT/ab_${L}_${v//[=x]/_}.json" > "$OUT/ab_${L}_${v//[=x]/_}.log" 2>&1
+    echo "length $L, bounds '$v': rc $? $(grep '^TOTAL' "$OUT/ab_${L}_${v//[=x]/_}.log" | cut -c1-110)"
+  done
+done
