@@ -125,3 +125,18 @@ def test_template_language(tmp_path, monkeypatch):
             codegen.render("bad2")
     finally:
         codegen._template.cache_clear()
+
+
+def test_launch_bounds_are_data_and_the_override_parses():
+    from swgpu_tools.kernels.gpu import codegen
+
+    assert codegen.LAUNCH_BOUNDS == {("h16", True): (128, 4)}
+    src = codegen.kernel_source("h16", 8, 32, sim=False, multipass=True)
+    assert "LAUNCH_BOUNDS = (128, 4)" in src
+    assert "LAUNCH_BOUNDS" not in codegen.kernel_source("h16", 8, 32, sim=True, multipass=True)
+    assert "LAUNCH_BOUNDS" not in codegen.kernel_source("s16", 8, 32, sim=False, multipass=True)
+    got = codegen._bounds_override("s16=128x4, h16m=0,s32m=256x2")
+    assert got == {("s16", False): (128, 4), ("h16", True): None, ("s32", True): (256, 2)}
+    for bad in ("x16=128x4", "s16", "s16=abc", "s16=128"):
+        with pytest.raises(ValueError, match="SWGPU_LAUNCH_BOUNDS"):
+            codegen._bounds_override(bad)

@@ -44,13 +44,10 @@ def _bounds_override(text: str) -> dict:
         key, _, val = item.partition("=")
         multipass = key.endswith("m")
         mode = key[:-1] if multipass else key
-        if mode not in MODES or not val:
+        t, _, b = val.partition("x")
+        if mode not in MODES or not (val == "0" or (t.isdigit() and b.isdigit())):
             raise ValueError(f"SWGPU_LAUNCH_BOUNDS: cannot read {item!r} (e.g. s16=128x4)")
-        if val == "0":
-            out[(mode, multipass)] = None
-        else:
-            t, _, b = val.partition("x")
-            out[(mode, multipass)] = (int(t), int(b))
+        out[(mode, multipass)] = None if val == "0" else (int(t), int(b))
     return out
 
 
