@@ -26,7 +26,7 @@ import time
 from ...logs import get_logger
 from ..gpu_intrinsics import SIM
 from .codegen import aux_kernel_source, kernel_source, pair_kernel_source, pair_kind
-from .device import compute_capability
+from .device import compute_capability, packed_mode
 from .planner import BATCH_SHAPES, MULTI_SHAPES, SHAPES
 
 log = get_logger(__name__)
@@ -211,8 +211,7 @@ def device_modes() -> tuple[str, ...]:
     """The scoring-kernel modes a search on the current device may use: its packed mode
     (s16 on Hopper, h16 on compute capability 8.x, or the one ``$SWGPU_GPU_MODE`` names)
     and s32 (any scheme, and the re-scoring path)."""
-    cc = compute_capability()
-    packed = "s16" if cc >= (9, 0) else "h16" if cc >= (8, 0) else None
+    packed = packed_mode(compute_capability())
     forced = os.environ.get("SWGPU_GPU_MODE", "auto")
     if forced in ("s16", "h16"):
         packed = forced

@@ -58,7 +58,7 @@ def available() -> tuple[bool, str]:
             nvvm.NVVM()
         except Exception as exc:
             return False, f"CUDA library missing: NVVM (libnvvm) could not be loaded: {exc}"
-        mode = "s16 DPX" if cc >= (9, 0) else "h16 binary16" if cc >= (8, 0) else "s32"
+        mode = {"s16": "s16 DPX", "h16": "h16 binary16", None: "s32"}[packed_mode(cc)]
         return True, f"{name} (compute capability {cc[0]}.{cc[1]}, {mode} kernels)"
     except Exception as exc:
         return False, f"CUDA initialisation failed: {exc}"
@@ -86,6 +86,12 @@ def bind(device_id: int) -> None:
 def bound_device() -> int | None:
     """The device :func:`bind` made current on this thread, or None."""
     return getattr(_bound, "device", None)
+
+
+def packed_mode(cc) -> str | None:
+    """The packed scoring-kernel mode a GPU of compute capability ``cc`` runs: "s16"
+    (Hopper DPX, 9.0+), "h16" (binary16, 8.x), or None (only the 32-bit kernels)."""
+    return "s16" if tuple(cc) >= (9, 0) else "h16" if tuple(cc) >= (8, 0) else None
 
 
 def compute_capability() -> tuple[int, int]:

@@ -50,12 +50,13 @@ from ...logs import get_logger
 from .. import TopHits
 from ..gpu_intrinsics import SIM, hpack2, pack2, used_codes
 from . import batched, cache, planner
-from .codegen import HIST_BINS, LAUNCH_BOUNDS, PADQ, PAIRED_MODES, WARP
+from .codegen import HIST_BINS, LAUNCH_BOUNDS, MODES, PADQ, PAIRED_MODES, WARP
 from .device import (
     bind,
     compute_capability,
     ensure_shared,
     nonblocking_stream,
+    packed_mode,
     quiet_low_occupancy_warnings,
 )
 from .slots import PIPELINE_DEPTH, TEMP_LIMIT_BYTES, QuerySlot
@@ -106,14 +107,9 @@ def kernel_mode(matrix: np.ndarray, gap_open: int, gap_extend: int, mode: str = 
     if mode == "auto":
         mode = os.environ.get("SWGPU_GPU_MODE", "auto")
     if mode == "auto":
-        cc = compute_capability()
-        if fits["s16"] and cc >= (9, 0):
-            mode = "s16"
-        elif fits["h16"] and cc >= (8, 0):
-            mode = "h16"
-        else:
-            mode = "s32"
-    if mode not in ("s16", "h16", "s32"):
+        packed = packed_mode(compute_capability())
+        mode = packed if packed and fits[packed] else "s32"  # h16 fits only where s16 does
+    if mode not in MODES:
         raise ValueError(f"unknown GPU kernel mode {mode!r} (s16, h16, s32 or auto)")
     if mode in fits and not fits[mode]:
         mode = "s32"
