@@ -59,8 +59,9 @@ def _remove(path: str) -> bool:
 
 def check_shards(results: str, n_shards: int) -> list[str]:
     """Shard files and the scoring jobs' hit tables (see the module doc); returns what was done."""
+    from .io.atomic import atomic_write
     from .io.hitsfile import read_shard_hits
-    from .io.shardfile import VERIFIED_FILE, read_shard
+    from .io.shardfile import VERIFIED_FILE, read_shard, read_verified
     from .shardjobs import job_shards
 
     done: list[str] = []
@@ -69,11 +70,7 @@ def check_shards(results: str, n_shards: int) -> list[str]:
     if not os.path.exists(info_path):
         return done
     verified_path = os.path.join(shards, VERIFIED_FILE)
-    try:
-        with open(verified_path) as fh:
-            verified = json.load(fh)
-    except (OSError, ValueError):
-        verified = {}
+    verified = read_verified(shards)
     rebuild = False
     damaged: set[int] = set()
     for k in range(n_shards):
@@ -132,10 +129,8 @@ def check_shards(results: str, n_shards: int) -> list[str]:
     if rebuild and _remove(info_path):
         done.append(f"removed {info_path}, so that the shard step rebuilds the shards")
     os.makedirs(shards, exist_ok=True)
-    tmp = f"{verified_path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as fh:
+    with atomic_write(verified_path) as fh:
         json.dump(verified, fh, sort_keys=True)
-    os.replace(tmp, verified_path)
     return done
 
 

@@ -367,6 +367,16 @@ def _records(shard: _ShardBody, wanted) -> SequenceSet:
 VERIFIED_FILE = "verified.json"
 
 
+def read_verified(folder) -> dict:
+    """The notes of ``folder``'s :data:`VERIFIED_FILE` ({shard file name: [size, mtime_ns]});
+    empty where the file is missing or unreadable."""
+    try:
+        with open(os.path.join(folder, VERIFIED_FILE)) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return {}
+
+
 def note_verified(stamps: dict) -> None:
     """Note shards known whole (just written, or read with their digest checked) in
     their folder's :data:`VERIFIED_FILE`: ``stamps`` maps a shard's path to its
@@ -378,14 +388,9 @@ def note_verified(stamps: dict) -> None:
             os.path.basename(os.fspath(path))
         ] = [st.st_size, st.st_mtime_ns]
     for folder, notes in by_dir.items():
-        path = os.path.join(folder, VERIFIED_FILE)
-        try:
-            with open(path) as fh:
-                verified = json.load(fh)
-        except (OSError, ValueError):
-            verified = {}
+        verified = read_verified(folder)
         verified.update(notes)
-        with atomic_write(path) as fh:
+        with atomic_write(os.path.join(folder, VERIFIED_FILE)) as fh:
             json.dump(verified, fh, sort_keys=True)
 
 
