@@ -112,15 +112,8 @@ if [ "$WHAT" != build ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
     export PYTHONPATH=/tmp/site:$ROOT
   else
-    # the image's numba-cuda with its numpy: numba-cuda 0.30 needs numpy.row_stack (gone in 2.5)
-    mkdir -p /tmp/sc
-    printf 'import numpy\nif not hasattr(numpy, "row_stack"):\n    numpy.row_stack = numpy.vstack\n' \
-      >/tmp/sc/sitecustomize.py
-    export PYTHONPATH=/tmp/sc:$ROOT
-    if ! python3 -c "import Bio" 2>/dev/null; then  # biopython from the carried .whl-smk
-      python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl-smk/biopython-*.whl || exit 1
-      export PYTHONPATH=/tmp/sc:/tmp/site:$ROOT
-    fi
+    source benchmarks/device_wheels.sh
+    use_image_python || exit 1  # the image's numba-cuda; biopython from .whl-smk
   fi
   export SWGPU_CACHE_DIR=/tmp/swgpu-cache
   say "python set-up done (PYTHONPATH=$PYTHONPATH)"

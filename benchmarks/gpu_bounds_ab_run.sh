@@ -6,13 +6,8 @@
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 SWGPU_CACHE_DIR=/tmp/swgpu-cache
-mkdir -p /tmp/sc
-printf 'import numpy\nif not hasattr(numpy, "row_stack"):\n    numpy.row_stack = numpy.vstack\n' > /tmp/sc/sitecustomize.py
-export PYTHONPATH=/tmp/sc:$PWD
-if ! python3 -c "import Bio" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl-smk/biopython-*.whl || exit 1
-  export PYTHONPATH=/tmp/sc:/tmp/site:$PWD
-fi
+source benchmarks/device_wheels.sh
+use_image_python || exit 1
 LENGTHS=${LENGTHS:-256 1024}
 # shellcheck disable=SC2086
 python3 benchmarks/peak_db.py --lengths $LENGTHS --residues "${RESIDUES:-5e7}" --out-dir /tmp/peak | tail -1
