@@ -4,11 +4,13 @@
 #   score_shard  queries x shards   -> results/hits/shard-NNNN[-MMMM].npz (a run of shards
 #                per job, config shards_per_job;
 #                results/state/ keeps what a re-scan of the next release reuses)
-#   merge_hits   all shard hits     -> results/hits.tsv                 (top-k, E-values)
-#   traceback    merged hits        -> results/alignments.tsv (+ .sam/.parquet/.txt)
-#   release      this scan as a release -> results/history/<release>/, results/changes.tsv
-#                (vs the previous release), results/swgpu-run.json (the tables, last)
-#   plots        tables, stats JSON -> results/plots/ (snakemake --report report.html)
+#   finish       four steps in one job (one process, `swgpu run-steps`):
+#                merge      all shard hits -> results/hits.tsv     (top-k, E-values)
+#                traceback  merged hits    -> results/alignments.tsv (+ .sam/.parquet/.txt)
+#                release    this scan as a release -> results/history/<release>/,
+#                           results/changes.tsv (vs the previous release),
+#                           results/swgpu-run.json (the tables, written last)
+#                plots      tables, stats JSON -> results/plots/ (snakemake --report)
 #
 # Every step is a thin shell call to the installed `swgpu` command; all logic
 # lives in the swgpu_tools package.  See workflow/README.md and config/README.md.
@@ -41,11 +43,9 @@ wildcard_constraints:
     shard=r"[0-9][0-9][0-9][0-9]+(?:-[0-9][0-9][0-9][0-9]+)?",
 
 
-# Small steps run where Snakemake runs, never as cluster jobs.
+# The target runs where Snakemake runs, never as a cluster job.
 localrules:
     all,
-    release,
-    plots,
 
 
 # GPUs count per machine, not across a cluster (also set in profiles/default,
@@ -57,22 +57,23 @@ resource_scopes:
 include: "workflow/rules/common.smk"
 include: "workflow/rules/shard_db.smk"
 include: "workflow/rules/score_shard.smk"
-include: "workflow/rules/merge_hits.smk"
-include: "workflow/rules/traceback.smk"
-include: "workflow/rules/release.smk"
-include: "workflow/rules/plots.smk"
+include: "workflow/rules/finish.smk"
 
 
 # snakemake --report report.html: a self-contained page with the plots of rule
-# plots, changes.tsv and the configuration (workflow/report/workflow.rst).
+# finish, changes.tsv and the configuration (workflow/report/workflow.rst).
 report: "workflow/report/workflow.rst"
 
 
 rule all:
     default_target: True
     input:
-        MANIFEST,
-        rules.plots.output,
+        rules.finish.output,
+
+
+onstart:
+    # jobs run here: no job-rate limiter, whose last timer delays the exit by ~1 s
+    rate_limiter_off_where_jobs_run_here()
 
 
 onerror:

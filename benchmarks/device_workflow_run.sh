@@ -22,7 +22,7 @@
 #          compared blocks by plan bucket, SWGPU_BATCH_CHUNKS=bucket at c01ec21, since removed).
 # PHASE=T: precompile, the GPU tests and gpu_batch_bench.py on the delta.
 # PHASE=P: after F4 (same call): Snakemake's main process under cProfile while it reruns the
-#          steps after scoring (--forcerun merge_hits) in the re-scan's folder.
+#          steps after scoring (--forcerun finish) in the re-scan's folder.
 # PHASE=S: precompile, then the workflow with 20 and 500 queries, one shard (issue 11).
 # PHASE=H: the no-DPX path (issue 14): precompile the s16, h16 and s32 kernels, the GPU tests
 #          (h16 among their modes), gpu_bench.py on bench200M in s16, h16 and s32 (one process),
@@ -204,11 +204,11 @@ fi
 if has_phase P; then
   # after F4: Snakemake's own time, profiled, on a forced rerun of the steps after scoring
   W=/tmp/rescan${RESCAN_QUERIES:-5000}/inc
-  echo "== profile: snakemake --forcerun merge_hits in $W" | tee -a "$OUT/log.txt"
+  echo "== profile: snakemake --forcerun finish in $W" | tee -a "$OUT/log.txt"
   t0=$(ts)
   timeout 120 python3 -m cProfile -o "$OUT/smk_forcerun.prof" -m snakemake -s $PWD/Snakefile \
-    --directory $W --configfile $W/config.yaml --cores 16 --forcerun merge_hits > "$OUT/smk_forcerun.log" 2>&1
-  echo "forced rerun (merge_hits and after), under cProfile: $(el $t0 $(ts)) s" | tee -a "$OUT/log.txt"
+    --directory $W --configfile $W/config.yaml --cores 16 --forcerun finish > "$OUT/smk_forcerun.log" 2>&1
+  echo "forced rerun (rule finish), under cProfile: $(el $t0 $(ts)) s" | tee -a "$OUT/log.txt"
   for f in $W/results/benchmarks/*.tsv; do echo "$(basename $f) $(tail -1 $f | cut -f1)"; done | tee -a "$OUT/log.txt"
 fi
 if has_phase G; then

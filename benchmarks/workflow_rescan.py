@@ -33,6 +33,8 @@ import sys
 import time
 from pathlib import Path
 
+from workflow_scale import finish_steps  # benchmarks/, the script's folder
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 #: the snakemake command: $SNAKEMAKE, else the one beside this Python, else on PATH
@@ -139,6 +141,8 @@ def run(workdir: Path, database, args) -> dict:
             )
     return {
         "wall_s": wall,
+        "steps": steps,
+        "finish_steps": finish_steps(workdir / "results"),
         "jobs": jobs,
         "scoring_jobs": len(scored),
         "cells": sum(s["cells"] for s in stats),
@@ -207,6 +211,10 @@ def main():
         f"per job: {r2['full_queries']} (margin ran out {r2['margin_ran_out']})"
     )
     print(f"traceback: incremental {r2['traceback']}, scratch {r3['traceback']}")
+    for label, r in (("incremental", r2), ("scratch", r3)):
+        jobs = ", ".join(f"{k.removesuffix('.tsv')} {v:.2f}" for k, v in sorted(r["steps"].items()))
+        inner = ", ".join(f"{k} {v:.2f}" for k, v in r["finish_steps"].items())
+        print(f"jobs, {label} (Snakemake benchmark s): {jobs}; inside finish: {inner}")
     print(f"tables byte-identical (incremental vs scratch): {same}")
     if args.json:
         Path(args.json).write_text(

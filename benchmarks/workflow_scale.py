@@ -92,6 +92,22 @@ def read_benchmarks(results: Path) -> dict:
     return steps
 
 
+#: The steps of rule finish that write statistics (release writes none).
+FINISH_STEPS = ("merge_hits", "traceback", "plots")
+
+
+def finish_steps(results: Path) -> dict:
+    """Seconds of each step inside the finish job (its start-up included), from
+    the steps' statistics files."""
+    out = {}
+    for step in FINISH_STEPS:
+        p = results / "stats" / f"{step}.json"
+        if p.exists():
+            rec = json.loads(p.read_text())
+            out[step] = rec["wall_s"] + (rec.get("before_step_s") or 0.0)
+    return out
+
+
 def run(label: str, queries: Path, args) -> dict:
     work = Path(args.workdir) / label
     shutil.rmtree(work, ignore_errors=True)
@@ -133,6 +149,7 @@ def run(label: str, queries: Path, args) -> dict:
         "label": label,
         "wall_s": wall,
         "steps": steps,
+        "finish_steps": finish_steps(results),
         "scan_s": gpu_s,
         "scan_gcups": sum(s["cells"] for s in scan) / max(gpu_s, 1e-9) / 1e9,
         "hits": n_hits,
@@ -153,6 +170,9 @@ def show(r: dict) -> None:
             f"   {step:<16}{d['jobs']:>5}{d['seconds']:>10.2f}"
             f"{100 * d['seconds'] / r['wall_s']:>7.0f}%{d['max_rss_mb']:>10.0f}"
         )
+        if step == "finish":
+            for name, sec in r.get("finish_steps", {}).items():
+                print(f"     {name:<19}{sec:>10.2f}{100 * sec / r['wall_s']:>7.0f}%")
 
 
 def main():

@@ -18,7 +18,7 @@ Trying to restart job 3.
 Error in rule score_shard:
     message: SLURM-job '36' failed, SLURM status is: 'TIMEOUT'. Detailed failure reason unavailable
     jobid: 3
-Error in rule merge_hits:
+Error in rule finish:
     message: SLURM-job '37' failed, SLURM status is: 'FAILED'.
     jobid: 2
 """

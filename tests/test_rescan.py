@@ -156,7 +156,7 @@ def test_rescan_scores_only_the_new_and_changed_sequences(rescan):
         assert st["delta_sequences"] == len(ids)
         assert st["cells"] < 0.2 * st["full_scan_cells"]
     out = rescan["second"].stdout + rescan["second"].stderr
-    for rule in ("merge_hits", "traceback", "release", "plots"):
+    for rule in ("finish",):
         assert re.search(rf"^(?:local)?rule {rule}:", out, re.MULTILINE), rule
 
 
@@ -166,7 +166,7 @@ def test_rescan_tables_equal_a_scratch_scan(rescan):
     # E-values follow the new database size (v2 has the same count, other residues)
     assert _tables(rescan["inc"])["hits.tsv"] != rescan["tables_v1"]["hits.tsv"]
     # the traceback reused the unchanged pairs' alignments and aligned the changed ones
-    log = (rescan["inc"] / "results/logs/traceback.log").read_text()
+    log = (rescan["inc"] / "results/logs/finish.log").read_text()
     m = re.search(r"aligned (\d+) hits in \S+ s; reused (\d+) alignments", log)
     assert m and int(m.group(2)) > 0 and int(m.group(1)) >= 2, log
 

@@ -62,7 +62,7 @@ BLAST12 = [
     "evalue",
     "bitscore",
 ]
-RULES = ["shard_db", "score_shard", "merge_hits", "traceback", "release", "plots"]
+RULES = ["shard_db", "score_shard", "finish"]
 
 pytestmark = pytest.mark.skipif(SNAKEMAKE is None, reason="snakemake is not installed")
 
@@ -330,11 +330,9 @@ def test_full_run_writes_tables_logs_and_benchmarks(runs):
         "results/alignments.tsv",
         "results/shards/database.json",
         "results/logs/shard_db.log",
-        "results/logs/merge_hits.log",
-        "results/logs/traceback.log",
+        "results/logs/finish.log",
         "results/benchmarks/shard_db.tsv",
-        "results/benchmarks/merge_hits.tsv",
-        "results/benchmarks/traceback.tsv",
+        "results/benchmarks/finish.tsv",
     ]:
         assert f in files
     for i in range(4):
@@ -519,10 +517,7 @@ def test_dry_run_lists_the_jobs(tmp_path, per_job, jobs):
     assert _job_counts(out) == {
         "shard_db": 1,
         "score_shard": len(jobs),
-        "merge_hits": 1,
-        "traceback": 1,
-        "release": 1,
-        "plots": 1,
+        "finish": 1,
         "all": 1,
     }
     assert set(re.findall(r"results/hits/shard-([0-9-]+)\.npz", out)) == set(jobs), out
@@ -542,7 +537,7 @@ def test_a_cluster_jobs_own_snakemake_plans_the_jobs_of_the_cluster_run(tmp_path
         "0000-0001",
         "0002-0003",
     }
-    remote = _snakemake(tmp_path, "-n", "--mode", "remote", "--target-jobs", "merge_hits:")
+    remote = _snakemake(tmp_path, "-n", "--mode", "remote", "--target-jobs", "finish:")
     out = remote.stdout + remote.stderr
     assert set(re.findall(r"results/hits/shard-([0-9-]+)\.npz", out)) == {
         "0000",

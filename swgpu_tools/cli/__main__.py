@@ -1,7 +1,5 @@
 """``python -m swgpu_tools.cli``: the ``swgpu`` command."""
 
-import sys
+from . import entry
 
-from . import main
-
-sys.exit(main())
+entry()

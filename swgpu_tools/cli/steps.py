@@ -1,7 +1,7 @@
 """The workflow's step commands (``swgpu shard``, ``score-shard``, ``merge``,
-``traceback``, ``check-shards``, ``keep-previous``, ``changes``, ``plots``): each
-one calls one function of :mod:`swgpu_tools.steps` with the paths the
-Snakemake rule gives."""
+``traceback``, ``check-shards``, ``release``, ``plots``): each one calls one
+function of :mod:`swgpu_tools.steps` with the paths the Snakemake rule gives.
+``swgpu run-steps`` (:mod:`swgpu_tools.cli`) runs several of them in one process."""
 
 from __future__ import annotations
 
@@ -21,11 +21,11 @@ from .options import (
 STEPS = [
     ("shard", "split a database into stable shards (rule shard_db)"),
     ("score-shard", "score all queries against one or more shards (rule score_shard)"),
-    ("merge", "merge shard hits into hits.tsv (rule merge_hits)"),
-    ("traceback", "align the merged hits (rule traceback)"),
+    ("merge", "merge shard hits into hits.tsv (rule finish)"),
+    ("traceback", "align the merged hits (rule finish)"),
     ("check-shards", "verify shard files; move corrupt ones aside"),
-    ("release", "keep this release, compare with the previous one, list the tables (rule release)"),
-    ("plots", "plots and tables for the report (rule plots)"),
+    ("release", "keep this release, compare with the previous one, list the tables (rule finish)"),
+    ("plots", "plots and tables for the report (rule finish)"),
 ]
 _HELP = dict(STEPS)
 
@@ -141,6 +141,13 @@ def add_steps(sub) -> None:
     p.add_argument("--stats", default=None, metavar="JSON", help="write the step's statistics here")
     p.add_argument(
         "--threads", type=int, default=None, metavar="N", help="CPU threads (default: all)"
+    )
+    p.add_argument(
+        "--quarantine",
+        default=None,
+        metavar="DIR",
+        help="when the step fails, verify the shards and move corrupt ones into DIR "
+        "(as 'swgpu check-shards --quarantine'), so that the next run rebuilds them",
     )
     add_scoring(p)
     p.set_defaults(run=run_traceback)
@@ -269,20 +276,30 @@ def run_traceback(args) -> int:
         from ..steps.history import newest_internal
 
         previous = newest_internal(previous)
-    traceback_hits(
-        args.hits,
-        args.queries,
-        args.shards,
-        args.out,
-        scheme_from(args),
-        args.threads,
-        args.columns,
-        args.header,
-        _formats(args.format),
-        args.internal,
-        previous,
-        stats_path=args.stats,
-    )
+    try:
+        traceback_hits(
+            args.hits,
+            args.queries,
+            args.shards,
+            args.out,
+            scheme_from(args),
+            args.threads,
+            args.columns,
+            args.header,
+            _formats(args.format),
+            args.internal,
+            previous,
+            stats_path=args.stats,
+        )
+    except Exception:
+        if args.quarantine is not None:
+            from ..steps.shard_db import check_shards
+
+            try:
+                check_shards(args.shards, args.quarantine)
+            except Exception:  # the corrupt shards are named in the log; the first error stands
+                pass
+        raise
     return 0
 
 

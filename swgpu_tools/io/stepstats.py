@@ -49,7 +49,11 @@ class StepTimer:
         self.step = step
         self.start = time.time()
         self._t0 = time.perf_counter()
-        self.process_age = process_age()  # the process's start-up (imports) before the step
+        # the process's start-up (imports) before the step; in a chain of steps
+        # (swgpu run-steps), the time since the previous step ended
+        self.process_age = (
+            self.start - _PREVIOUS_STEP_END[0] if _PREVIOUS_STEP_END else process_age()
+        )
         self.phases: dict[str, float] = {}
         self.fields: dict = {}
 
@@ -94,6 +98,16 @@ class StepTimer:
         if path:
             write_step_stats(path, rec)
         return rec
+
+
+#: When the previous step of this process ended (``swgpu run-steps``), else empty.
+_PREVIOUS_STEP_END: list[float] = []
+
+
+def previous_step_ended() -> None:
+    """Note that a step of this process ended: the next step's ``before_step_s``
+    counts from now, not from the process's start."""
+    _PREVIOUS_STEP_END[:] = [time.time()]
 
 
 def process_age() -> float | None:

@@ -54,7 +54,7 @@ SNAKEMAKE = shutil.which("snakemake", path=str(BIN)) or shutil.which("snakemake"
 SHARDS = 3
 ACCOUNT = "swgpu"  # made by .ci/slurm-cluster.sh
 GPU_TYPE = "fake"  # gres.conf of .ci/slurm-cluster.sh
-CLUSTER_RULES = ["shard_db", "score_shard", "merge_hits", "traceback"]  # the others are local rules
+CLUSTER_RULES = ["shard_db", "score_shard", "finish"]  # "all" is a local rule
 TABLES = ["hits.tsv", "alignments.tsv"]
 
 

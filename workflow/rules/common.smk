@@ -50,9 +50,11 @@ SHARD_IDS = [f"{i:04d}" for i in range(config["shards"])]
 
 #: Where corrupt shard files are moved (then rebuilt by shard_db on the next run).
 QUARANTINE_DIR = "results/shards/corrupt"
-#: Written last by rule release; removed by the steps that change the tables.
+#: Written last by rule finish (its release step); removed first by that rule.
 MANIFEST = "results/swgpu-run.json"
 
+#: Separates the steps of `swgpu run-steps` (rule finish).
+from swgpu_tools.cli import STEP_SEPARATOR
 
 # Damaged results of earlier runs (a corrupt shard, a truncated table, a kept
 # release that differs from its manifest) are found now and removed, so that
@@ -100,6 +102,27 @@ def shard_hit_tables(wildcards=None):
 def score_job_stats(wildcards=None):
     """The statistics files written by rule score_shard, one per job."""
     return expand("results/stats/score_shard/shard-{job}.json", job=score_jobs())
+
+
+# ---------------------------------------------------------------------------
+# Snakemake's exit
+# ---------------------------------------------------------------------------
+
+
+def rate_limiter_off_where_jobs_run_here():
+    """Turn Snakemake's job-rate limiter off in a run whose jobs run on this machine
+    (called from the Snakefile's onstart hook, after the scheduler is made).
+
+    The limiter (--max-jobs-per-timespan, default 100/1s) wakes the scheduler
+    with a threading.Timer of the timespan on every pass, and the last of those
+    timers, a non-daemon thread, holds the finished process for up to a second:
+    about 1 s of every run, 15-20% of a small re-scan.  It protects a cluster's
+    scheduler from floods of submissions; a local run has nothing to protect.
+    A cluster run's main process keeps it.
+    """
+    scheduler = getattr(workflow, "scheduler", None)
+    if workflow.local_exec and hasattr(scheduler, "job_rate_limiter"):
+        scheduler.job_rate_limiter = None
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,172 @@
+"""``swgpu run-steps``: the workflow's steps after scoring in one process (rule
+finish) give the same tables as the same steps run one process each; the chain
+stops at the first failing step with its status; ``traceback --quarantine``
+moves a corrupt shard aside when the step fails; the step statistics of a chained
+step count its start-up from the previous step's end, not from the process's."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "swgpu_tools" / "data"
+QUERIES = DATA / "example_queries.fasta"
+DATABASE = DATA / "example_database.fasta.gz"
+SCORING = ["--matrix", "BLOSUM62", "--gap-open", "11", "--gap-extend", "1"]
+SEP = ":::"
+
+
+def swgpu(*args, cwd=None):
+    """The command as the workflow runs it (``python -m swgpu_tools.cli`` goes
+    through the console script's entry, fast exit included)."""
+    return subprocess.run(
+        [sys.executable, "-m", "swgpu_tools.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=600,
+    )
+
+
+def _ok(proc):
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory):
+    """Two shards of the example database, scored on the CPU."""
+    root = tmp_path_factory.mktemp("steps")
+    _ok(swgpu("shard", DATABASE, "--shards", "2", "--out-dir", root / "shards", "--threads", "1"))
+    tables = []
+    for k in range(2):
+        out = root / "hits" / f"shard-{k:04d}.npz"
+        _ok(
+            swgpu(
+                "score-shard",
+                root / "shards" / f"shard-{k:04d}.swdb",
+                "--queries",
+                QUERIES,
+                "--out",
+                out,
+                "--backend",
+                "cpu",
+                "--threads",
+                "1",
+                "--top-k",
+                "20",
+                *SCORING,
+            )
+        )
+        tables.append(out)
+    return root, tables
+
+
+def _steps(root: Path, out: Path, tables) -> list[list[str]]:
+    """merge, traceback, release and plots as rule finish gives them (Snakemake
+    makes the output folders)."""
+    for sub in ("internal", "history", "plots"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    shards = [str(root / "shards" / f"shard-{k:04d}.swdb") for k in range(2)]
+    info = str(root / "shards" / "database.json")
+    r = str(out)
+    return [
+        ["merge", "--queries", str(QUERIES), "--database-info", info, "--out", f"{r}/hits.tsv"]
+        + ["--stats", f"{r}/stats/merge_hits.json", *SCORING, "--top-k", "20"]
+        + ["--max-evalue", "10", *map(str, tables)],
+        ["traceback", "--hits", f"{r}/hits.tsv", "--queries", str(QUERIES)]
+        + ["--out", f"{r}/alignments.tsv", "--internal", f"{r}/internal/reuse.tsv"]
+        + ["--previous", f"{r}/history", "--stats", f"{r}/stats/traceback.json", *SCORING]
+        + ["--threads", "1", "--quarantine", f"{r}/corrupt", *shards],
+        ["release", "--hits", f"{r}/hits.tsv", "--alignments", f"{r}/alignments.tsv"]
+        + ["--internal", f"{r}/internal/reuse.tsv", "--database-info", info]
+        + ["--queries", str(QUERIES), "--history", f"{r}/history"]
+        + ["--marker", f"{r}/history/current.json", "--changes", f"{r}/changes.tsv"]
+        + ["--manifest", f"{r}/swgpu-run.json", "--config-json", "{}"],
+        ["plots", "--hits", f"{r}/hits.tsv", "--changes", f"{r}/changes.tsv"]
+        + ["--queries", str(QUERIES), "--out-dir", f"{r}/plots"]
+        + ["--stats", f"{r}/stats/plots.json", f"{r}/stats/merge_hits.json"]
+        + [f"{r}/stats/traceback.json"],
+    ]
+
+
+def _chain(steps: list[list[str]]) -> list[str]:
+    out = ["run-steps"]
+    for k, step in enumerate(steps):
+        out += ([SEP] if k else []) + step
+    return out
+
+
+TABLES = ["hits.tsv", "alignments.tsv", "changes.tsv", "plots/queries.tsv"]
+
+
+def test_one_process_gives_the_tables_of_one_process_per_step(scored):
+    root, tables = scored
+    alone, chained = root / "alone", root / "chained"
+    for step in _steps(root, alone, tables):
+        _ok(swgpu(*step))
+    proc = _ok(swgpu(*_chain(_steps(root, chained, tables))))
+    for name in TABLES:
+        assert (chained / name).read_bytes() == (alone / name).read_bytes(), name
+    assert (chained / "hits.tsv").stat().st_size > 100  # hits, not just a header
+    assert sorted(p.name for p in (chained / "plots").iterdir()) == sorted(
+        p.name for p in (alone / "plots").iterdir()
+    )
+    # each step logs as on its own, in order
+    log = proc.stderr
+    assert log.index("merged") < log.index("wrote") < log.index("kept release")
+    # a chained step's start-up counts from the previous step's end
+    merge = json.loads((chained / "stats/merge_hits.json").read_text())
+    tb = json.loads((chained / "stats/traceback.json").read_text())
+    assert tb["before_step_s"] <= tb["start_epoch"] - merge["start_epoch"] - merge["wall_s"] + 0.01
+    assert merge["before_step_s"] > 0  # the first step: the process's own start-up
+
+
+def test_the_chain_stops_at_the_first_failing_step_with_its_status(scored, tmp_path):
+    root, tables = scored
+    steps = _steps(root, tmp_path, tables)
+    steps[0][steps[0].index("--queries") + 1] = str(tmp_path / "missing.fasta")
+    proc = swgpu(*_chain(steps))
+    assert proc.returncode == 2, proc.stderr
+    assert "swgpu merge: error:" in proc.stderr and "missing.fasta" in proc.stderr
+    assert not (tmp_path / "hits.tsv").exists()
+    assert not (tmp_path / "stats" / "plots.json").exists()
+
+
+def test_a_step_name_that_is_not_a_step_is_refused_before_any_runs(scored, tmp_path):
+    root, tables = scored
+    steps = _steps(root, tmp_path, tables)
+    for bad in (["search", "x"], []):
+        proc = swgpu(*_chain([steps[0], bad]))
+        assert proc.returncode == 2 and "is not a workflow step" in proc.stderr, proc.stderr
+    assert not (tmp_path / "hits.tsv").exists()  # merge did not run either
+    assert swgpu("run-steps", "--help").stdout.startswith("usage: swgpu run-steps")
+
+
+def test_traceback_quarantines_a_corrupt_shard_when_it_fails(scored, tmp_path):
+    root, tables = scored
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    for p in (root / "shards").iterdir():
+        data = bytearray(p.read_bytes())
+        if p.suffix == ".swdb":
+            data[-50] ^= 0x01  # silent corruption: same size and time
+        (shards / p.name).write_bytes(bytes(data))
+    merge, traceback = _steps(root, tmp_path, tables)[:2]
+    _ok(swgpu(*merge))
+    paths = [str(shards / f"shard-{k:04d}.swdb") for k in range(2)]
+    no_quarantine = traceback[: traceback.index("--quarantine")] + paths
+    proc = swgpu(*no_quarantine)
+    assert proc.returncode == 2 and "checksum mismatch" in proc.stderr, proc.stderr
+    assert all(Path(p).exists() for p in paths)  # without --quarantine: only the error
+    proc = swgpu(*traceback[: traceback.index("--quarantine") + 2], *paths)
+    assert proc.returncode == 2 and "checksum mismatch" in proc.stderr, proc.stderr
+    moved = sorted(p.name.split(".swdb")[0] for p in (tmp_path / "corrupt").iterdir())
+    assert moved == ["shard-0000", "shard-0001"]
+    assert not any(Path(p).exists() for p in paths)
+    assert not (tmp_path / "alignments.tsv").exists()
