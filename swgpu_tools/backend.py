@@ -336,13 +336,34 @@ def bind_gpu(gpu_id: int) -> None:
         gpu_kernels.bind(gpu_id)
 
 
+def _init_gpu_typing_beside():
+    """Start numba-cuda's typing set-up (:func:`.kernels.gpu.cache.init_target`) on a
+    thread, or None under the simulator or without an NVIDIA driver here."""
+
+    def run():
+        try:
+            from .kernels.gpu import cache
+
+            cache.init_target()
+        except Exception:  # numba-cuda missing or broken: the backend check says why
+            pass
+
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or not os.path.exists("/dev/nvidiactl"):
+        return None  # simulated, or no NVIDIA driver here (the check says why)
+    thread = threading.Thread(target=run, name="swgpu-gpu-typing", daemon=True)
+    thread.start()
+    return thread
+
+
 def start_backend(backend: str = "auto", device="auto", scheme=None) -> StartedBackend:
     """Choose the backend; for the GPU: lock and bind one, open its context, load helpers
     (and, given the :class:`~swgpu_tools.scoring.ScoringScheme`, the cached scoring kernels)."""
     steps: dict[str, float] = {}
     t = time.perf_counter()
     gpu_id = None
+    typing = None
     if backend != "cpu":
+        typing = _init_gpu_typing_beside()  # Python work while the driver starts
         gpu_id = acquire_gpu(device)
         steps["lock"] = time.perf_counter() - t
         bind_gpu(gpu_id)
@@ -352,6 +373,8 @@ def start_backend(backend: str = "auto", device="auto", scheme=None) -> StartedB
     if choice.name == "gpu":
         from .kernels import gpu as gpu_kernels
 
+        if typing is not None:
+            typing.join()
         steps.update(gpu_kernels.warm_up(scheme))
     return StartedBackend(choice, gpu_id if choice.name == "gpu" else None, steps)
 

@@ -1,0 +1,86 @@
+"""A GPU job's start-up without avoidable work (issue 11): numba-cuda's typing set-up
+does not import SciPy's linear algebra for a BLAS probe that the kernels never need,
+and leaves it importable; generated kernel modules get their bytecode written even
+where Python writes none (PYTHONDONTWRITEBYTECODE).  No GPU needed."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("numba.cuda")
+
+PROBE = textwrap.dedent(
+    """
+    import os, sys
+    {before}
+    from swgpu_tools.kernels.gpu.cache import init_target
+    init_target()
+    init_target()  # idempotent
+    arraymath = sys.modules["numba.cuda.np.arraymath"]  # loaded by the typing set-up
+    print("loaded during init:", os.path.exists(os.environ["MARKER"]))
+    print("blas:", arraymath._HAVE_BLAS)
+    import scipy.linalg
+    print("importable after:", scipy.linalg.NAME)
+    """
+)
+
+
+def _fake_scipy(tmp_path):
+    """A scipy package whose linalg records that it was imported."""
+    pkg = tmp_path / "fake" / "scipy"
+    (pkg / "linalg").mkdir(parents=True)
+    (pkg / "__init__.py").write_text('__version__ = "1.14.0"\n')
+    (pkg / "linalg" / "__init__.py").write_text(
+        "import os\nopen(os.environ['MARKER'], 'w').close()\nNAME = 'fake linalg'\n"
+    )
+    (pkg / "linalg" / "cython_blas.py").write_text("")
+    return tmp_path / "fake"
+
+
+def _probe(tmp_path, before=""):
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(_fake_scipy(tmp_path)), os.environ.get("PYTHONPATH", "")]),
+        MARKER=str(tmp_path / "imported"),
+    )
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE.format(before=before)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_typing_set_up_skips_the_blas_probe_and_leaves_scipy_importable(tmp_path):
+    out = _probe(tmp_path)
+    assert "loaded during init: False" in out, out
+    assert "blas: False" in out, out
+    assert "importable after: fake linalg" in out, out
+
+
+def test_scipy_imported_before_is_left_alone(tmp_path):
+    out = _probe(tmp_path, before="import scipy.linalg")
+    assert "loaded during init: True" in out, out
+    assert "blas: True" in out, out
+
+
+def test_generated_modules_get_bytecode_where_python_writes_none(tmp_path, monkeypatch):
+    from swgpu_tools.kernels.gpu import cache
+
+    monkeypatch.setenv("SWGPU_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    source = f"VALUE = {os.getpid()} * 3\n"
+    mod = cache.load_module("bytecode_probe", source)
+    assert mod.VALUE == os.getpid() * 3
+    path = os.path.join(cache.kernels_dir(), cache.module_name("bytecode_probe", source) + ".py")
+    assert os.path.exists(importlib.util.cache_from_source(path))
