@@ -37,6 +37,8 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 PHASE=${PHASE:-A}
 has_phase() { [[ " $PHASE " == *" $1 "* ]]; }  # PHASE may name several: PHASE="T S"
 export PYTHONUNBUFFERED=1 SWGPU_LOCK_DIR=/tmp/swgpu-locks
+# PROFILE=1: every swgpu process of the workflow phases runs under cProfile (SWGPU_PROFILE)
+[ "${PROFILE:-0}" = 1 ] && export SWGPU_PROFILE=/tmp/prof
 export SWGPU_CACHE_DIR=${SWGPU_CACHE_DIR:-/tmp/swgpu-cache}
 SITE=/tmp/site
 if [ ! -f /tmp/site/.done ]; then
@@ -201,6 +203,15 @@ query_file($RESCAN_QUERIES, '$D/uniprot_queries500.fasta.gz', '$BD/bench_db.fast
     --workdir /tmp/rescan$RESCAN_QUERIES --json "$OUT/rescan_$RESCAN_QUERIES.json" 2>&1 | tee -a "$OUT/log.txt"
   tar czf "$OUT/rescan_$RESCAN_QUERIES.tgz" -C /tmp/rescan$RESCAN_QUERIES --exclude='*.swdb' --exclude='*.fasta' \
     --exclude='state' --exclude='*.tsv' --exclude='*.npz' --exclude='history' . 2>/dev/null
+  if [ -n "${SWGPU_PROFILE:-}" ]; then  # PROFILE=1: the incremental run's scoring job, profiled
+    python3 -c "
+import glob, pstats
+for f in glob.glob('$SWGPU_PROFILE/inc-v2/score-shard-*.prof'):
+    st = pstats.Stats(f); st.sort_stats('cumulative').print_stats('swgpu_tools', 45)
+    st.sort_stats('tottime').print_stats(25)
+" 2>&1 | cut -c1-160 | tee "$OUT/profile_inc_score.txt" | head -120
+    tar czf "$OUT/profiles.tgz" -C "$SWGPU_PROFILE" . 2>/dev/null
+  fi
 fi
 if has_phase P; then
   # after F4: Snakemake's own time, profiled, on a forced rerun of the steps after scoring

@@ -102,6 +102,10 @@ def run(workdir: Path, database, args) -> dict:
     }
     (workdir / "config.yaml").write_text("".join(f"{k}: {v}\n" for k, v in cfg.items()))
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    if env.get("SWGPU_PROFILE"):  # each run's step profiles apart: inc-v1, inc-v2, scratch-v2
+        env["SWGPU_PROFILE"] = os.path.join(
+            env["SWGPU_PROFILE"], f"{workdir.name}-{Path(database).stem}"
+        )
     start = time.perf_counter()
     proc = subprocess.run(
         [

@@ -170,3 +170,25 @@ def test_traceback_quarantines_a_corrupt_shard_when_it_fails(scored, tmp_path):
     assert moved == ["shard-0000", "shard-0001"]
     assert not any(Path(p).exists() for p in paths)
     assert not (tmp_path / "alignments.tsv").exists()
+
+
+def test_swgpu_profile_leaves_the_statistics_of_a_step(scored, tmp_path):
+    """$SWGPU_PROFILE: the command runs under cProfile and writes its statistics there
+    (also through the fast exit of a workflow step)."""
+    import os
+    import pstats
+
+    root, tables = scored
+    merge = _steps(root, tmp_path / "out", tables)[0]
+    env = dict(os.environ, SWGPU_PROFILE=str(tmp_path / "prof"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "swgpu_tools.cli", *merge],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (prof,) = (tmp_path / "prof").glob("merge-*.prof")
+    stats = pstats.Stats(str(prof))
+    assert any(fn[2] == "merge_hits" for fn in stats.stats), "the step's function is profiled"

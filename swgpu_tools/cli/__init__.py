@@ -146,6 +146,22 @@ def main(argv=None) -> int:
 _WORKFLOW_COMMANDS = frozenset(name for name, _ in STEPS) | {"run-steps"}
 
 
+def _profiled(argv: list[str]) -> int:
+    """:func:`main` under cProfile; the statistics go to ``$SWGPU_PROFILE/<command>-<pid>.prof``
+    (read them with ``python -m pstats``), for finding where a workflow step's time goes."""
+    import cProfile
+    import os
+
+    folder = os.environ["SWGPU_PROFILE"]
+    os.makedirs(folder, exist_ok=True)
+    prof = cProfile.Profile()
+    try:
+        return prof.runcall(main, argv)
+    finally:
+        name = argv[0] if argv else "swgpu"
+        prof.dump_stats(os.path.join(folder, f"{name}-{os.getpid()}.prof"))
+
+
 def entry() -> None:
     """The ``swgpu`` console script: :func:`main`, then exit with its status.
 
@@ -154,13 +170,14 @@ def entry() -> None:
     the interpreter's teardown: with the compiled alignment kernels loaded,
     that teardown took 0.3-0.4 s of every traceback job, 7% of a small re-scan.
     Every output is complete and closed by then (written to a temporary file
-    and renamed).  Other commands exit normally.
+    and renamed).  Other commands exit normally.  With ``$SWGPU_PROFILE`` set to
+    a folder, the command runs under cProfile and leaves its statistics there.
     """
     import logging
     import os
 
     argv = sys.argv[1:]
-    status = main(argv)
+    status = _profiled(argv) if os.environ.get("SWGPU_PROFILE") else main(argv)
     if argv and argv[0] in _WORKFLOW_COMMANDS:
         sys.stdout.flush()
         sys.stderr.flush()
