@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 import pandas as pd
@@ -65,26 +63,55 @@ def render(jobs: list[tuple[str, str, tuple]]) -> list[str]:
     return [path for _, path, _ in jobs]
 
 
-def _start(jobs, workers: int):
-    """Render ``jobs`` in a forked process (pandas and matplotlib already
-    imported there); None where ``workers`` < 2 or fork is not available."""
-    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
-        return None
-    plots.preload()
-    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
-    return pool, pool.submit(render, jobs)
+#: Most processes drawing pictures at once (the report has 7).
+MAX_WORKERS = 8
 
 
-def _finish(background, jobs) -> None:
-    """Wait for :func:`_start`'s process; if it died, render its jobs here."""
-    if background is None:
-        return
-    _, future = background
+def _default_workers() -> int:
+    """The CPUs this process may run on, at most :data:`MAX_WORKERS`."""
     try:
-        future.result()
-    except BrokenProcessPool as exc:
-        log.warning(f"the plotting process ended ({exc}); drawing its pictures here")
-        render(jobs)
+        return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
+    except AttributeError:  # no sched_getaffinity (macOS)
+        return max(1, min(MAX_WORKERS, os.cpu_count() or 1))
+
+
+def _fork(groups: list[list]) -> list[tuple[int, list]]:
+    """One forked child per group of jobs, each drawing its group and exiting:
+    [(pid, group)].  The children inherit the arrays (nothing is pickled) and
+    matplotlib, imported here first.  A group that cannot be forked is drawn here."""
+    plots.preload()
+    children = []
+    for group in groups:
+        try:
+            pid = os.fork()
+        except OSError:
+            render(group)
+            continue
+        if pid == 0:  # the child: draw, then leave without the parent's clean-up
+            status = 1
+            try:
+                render(group)
+                status = 0
+            except BaseException:
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                os._exit(status)
+        children.append((pid, group))
+    return children
+
+
+def _wait(children: list[tuple[int, list]]) -> None:
+    """Wait for :func:`_fork`'s children; draw here the pictures of any that failed."""
+    for pid, group in children:
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            log.warning(
+                f"the plotting process ended (exit status {os.waitstatus_to_exitcode(status)});"
+                " drawing its pictures here"
+            )
+            render(group)
 
 
 def _write_tables(table: pd.DataFrame, steps: data.StepRecords, out: dict[str, str]) -> None:
@@ -132,7 +159,7 @@ def make_report(
     out_dir,
     queries_path=None,
     stats_out=None,
-    workers: int = 2,
+    workers: int | None = None,
 ) -> list[str]:
     """Write the report's pictures and tables (:data:`OUTPUTS`) into ``out_dir``.
 
@@ -142,8 +169,10 @@ def make_report(
     are skipped); ``queries_path``: the query FASTA or None (adds queries
     without hits and their lengths); ``stats_out``: where to write this
     step's own statistics (JSON) or None; ``workers``: processes drawing the
-    pictures (2: half of them in a forked process while this one draws the
-    rest and writes the tables; 1: all here).  Returns the paths written.
+    pictures (default: the CPUs this process may use, at most
+    :data:`MAX_WORKERS`; the pictures are dealt out in turn, this process
+    draws its share and writes the tables while forked children draw
+    theirs; 1: all here).  Returns the paths written.
     """
     from ..io.stepstats import StepTimer
 
@@ -167,34 +196,34 @@ def make_report(
     change_counts = (
         table[["new", "gone", "changed_score"]].to_numpy(np.int64) if changes is not None else None
     )
-    # (figure function of plots, output, arguments); the first three hold the
-    # large arrays and are drawn here, the others (small arguments) in a
-    # forked process meanwhile when workers > 1
-    here = [
+    # (figure function of plots, output, arguments), dealt out in turn to the
+    # drawing processes: this one takes the first share, forked children the others
+    jobs = [
         ("scores_figure", out["scores.png"], (hits.scores, hits.best_score, len(ids))),
         ("evalues_figure", out["evalues.png"], (hits.evalues, best_ev, len(ids))),
         ("hits_per_query_figure", out["hits_per_query.png"], (counts,)),
-    ]
-    there = [
         ("top_queries_figure", out["top_queries.png"], (ids, counts, best)),
         ("shards_figure", out["shards.png"], (steps.shards,)),
         ("steps_figure", out["steps.png"], (steps.records,)),
         ("changes_figure", out["changes.png"], (ids, change_counts)),
     ]
+    n = min(_default_workers() if workers is None else max(1, int(workers)), len(jobs))
+    if "fork" not in multiprocessing.get_all_start_methods():
+        n = 1
+    groups = [jobs[k::n] for k in range(n)]
     with timer.phase("plots"):
-        background = _start(there, workers)
+        children = _fork(groups[1:])
     try:
         with timer.phase("plots"):
-            if background is None:
-                render(there)
-            render(here)
+            render(groups[0])
         with timer.phase("tables"):
             _write_tables(table, steps, out)
-        with timer.phase("plots"):
-            _finish(background, there)
-    finally:
-        if background is not None:
-            background[0].shutdown(cancel_futures=True)
+    except BaseException:
+        for pid, _ in children:  # reap them; the error stands
+            os.waitpid(pid, 0)
+        raise
+    with timer.phase("plots"):
+        _wait(children)
     timer.fields.update(
         queries=len(ids),
         hits=int(len(hits.scores)),
