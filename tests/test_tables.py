@@ -578,3 +578,28 @@ def test_columns_written_at_once_equal_the_checked_cells(ints, texts, as_array):
         assert tables.format_column("sseqid", texts) == [tables._text_cell(t, "x") for t in texts]
     with pytest.raises(ValueError):
         tables.format_column("sseqid", texts + [5])
+
+
+def test_output_columns_compile_one_signature_for_any_array_origin():
+    """The traceback's table columns come from one compiled Numba signature whether
+    the sequences' arrays are writable (a FASTA file's) or read-only (a shard's
+    mapped bytes), the one `swgpu backend --precompile` compiles (issue 11)."""
+    import numpy as np
+
+    from swgpu_tools.alignment import align_many
+    from swgpu_tools.io import fields
+    from swgpu_tools.scoring import ScoringScheme
+    from swgpu_tools.sequences import SequenceSet
+
+    scheme = ScoringScheme("BLOSUM62", 11, 1)
+    text = np.frombuffer(b"MKTAYIAKQRQISFVKSHFSRQMKTAYIAKQRQISFVKSHFSRQ", dtype=np.uint8)
+    outs = []
+    for writable in (True, False):
+        res = text.copy()
+        res.flags.writeable = writable
+        seqs = SequenceSet(["a", "b"], res, np.array([0, 22, 44]))
+        enc = scheme.encode(seqs)
+        got = align_many(enc, enc, [0], [1], scheme)
+        outs.append(fields.alignment_fields(seqs, seqs, [0], [1], got, scheme))
+    assert len(fields._columns_kernel.signatures) == 1
+    assert outs[0]["cigar"] == outs[1]["cigar"] and outs[0]["cigar"][0]

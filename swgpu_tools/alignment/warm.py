@@ -18,10 +18,16 @@ KINDS = ("hits", "pairs")
 
 def entry_points(kind: str):
     """The Numba functions a run of ``kind`` calls from Python first."""
+    from ..io import fields
     from . import batch, hits, query_lanes
 
-    if kind == "hits":
-        return (query_lanes.fits_int16, hits.hits_chunk, batch.traceback_chunk)
+    if kind == "hits":  # the traceback step: its alignments, then its table's columns
+        return (
+            query_lanes.fits_int16,
+            hits.hits_chunk,
+            batch.traceback_chunk,
+            fields._columns_kernel,
+        )
     if kind == "pairs":
         return (batch.locate_chunk_pairs, batch.traceback_chunk)
     raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")

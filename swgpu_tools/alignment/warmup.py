@@ -14,6 +14,21 @@ from ..kernels.jitcache import cache_folder
 from .warm import KINDS, is_compiled
 
 
+def _output_columns(queries, db, qi, si, alignments, scheme) -> None:
+    """The output columns of alignments (:func:`swgpu_tools.io.fields.alignment_fields`,
+    its Numba kernel), as the traceback step computes them for its table."""
+    from ..io.fields import alignment_fields
+    from ..sequences import SequenceSet
+
+    letters = np.frombuffer(scheme.alphabet.encode("ascii"), dtype=np.uint8)
+
+    def as_set(enc):  # the matrix codes back to letters
+        ids = [f"s{k}" for k in range(len(enc.offsets) - 1)]
+        return SequenceSet(ids, letters[enc.codes], enc.offsets)
+
+    alignment_fields(as_set(queries), as_set(db), qi, si, alignments, scheme)
+
+
 def precompile(log=None) -> dict:
     """Compile (or load from the disk cache) every CPU alignment kernel a run may need.
 
@@ -49,7 +64,10 @@ def precompile(log=None) -> dict:
     qi = np.r_[np.zeros(len(subjects), np.int64), [1, 1, 1, 1]]
     si = np.r_[np.arange(len(subjects)), [len(subjects), len(subjects) + 1, 0, 1]]
     for cell_limit in (None, 64):  # 64: bands and regions too large, the scalar paths
-        align_many(queries, db, qi, si, scheme, threads=1, backend="cpu", cell_limit=cell_limit)
+        got = align_many(
+            queries, db, qi, si, scheme, threads=1, backend="cpu", cell_limit=cell_limit
+        )
+    _output_columns(queries, db, qi, si, got, scheme)
     pairs = [(query, s) for s in subjects]
     dna = ScoringScheme(match=2, mismatch=-3, gap_open=5, gap_extend=2)
     for mode in ("local", "global", "semiglobal"):

@@ -194,6 +194,13 @@ def qcov(qstart: np.ndarray, qend: np.ndarray, qlen: np.ndarray) -> np.ndarray:
     return pct.astype(np.int64)
 
 
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a`` (no copy)."""
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
+
 def alignment_fields(
     queries, subjects, query_index, subject_index, alignments, scheme
 ) -> dict[str, object]:
@@ -240,18 +247,26 @@ def alignment_fields(
                 f"subject residues, but the coordinates span {q1[k] - q0[k]} and "
                 f"{s1[k] - s0[k]}"
             )
+    # read-only views: one compiled signature whatever the arrays' origin (a
+    # shard's mapped bytes are read-only, a FASTA file's are not), the one that
+    # `swgpu backend --precompile` compiles
     counts, cig, cig_off, bt, bt_off, qrow, srow = _columns_kernel(
-        queries.residues,
-        queries.offsets,
-        subjects.residues,
-        subjects.offsets,
-        qidx,
-        sidx,
-        q0,
-        s0,
-        ops,
-        ops_off,
-        positive_table(scheme),
+        *map(
+            _read_only,
+            (
+                queries.residues,
+                queries.offsets,
+                subjects.residues,
+                subjects.offsets,
+                qidx,
+                sidx,
+                q0,
+                s0,
+                ops,
+                ops_off,
+                positive_table(scheme),
+            ),
+        )
     )
     length = np.diff(ops_off)
     with np.errstate(divide="ignore", invalid="ignore"):
