@@ -10,18 +10,8 @@ source benchmarks/device_wheels.sh
 use_image_python || exit 1
 LENGTHS=${LENGTHS:-256 1024}
 # shellcheck disable=SC2086
-python3 benchmarks/peak_db.py --lengths $LENGTHS --residues "${RESIDUES:-5e7}" --out-dir /tmp/peak | tail -1
-python3 - <<'PY'
-# random queries of the 20 benchmark lengths (as gpu_h16_profile_run.sh)
-import numpy as np
-rng = np.random.default_rng(1)
-aa = np.array(list("ARNDCQEGHILKMFPSTWYV"))
-lens = [144, 189, 222, 375, 464, 567, 657, 729, 850, 1000, 1500, 2005, 2504, 3005, 3564,
-        4061, 4548, 4743, 5147, 5478]
-with open("/tmp/q20.fasta", "w") as fh:
-    for i, n in enumerate(lens):
-        fh.write(f">Q{i + 1:02d}_{n}\n{''.join(rng.choice(aa, n))}\n")
-PY
+python3 benchmarks/peak_db.py --lengths $LENGTHS --residues "${RESIDUES:-5e7}" --out-dir /tmp/peak \
+  --queries /tmp/q20.fasta | tail -1  # and random queries of the 20 benchmark lengths
 for L in $LENGTHS; do
   for v in ${VARIANTS:-none s16=128x4}; do
     b=$v; [ "$v" = none ] && b=

@@ -15,20 +15,10 @@ LENGTHS=${LENGTHS:-1024 2048}
 MODES=${MODES:-s16 h16}
 PICK=${PICK:-0,12}
 NCU_LENGTH=${NCU_LENGTH:-2048}
+Q=/tmp/cudasw_queries.fasta  # random queries of the 20 benchmark lengths
 # shellcheck disable=SC2086
-python3 benchmarks/peak_db.py --lengths $LENGTHS --residues "${RESIDUES:-5e7}" --out-dir /tmp/peak | tail -2
-Q=/tmp/cudasw_queries.fasta
-python3 - <<'PY'
-# the 20 benchmark query lengths (CUDASW++'s allqueries.fasta lengths): random sequences
-import numpy as np
-rng = np.random.default_rng(1)
-aa = np.array(list("ARNDCQEGHILKMFPSTWYV"))
-lens = [144, 189, 222, 375, 464, 567, 657, 729, 850, 1000, 1500, 2005, 2504, 3005, 3564,
-        4061, 4548, 4743, 5147, 5478]
-with open("/tmp/cudasw_queries.fasta", "w") as fh:
-    for i, n in enumerate(lens):
-        fh.write(f">Q{i + 1:02d}_{n}\n{''.join(rng.choice(aa, n))}\n")
-PY
+python3 benchmarks/peak_db.py --lengths $LENGTHS --residues "${RESIDUES:-5e7}" --out-dir /tmp/peak \
+  --queries $Q | tail -2
 python3 -c "
 from swgpu_tools.kernels import gpu
 print(gpu.precompile(modes=tuple('$MODES'.split()) + ('s32',), jobs=8))" 2>&1 | tail -1

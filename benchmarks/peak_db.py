@@ -113,6 +113,20 @@ def write_db(
     return count * length
 
 
+#: The lengths of CUDASW++ 4.0's 20 benchmark queries (its allqueries.fasta).
+QUERY_LENGTHS = [144, 189, 222, 375, 464, 567, 657, 729, 850, 1000, 1500, 2005, 2504, 3005,
+                 3564, 4061, 4548, 4743, 5147, 5478]  # fmt: skip
+
+
+def write_queries(path: str) -> None:
+    """Random queries of the 20 benchmark lengths (uniform letters, seed 1), ``>Q01_144`` ..."""
+    rng = np.random.default_rng(1)
+    aa = np.array(list(LETTERS))
+    with open(path, "w") as fh:
+        for i, n in enumerate(QUERY_LENGTHS):
+            fh.write(f">Q{i + 1:02d}_{n}\n{''.join(rng.choice(aa, n))}\n")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -144,11 +158,20 @@ def main(argv=None) -> int:
         help="repeat one random sequence (as CUDASW++'s --pseudodb does)",
     )
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument(
+        "--queries",
+        default=None,
+        metavar="FASTA",
+        help="also write random queries of CUDASW++'s 20 benchmark lengths here",
+    )
     args = ap.parse_args(argv)
     if any(L < 1 for L in args.lengths):
         ap.error("lengths must be positive")
     os.makedirs(args.out_dir, exist_ok=True)
     probs = composition(args.composition)
+    if args.queries:
+        write_queries(args.queries)
+        print(f"{args.queries}: {len(QUERY_LENGTHS)} random queries", flush=True)
     for L in args.lengths:
         rng = np.random.default_rng([args.seed, L])  # each file independent of the others
         n = args.count if args.count else num_sequences(L, args.residues)
