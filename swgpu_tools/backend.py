@@ -217,6 +217,21 @@ _held_locks: list = []
 _VISIBLE: list = []
 
 
+def driver_installed() -> bool:
+    """Whether an NVIDIA driver is installed here (its control device exists): a cheap
+    hint, before any CUDA call, that a GPU start may be worth beginning."""
+    return os.path.exists("/dev/nvidiactl")
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity: all of a workstation,
+    ``--cpus-per-task`` under SLURM), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no sched_getaffinity (macOS)
+        return os.cpu_count() or 1
+
+
 def visible_gpus() -> list[str]:
     """Stable names (UUIDs) of the GPUs this process sees, in CUDA order; [] without a driver.
 
@@ -348,7 +363,7 @@ def _init_gpu_typing_beside():
         except Exception:  # numba-cuda missing or broken: the backend check says why
             pass
 
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or not os.path.exists("/dev/nvidiactl"):
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or not driver_installed():
         return None  # simulated, or no NVIDIA driver here (the check says why)
     thread = threading.Thread(target=run, name="swgpu-gpu-typing", daemon=True)
     thread.start()

@@ -8,6 +8,7 @@ import os
 import numpy as np
 import pandas as pd
 
+from ..backend import usable_cpus
 from ..io.atomic import atomic_write
 from ..logs import get_logger
 from . import OUTPUTS, data, html, plots
@@ -65,14 +66,6 @@ def render(jobs: list[tuple[str, str, tuple]]) -> list[str]:
 
 #: Most processes drawing pictures at once (the report has 7).
 MAX_WORKERS = 8
-
-
-def _default_workers() -> int:
-    """The CPUs this process may run on, at most :data:`MAX_WORKERS`."""
-    try:
-        return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
-    except AttributeError:  # no sched_getaffinity (macOS)
-        return max(1, min(MAX_WORKERS, os.cpu_count() or 1))
 
 
 def _fork(groups: list[list]) -> list[tuple[int, list]]:
@@ -207,7 +200,7 @@ def make_report(
         ("steps_figure", out["steps.png"], (steps.records,)),
         ("changes_figure", out["changes.png"], (ids, change_counts)),
     ]
-    n = min(_default_workers() if workers is None else max(1, int(workers)), len(jobs))
+    n = min(min(MAX_WORKERS, usable_cpus()) if workers is None else max(1, int(workers)), len(jobs))
     if "fork" not in multiprocessing.get_all_start_methods():
         n = 1
     groups = [jobs[k::n] for k in range(n)]

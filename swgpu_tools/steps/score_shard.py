@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-from ..backend import BackendStart
+from ..backend import BackendStart, driver_installed, usable_cpus
 from ..engine.increment import GPU_START_S, delta_cells, rescan_on_cpu
 from ..engine.scan import scan
 from ..io.fasta import read_fasta
@@ -48,7 +48,7 @@ def gpu_likely(backend: str) -> bool:
         return True
     if backend != "auto":
         return False
-    return os.path.exists("/dev/nvidiactl") or os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+    return driver_installed() or os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
 
 class _Prefetch:
@@ -115,9 +115,7 @@ def score_shard(
     margin = top_k if margin is None else int(margin)
     timer = StepTimer("score_shard")
     has_state = [bool(s) and os.path.exists(s) for s in states]
-    cpus = threads or (
-        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    )
+    cpus = threads or usable_cpus()
     early = None
     if backend == "cpu" or not all(has_state) or gpu_likely(backend):
         # the GPU's start-up (lock, CUDA context, helper kernels) runs while the inputs

@@ -25,6 +25,7 @@ import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 
+from ..backend import usable_cpus
 from ..errors import InputError, OutputError
 from ..io.atomic import atomic_write
 from ..io.fasta import iter_unique_fasta
@@ -51,14 +52,6 @@ MIN_RANGE_BYTES = 1 << 20
 #: Databases smaller than this are read by one process unless ``threads`` says
 #: otherwise (starting workers would take longer).
 SMALL_BYTES = 4 << 20
-
-
-def default_threads() -> int:
-    """The CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def shard_database(
@@ -102,7 +95,7 @@ def shard_database(
     # each worker holds a few pieces and a Python of its own (about 64 MiB): no
     # more than MEMORY_BYTES allows, unless threads asks for more
     workers = threads or (
-        min(default_threads(), max(1, MEMORY_BYTES >> 26)) if size >= SMALL_BYTES else 1
+        min(usable_cpus(), max(1, MEMORY_BYTES >> 26)) if size >= SMALL_BYTES else 1
     )
     if "fork" not in multiprocessing.get_all_start_methods():
         workers = 1
