@@ -21,7 +21,7 @@ SCORING = ["--matrix", "BLOSUM62", "--gap-open", "11", "--gap-extend", "1"]
 SEP = ":::"
 
 
-def swgpu(*args, cwd=None):
+def swgpu(*args, cwd=None, env=None):
     """The command as the workflow runs it (``python -m swgpu_tools.cli`` goes
     through the console script's entry, fast exit included)."""
     return subprocess.run(
@@ -29,6 +29,7 @@ def swgpu(*args, cwd=None):
         capture_output=True,
         text=True,
         cwd=cwd,
+        env=env,
         timeout=600,
     )
 
@@ -180,14 +181,7 @@ def test_swgpu_profile_leaves_the_statistics_of_a_step(scored, tmp_path):
 
     root, tables = scored
     merge = _steps(root, tmp_path / "out", tables)[0]
-    env = dict(os.environ, SWGPU_PROFILE=str(tmp_path / "prof"))
-    proc = subprocess.run(
-        [sys.executable, "-m", "swgpu_tools.cli", *merge],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+    proc = swgpu(*merge, env=dict(os.environ, SWGPU_PROFILE=str(tmp_path / "prof")))
     assert proc.returncode == 0, proc.stderr
     (prof,) = (tmp_path / "prof").glob("merge-*.prof")
     stats = pstats.Stats(str(prof))
