@@ -1,6 +1,9 @@
 # swgpu: exact Smith-Waterman screening of protein queries against a database.
 #
-#   shard_db     database FASTA     -> results/shards/shard-NNNN.swdb + database.json
+#   database_source  database FASTA -> results/shards/source.json (a receipt: the
+#                rules take receipts, not big files, as inputs; see shard_db.smk)
+#   shard_db     database FASTA     -> results/shards/shard-NNNN.swdb (+ a receipt
+#                shard-NNNN.json each) + database.json
 #   score_shard  queries x shards   -> results/hits/shard-NNNN[-MMMM].npz (a run of shards
 #                per job, config shards_per_job;
 #                results/state/ keeps what a re-scan of the next release reuses)
@@ -43,9 +46,11 @@ wildcard_constraints:
     shard=r"[0-9][0-9][0-9][0-9]+(?:-[0-9][0-9][0-9][0-9]+)?",
 
 
-# The target runs where Snakemake runs, never as a cluster job.
+# The target and the database's receipt (shard_db.smk) run where Snakemake
+# runs, never as cluster jobs.
 localrules:
     all,
+    database_source,
 
 
 # GPUs count per machine, not across a cluster (also set in profiles/default,
@@ -78,11 +83,11 @@ onstart:
 
 onerror:
     # a SLURM time limit: say which rule needs more time, and how
-    from swgpu_tools.cluster import timeout_advice
+    # (Snakemake 9 hands over a list of log files)
+    from swgpu_tools.cluster import advice_for_logs
 
-    if log and Path(log).exists():
-        for line in timeout_advice(Path(log).read_text(errors="replace")):
-            print(f"swgpu: {line}", file=sys.stderr)
+    for line in advice_for_logs(log):
+        print(f"swgpu: {line}", file=sys.stderr)
 
 
 onsuccess:

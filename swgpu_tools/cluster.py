@@ -8,6 +8,7 @@ over) and says which rule needs more time, and how to give it.
 
 from __future__ import annotations
 
+import os
 import re
 
 _ERROR = re.compile(r"^Error in rule (\w+):\s*$", re.MULTILINE)
@@ -28,3 +29,17 @@ def timeout_advice(log_text: str) -> list[str]:
         f"finished jobs are kept"
         for rule in rules
     ]
+
+
+def advice_for_logs(logs) -> list[str]:
+    """:func:`timeout_advice` over Snakemake's log file(s), as its ``onerror`` hook
+    gets them: one path (Snakemake 8) or a list of paths (Snakemake 9)."""
+    paths = [logs] if isinstance(logs, (str, os.PathLike)) else list(logs or [])
+    text = ""
+    for path in paths:
+        try:
+            with open(path, errors="replace") as fh:
+                text += fh.read()
+        except OSError:
+            continue
+    return timeout_advice(text)

@@ -11,7 +11,12 @@ them again:
   and the hit table of the scoring job that holds the shard (so it is scored
   again; its memory of the shard, ``results/state``, stays, so only what
   differs is scored);
-* a scoring job's hits file that cannot be read: removed;
+* a receipt of the shard step missing (``source.json``, ``shard-NNNN.json``;
+  a folder of an older version): ``database.json`` is removed, so the shard
+  step and its receipts are made again;
+* a scoring job's hits file that cannot be read: removed, with its statistics
+  file (the hit table's receipt for rule finish); a statistics file whose hit
+  table is missing: removed;
 * after either, ``results/hits.tsv`` and the manifest too (Snakemake does not
   make a missing intermediate file again while what was made from it is
   there), so that the merge runs and pulls the shard step and the scoring in;
@@ -61,7 +66,13 @@ def check_shards(results: str, n_shards: int) -> list[str]:
     """Shard files and the scoring jobs' hit tables (see the module doc); returns what was done."""
     from .io.atomic import atomic_write
     from .io.hitsfile import read_shard_hits
-    from .io.shardfile import VERIFIED_FILE, read_shard, read_verified
+    from .io.shardfile import (
+        VERIFIED_FILE,
+        read_shard,
+        read_verified,
+        receipt_name,
+        shard_file_name,
+    )
     from .shardjobs import job_shards
 
     done: list[str] = []
@@ -97,13 +108,23 @@ def check_shards(results: str, n_shards: int) -> list[str]:
             else:
                 done.append(f"shard {path} is missing")
             verified.pop(name, None)
+    # the receipts the rules take as inputs (workflow/rules/shard_db.smk): one missing
+    # (a results folder of an older version, or a deleted file) leaves Snakemake's
+    # shard checkpoint incomplete, and then it would not re-evaluate the scoring jobs
+    for name in ["source.json"] + [receipt_name(shard_file_name(k)) for k in range(n_shards)]:
+        if not os.path.exists(os.path.join(shards, name)):
+            rebuild = True
+            done.append(f"receipt {os.path.join(shards, name)} is missing")
     # hit tables, one per scoring job, named after its shards (swgpu_tools.shardjobs)
     hits_dir = os.path.join(results, "hits")
+    stats_dir = os.path.join(results, "stats", "score_shard")
     names = sorted(os.listdir(hits_dir)) if os.path.isdir(hits_dir) else []
+    jobs_seen: set[str] = set()
     for fname in names:
         if not (fname.startswith("shard-") and fname.endswith(".npz")):
             continue
         job = fname[len("shard-") : -len(".npz")]
+        jobs_seen.add(job)
         try:
             covers = job_shards(job)
         except ValueError:
@@ -112,7 +133,7 @@ def check_shards(results: str, n_shards: int) -> list[str]:
         key = f"hits/{fname}"
         if damaged.intersection(covers):
             verified.pop(key, None)
-            for p in (hits, os.path.join(results, "stats", "score_shard", f"shard-{job}.json")):
+            for p in (hits, os.path.join(stats_dir, f"shard-{job}.json")):
                 if _remove(p):
                     done.append(f"removed {p}, to score the rebuilt shard")
             continue
@@ -124,8 +145,19 @@ def check_shards(results: str, n_shards: int) -> list[str]:
             verified[key] = [st.st_size, st.st_mtime_ns]
         except InputError as exc:
             _remove(hits)
+            _remove(os.path.join(stats_dir, f"shard-{job}.json"))  # its receipt
             verified.pop(key, None)
             done.append(f"removed {hits}, damaged ({exc}); its shards are scored again")
+    # a scoring job's statistics file is the receipt of its hit table for rule
+    # finish (workflow/rules/finish.smk): without the table it goes too
+    for fname in sorted(os.listdir(stats_dir)) if os.path.isdir(stats_dir) else []:
+        job = fname.removeprefix("shard-").removesuffix(".json")
+        if fname.startswith("shard-") and fname.endswith(".json") and job not in jobs_seen:
+            if _remove(os.path.join(stats_dir, fname)):
+                done.append(
+                    f"removed {os.path.join(stats_dir, fname)}: its hit table "
+                    f"{os.path.join(hits_dir, f'shard-{job}.npz')} is missing; scored again"
+                )
     if rebuild and _remove(info_path):
         done.append(f"removed {info_path}, so that the shard step rebuilds the shards")
     os.makedirs(shards, exist_ok=True)

@@ -18,11 +18,13 @@ log = get_logger(__name__)
 def precompile_all(gpu: bool, jobs: int | None = None) -> list[str]:
     """Compile the CPU kernels and, with ``gpu``, the GPU kernels; one line per part."""
     from .alignment.warmup import precompile as precompile_align
+    from .engine import rescan_lists
     from .kernels import cpu
 
     lines = []
     t = time.perf_counter()
     cpu.precompile()
+    rescan_lists.precompile()  # a re-scan's merge of kept and new hits
     lines.append(f"CPU search kernels ready in {time.perf_counter() - t:.1f} s")
     t = time.perf_counter()
     precompile_align()

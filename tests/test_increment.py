@@ -339,3 +339,107 @@ def test_traceback_reuse_gives_the_scratch_table_and_realigns_damaged_rows():
     previous.at[k, "cigar"] = "1=" + cigar  # one column more than its coordinates
     again = traceback(hits, queries, subjects, scheme, 1, previous, code_digest(scheme), stats)
     assert stats["reused"] == 17 and stats["aligned"] == 1 and again.equals(scratch)
+
+
+@st.composite
+def merge_cases(draw):
+    """A shard of n subjects (ranks: a permutation, or the identity as in shard
+    files), a previous state's lists and the delta's lists of some kept queries."""
+    n = draw(st.integers(1, 30))
+    sorted_shard = draw(st.booleans())
+    rank = np.arange(n) if sorted_shard else np.array(draw(st.permutations(range(n))))
+    subjects = list(range(n))
+    delta = sorted(draw(st.sets(st.sampled_from(subjects), max_size=n)))
+    kept = [j for j in subjects if j not in delta]
+    keep = draw(st.integers(1, 6))
+    top_k = draw(st.integers(1, keep))
+    nq = draw(st.integers(1, 5))
+    prev_lists, delta_lists, complete = [], [], []
+
+    def ordered(pairs):  # best first: score descending, then rank ascending
+        return sorted(pairs, key=lambda p: (-p[1], rank[p[0]]))
+
+    for _ in range(nq):
+        subs = (
+            draw(st.lists(st.sampled_from(kept + [-1]), unique=True, max_size=keep)) if kept else []
+        )
+        prev_lists.append(ordered([(s, draw(st.integers(0, 4))) for s in subs]))
+        complete.append(draw(st.booleans()))
+        dsubs = draw(st.lists(st.sampled_from(delta), unique=True, max_size=keep)) if delta else []
+        dl = sorted([(s, draw(st.integers(0, 4))) for s in dsubs], key=lambda p: (-p[1], p[0]))
+        delta_lists.append(dl)  # the kernels' order: score, then shard index
+    return n, rank, delta, keep, top_k, prev_lists, delta_lists, complete
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=merge_cases())
+def test_merged_lists_equal_a_query_at_a_time(case):
+    """engine/rescan_lists.merge_lists against the rules written out per query in
+    plain Python: merge, sort by (score, accession), cut at the stricter cut-off."""
+    from swgpu_tools.engine.rescan_lists import Cutoffs, merge_lists
+
+    n, rank, delta, keep, top_k, prev_lists, delta_lists, complete = case
+    # the previous state: its own subject numbering (-1 stands for a removed subject)
+    prev_subjects = list(range(n)) + [n]  # subject n of the previous release: removed
+    prev_to_new = np.array(list(range(n)) + [-1], dtype=np.int64)
+    offs, psub, pscore = [0], [], []
+    for lst in prev_lists:
+        for s, sc in lst:
+            psub.append(n if s == -1 else s)
+            pscore.append(sc)
+        offs.append(len(psub))
+
+    class Prev:
+        hit_offsets = np.array(offs, dtype=np.int64)
+        hit_subjects = np.array(psub, dtype=np.int64)
+        hit_scores = np.array(pscore, dtype=np.int64)
+
+    acc_rank = {s: int(rank[s]) for s in range(n)}
+    acc_rank[n] = n  # the removed subject sorts after every subject of the shard
+    nq = len(prev_lists)
+    delta_complete = len(delta) <= keep
+    has_prev = np.array([not complete[i] and len(prev_lists[i]) > 0 for i in range(nq)])
+    prev_cut = [
+        (prev_lists[i][-1][1], acc_rank[n if prev_lists[i][-1][0] == -1 else prev_lists[i][-1][0]])
+        if has_prev[i]
+        else (0, 0)
+        for i in range(nq)
+    ]
+    has_delta = np.array([not delta_complete and len(d) >= keep for d in delta_lists])
+    delta_cut = [
+        (delta_lists[i][-1][1], int(rank[delta_lists[i][-1][0]])) if has_delta[i] else (0, 0)
+        for i in range(nq)
+    ]
+    d_off = np.cumsum([0] + [len(d) for d in delta_lists])
+    d_sub = np.array([s for d in delta_lists for s, _ in d], dtype=np.int64)
+    d_score = np.array([sc for d in delta_lists for _, sc in d], dtype=np.int64)
+    cuts = Cutoffs(
+        has_prev,
+        np.array([c[0] for c in prev_cut], np.int64),
+        np.array([c[1] for c in prev_cut], np.int64),
+        has_delta,
+        np.array([c[0] for c in delta_cut], np.int64),
+        np.array([c[1] for c in delta_cut], np.int64),
+    )
+    starts, lens, out_sub, out_score, kind = merge_lists(
+        np.arange(nq), Prev, prev_to_new, rank, d_off, d_sub, d_score, cuts, keep, top_k
+    )
+    assert len(prev_subjects) == n + 1
+    for i in range(nq):
+        merged = [(s, sc) for s, sc in prev_lists[i] if s != -1] + delta_lists[i]
+        merged.sort(key=lambda p: (-p[1], rank[p[0]]))
+        bounds = [c for c, h in ((prev_cut[i], has_prev[i]), (delta_cut[i], has_delta[i])) if h]
+        bound = min(bounds, key=lambda b: (-b[0], b[1])) if bounds else None
+        exact = len(merged)
+        if bound is not None:
+            ahead = [sc > bound[0] or (sc == bound[0] and rank[s] < bound[1]) for s, sc in merged]
+            exact = ahead.index(False) if False in ahead else len(ahead)
+        is_complete = bound is None and len(merged) <= keep
+        take = merged[: min(exact, keep)]
+        if is_complete or len(take) >= top_k:
+            assert kind[i] == (2 if is_complete else 1)
+            a = starts[i]
+            got = list(zip(out_sub[a : a + lens[i]].tolist(), out_score[a : a + lens[i]].tolist()))
+            assert got == take
+        else:
+            assert kind[i] == 0

@@ -221,3 +221,29 @@ def test_oracle_scores_equal_ssearch(oracle_data):
         ours = hits.score[hits.query_index == i]
         theirs = np.sort(oracle.loc[oracle["query"] == name, "sw_score"].to_numpy())[::-1][:50]
         np.testing.assert_array_equal(ours, theirs)
+
+
+@HYP
+@given(
+    queries=st.lists(seq, min_size=1, max_size=40),
+    subjects=st.lists(seq, min_size=1, max_size=6),
+    gap=gaps,
+    matrix=st.sampled_from(MATRICES),
+    top_k=st.integers(1, 8),
+)
+def test_many_queries_against_few_subjects_transposed(queries, subjects, gap, matrix, top_k):
+    """Each subject scored against the queries (a re-scan's delta): the same hits,
+    scores and ties as one query at a time, and as the reference."""
+    s = scheme(matrix, *gap)
+    q, d = encode(s, queries, "q"), encode(s, subjects, "s")
+    args = (q, d, s.matrix, s.gap_open, s.gap_extend, top_k, None)
+    plain = cpu._search(*args, transpose=False)
+    swapped = cpu._search(*args, transpose=True)
+    for name in ("query_index", "subject_index", "score"):
+        np.testing.assert_array_equal(getattr(swapped, name), getattr(plain, name))
+    ref = top_k_from_scores(reference_scores(s, q, d), top_k)
+    np.testing.assert_array_equal(swapped.score, ref.score)
+    np.testing.assert_array_equal(swapped.subject_index, ref.subject_index)
+    # the automatic choice takes it where it pays, with a symmetric matrix only
+    assert cpu._transpose_pays(40, 6, s.matrix) == bool(np.array_equal(s.matrix, s.matrix.T))
+    assert not cpu._transpose_pays(6, 6, s.matrix)

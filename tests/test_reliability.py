@@ -302,6 +302,13 @@ def test_damaged_outputs_after_a_complete_scan_are_made_again(tmp_path):
     assert _tables(work) == reference
     assert (release / "hits.tsv").read_bytes() == reference["hits.tsv"]
     assert "Nothing to be done" in (_snakemake(work).stdout + _snakemake(work).stderr)
+    # a hit table deleted by hand: rule finish reads it by path (its input is the
+    # scoring job's statistics file, the table's receipt), so the start-up check
+    # removes the receipt and the job scores again
+    (work / "results/hits/shard-0002.npz").unlink()
+    out = _snakemake(work)
+    assert "shard-0002.npz is missing; scored again" in out.stdout + out.stderr
+    assert _tables(work) == reference
 
 
 @pytest.mark.slow

@@ -233,10 +233,11 @@ def test_same_release_with_other_filters_is_not_a_new_release(rescan, tmp_path):
     # nothing to do: no job at all
     proc = _snakemake(work, "--config", "max_evalue=1e-3")
     assert "Nothing to be done" in proc.stdout + proc.stderr
-    # the database touched, not changed: shard_db again, no scoring
+    # the database touched, not changed: no job at all (its checksum is the one
+    # recorded for its receipt, results/shards/source.json)
     os.utime(work / "database.fasta")
     proc = _snakemake(work, "--config", "max_evalue=1e-3")
-    assert _scored_shards(proc) == []
+    assert "Nothing to be done" in proc.stdout + proc.stderr
 
 
 @pytest.mark.slow
@@ -442,6 +443,27 @@ def test_killed_run_resumes_to_the_same_tables(rescan):
     ], resumed.stderr[-3000:]
     assert _tables(work) == _tables(rescan["scratch"]), resumed.stderr[-3000:]
     assert "swgpu finished" in resumed.stdout + resumed.stderr
+
+
+@pytest.mark.slow
+def test_a_folder_without_receipts_is_rescanned(rescan):
+    """The rules take receipts (results/shards/source.json, shard-NNNN.json) as
+    inputs instead of the database and the shards.  A folder that lacks them (made
+    by an older version, or a file deleted) leaves Snakemake's shard checkpoint
+    incomplete, and Snakemake would then not re-evaluate the scoring jobs: a new
+    release would not be scored.  The start-up check finds the missing receipts and
+    has the shard step run again."""
+    work = rescan["root"] / "no-receipts"
+    _setup(work, rescan["queries"], rescan["v1"])
+    _snakemake(work)
+    for name in ("source.json", "shard-0000.json"):
+        (work / "results/shards" / name).unlink()
+    _write_fasta(work / "database.fasta", rescan["v2"])
+    proc = _snakemake(work)
+    out = proc.stdout + proc.stderr
+    assert "shard-0000.json is missing" in out and "source.json is missing" in out
+    assert _scored_shards(proc)  # the new release was scored
+    assert _tables(work) == _tables(rescan["scratch"])
 
 
 @pytest.mark.slow

@@ -159,3 +159,23 @@ def test_release_digest_ignores_compression_and_line_width(tmp_path):
         for f in ("a.fa", "b.fa.gz", "c.fa")
     ]
     assert digests[0] == digests[1] != digests[2]
+
+
+def test_shard_receipts_change_only_with_their_shards_content(tmp_path):
+    """Each shard's receipt (shard-NNNN.json, the scoring rule's input) holds its
+    digest and sizes: the same bytes when the shard's content is the same."""
+    import json
+
+    from swgpu_tools.io.shardfile import shard_of
+
+    recs = {f"s{i}": "MKTAYIAKQRQISFVKSHFSRQ" * (i + 1) for i in range(30)}
+    (tmp_path / "a.fa").write_text("".join(f">{h}\n{s}\n" for h, s in recs.items()))
+    changed = dict(recs, s7=recs["s7"] + "W")
+    (tmp_path / "b.fa").write_text("".join(f">{h}\n{s}\n" for h, s in changed.items()))
+    a = shard_database(tmp_path / "a.fa", tmp_path / "oa", 3)
+    shard_database(tmp_path / "b.fa", tmp_path / "ob", 3)
+    for k in range(3):
+        ra = (tmp_path / "oa" / f"shard-{k:04d}.json").read_bytes()
+        rb = (tmp_path / "ob" / f"shard-{k:04d}.json").read_bytes()
+        assert (ra == rb) == (k != shard_of("s7", 3)), k
+        assert json.loads(ra) == a["shards"][k]

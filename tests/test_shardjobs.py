@@ -98,11 +98,15 @@ def test_health_removes_the_job_table_that_holds_a_damaged_shard(tmp_path):
     results = tmp_path / "results"
     (results / "shards").mkdir(parents=True)
     (results / "shards" / "database.json").write_text("{}")
+    (results / "shards" / "source.json").write_text("{}")  # the rules' receipts
+    (results / "stats" / "score_shard").mkdir(parents=True)
     for k in range(4):
         write_shard(results / "shards" / f"shard-{k:04d}.swdb", [f"s{k}"], [b"ACDEFG"])
+        (results / "shards" / f"shard-{k:04d}.json").write_text("{}")
     h = _hits(["q"], [(0, 0, 5)], ["s0"])
     for job in ("0000-0001", "0002-0003"):
         write_shard_hits(results / "hits" / f"shard-{job}.npz", h)
+        (results / "stats" / "score_shard" / f"shard-{job}.json").write_text("{}")
     assert check_shards(str(results), 4) == []
     path = results / "shards" / "shard-0003.swdb"
     data = bytearray(path.read_bytes())
@@ -112,7 +116,23 @@ def test_health_removes_the_job_table_that_holds_a_damaged_shard(tmp_path):
     done = check_shards(str(results), 4)
     assert any("shard-0003.swdb is damaged" in d for d in done), done
     assert not (results / "hits" / "shard-0002-0003.npz").exists()
+    assert not (results / "stats" / "score_shard" / "shard-0002-0003.json").exists()
     assert (results / "hits" / "shard-0000-0001.npz").exists()
+    # a missing receipt makes the shard step run again (database.json goes)
+    write_shard(path, ["s3"], [b"ACDEFG"])  # shard 3 rebuilt
+    (results / "shards" / "database.json").write_text("{}")
+    (results / "shards" / "shard-0001.json").unlink()
+    done = check_shards(str(results), 4)
+    assert any("shard-0001.json is missing" in d for d in done), done
+    assert not (results / "shards" / "database.json").exists()
+    # a statistics file without its hit table (the table deleted by hand) goes
+    (results / "shards" / "database.json").write_text("{}")
+    (results / "shards" / "shard-0001.json").write_text("{}")
+    (results / "hits" / "shard-0000-0001.npz").unlink()
+    done = check_shards(str(results), 4)
+    assert any("shard-0000-0001.npz is missing; scored again" in d for d in done), done
+    assert not (results / "stats" / "score_shard" / "shard-0000-0001.json").exists()
+    assert (results / "shards" / "database.json").exists()
 
 
 def test_shards_the_traceback_read_are_not_read_again_by_the_health_check(tmp_path, monkeypatch):
@@ -131,6 +151,7 @@ def test_shards_the_traceback_read_are_not_read_again_by_the_health_check(tmp_pa
     db.write_text("".join(f">s{i}\nACDEFGHIKLMNPQ{'W' * i}\n" for i in range(40)))
     results = tmp_path / "results"
     shard_database(db, results / "shards", 2)
+    (results / "shards" / "source.json").write_text("{}")  # the workflow's receipt of db
     paths = [results / "shards" / f"shard-{k:04d}.swdb" for k in range(2)]
     for p in paths:  # what Snakemake does to a job's outputs
         os.utime(p, ns=(1, 1))

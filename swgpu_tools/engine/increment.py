@@ -32,6 +32,7 @@ import numpy as np
 
 from ..io.statefile import ShardState, sequence_hashes
 from ..sequences import SequenceSet
+from .rescan_lists import Cutoffs, merge_lists
 
 #: search(query_indices, subject_indices or None for all, k) ->
 #:     per query (in the order given): (subject indices into the shard, scores), best first
@@ -63,22 +64,12 @@ class _Ranks:
             self.rank = np.empty(len(arr), dtype=np.int64)
             self.rank[order] = np.arange(len(arr))
 
-    def below(self, acc: str) -> int:
-        """How many of the shard's accessions sort before ``acc``."""
-        return int(np.searchsorted(self.sorted, acc, side="left"))
-
-
-def _order(scores: np.ndarray, ranks: np.ndarray) -> np.ndarray:
-    """Indices sorting hits best first: score descending, then accession (rank) ascending."""
-    return np.lexsort((ranks, -scores.astype(np.int64)))
-
-
-def _n_before(scores: np.ndarray, ranks: np.ndarray, bound, below: int) -> int:
-    """How many leading hits (sorted by :func:`_order`) rank strictly above ``bound``
-    ((score, accession)); ``below``: the shard's accessions before the bound's."""
-    bs = bound[0]
-    ahead = (scores > bs) | ((scores == bs) & (ranks < below))
-    return len(ahead) if ahead.all() else int(np.argmin(ahead))
+    def below(self, acc):
+        """How many of the shard's accessions sort before ``acc`` (a string, or an
+        array of them: an array of counts)."""
+        if isinstance(acc, str):
+            return int(np.searchsorted(self.sorted, acc, side="left"))
+        return np.searchsorted(self.sorted, np.asarray(acc, dtype=str), side="left")
 
 
 #: The cost model that sends a small re-scan to the CPU (see :func:`rescan_on_cpu`),
@@ -173,6 +164,33 @@ def rescan_on_cpu(
     return cpu < gpu
 
 
+def _cutoffs(previous, pq, ranks, shard, d_off, d_sub, d_score, delta_complete, keep) -> Cutoffs:
+    """Each kept query's cut-offs (see :class:`~.rescan_lists.Cutoffs`): where its
+    stored list was cut (its last hit; none where the list was complete), and where
+    its delta list was (its last hit, where the delta had more subjects than the
+    ``keep`` hits returned)."""
+    off = previous.hit_offsets
+    n_prev = off[pq + 1] - off[pq]
+    has_prev = ~previous.complete[pq].astype(bool) & (n_prev > 0)
+    last = off[pq + 1][has_prev] - 1
+    prev_score = np.zeros(len(pq), np.int64)
+    prev_below = np.zeros(len(pq), np.int64)
+    prev_score[has_prev] = previous.hit_scores[last]
+    if has_prev.any():
+        accs = np.asarray(previous.subjects, dtype=str)[previous.hit_subjects[last]]
+        prev_below[has_prev] = ranks.below(accs)
+    d_len = np.diff(d_off)
+    has_delta = (d_len >= keep) & (d_len > 0) & (not delta_complete)
+    d_last = d_off[1:][has_delta] - 1
+    delta_score = np.zeros(len(pq), np.int64)
+    delta_below = np.zeros(len(pq), np.int64)
+    delta_score[has_delta] = d_score[d_last]
+    if has_delta.any():
+        accs = [shard.ids[j] for j in d_sub[d_last].tolist()]
+        delta_below[has_delta] = ranks.below(accs)
+    return Cutoffs(has_prev, prev_score, prev_below, has_delta, delta_score, delta_below)
+
+
 def scan_shard(
     queries: SequenceSet,
     shard: SequenceSet,
@@ -212,47 +230,29 @@ def scan_shard(
         delta = np.flatnonzero(~_unchanged(prev_to_new, n_sub))
         stats["delta_sequences"] = int(len(delta))
         stats["delta_residues"] = int(shard.lengths[delta].sum()) if len(delta) else 0
-        inc, kept_lists, cutoffs = [], {}, {}
-        for q, pq in enumerate(_kept_queries(queries, qhashes, previous).tolist()):
-            if pq < 0:
-                continue
-            subs, scores = previous.hits_of(pq)
-            new_idx = prev_to_new[subs]
-            ok = new_idx >= 0
-            kept_lists[q] = (new_idx[ok], scores[ok].astype(np.int64))
-            cutoffs[q] = (
-                None
-                if previous.complete[pq] or len(subs) == 0
-                else (int(scores[-1]), previous.subjects[subs[-1]])
-            )
-            inc.append(q)
+        kept_pq = _kept_queries(queries, qhashes, previous)
+        inc = np.flatnonzero(kept_pq >= 0)
+        pq = kept_pq[inc]
         delta_hits = (
-            search(np.asarray(inc, dtype=np.int64), delta, keep)
+            search(inc, delta, keep)
             if len(inc) and len(delta)
             else [(np.zeros(0, np.int64), np.zeros(0, np.int64))] * len(inc)
         )
-        delta_complete = len(delta) <= keep
-        full = [q for q in range(len(queries)) if q not in kept_lists]
-        for q, (dsub, dscore) in zip(inc, delta_hits):
-            ksub, kscore = kept_lists[q]
-            sub = np.concatenate([ksub, np.asarray(dsub, dtype=np.int64)])
-            score = np.concatenate([kscore, np.asarray(dscore, dtype=np.int64)])
-            rank = ranks.rank[sub]
-            order = _order(score, rank)
-            sub, score, rank = sub[order], score[order], rank[order]
-            c_d = None
-            if not delta_complete and len(dsub) >= keep:
-                last = int(np.asarray(dsub)[-1])
-                c_d = (int(np.asarray(dscore)[-1]), shard.ids[last])
-            bounds = [b for b in (cutoffs[q], c_d) if b is not None]
-            bound = min(bounds, key=lambda b: (-b[0], b[1])) if bounds else None
-            exact = len(sub)
-            if bound is not None:
-                exact = _n_before(score, rank, bound, ranks.below(bound[1]))
-            complete = bound is None and len(sub) <= keep
-            sub, score = sub[: min(exact, keep)], score[: min(exact, keep)]
-            if complete or len(sub) >= top_k:
-                lists[q] = (sub, score, complete)
+        d_len = np.array([len(h[0]) for h in delta_hits], dtype=np.int64)
+        d_off = np.zeros(len(inc) + 1, dtype=np.int64)
+        np.cumsum(d_len, out=d_off[1:])
+        cat = np.concatenate
+        d_sub = cat([np.asarray(h[0], np.int64) for h in delta_hits]) if len(inc) else d_off[:0]
+        d_score = cat([np.asarray(h[1], np.int64) for h in delta_hits]) if len(inc) else d_off[:0]
+        cuts = _cutoffs(previous, pq, ranks, shard, d_off, d_sub, d_score, len(delta) <= keep, keep)
+        starts, lens, out_sub, out_score, kind = merge_lists(
+            pq, previous, prev_to_new, ranks.rank, d_off, d_sub, d_score, cuts, keep, top_k
+        )
+        full = [q for q in range(len(queries)) if kept_pq[q] < 0]
+        for i, q in enumerate(inc.tolist()):
+            if kind[i]:
+                a, b = starts[i], starts[i] + lens[i]
+                lists[q] = (out_sub[a:b], out_score[a:b], bool(kind[i] == 2))
             else:
                 full.append(q)
                 stats["margin_ran_out"] += 1

@@ -55,6 +55,14 @@ def shard_file_name(index: int) -> str:
     return f"shard-{index:04d}.swdb"
 
 
+def receipt_name(shard_name: str) -> str:
+    """The receipt of a shard file (``shard-0000.swdb`` -> ``shard-0000.json``): its
+    digest, sequences and residues, written with it by the shard step.  Rules take
+    the receipt as their input instead of the shard, so that Snakemake checksums a
+    few bytes instead of the shard (see workflow/rules/shard_db.smk)."""
+    return shard_name.removesuffix(".swdb") + ".json"
+
+
 def write_shard(path, ids: list, sequences: list[bytes], headers: list | None = None) -> dict:
     """Write one shard (records sorted by accession) atomically; return its header.
 

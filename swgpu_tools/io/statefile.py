@@ -17,7 +17,6 @@ at any point leaves the previous state or the new one, never a mix.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import zipfile
@@ -28,19 +27,19 @@ import numpy as np
 from ..sequences import SequenceSet
 from .atomic import atomic_write
 
-FORMAT = 1
+#: 2: content hashes of :mod:`swgpu_tools.kernels.seqhash` (1: blake2b; such a
+#: state is not read, so the first re-scan after the change scores every shard whole)
+FORMAT = 2
 
 
-def sequence_hashes(seqs: SequenceSet) -> np.ndarray:
-    """uint64 content hash (blake2b, 8 bytes) of every sequence of ``seqs``."""
-    res, off = seqs.residues, seqs.offsets
-    out = np.empty(len(seqs), dtype=np.uint64)
-    blake = hashlib.blake2b
-    for i in range(len(seqs)):
-        out[i] = int.from_bytes(
-            blake(res[off[i] : off[i + 1]].tobytes(), digest_size=8).digest(), "little"
-        )
-    return out
+def sequence_hashes(seqs: SequenceSet, threads: int | None = None) -> np.ndarray:
+    """uint64 content hash of every sequence of ``seqs``
+    (:mod:`swgpu_tools.kernels.seqhash`; ``threads``: default, the CPUs this
+    process may use)."""
+    from ..backend import usable_cpus
+    from ..kernels.seqhash import hash_ranges
+
+    return hash_ranges(seqs.residues, seqs.offsets, threads or usable_cpus())
 
 
 def _pack(strings: list[str]) -> np.ndarray:

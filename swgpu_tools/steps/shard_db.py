@@ -29,7 +29,7 @@ from ..backend import usable_cpus
 from ..errors import InputError, OutputError
 from ..io.atomic import atomic_write
 from ..io.fasta import iter_unique_fasta
-from ..io.shardfile import note_verified, read_shard, shard_file_name
+from ..io.shardfile import note_verified, read_shard, receipt_name, shard_file_name
 from ..io.stepstats import StepTimer
 from ..logs import get_logger
 
@@ -164,6 +164,10 @@ def shard_database(
         "shards": per_shard,
         "content_blake2b": content,
     }
+    for part in per_shard:  # the same bytes whenever the shard's content is the same
+        with atomic_write(os.path.join(out_dir, receipt_name(part["file"]))) as fh:
+            json.dump(part, fh, indent=1, sort_keys=True)
+            fh.write("\n")
     with atomic_write(os.path.join(out_dir, "database.json")) as fh:
         json.dump(summary, fh, indent=1, sort_keys=True)
         fh.write("\n")
@@ -495,6 +499,32 @@ def _commit(folder: str, out_dir, n_shards: int) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def write_source_receipt(database, out_path, log_path=None) -> dict:
+    """Write ``out_path``, the receipt of a database file that the workflow found
+    changed: its path, size and modification time, and when the receipt was
+    written, so that its content differs from any earlier receipt's.
+
+    The workflow's shard step takes this receipt as its input instead of the
+    database (workflow/rules/shard_db.smk): Snakemake checksums a job's inputs
+    again for each of the job's outputs, and the shard step has several.
+    ``log_path``: a file that gets one line about it.
+    """
+    st = os.stat(database)
+    receipt = {
+        "database": os.path.abspath(os.fspath(database)),
+        "bytes": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "written_ns": time.time_ns(),
+    }
+    with atomic_write(out_path) as fh:
+        json.dump(receipt, fh, indent=1, sort_keys=True)
+        fh.write("\n")
+    if log_path:
+        with atomic_write(log_path) as fh:
+            fh.write(f"{receipt['database']}: {st.st_size:,} bytes, new or changed\n")
+    return receipt
 
 
 def _is_gzip(path) -> bool:

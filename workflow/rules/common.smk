@@ -78,15 +78,26 @@ def _job_shards(wildcards):
     return [f"{k:04d}" for k in job_shards(wildcards.shard)]
 
 
-def shard_file(wildcards):
-    """Input of a score_shard job: its shards, through the shard_db checkpoint.
+def shard_receipt_files():
+    """The shards' receipts (digest, sequences, residues), written by rule shard_db."""
+    return expand("results/shards/shard-{shard}.json", shard=SHARD_IDS)
+
+
+def job_shard_files(wildcards):
+    """The shard files of a score_shard job (read by path: see shard_receipts)."""
+    return expand("results/shards/shard-{s}.swdb", s=_job_shards(wildcards))
+
+
+def shard_receipts(wildcards):
+    """Input of a score_shard job: its shards' receipts, through the shard_db
+    checkpoint (see shard_db.smk: receipts).
 
     Going through the checkpoint makes Snakemake re-evaluate the scoring jobs
     once the shards are (re)written, so that a job whose shards' content
-    (checksum) did not change is not run again (see shard_db.smk).
+    (receipts' checksums) did not change is not run again (see shard_db.smk).
     """
     checkpoints.shard_db.get()
-    return expand("results/shards/shard-{s}.swdb", s=_job_shards(wildcards))
+    return expand("results/shards/shard-{s}.json", s=_job_shards(wildcards))
 
 
 def shard_states(wildcards):

@@ -38,12 +38,13 @@
 #    side) whatever the number of queries or shards.  Captions are in
 #    workflow/report/.
 #
-# The shards are read (the hit subjects' records) but not declared as inputs:
-# results/hits.tsv follows them (through the scoring jobs), and as inputs
-# Snakemake would hash all of them (sha256, up to max-checksum-file-size) for
-# its records after the job: 0.9 s a run on bench200M, minutes on a
-# TrEMBL-sized database.  database.json, written with the shards, orders this
-# job after the shard step.
+# Inputs are receipts (see shard_db.smk): Snakemake checksums every input once
+# for each of this job's ~20 outputs.  The scoring jobs' hit tables (50 MB for
+# 2,000 queries: 1 GB of checksums) are read by path, and their statistics
+# files, written with them, are the inputs.  The shards are read too (the hit
+# subjects' records); results/hits.tsv follows them through the scoring jobs,
+# and database.json, written with the shards, orders this job after the shard
+# step.
 #
 # Every step's statistics, shown in the report when they exist.
 STEP_STATS = [
@@ -55,7 +56,6 @@ STEP_STATS = [
 
 rule finish:
     input:
-        hits=shard_hit_tables,
         stats=score_job_stats,
         queries=QUERIES,
         info="results/shards/database.json",
@@ -152,6 +152,7 @@ rule finish:
         release=lambda wildcards: release_option(),
         config=lambda wildcards: config_json(),
         shards=shard_files(),
+        hits=shard_hit_tables,
         step_stats=STEP_STATS,
         plots_dir=lambda wildcards, output: os.path.dirname(output.scores),
         then=STEP_SEPARATOR,
@@ -160,7 +161,7 @@ rule finish:
         " merge --queries {input.queries:q} --database-info {input.info:q}"
         " --out {output.hits:q} --stats {output.merge_stats:q} {params.scoring}"
         " --top-k {params.top_k} --max-evalue {params.max_evalue} {params.dbsize}"
-        " {input.hits:q}"
+        " {params.hits:q}"
         " {params.then} traceback --hits {output.hits:q} --queries {input.queries:q}"
         " --out {output.alignments:q} {params.outputs}"
         " --internal {output.internal:q} --previous {params.history:q}"

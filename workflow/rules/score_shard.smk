@@ -23,6 +23,10 @@
 # reads the state before it starts the GPU: a small delta is scored on the CPU
 # (swgpu_tools/engine/increment.py: rescan_on_cpu), so the GPU is never started.
 #
+# The job's inputs are its shards' receipts (results/shards/shard-NNNN.json, see
+# shard_db.smk); the shard files are read by path.  Its statistics file is in
+# turn the receipt of its hit table for rule finish.
+#
 # A corrupt or truncated shard: `swgpu score-shard` fails with a message naming
 # it; `swgpu check-shards --quarantine` then moves the bad shard to
 # results/shards/corrupt/, so the next run of the workflow finds an output of
@@ -32,7 +36,7 @@
 
 rule score_shard:
     input:
-        shard=shard_file,
+        receipts=shard_receipts,
         queries=QUERIES,
     output:
         hits="results/hits/shard-{shard}.npz",
@@ -51,10 +55,11 @@ rule score_shard:
         margin=config["margin"] if config.get("margin") is not None else config["top_k"],
         state=shard_states,
         quarantine=QUARANTINE_DIR,
+        shards=job_shard_files,
     shell:
-        "( swgpu score-shard {input.shard:q} --queries {input.queries:q}"
+        "( swgpu score-shard {params.shards:q} --queries {input.queries:q}"
         " --out {output.hits:q} --stats {output.stats:q} --state {params.state}"
         " --margin {params.margin} {params.scoring} --top-k {params.top_k}"
         " --backend {params.backend} --threads {threads} --device auto"
-        " || {{ swgpu check-shards --quarantine {params.quarantine:q} {input.shard:q}; exit 1; }}"
+        " || {{ swgpu check-shards --quarantine {params.quarantine:q} {params.shards:q}; exit 1; }}"
         " ) > {log:q} 2>&1"

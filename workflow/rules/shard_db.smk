@@ -2,26 +2,56 @@
 # depends only on its id, and a shard file is byte-identical when its content
 # did not change, so after a database update only the changed shards are
 # scored again: Snakemake skips a job whose newer input has the checksum it had
-# when the output was made (for files below max-checksum-file-size, see
-# profiles/default).
+# when the output was made (profiles/default: max-checksum-file-size).
+#
+# Receipts.  Snakemake checksums (sha256) each input of a job when the job
+# ends, once for every output of the job, so big files as inputs cost seconds
+# a run (on bench200M: the 230 MB database x 6 outputs of the shard step, the
+# 200 MB of shards x 2 outputs of a scoring job; minutes at TrEMBL's size).
+# So the rules take small receipts as inputs and pass the big files' paths as
+# parameters:
+#   * the database: results/shards/source.json (rule database_source, written
+#     in Snakemake's own process).  Snakemake runs that rule when the
+#     database's content changed (a new release; its checksum, below
+#     max-checksum-file-size), or when a database above that size is newer; a
+#     `touch` runs nothing.  The receipt names the time it was written, so
+#     every run of the rule makes the shard step run;
+#   * each shard: results/shards/shard-NNNN.json (its digest, sequences and
+#     residues), written with the shard: the same bytes when the shard's
+#     content is the same, whatever the shard file's size.
 #
 # A checkpoint, not a rule: otherwise Snakemake decides at DAG-build time that
 # every score_shard job must rerun because its shard is "updated by another
 # job".  After a checkpoint finishes, Snakemake re-evaluates the jobs whose
 # input went through checkpoints.shard_db.get() (score_shard, see
-# common.smk:shard_file) and then compares checksums.  A dry run still lists
-# every scoring job after a database change; the real run skips the unchanged.
+# common.smk:shard_receipts) and then compares the receipts' checksums.  A dry
+# run still lists every scoring job after a database change; the real run
+# skips the unchanged.
 #
 # The step parses the database in one worker process per CPU it may run on
 # (its affinity mask: the machine, or a SLURM job's --cpus-per-task); it runs
 # before any other job, so the rule counts one thread.
 
 
-checkpoint shard_db:
+rule database_source:
     input:
         database=DATABASE,
     output:
+        receipt="results/shards/source.json",
+    log:
+        "results/logs/database_source.log",
+    run:
+        from swgpu_tools.steps.shard_db import write_source_receipt
+
+        write_source_receipt(input.database, output.receipt, log[0])
+
+
+checkpoint shard_db:
+    input:
+        source=rules.database_source.output.receipt,
+    output:
         shards=shard_files(),
+        receipts=shard_receipt_files(),
         info="results/shards/database.json",
         stats="results/stats/shard_db.json",
     log:
@@ -30,8 +60,9 @@ checkpoint shard_db:
         "results/benchmarks/shard_db.tsv"
     threads: 1
     params:
+        database=DATABASE,
         shards=config["shards"],
         out_dir=lambda wildcards, output: os.path.dirname(output.info),
     shell:
-        "swgpu shard {input.database:q} --shards {params.shards}"
+        "swgpu shard {params.database:q} --shards {params.shards}"
         " --out-dir {params.out_dir:q} --stats {output.stats:q} > {log:q} 2>&1"
