@@ -24,6 +24,7 @@ STEPS = [
     ("merge", "merge shard hits into hits.tsv (rule finish)"),
     ("traceback", "align the merged hits (rule finish)"),
     ("check-shards", "verify shard files; move corrupt ones aside"),
+    ("receipt", "a database file's receipt, the shard step's input (rule database_source)"),
     ("release", "keep this release, compare with the previous one, list the tables (rule finish)"),
     ("plots", "plots and tables for the report (rule finish)"),
 ]
@@ -171,6 +172,18 @@ def add_steps(sub) -> None:
 
     p = _parser(
         sub,
+        "receipt",
+        "Write the receipt of a database file that the workflow found changed: its "
+        "path, size and time, and when the receipt was written.  The workflow's "
+        "shard step takes the receipt as its input instead of the database, so "
+        "that Snakemake checksums the database once, not once per output.",
+    )
+    p.add_argument("database", help="the database file")
+    p.add_argument("--out", required=True, help="the receipt to write (JSON)")
+    p.set_defaults(run=run_receipt)
+
+    p = _parser(
+        sub,
         "release",
         "The scan as a database release: keep hits.tsv, alignments.tsv and "
         "the reuse table in HISTORY/<release>/ with a manifest and name it "
@@ -300,6 +313,13 @@ def run_traceback(args) -> int:
             except Exception:  # the corrupt shards are named in the log; the first error stands
                 pass
         raise
+    return 0
+
+
+def run_receipt(args) -> int:
+    from ..steps.shard_db import write_source_receipt
+
+    write_source_receipt(args.database, args.out)
     return 0
 
 

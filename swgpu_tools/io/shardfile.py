@@ -25,7 +25,6 @@ never trusted.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import hashlib
 import json
@@ -358,12 +357,19 @@ def read_shard_records(path, wanted) -> SequenceSet:
 
 
 def _records(shard: _ShardBody, wanted) -> SequenceSet:
-    ids = _TextLines(shard.ids_blob())
-    found = []
-    for acc in sorted({a.encode("utf-8") for a in wanted}):
-        k = bisect.bisect_left(ids.raw, acc)
-        if k < len(ids) and ids.raw[k] == acc:
-            found.append(k)
+    blob = shard.ids_blob()
+    ids = _TextLines(blob)
+    found: list[int] = []
+    want = sorted({a.encode("utf-8") for a in wanted})
+    if want and len(ids):
+        # the ids as one numpy byte-string array, searched for all wanted at once
+        # (one bisection per accession in Python took ~0.3 s for 20,000 hits)
+        keys = np.array(blob.split(b"\n")[: len(ids)], dtype=bytes)
+        w = np.array(want, dtype=bytes)
+        k = np.searchsorted(keys, w, side="left")
+        hit = k < len(keys)
+        hit[hit] = keys[k[hit]] == w[hit]
+        found = k[hit].tolist()
     blob = shard.headers_blob()
     heads = None if blob is None else _TextLines(blob)
     # the whole shard as a set whose ids and headers decode when read: only the subset's are

@@ -501,7 +501,7 @@ def _commit(folder: str, out_dir, n_shards: int) -> None:
         os.close(fd)
 
 
-def write_source_receipt(database, out_path, log_path=None) -> dict:
+def write_source_receipt(database, out_path) -> dict:
     """Write ``out_path``, the receipt of a database file that the workflow found
     changed: its path, size and modification time, and when the receipt was
     written, so that its content differs from any earlier receipt's.
@@ -509,7 +509,6 @@ def write_source_receipt(database, out_path, log_path=None) -> dict:
     The workflow's shard step takes this receipt as its input instead of the
     database (workflow/rules/shard_db.smk): Snakemake checksums a job's inputs
     again for each of the job's outputs, and the shard step has several.
-    ``log_path``: a file that gets one line about it.
     """
     st = os.stat(database)
     receipt = {
@@ -521,9 +520,7 @@ def write_source_receipt(database, out_path, log_path=None) -> dict:
     with atomic_write(out_path) as fh:
         json.dump(receipt, fh, indent=1, sort_keys=True)
         fh.write("\n")
-    if log_path:
-        with atomic_write(log_path) as fh:
-            fh.write(f"{receipt['database']}: {st.st_size:,} bytes, new or changed\n")
+    log.info(f"{receipt['database']}: {st.st_size:,} bytes, new or changed: {out_path}")
     return receipt
 
 

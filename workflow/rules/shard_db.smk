@@ -10,8 +10,9 @@
 # 200 MB of shards x 2 outputs of a scoring job; minutes at TrEMBL's size).
 # So the rules take small receipts as inputs and pass the big files' paths as
 # parameters:
-#   * the database: results/shards/source.json (rule database_source, written
-#     in Snakemake's own process).  Snakemake runs that rule when the
+#   * the database: results/shards/source.json (rule database_source, `swgpu
+#     receipt`: a shell rule, since Snakemake runs a `run:` block in a new
+#     Snakemake process, seconds of start-up).  Snakemake runs that rule when the
 #     database's content changed (a new release; its checksum, below
 #     max-checksum-file-size), or when a database above that size is newer; a
 #     `touch` runs nothing.  The receipt names the time it was written, so
@@ -40,10 +41,8 @@ rule database_source:
         receipt="results/shards/source.json",
     log:
         "results/logs/database_source.log",
-    run:
-        from swgpu_tools.steps.shard_db import write_source_receipt
-
-        write_source_receipt(input.database, output.receipt, log[0])
+    shell:
+        "swgpu receipt {input.database:q} --out {output.receipt:q} > {log:q} 2>&1"
 
 
 checkpoint shard_db:
