@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 #: Scores and ranks are packed into one int64 sort key: both below 2^31.
 _SHIFT = 31
@@ -39,7 +38,6 @@ class Cutoffs:
     delta_below: np.ndarray  # int64
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
 def _merge_lists(
     pq,
     prev_off,
@@ -156,6 +154,19 @@ def _merge_lists(
             out_state[i] = 0  # the margin ran out: score the query against the whole shard
 
 
+_COMPILED: list = []
+
+
+def _kernel():
+    """:func:`_merge_lists` compiled (Numba is imported on first use: a scoring job
+    starts its GPU while it reads, and importing Numba first would delay that)."""
+    if not _COMPILED:
+        from numba import njit
+
+        _COMPILED.append(njit(cache=True, nogil=True, boundscheck=False)(_merge_lists))
+    return _COMPILED[0]
+
+
 def merge_lists(pq, previous, prev_to_new, rank, d_off, d_sub, d_score, cuts: Cutoffs, keep, top_k):
     """Per kept query i (stored as query ``pq[i]`` of ``previous``; its delta hits
     ``d_sub[d_off[i]:d_off[i+1]]``, best first): (starts, lengths, subjects,
@@ -178,7 +189,7 @@ def merge_lists(pq, previous, prev_to_new, rank, d_off, d_sub, d_score, cuts: Cu
     if n:
         if len(rank) >= 1 << _SHIFT:
             raise ValueError("a shard of 2^31 sequences or more")
-        _merge_lists(
+        _kernel()(
             pq,
             prev_off,
             np.ascontiguousarray(previous.hit_subjects, dtype=np.int64),
@@ -207,7 +218,7 @@ def merge_lists(pq, previous, prev_to_new, rank, d_off, d_sub, d_score, cuts: Cu
 
 def entry_points():
     """The Numba functions of this module (for the precompile)."""
-    return (_merge_lists,)
+    return (_kernel(),)
 
 
 def precompile() -> None:
