@@ -474,8 +474,23 @@ def spouge_evalue(raw, query_length, subject_length, db_residues: int, params: K
     return _out(area * params.K * np.exp(-lambda_ * y) * db_scale_factor)
 
 
-_erfc = np.vectorize(math.erfc, otypes=[np.float64])
+_erfc_each = np.vectorize(math.erfc, otypes=[np.float64])
 _SQRT2 = math.sqrt(2.0)
+#: Below this, erfc(x) is 2 - erfc(-x) with erfc(-x) < 1.2e-29, far under half an
+#: ulp of 2 (2.2e-16): every correctly rounded erfc returns 2.0 there.
+_ERFC_TWO_BELOW = -8.0
+
+
+def _erfc(x) -> np.ndarray:
+    """``math.erfc`` element by element (as BLAST+'s ``ErfC``), skipping the Python
+    call where the result is exactly 2.0 (most of a database's hits: long
+    sequences put the Spouge arguments far below zero)."""
+    x = np.asarray(x, dtype=np.float64)
+    out = np.full(x.shape, 2.0)
+    some = ~(x < _ERFC_TWO_BELOW)  # NaN goes through math.erfc too
+    if some.any():
+        out[some] = _erfc_each(x[some])
+    return out[()] if out.ndim == 0 else out
 
 
 def _missing(x) -> bool:

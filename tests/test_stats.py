@@ -314,3 +314,20 @@ def test_array_arguments_match_scalar_calls():
         assert b[i] == bit_score(int(raw[i]), B62)
     assert isinstance(evalue(60, 102, DB_RES, DB_SEQS, B62), float)
     assert isinstance(bit_score(60, B62), float)
+
+
+def test_erfc_shortcut_equals_math_erfc():
+    """stats._erfc skips math.erfc where the result is exactly 2.0; it must return
+    what math.erfc returns everywhere (BLAST+'s ErfC is double-precision erfc)."""
+    import math
+
+    import numpy as np
+
+    from swgpu_tools import stats
+
+    xs = np.concatenate(
+        [np.linspace(-40, 40, 40001), np.nextafter(-8.0, [-9.0, 0.0]), [-8.0, np.nan, -np.inf]]
+    )
+    got = stats._erfc(xs)
+    assert np.array_equal(got, np.array([math.erfc(v) for v in xs]), equal_nan=True)
+    assert float(stats._erfc(-3.0)) == math.erfc(-3.0)

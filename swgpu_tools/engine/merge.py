@@ -52,8 +52,6 @@ def merge(
     top-k's: the result does not depend on the batches, and memory holds one
     batch and the queries' top-k, whatever the number of parts.
     """
-    import pandas as pd
-
     budget = BATCH_ROWS if batch_rows is None else max(1, int(batch_rows))
     order_of_query = {q: i for i, q in enumerate(queries.ids)}
     top = None
@@ -65,7 +63,8 @@ def merge(
         if rows >= budget:
             top = _cut(([top] if top is not None else []) + batch, queries, top_k)
             batch, rows = [], 0
-    top = _cut(([top] if top is not None else []) + batch, queries, top_k)
+    if batch or top is None:  # (a last batch cut already is the result)
+        top = _cut(([top] if top is not None else []) + batch, queries, top_k)
     q = top.q.astype(np.int64)
     score = top.score.astype(np.int64)
     s = top.s.astype(np.int64)
@@ -86,6 +85,8 @@ def merge(
             q, score, s, qlen, sl, bits, evalue = (
                 x[ok] for x in (q, score, s, qlen, sl, bits, evalue)
             )
+    import pandas as pd  # here, not first: merge_hits imports it on a thread meanwhile
+
     qseqids = np.asarray(queries.seqids, dtype=object)
     qaccs = np.asarray(queries.ids, dtype=object)
 
