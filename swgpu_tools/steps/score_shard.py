@@ -10,6 +10,7 @@ tables, so the final tables do not depend on how shards are grouped into jobs.
 from __future__ import annotations
 
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ..backend import BackendStart, driver_installed, usable_cpus
@@ -65,12 +66,18 @@ class _Prefetch:
         self._next = self._pool.submit(self._load, 0) if self.paths else None
 
     def _load(self, i: int):
-        shard = read_shard(self.paths[i])
+        t0 = time.perf_counter()
+        shard = read_shard(self.paths[i])  # its digest checked
+        t1 = time.perf_counter()
         state = read_state(self.states[i]) if self.states[i] else None
-        return shard, sequence_hashes(shard), state
+        t2 = time.perf_counter()
+        hashes = sequence_hashes(shard)
+        seconds = {"shard": t1 - t0, "state": t2 - t1, "hashes": time.perf_counter() - t2}
+        return shard, hashes, state, {k: round(v, 4) for k, v in seconds.items()}
 
     def get(self, i: int):
-        """(shard ``i``, its hashes, its state), waiting for them; starts on shard ``i + 1``."""
+        """(shard ``i``, its hashes, its state, the reading thread's seconds: shard,
+        state, hashes), waiting for them; starts on shard ``i + 1``."""
         current = self._next
         self._next = self._pool.submit(self._load, i + 1) if i + 1 < len(self.paths) else None
         if self._next is None:
@@ -129,12 +136,12 @@ def score_shard(
     parts, new_states, records = [], [], []
     for i, path in enumerate(shards):
         with timer.phase("read"):
-            database, hashes, previous = reader.get(i)
+            database, hashes, previous, read_s = reader.get(i)
         log.info(
             f"{os.fspath(path)}: {len(database):,} sequences, "
             f"{database.total_residues:,} residues; {len(queries)} queries"
         )
-        info: dict = {"shard": os.path.basename(os.fspath(path))}
+        info: dict = {"shard": os.path.basename(os.fspath(path)), "read_s": read_s}
         if has_state[i] and previous is None:
             log.warning(f"{states[i]}: unreadable; scoring the whole shard")
         started = early
