@@ -155,6 +155,17 @@ def run(label: str, queries: Path, args) -> dict:
         "hits": n_hits,
         "traceback": tb,
         "queries": sum(1 for _ in records(queries)),
+        # each scoring job's start: its phases, the reading thread's seconds per shard
+        # and the GPU start-up left when the inputs were ready
+        "score_start": [
+            {
+                "phases_s": s.get("phases_s"),
+                "read_s": [x.get("read_s") for x in s.get("shards", [s])],
+                "startup_s": s.get("startup_s"),
+                "startup_wait_s": s.get("startup_wait_s"),
+            }
+            for s in scan
+        ],
     }
 
 
@@ -173,6 +184,8 @@ def show(r: dict) -> None:
         if step == "finish":
             for name, sec in r.get("finish_steps", {}).items():
                 print(f"     {name:<19}{sec:>10.2f}{100 * sec / r['wall_s']:>7.0f}%")
+    for job in r.get("score_start", []):
+        print(f"   scoring job's start: {json.dumps(job)}")
 
 
 def main():
