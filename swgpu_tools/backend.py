@@ -223,15 +223,6 @@ def driver_installed() -> bool:
     return os.path.exists("/dev/nvidiactl")
 
 
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity: all of a workstation,
-    ``--cpus-per-task`` under SLURM), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # no sched_getaffinity (macOS)
-        return os.cpu_count() or 1
-
-
 def visible_gpus() -> list[str]:
     """Stable names (UUIDs) of the GPUs this process sees, in CUDA order; [] without a driver.
 

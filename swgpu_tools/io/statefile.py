@@ -36,7 +36,7 @@ def sequence_hashes(seqs: SequenceSet, threads: int | None = None) -> np.ndarray
     """uint64 content hash of every sequence of ``seqs``
     (:mod:`swgpu_tools.kernels.seqhash`; ``threads``: default, the CPUs this
     process may use)."""
-    from ..backend import usable_cpus
+    from ..cpus import usable_cpus
     from ..kernels.seqhash import hash_ranges
 
     return hash_ranges(seqs.residues, seqs.offsets, threads or usable_cpus())

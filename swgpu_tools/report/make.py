@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from ..backend import usable_cpus
+from ..cpus import usable_cpus
 from ..io.atomic import atomic_write
 from ..logs import get_logger
 from . import OUTPUTS, data, html, plots

@@ -13,7 +13,8 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ..backend import BackendStart, driver_installed, usable_cpus
+from ..backend import BackendStart, driver_installed
+from ..cpus import usable_cpus
 from ..engine.increment import GPU_START_S, delta_cells, rescan_on_cpu
 from ..engine.scan import scan
 from ..io.fasta import read_fasta

@@ -25,7 +25,7 @@ import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 
-from ..backend import usable_cpus
+from ..cpus import usable_cpus
 from ..errors import InputError, OutputError
 from ..io.atomic import atomic_write
 from ..io.fasta import iter_unique_fasta
