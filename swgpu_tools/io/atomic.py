@@ -15,6 +15,7 @@ Write errors (a full disk, a read-only folder, a missing directory) become
 from __future__ import annotations
 
 import errno
+import json
 import os
 import tempfile
 from collections.abc import Iterator
@@ -93,6 +94,14 @@ def atomic_write(path, mode: str = "w", encoding: str = "utf-8") -> Iterator[IO]
             raise OutputError(f"{path}: cannot write: {describe_os_error(exc)}") from None
         raise
     _fsync_directory(directory)
+
+
+def write_json(path, obj) -> None:
+    """Write ``obj`` as JSON (one key per line, keys sorted, a final newline) with
+    :func:`atomic_write`: manifests, receipts, release markers."""
+    with atomic_write(path) as fh:
+        json.dump(obj, fh, indent=1, sort_keys=True)
+        fh.write("\n")
 
 
 def _fsync_directory(directory: str) -> None:

@@ -26,7 +26,7 @@ import uuid
 
 from ..errors import InputError, OutputError
 from ..logs import get_logger
-from .atomic import atomic_write, describe_os_error
+from .atomic import describe_os_error, write_json
 
 log = get_logger(__name__)
 
@@ -117,9 +117,7 @@ class OutputSet:
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "files": files,
         }
-        with atomic_write(manifest_path) as fh:
-            json.dump(manifest, fh, indent=1, sort_keys=True)
-            fh.write("\n")
+        write_json(manifest_path, manifest)
         self._staged.clear()
         return manifest
 
@@ -151,9 +149,7 @@ def write_manifest(path, files) -> dict:
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "files": entries,
     }
-    with atomic_write(path) as fh:
-        json.dump(manifest, fh, indent=1, sort_keys=True)
-        fh.write("\n")
+    write_json(path, manifest)
     return manifest
 
 

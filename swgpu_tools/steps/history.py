@@ -28,7 +28,7 @@ import time
 import uuid
 
 from ..errors import InputError
-from ..io.atomic import atomic_write
+from ..io.atomic import atomic_write, write_json
 from ..logs import get_logger
 from .changes import CHANGES_COLUMNS
 
@@ -101,9 +101,7 @@ def record_release(
         from .. import __version__
 
         manifest["swgpu"] = __version__
-        with atomic_write(os.path.join(tmp, MANIFEST)) as fh:
-            json.dump(manifest, fh, indent=1, sort_keys=True)
-            fh.write("\n")
+        write_json(os.path.join(tmp, MANIFEST), manifest)
         old = None
         if os.path.exists(final):
             old = os.path.join(history_dir, f".{name}.{uuid.uuid4().hex[:8]}.old")
@@ -114,9 +112,7 @@ def record_release(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    with atomic_write(marker_path) as fh:
-        json.dump({"release": name, "path": final}, fh, indent=1, sort_keys=True)
-        fh.write("\n")
+    write_json(marker_path, {"release": name, "path": final})
     log.info(f"kept release {name} in {final}")
     return manifest
 

@@ -12,7 +12,6 @@ the next run of the workflow rebuilds them.
 from __future__ import annotations
 
 import hashlib
-import json
 import mmap
 import multiprocessing
 import os
@@ -27,7 +26,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 
 from ..cpus import usable_cpus
 from ..errors import InputError, OutputError
-from ..io.atomic import atomic_write
+from ..io.atomic import write_json
 from ..io.fasta import iter_unique_fasta
 from ..io.shardfile import note_verified, read_shard, receipt_name, shard_file_name
 from ..io.stepstats import StepTimer
@@ -165,12 +164,8 @@ def shard_database(
         "content_blake2b": content,
     }
     for part in per_shard:  # the same bytes whenever the shard's content is the same
-        with atomic_write(os.path.join(out_dir, receipt_name(part["file"]))) as fh:
-            json.dump(part, fh, indent=1, sort_keys=True)
-            fh.write("\n")
-    with atomic_write(os.path.join(out_dir, "database.json")) as fh:
-        json.dump(summary, fh, indent=1, sort_keys=True)
-        fh.write("\n")
+        write_json(os.path.join(out_dir, receipt_name(part["file"])), part)
+    write_json(os.path.join(out_dir, "database.json"), summary)
     _record_verified(out_dir, [p["file"] for p in per_shard])
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     timer.fields.update(
@@ -517,9 +512,7 @@ def write_source_receipt(database, out_path) -> dict:
         "mtime_ns": st.st_mtime_ns,
         "written_ns": time.time_ns(),
     }
-    with atomic_write(out_path) as fh:
-        json.dump(receipt, fh, indent=1, sort_keys=True)
-        fh.write("\n")
+    write_json(out_path, receipt)
     log.info(f"{receipt['database']}: {st.st_size:,} bytes, new or changed: {out_path}")
     return receipt
 
