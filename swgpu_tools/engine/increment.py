@@ -177,10 +177,10 @@ def _cutoffs(previous, pq, ranks, shard, d_off, d_sub, d_score, delta_complete, 
     prev_below = np.zeros(len(pq), np.int64)
     prev_score[has_prev] = previous.hit_scores[last]
     if has_prev.any():
-        accs = np.asarray(previous.subjects, dtype=str)[previous.hit_subjects[last]]
+        accs = [previous.subjects[j] for j in previous.hit_subjects[last].tolist()]
         prev_below[has_prev] = ranks.below(accs)
     d_len = np.diff(d_off)
-    has_delta = (d_len >= keep) & (d_len > 0) & (not delta_complete)
+    has_delta = (d_len >= keep) & (not delta_complete)  # keep >= 1
     d_last = d_off[1:][has_delta] - 1
     delta_score = np.zeros(len(pq), np.int64)
     delta_below = np.zeros(len(pq), np.int64)

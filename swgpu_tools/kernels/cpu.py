@@ -72,7 +72,7 @@ from numba import get_num_threads, njit
 from ..alignment.params import kernel_scoring
 from ..alignment.pool import run_chunks
 from ..alignment.scalar import forward_end
-from . import TopHits, huge, seqhash
+from . import TopHits, huge, seqhash, top_k_from_scores
 from .huge import QueryReport, huge_limits, piece_overlap, renumber, row_items, split_pieces
 from .jitcache import cache_folder, cache_warm, notice_compiling
 from .simd import HAVE_AVX2, make_column_pass, make_profile_shuffle
@@ -579,16 +579,9 @@ def _transposed(queries, database, matrix, gap_open, gap_extend, top_k, progress
     flags = np.zeros(nq, dtype=np.uint8)
     for sj in range(ns):
         prep.score_query(_query_codes(database, sj), table[sj], flags)
-    table = np.ascontiguousarray(table.T)
-    q_parts, s_parts, v_parts = [], [], []
-    for qi in range(nq):
-        idx = select_top_k(table[qi], top_k)
-        q_parts.append(np.full(len(idx), qi, dtype=np.int32))
-        s_parts.append(idx.astype(np.int32))
-        v_parts.append(table[qi, idx].astype(np.int32))
     if progress is not None:
         progress(nq, nq)
-    return TopHits(np.concatenate(q_parts), np.concatenate(s_parts), np.concatenate(v_parts))
+    return top_k_from_scores(np.ascontiguousarray(table.T), top_k)
 
 
 def _search(
