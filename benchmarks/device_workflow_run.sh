@@ -28,6 +28,7 @@
 #          (h16 among their modes), gpu_bench.py on bench200M in s16, h16 and s32 (one process),
 #          and in s16 and h16 on a database of 2,048-aa subjects (multi-pass kernels).
 # PHASE=GT: precompile and the GPU tests only.
+# PHASE=GK: GT, then the 20-query kernel benchmark (gpu_bench.py).
 # PHASE="T S" runs T, then S (phases run in the order of this file).
 # SWGPU_COMMIT=<commit> names the commit in the log (the device gets a copy of the
 # working tree without its history).
@@ -271,11 +272,12 @@ open('/tmp/q500.fasta', 'w').write(gzip.open('$D/uniprot_queries500.fasta.gz', '
     --queries /tmp/q500.fasta --subjects 0 --queries-n 500 --top-k 500 --json "$OUT/batch_u20k.json" \
     2>&1 | tee -a "$OUT/log.txt"
 fi
-if has_phase GT; then
+if has_phase GT || has_phase GK; then
   precompile_all; gpu_tests 240
+  has_phase GK && kernel_bench
 fi
 if has_phase S; then
-  has_phase T || has_phase GT || precompile_all  # T and GT precompiled already
+  has_phase T || has_phase GT || has_phase GK || precompile_all  # they precompiled already
   echo "== workflow, one shard, warm caches" | tee -a "$OUT/log.txt"
   timeout 240 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
     --queries 20=$BD/bench_queries.fasta --queries 500=$D/uniprot_queries500.fasta.gz \
