@@ -79,6 +79,8 @@ rule all:
 onstart:
     # jobs run here: no job-rate limiter, whose last timer delays the exit by ~1 s
     rate_limiter_off_where_jobs_run_here()
+    # one process with the steps' imports loaded; jobs' commands run in its children
+    start_warm_process()
 
 
 onerror:
@@ -86,11 +88,13 @@ onerror:
     # (Snakemake 9 hands over a list of log files)
     from swgpu_tools.cluster import advice_for_logs
 
+    stop_warm_process()
     for line in advice_for_logs(log):
         print(f"swgpu: {line}", file=sys.stderr)
 
 
 onsuccess:
+    stop_warm_process()
     print(
         "swgpu finished:\n"
         f"  hits:       {Path('results/hits.tsv').resolve()}\n"

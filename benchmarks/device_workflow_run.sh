@@ -28,6 +28,7 @@
 #          (h16 among their modes), gpu_bench.py on bench200M in s16, h16 and s32 (one process),
 #          and in s16 and h16 on a database of 2,048-aa subjects (multi-pass kernels).
 # PHASE=GT: precompile and the GPU tests only.
+# WARM_START=false: config warm_start false in S and F4; WARM_AB=1: S with false, then true.
 # PHASE=GK: GT, then the 20-query kernel benchmark (gpu_bench.py).
 # PHASE="T S" runs T, then S (phases run in the order of this file).
 # SWGPU_COMMIT=<commit> names the commit in the log (the device gets a copy of the
@@ -201,7 +202,7 @@ query_file($RESCAN_QUERIES, '$D/uniprot_queries500.fasta.gz', '$BD/bench_db.fast
 "
   timeout 560 python3 benchmarks/workflow_rescan.py --database $BD/bench_db.fasta \
     --queries /tmp/q$RESCAN_QUERIES.fasta --shards 4 --cores 16 --threads 16 --backend gpu \
-    --workdir /tmp/rescan$RESCAN_QUERIES --json "$OUT/rescan_$RESCAN_QUERIES.json" 2>&1 | tee -a "$OUT/log.txt"
+    --warm-start ${WARM_START:-true} --workdir /tmp/rescan$RESCAN_QUERIES --json "$OUT/rescan_$RESCAN_QUERIES.json" 2>&1 | tee -a "$OUT/log.txt"
   tar czf "$OUT/rescan_$RESCAN_QUERIES.tgz" -C /tmp/rescan$RESCAN_QUERIES --exclude='*.swdb' --exclude='*.fasta' \
     --exclude='state' --exclude='*.tsv' --exclude='*.npz' --exclude='history' . 2>/dev/null
   if [ -n "${SWGPU_PROFILE:-}" ]; then  # PROFILE=1: the incremental run's scoring job, profiled
@@ -278,11 +279,21 @@ if has_phase GT || has_phase GK; then
 fi
 if has_phase S; then
   has_phase T || has_phase GT || has_phase GK || precompile_all  # they precompiled already
-  echo "== workflow, one shard, warm caches" | tee -a "$OUT/log.txt"
-  timeout 240 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
-    --queries 20=$BD/bench_queries.fasta --queries 500=$D/uniprot_queries500.fasta.gz \
-    --cores 16 --threads 16 --shards 1 --workdir /tmp/scaleS --json "$OUT/scale_S.json" 2>&1 | tee -a "$OUT/log.txt"
-  tar czf "$OUT/stats_S.tgz" -C /tmp/scaleS q20/results/stats q500/results/stats q500/snakemake.log \
-    q20/snakemake.log 2>/dev/null
+  # WARM_AB=1: config warm_start false, then true, on this machine, and the tables compared
+  for warm in $([ "${WARM_AB:-0}" = 1 ] && echo "false true" || echo "${WARM_START:-true}"); do
+    echo "== workflow, one shard, warm caches, warm_start $warm" | tee -a "$OUT/log.txt"
+    timeout 240 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
+      --queries 20=$BD/bench_queries.fasta --queries 500=$D/uniprot_queries500.fasta.gz \
+      --cores 16 --threads 16 --shards 1 --workdir /tmp/scaleS_$warm --warm-start $warm \
+      --json "$OUT/scale_S_$warm.json" 2>&1 | tee -a "$OUT/log.txt"
+    tar czf "$OUT/stats_S_$warm.tgz" -C /tmp/scaleS_$warm q20/results/stats q500/results/stats \
+      q500/snakemake.log q20/snakemake.log q20/results/logs q500/results/logs 2>/dev/null
+  done
+  if [ "${WARM_AB:-0}" = 1 ]; then
+    for q in q20 q500; do for t in hits.tsv alignments.tsv changes.tsv; do
+      cmp -s /tmp/scaleS_false/$q/results/$t /tmp/scaleS_true/$q/results/$t \
+        && echo "$q $t identical" || echo "$q $t DIFFERS"
+    done; done | tee -a "$OUT/log.txt"
+  fi
 fi
 echo "phase $PHASE done" | tee -a "$OUT/log.txt"

@@ -99,6 +99,7 @@ def run(workdir: Path, database, args) -> dict:
         "threads": args.threads,
         "top_k": args.top_k,
         "shards_per_job": args.shards_per_job,
+        "warm_start": args.warm_start,
     }
     (workdir / "config.yaml").write_text("".join(f"{k}: {v}\n" for k, v in cfg.items()))
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
@@ -173,6 +174,9 @@ def main():
         "--shards-per-job", default="auto", help="config shards_per_job (auto, or an integer)"
     )
     ap.add_argument("--backend", default="cpu")
+    ap.add_argument(
+        "--warm-start", default="true", choices=["true", "false"], help="config warm_start"
+    )
     ap.add_argument("--changed", type=float, default=0.01)
     ap.add_argument("--removed", type=float, default=0.005)
     ap.add_argument("--added", type=float, default=0.005)

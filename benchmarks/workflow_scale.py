@@ -92,6 +92,29 @@ def read_benchmarks(results: Path) -> dict:
     return steps
 
 
+#: Each step's statistics files (their peak_rss_bytes: measured in the process
+#: that did the work; with the warm start, Snakemake's benchmark files measure
+#: the job's process, which only waits for it).
+STEP_STATS = {
+    "shard_db": ["shard_db.json"],
+    "score_shard": ["score_shard/*.json"],
+    "finish": ["merge_hits.json", "traceback.json", "plots.json"],
+}
+
+
+def peak_memory(results: Path, steps: dict) -> None:
+    """Set each step's max_rss_mb from its statistics files where they have it."""
+    for step, patterns in STEP_STATS.items():
+        peaks = [
+            json.loads(p.read_text()).get("peak_rss_bytes")
+            for pattern in patterns
+            for p in (results / "stats").glob(pattern)
+        ]
+        peaks = [x for x in peaks if x]
+        if peaks and step in steps:
+            steps[step]["max_rss_mb"] = max(peaks) / 2**20
+
+
 #: The steps of rule finish that write statistics (release writes none).
 FINISH_STEPS = ("merge_hits", "traceback", "plots")
 
@@ -119,6 +142,7 @@ def run(label: str, queries: Path, args) -> dict:
         "backend": args.backend,
         "threads": args.threads,
         "top_k": args.top_k,
+        "warm_start": args.warm_start,
     }
     (work / "config.yaml").write_text("".join(f"{k}: {v}\n" for k, v in cfg.items()))
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
@@ -141,6 +165,7 @@ def run(label: str, queries: Path, args) -> dict:
         sys.exit(f"{label}: snakemake failed:\n{proc.stderr[-4000:]}")
     results = work / "results"
     steps = read_benchmarks(results)
+    peak_memory(results, steps)
     scan = [json.loads(p.read_text()) for p in (results / "stats/score_shard").glob("*.json")]
     gpu_s = sum(s.get("kernel_s", 0.0) for s in scan)
     tb = json.loads((results / "stats/traceback.json").read_text())
@@ -197,6 +222,9 @@ def main():
     ap.add_argument("--threads", type=int, default=16)
     ap.add_argument("--top-k", type=int, default=500)
     ap.add_argument("--backend", default="auto")
+    ap.add_argument(
+        "--warm-start", default="true", choices=["true", "false"], help="config warm_start"
+    )
     ap.add_argument("--workdir", default="/tmp/scale")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()

@@ -14,6 +14,7 @@ import sys
 from .. import __version__
 from ..errors import InputError
 from ..logs import configure
+from ..warm.protocol import ENV as WARM_ENV
 from .options import SCORING_NOTE, add_verbosity
 from .steps import STEPS, add_steps
 from .user import add_align, add_backend, add_changes, add_search
@@ -55,6 +56,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     add_changes(sub)
     add_backend(sub)
     add_steps(sub)
+    sub.choices["warm-serve"].set_defaults(command_runner=run_command)
     for name, p in sub.choices.items():
         p.prog = f"swgpu {name}"
         add_verbosity(p)
@@ -91,7 +93,7 @@ def run_steps(argv: list[str]) -> int:
             steps.append([])
         else:
             steps[-1].append(arg)
-    known = {name for name, _ in STEPS}
+    known = {name for name, _ in STEPS} - {"warm-serve"}
     for step in steps:
         if not step or step[0] not in known:
             name = step[0] if step else "(nothing)"
@@ -162,6 +164,15 @@ def _profiled(argv: list[str]) -> int:
         prof.dump_stats(os.path.join(folder, f"{name}-{os.getpid()}.prof"))
 
 
+def run_command(argv: list[str]) -> int:
+    """``swgpu argv`` in this process (under cProfile with ``$SWGPU_PROFILE``): its status.
+    What :func:`entry` runs, and what a child of the warm-start process runs
+    (:mod:`swgpu_tools.warm`)."""
+    import os
+
+    return _profiled(argv) if os.environ.get("SWGPU_PROFILE") else main(argv)
+
+
 def entry() -> None:
     """The ``swgpu`` console script: :func:`main`, then exit with its status.
 
@@ -169,6 +180,8 @@ def entry() -> None:
     (``os._exit``, after flushing the standard streams and the logs), without
     the interpreter's teardown: with the compiled alignment kernels loaded,
     that teardown took 0.3-0.4 s of every traceback job, 7% of a small re-scan.
+    With ``$SWGPU_WARM`` set (a local workflow run's jobs), the command runs in a
+    child of the warm-start process when it can take it (:mod:`swgpu_tools.warm`).
     Every output is complete and closed by then (written to a temporary file
     and renamed).  Other commands exit normally.  With ``$SWGPU_PROFILE`` set to
     a folder, the command runs under cProfile and leaves its statistics there.
@@ -177,7 +190,13 @@ def entry() -> None:
     import os
 
     argv = sys.argv[1:]
-    status = _profiled(argv) if os.environ.get("SWGPU_PROFILE") else main(argv)
+    status = None
+    if os.environ.get(WARM_ENV) and argv[:1] != ["warm-serve"]:
+        from ..warm.client import forward
+
+        status = forward(argv)  # None: run it here
+    if status is None:
+        status = run_command(argv)
     if argv and argv[0] in _WORKFLOW_COMMANDS:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -27,6 +27,7 @@ STEPS = [
     ("receipt", "a database file's receipt, the shard step's input (rule database_source)"),
     ("release", "keep this release, compare with the previous one, list the tables (rule finish)"),
     ("plots", "plots and tables for the report (rule finish)"),
+    ("warm-serve", "the warm-start process of a local run (the Snakefile's onstart hook)"),
 ]
 _HELP = dict(STEPS)
 
@@ -184,6 +185,24 @@ def add_steps(sub) -> None:
 
     p = _parser(
         sub,
+        "warm-serve",
+        "The warm-start process of a local workflow run: it loads the step "
+        "commands' imports (numpy, Numba, numba-cuda's typing, pandas, "
+        "matplotlib) once, listens on SOCKET, and runs each 'swgpu' command "
+        "of the run's jobs (those with $SWGPU_WARM set to SOCKET) in a child "
+        "forked for it.  It never starts CUDA itself.  It ends when process "
+        "PARENT ends, on SIGTERM, or after an hour without a command.  The "
+        "Snakefile starts and stops it (config key warm_start).",
+    )
+    p.add_argument("--socket", required=True, help="the Unix socket to listen on")
+    p.add_argument("--parent", type=int, default=None, help="end when this process ends")
+    p.add_argument(
+        "--gpu", action="store_true", help="also load numba-cuda's typing (scoring on a GPU)"
+    )
+    p.set_defaults(run=run_warm_serve)
+
+    p = _parser(
+        sub,
         "release",
         "The scan as a database release: keep hits.tsv, alignments.tsv and "
         "the reuse table in HISTORY/<release>/ with a manifest and name it "
@@ -321,6 +340,13 @@ def run_receipt(args) -> int:
 
     write_source_receipt(args.database, args.out)
     return 0
+
+
+def run_warm_serve(args) -> int:
+    from ..warm.server import serve
+
+    # the children run commands as `swgpu` does (cli.run_command, set by cli.build_parser)
+    return serve(args.socket, args.command_runner, parent=args.parent, gpu=args.gpu)
 
 
 def run_check_shards(args) -> int:

@@ -137,6 +137,31 @@ def rate_limiter_off_where_jobs_run_here():
 
 
 # ---------------------------------------------------------------------------
+# warm start (config warm_start; swgpu_tools/warm)
+# ---------------------------------------------------------------------------
+
+_WARM = []
+
+
+def start_warm_process():
+    """Start `swgpu warm-serve` for a local run's jobs (called from onstart, so
+    only when jobs will run).  A cluster run's jobs run elsewhere: nothing."""
+    if not config["warm_start"] or not workflow.local_exec or workflow.remote_exec:
+        return
+    from swgpu_tools.warm.launch import start
+
+    _WARM.append(start("results/logs/warm-start.log", gpu=bool(SCORE_GPUS)))
+
+
+def stop_warm_process():
+    """Stop it (onsuccess, onerror); jobs started afterwards run their own."""
+    from swgpu_tools.warm.launch import stop
+
+    while _WARM:
+        stop(_WARM.pop())
+
+
+# ---------------------------------------------------------------------------
 # options passed to `swgpu`
 # ---------------------------------------------------------------------------
 

@@ -1,0 +1,69 @@
+"""Start and stop the warm process, from the Snakefile's onstart, onsuccess and
+onerror hooks (workflow/rules/common.smk).  Standard library only."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+from .protocol import ENV
+
+
+@dataclass
+class WarmProcess:
+    process: subprocess.Popen
+    folder: str  # private (mode 0700): holds the socket
+    socket: str
+
+
+def start(log_path: str, gpu: bool, parent: int | None = None) -> WarmProcess | None:
+    """Start ``swgpu warm-serve`` (the ``swgpu`` on PATH, the jobs' one) and set
+    ``$SWGPU_WARM`` in this process, so that the jobs it starts from now on use
+    it; None (and nothing set) if there is no ``swgpu`` on PATH.  Its log goes
+    to ``log_path``.  ``parent``: the process whose end ends it (default: this
+    one)."""
+    exe = shutil.which("swgpu")
+    if exe is None:
+        return None
+    folder = tempfile.mkdtemp(prefix="swgpu-warm-")  # 0700: only this user connects
+    path = os.path.join(folder, "socket")
+    env = {k: v for k, v in os.environ.items() if k != ENV}
+    os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
+    with open(log_path, "ab") as log:
+        args = [exe, "warm-serve", "--socket", path, "--parent", str(parent or os.getpid())]
+        process = subprocess.Popen(
+            args + (["--gpu"] if gpu else []),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # a Ctrl-C reaches the jobs, which pass it on
+        )
+    warm = WarmProcess(process, folder, path)
+    os.environ[ENV] = path
+    atexit.register(stop, warm)
+    return warm
+
+
+def stop(warm: WarmProcess | None, timeout: float = 15.0) -> None:
+    """End the warm process (SIGTERM; it stops any child still running) and
+    remove its folder; jobs started afterwards run their commands themselves."""
+    if warm is None:
+        return
+    if os.environ.get(ENV) == warm.socket:
+        del os.environ[ENV]
+    if warm.process.poll() is None:
+        try:
+            warm.process.send_signal(signal.SIGTERM)
+            warm.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            warm.process.kill()
+            warm.process.wait()
+        except OSError:
+            pass
+    shutil.rmtree(warm.folder, ignore_errors=True)

@@ -1,0 +1,104 @@
+"""The warm start's messages, and the environment both sides must share.
+
+A message is a 4-byte big-endian length and that many bytes of JSON.  The
+request (client to server) carries the job's standard streams as file
+descriptors (``SCM_RIGHTS``).  Replies: ``{"pid": N}`` once the child runs,
+or ``{"refused": why}``; then ``{"exit": status}`` or ``{"signal": number}``.
+
+Standard library only: the client imports this before anything else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import struct
+import sys
+
+#: The server's socket path, set for the jobs by the Snakefile's onstart hook.
+ENV = "SWGPU_WARM"
+
+#: Largest message accepted (a request holds the job's whole environment).
+MAX_MESSAGE = 16 << 20
+
+_HEADER = struct.Struct("!I")
+
+#: Environment variables read when modules are imported (or that decide which
+#: modules are found), so that a child forked from a parent started under other
+#: values would not behave like a fresh process: they must be equal on both sides.
+_ENV_PREFIXES = ("NUMBA_", "SWGPU_", "PYTHON", "NUMBA_CUDA_")
+_ENV_NAMES = ("XDG_CACHE_HOME", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "LD_PRELOAD")
+#: ... except these, read by a command when it runs (the child gets the job's).
+_ENV_EXCEPT = (ENV, "SWGPU_PROFILE")
+
+
+def fingerprint(env=None) -> str:
+    """What a process's imports depend on: the interpreter, the swgpu_tools it
+    runs, its module path (but the script's own folder, ``sys.path[0]``), the
+    user, and the environment variables above.  Equal fingerprints mean a child
+    of the warm process behaves as a fresh ``swgpu`` of the job would."""
+    env = os.environ if env is None else env
+    package = sys.modules.get("swgpu_tools")
+    keys = sorted(
+        k for k in env if (k.startswith(_ENV_PREFIXES) or k in _ENV_NAMES) and k not in _ENV_EXCEPT
+    )
+    blob = json.dumps(
+        {
+            "exe": os.path.realpath(sys.executable),
+            "package": os.path.realpath(getattr(package, "__file__", None) or ""),
+            "path": sys.path[1:],
+            "uid": os.getuid(),
+            "env": [(k, env[k]) for k in keys],
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def send(sock: socket.socket, message: dict, fds: list[int] | None = None) -> None:
+    """Send one message, with ``fds`` (file descriptors) beside it."""
+    payload = json.dumps(message).encode()
+    data = _HEADER.pack(len(payload)) + payload
+    if fds:
+        sent = socket.send_fds(sock, [data], fds)
+        data = data[sent:]
+    if data:
+        sock.sendall(data)
+
+
+def receive(sock: socket.socket, max_fds: int = 0) -> tuple[dict, list[int]]:
+    """One message and the file descriptors that came with it.
+
+    Raises EOFError if the peer closed the connection first, ValueError on a
+    message that is not one."""
+    fds: list[int] = []
+    buf = b""
+    if max_fds:
+        buf, fds, _flags, _addr = socket.recv_fds(sock, 65536, max_fds)
+        if not buf:
+            raise EOFError("connection closed")
+    try:
+        while len(buf) < _HEADER.size:
+            buf += _recv(sock, _HEADER.size - len(buf))
+        (size,) = _HEADER.unpack_from(buf)
+        if size > MAX_MESSAGE:
+            raise ValueError(f"message of {size} bytes")
+        while len(buf) < _HEADER.size + size:
+            buf += _recv(sock, _HEADER.size + size - len(buf))
+        message = json.loads(buf[_HEADER.size : _HEADER.size + size])
+        if not isinstance(message, dict):
+            raise ValueError("message is not a JSON object")
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return message, fds
+
+
+def _recv(sock: socket.socket, n: int) -> bytes:
+    chunk = sock.recv(min(n, 1 << 20))
+    if not chunk:
+        raise EOFError("connection closed")
+    return chunk

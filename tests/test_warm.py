@@ -1,0 +1,275 @@
+"""The warm start (swgpu_tools.warm): a job's ``swgpu`` command runs in a child of
+the warm process with the job's arguments, folder, environment and standard
+streams, and ends with the child's status; a signal to the job reaches the
+child; a job that goes away takes its child with it; a job whose environment
+differs, or that finds no warm process, runs its command itself; the warm
+process ends with its parent.  The workflow tests run with the warm start on
+(config default), so every step's tables are checked through it as well."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from swgpu_tools.warm import launch
+from swgpu_tools.warm.client import forward
+from swgpu_tools.warm.protocol import ENV, fingerprint
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "swgpu_tools" / "data"
+#: the console script beside this Python (a virtual environment), else the one on PATH
+SWGPU = (
+    str(Path(sys.executable).parent / "swgpu")
+    if (Path(sys.executable).parent / "swgpu").exists()
+    else shutil.which("swgpu") or "swgpu"
+)
+
+
+def _wait_for(predicate, timeout=60.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Warm:
+    """A warm process started as the Snakefile starts it, its log, its socket."""
+
+    def __init__(self, tmp_path: Path, parent_cmd: list[str] | None = None, gpu: bool = False):
+        self.log = tmp_path / "warm.log"
+        self.socket = str(tmp_path / "s")
+        env = {k: v for k, v in os.environ.items() if k != ENV}
+        args = [SWGPU, "warm-serve", "--socket", self.socket] + (["--gpu"] if gpu else [])
+        if parent_cmd is None:
+            args += ["--parent", str(os.getpid())]
+            self.proc = subprocess.Popen(
+                args, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT, env=env
+            )
+        else:  # started by a shell that ends: "--parent $$"
+            cmd = " ".join(args) + f" --parent $$ >{self.log} 2>&1 & {' '.join(parent_cmd)}"
+            self.proc = subprocess.Popen(["sh", "-c", cmd], env=env)
+        _wait_for(lambda: "loaded" in self.text(), what="the warm process's imports")
+
+    def text(self) -> str:
+        return self.log.read_text() if self.log.exists() else ""
+
+    def children(self, command: str) -> list[int]:
+        return [int(p) for p in re.findall(rf"pid (\d+): swgpu {command} ", self.text())]
+
+    def env(self, **extra) -> dict:
+        return {**os.environ, ENV: self.socket, **extra}
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(20)
+
+
+@pytest.fixture
+def warm(tmp_path):
+    w = Warm(tmp_path)
+    yield w
+    w.stop()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (not reaped yet) counts as gone
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_command_runs_in_a_child_with_the_jobs_folder_streams_and_status(warm, tmp_path):
+    work = tmp_path / "job"
+    work.mkdir()
+    # the job's folder (a relative output path) and its stderr (the log line)
+    proc = subprocess.run(
+        [SWGPU, "receipt", str(DATA / "example_database.fasta.gz"), "--out", "r.json"],
+        cwd=work,
+        env=warm.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "new or changed" in proc.stderr  # written by the child to the job's stderr
+    receipt = json.loads((work / "r.json").read_text())
+    assert receipt["bytes"] == os.path.getsize(DATA / "example_database.fasta.gz")
+    assert len(warm.children("receipt")) == 1  # the warm process ran it
+    assert "{'exit': 0}" in warm.text()
+
+    # a failing command: its status (2) and its message come back
+    proc = subprocess.run(
+        [SWGPU, "receipt", str(tmp_path / "missing.fasta"), "--out", "x.json"],
+        cwd=work,
+        env=warm.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "missing.fasta" in proc.stderr
+    assert len(warm.children("receipt")) == 2
+    assert "{'exit': 2}" in warm.text()
+
+
+def test_the_jobs_environment_reaches_the_child(warm, tmp_path):
+    """SWGPU_PROFILE is read when the command runs: the child gets the job's value."""
+    prof = tmp_path / "prof"
+    proc = subprocess.run(
+        [SWGPU, "receipt", str(DATA / "example_queries.fasta"), "--out", str(tmp_path / "r")],
+        env=warm.env(SWGPU_PROFILE=str(prof)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert warm.children("receipt")
+    assert [p.name.split("-")[0] for p in prof.iterdir()] == ["receipt"]
+
+
+def test_another_environment_or_no_warm_process_runs_the_command_here(warm, tmp_path):
+    # a Numba setting (read at import time) that the warm process did not have
+    proc = subprocess.run(
+        [SWGPU, "receipt", str(DATA / "example_queries.fasta"), "--out", str(tmp_path / "a")],
+        env=warm.env(NUMBA_OPT="1"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "a").exists()
+    assert warm.children("receipt") == []  # refused, so run by the job itself
+    assert fingerprint({"NUMBA_OPT": "1"}) != fingerprint({})
+    assert fingerprint({"OMP_NUM_THREADS": "4"}) == fingerprint({})  # set per job by Snakemake
+
+    # nothing listening at the path: the job runs it
+    assert forward(["--version"], path=str(tmp_path / "nothing-here")) is None
+    proc = subprocess.run(
+        [SWGPU, "receipt", str(DATA / "example_queries.fasta"), "--out", str(tmp_path / "b")],
+        env={**os.environ, ENV: str(tmp_path / "nothing-here")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "b").exists()
+
+
+def _blocked_shard_command(warm, tmp_path):
+    """A command that waits on its standard input (the job's pipe, passed on)."""
+    job = subprocess.Popen(
+        [SWGPU, "shard", "/dev/stdin", "--shards", "1", "--out-dir", str(tmp_path / "sh")],
+        env=warm.env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    _wait_for(lambda: warm.children("shard"), what="the child")
+    (child,) = warm.children("shard")
+    assert _alive(child)
+    return job, child
+
+
+def test_a_signal_to_the_job_reaches_the_child_and_the_job_ends_as_it_did(warm, tmp_path):
+    job, child = _blocked_shard_command(warm, tmp_path)
+    job.send_signal(signal.SIGTERM)
+    job.communicate(timeout=60)
+    assert job.returncode == -signal.SIGTERM  # ended by the same signal as its child
+    _wait_for(lambda: not _alive(child), timeout=20, what="the child's end")
+    assert "{'signal': 15}" in warm.text()
+
+
+def test_a_job_that_goes_away_takes_its_child_with_it(warm, tmp_path):
+    job, child = _blocked_shard_command(warm, tmp_path)
+    job.kill()  # SIGKILL: nothing passed on; the warm process sees the job go
+    job.wait(60)  # its stdin stays open: the child would wait on it forever
+    _wait_for(lambda: not _alive(child), timeout=20, what="the child's end")
+    assert "its job went away" in warm.text()
+    job.stdin.close()
+    # and the warm process still serves the next job
+    proc = subprocess.run(
+        [SWGPU, "receipt", str(DATA / "example_queries.fasta"), "--out", str(tmp_path / "r")],
+        env=warm.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert len(warm.children("receipt")) == 1
+
+
+def test_the_warm_process_ends_with_its_parent(tmp_path):
+    w = Warm(tmp_path, parent_cmd=["sleep", "1"])
+    w.proc.wait(30)  # the shell (its parent) ended
+    pid = int(re.search(r"\(pid (\d+),", w.text()).group(1))
+    _wait_for(lambda: not _alive(pid), timeout=20, what="the warm process's end")
+    assert "Snakemake ended: stopping" in w.text()
+    assert not os.path.exists(w.socket)
+
+
+def test_launch_sets_and_clears_the_jobs_variable(tmp_path, monkeypatch):
+    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.setenv("PATH", f"{Path(SWGPU).parent}{os.pathsep}{os.environ['PATH']}")
+    handle = launch.start(str(tmp_path / "logs" / "warm.log"), gpu=False)
+    try:
+        assert handle is not None and os.environ[ENV] == handle.socket
+        assert oct(os.stat(handle.folder).st_mode & 0o777) == "0o700"
+        log = tmp_path / "logs" / "warm.log"
+        _wait_for(lambda: "loaded" in log.read_text(), what="the imports")
+        proc = subprocess.run(  # a job started now (this process's environment)
+            [SWGPU, "receipt", str(DATA / "example_queries.fasta"), "--out", str(tmp_path / "r")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert "swgpu receipt" in log.read_text()
+    finally:
+        launch.stop(handle)
+    assert ENV not in os.environ
+    assert handle.process.returncode == 0
+    assert not os.path.exists(handle.folder)
+
+
+@pytest.mark.gpu
+def test_gpu_search_in_a_child_of_the_warm_process_equals_its_own_process(tmp_path):
+    """The warm process loads numba-cuda and its typing without starting CUDA;
+    its child starts CUDA and scores on the GPU as a fresh process does."""
+    args = [SWGPU, "search", str(DATA / "example_queries.fasta")]
+    args += [str(DATA / "example_database.fasta.gz"), "--backend", "gpu", "--top-k", "50"]
+    env = {k: v for k, v in os.environ.items() if k != ENV}
+    own = subprocess.run(
+        args + ["-o", str(tmp_path / "own.tsv")], env=env, capture_output=True, text=True
+    )
+    if own.returncode and "GPU" in own.stderr:
+        pytest.skip(f"no usable GPU: {own.stderr.strip()[-300:]}")
+    assert own.returncode == 0, own.stderr
+    w = Warm(tmp_path, gpu=True)
+    try:
+        assert "started CUDA" not in w.text()
+        forked = subprocess.run(
+            args + ["-o", str(tmp_path / "warm.tsv")], env=w.env(), capture_output=True, text=True
+        )
+        assert forked.returncode == 0, forked.stderr
+        assert len(w.children("search")) == 1
+        own_rows = (tmp_path / "own.tsv").read_text()
+        assert own_rows.count("\n") > 50
+        assert (tmp_path / "warm.tsv").read_text() == own_rows
+    finally:
+        w.stop()
