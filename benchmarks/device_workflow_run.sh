@@ -46,12 +46,29 @@ SITE=/tmp/site
 if [ ! -f /tmp/site/.done ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target $SITE \
     .whl-smk/*.whl || exit 1
-  mkdir -p /tmp/sc
-  # numba-cuda 0.30 uses numpy.row_stack, gone in numpy 2.5 (the image has 2.5.2)
-  printf 'import numpy\nif not hasattr(numpy, "row_stack"):\n    numpy.row_stack = numpy.vstack\n' \
-    > /tmp/sc/sitecustomize.py
   touch /tmp/site/.done
 fi
+# numba-cuda 0.30 uses numpy.row_stack, gone in numpy 2.5 (the image has 2.5.2): alias it
+# when Numba is first imported, not in every Python process (the workflow's job processes
+# import nothing heavy before they hand their command to the warm-start process)
+mkdir -p /tmp/sc
+cat > /tmp/sc/sitecustomize.py <<'PYEOF'
+import sys
+
+
+class _RowStack:
+    def find_spec(self, name, path=None, target=None):
+        if name == "numba" or name.startswith("numba."):
+            sys.meta_path.remove(self)
+            import numpy
+
+            if not hasattr(numpy, "row_stack"):
+                numpy.row_stack = numpy.vstack
+        return None
+
+
+sys.meta_path.insert(0, _RowStack())
+PYEOF
 export PYTHONPATH=/tmp/sc:$SITE:$PWD
 python3 -m compileall -q -j 0 $SITE swgpu_tools > /dev/null 2>&1
 mkdir -p /tmp/bin
@@ -76,7 +93,8 @@ precompile_all() {
 gpu_tests() {  # $1: seconds allowed
   echo "== GPU tests" | tee -a "$OUT/log.txt"
   SWGPU_TEST_DATA=$D SWGPU_BENCH_DB=$BD/bench_db.fasta SWGPU_BENCH_QUERIES=$BD/bench_queries.fasta \
-    timeout "$1" python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tail -5 | tee -a "$OUT/log.txt"
+    timeout "$1" python3 -m pytest -m gpu -q -p no:cacheprovider --durations=6 tests 2>&1 | tail -12 \
+    | tee -a "$OUT/log.txt"
 }
 kernel_bench() {
   echo "== gpu_bench 20 queries" | tee -a "$OUT/log.txt"
@@ -274,7 +292,7 @@ open('/tmp/q500.fasta', 'w').write(gzip.open('$D/uniprot_queries500.fasta.gz', '
     2>&1 | tee -a "$OUT/log.txt"
 fi
 if has_phase GT || has_phase GK; then
-  precompile_all; gpu_tests 240
+  precompile_all; gpu_tests 300
   has_phase GK && kernel_bench
 fi
 if has_phase S; then

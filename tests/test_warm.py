@@ -217,8 +217,9 @@ def test_a_job_that_goes_away_takes_its_child_with_it(warm, tmp_path):
 def test_the_warm_process_ends_with_its_parent(tmp_path):
     w = Warm(tmp_path, parent_cmd=["sleep", "1"])
     w.proc.wait(30)  # the shell (its parent) ended
-    pid = int(re.search(r"\(pid (\d+),", w.text()).group(1))
-    _wait_for(lambda: not _alive(pid), timeout=20, what="the warm process's end")
+    pids = [int(p) for p in re.findall(r"\(pid (\d+)", w.text())]
+    assert len(pids) == 3  # the three generations
+    _wait_for(lambda: not any(map(_alive, pids)), timeout=20, what="the warm processes' end")
     assert "Snakemake ended: stopping" in w.text()
     assert not os.path.exists(w.socket)
 
@@ -255,7 +256,11 @@ def test_gpu_search_in_a_child_of_the_warm_process_equals_its_own_process(tmp_pa
     args += [str(DATA / "example_database.fasta.gz"), "--backend", "gpu", "--top-k", "50"]
     env = {k: v for k, v in os.environ.items() if k != ENV}
     own = subprocess.run(
-        args + ["-o", str(tmp_path / "own.tsv")], env=env, capture_output=True, text=True
+        args + ["-o", str(tmp_path / "own.tsv")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     if own.returncode and "GPU" in own.stderr:
         pytest.skip(f"no usable GPU: {own.stderr.strip()[-300:]}")
@@ -264,7 +269,11 @@ def test_gpu_search_in_a_child_of_the_warm_process_equals_its_own_process(tmp_pa
     try:
         assert "started CUDA" not in w.text()
         forked = subprocess.run(
-            args + ["-o", str(tmp_path / "warm.tsv")], env=w.env(), capture_output=True, text=True
+            args + ["-o", str(tmp_path / "warm.tsv")],
+            env=w.env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert forked.returncode == 0, forked.stderr
         assert len(w.children("search")) == 1

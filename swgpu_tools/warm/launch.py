@@ -51,19 +51,27 @@ def start(log_path: str, gpu: bool, parent: int | None = None) -> WarmProcess | 
 
 
 def stop(warm: WarmProcess | None, timeout: float = 15.0) -> None:
-    """End the warm process (SIGTERM; it stops any child still running) and
-    remove its folder; jobs started afterwards run their commands themselves."""
+    """End the warm processes, every generation (SIGTERM to their process group;
+    each stops any child still running, then ends), and remove their folder;
+    jobs started afterwards run their commands themselves.  Waits for the
+    first process only: the later ones are not this process's children, and
+    their exit statuses go to whoever adopts them (a slow init may keep them
+    as zombies for a while)."""
     if warm is None:
         return
     if os.environ.get(ENV) == warm.socket:
         del os.environ[ENV]
-    if warm.process.poll() is None:
+    group = warm.process.pid  # its own session and process group (start_new_session)
+    try:
+        os.killpg(group, signal.SIGTERM)
+    except OSError:
+        pass  # none left
+    try:
+        warm.process.wait(timeout)
+    except subprocess.TimeoutExpired:
         try:
-            warm.process.send_signal(signal.SIGTERM)
-            warm.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            warm.process.kill()
-            warm.process.wait()
+            os.killpg(group, signal.SIGKILL)
         except OSError:
             pass
+        warm.process.wait()
     shutil.rmtree(warm.folder, ignore_errors=True)

@@ -1,19 +1,24 @@
 """The warm process: the step commands' imports, loaded once; one child per command.
 
-:func:`serve` listens on a Unix socket from its first moment, and loads the
-imports in stages (:data:`STAGES`, in the order the workflow's jobs need them).
-Between stages, and afterwards, it takes requests: for each, it forks a child
-that becomes the job's ``swgpu`` (its standard streams, folder, umask,
-environment and arguments) and runs the command; the exit status goes back to
-the job.  A request that comes during a stage waits for that stage only; the
-child imports whatever the later stages had not loaded yet.
+The imports come in three generations (:func:`generations`, in the order the
+workflow's jobs need them: the shard step's; the scoring job's, Numba and
+numba-cuda; rule finish's, pandas and matplotlib).  :func:`serve` binds its
+Unix socket first, loads the first generation (a fraction of a second) and
+takes requests; meanwhile a process forked from it loads the next generation,
+then takes over the socket and forks the one after.  So a job is never held up
+by an import in progress: the most loaded process that is ready takes it, and
+the one before it ends once its own children have.  For each request the
+process forks a child that becomes the job's ``swgpu`` (its standard streams,
+folder, umask, environment and arguments) and runs the command; the exit
+status goes back to the job.  The child imports whatever its process had not
+loaded yet.
 
-The parent stays single-threaded and never starts CUDA (a CUDA context does
-not survive a fork): if a stage ever did, every later request is refused and
-the jobs run their commands themselves.  The process ends when its Snakemake
-ends (its parent process changes), on SIGTERM (the Snakefile's onsuccess and
-onerror hooks), or after :data:`IDLE_S` seconds without a command; children
-still running then are sent SIGTERM.
+The processes stay single-threaded and never start CUDA (a CUDA context does
+not survive a fork): if a stage ever did, requests are refused and the jobs
+run their commands themselves.  They end when their Snakemake ends (process
+``parent`` is gone), on SIGTERM (the Snakefile's onsuccess and onerror hooks
+send it to their process group), or after :data:`IDLE_S` seconds without a
+command; children still running then are sent SIGTERM.
 """
 
 from __future__ import annotations
@@ -68,16 +73,20 @@ def _modules(*names: str):
     return load
 
 
-def stages(gpu: bool) -> list[tuple[str, object]]:
-    """(name, loader) in the order the workflow's jobs need them: the shard
-    step; the scoring job (Numba; numba-cuda and its typing with ``gpu``);
-    rule finish (pandas, the traceback, the pictures)."""
-    return [
+def generations(gpu: bool) -> list[list[tuple[str, object]]]:
+    """Stages, (name, loader), in generations: what the shard step needs (a
+    fraction of a second); the scoring job (Numba; numba-cuda and its typing
+    with ``gpu``); rule finish (pandas, the traceback, the pictures)."""
+    first = [
         ("numpy", _modules("numpy")),
         ("steps", _modules("swgpu_tools.steps.shard_db", "swgpu_tools.steps.score_shard")),
+    ]
+    scoring = [
         ("numba", _stage_numba),
         ("scoring", _modules("swgpu_tools.kernels.cpu", "swgpu_tools.kernels.seqhash")),
         ("cuda", _stage_cuda(gpu)),
+    ]
+    finish = [
         ("pandas", _modules("pandas", "Bio.Align")),
         (
             "finish",
@@ -90,6 +99,17 @@ def stages(gpu: bool) -> list[tuple[str, object]]:
         ),
         ("plots", _stage_plots),
     ]
+    return [first, scoring, finish]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def cuda_started() -> bool:
@@ -101,8 +121,12 @@ def cuda_started() -> bool:
     return obj is not None and getattr(obj, "pid", None) is not None
 
 
+_GENERATION = [0]
+
+
 def _log(text: str) -> None:
-    print(f"[swgpu warm {time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+    stamp = time.strftime("%H:%M:%S")
+    print(f"[swgpu warm {stamp}] {_GENERATION[0]}: {text}", file=sys.stderr, flush=True)
 
 
 class _Server:
@@ -115,17 +139,31 @@ class _Server:
         self.fingerprint = fingerprint()
         self.children: dict[int, socket.socket] = {}  # child pid -> its job's connection
         self.stopping = False
+        self.draining = False  # the next generation took over: end with the children
         self.refuse = ""
         self.last = time.monotonic()
+        self.generation = 0
+        self.successor: int | None = None  # the process loading the next generation
+        self.from_successor: int | None = None  # its "ready" pipe (read end)
+        self.to_predecessor: int | None = None  # ours to the one before (write end)
         self.sel = selectors.DefaultSelector()
-        self.wake_r, self.wake_w = os.pipe()
-        os.set_blocking(self.wake_r, False)
-        os.set_blocking(self.wake_w, False)
+        self.wake_r, self.wake_w = self._wake_pipe()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+
+    @staticmethod
+    def _wake_pipe() -> tuple[int, int]:
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        os.set_blocking(w, False)
+        signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        return r, w
 
     # -- set-up and main loop -------------------------------------------------
 
-    def listen(self) -> None:
+    def _stop(self, *_) -> None:
+        self.stopping = True
+
+    def run(self) -> int:
         try:
             os.unlink(self.path)
         except FileNotFoundError:
@@ -133,23 +171,22 @@ class _Server:
         self.listener.bind(self.path)
         self.listener.listen(64)
         self.listener.setblocking(False)
-        self.sel.register(self.listener, selectors.EVENT_READ, "listen")
-        self.sel.register(self.wake_r, selectors.EVENT_READ, "wake")
-        signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
-
-    def _stop(self, *_) -> None:
-        self.stopping = True
-
-    def run(self) -> int:
-        self.listen()
         _log(f"listening on {self.path} (pid {os.getpid()}, parent {self.parent})")
-        for name, load in stages(self.gpu):
-            self.poll(0.0)
-            if self.stopping:
+        gens = generations(self.gpu)
+        while True:
+            self._load(gens[self.generation])
+            if self.stopping or self.refuse or self.generation + 1 == len(gens):
                 break
+            if not self._fork_successor():
+                break  # this process serves; the successor loads the next generation
+        self._serve()
+        return self.shutdown()
+
+    def _load(self, stages) -> None:
+        for name, load in stages:
             t = time.perf_counter()
             try:
                 load()
@@ -159,17 +196,51 @@ class _Server:
             if cuda_started():
                 self.refuse = "the warm process started CUDA (it must not fork)"
                 _log(f"{self.refuse}: every command runs in its own process")
-                break
-        _log("loaded")
+                return
+
+    def _fork_successor(self) -> bool:
+        """Fork the process that loads the next generation; True in that process."""
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid:
+            os.close(w)
+            self.successor, self.from_successor = pid, r
+            return False
+        os.close(r)
+        if self.to_predecessor is not None:
+            os.close(self.to_predecessor)
+        self.to_predecessor = w
+        self.sel.close()  # the predecessor's (an epoll instance is shared across a fork)
+        self.sel = selectors.DefaultSelector()
+        os.close(self.wake_r)
+        os.close(self.wake_w)
+        self.wake_r, self.wake_w = self._wake_pipe()
+        self.generation += 1
+        _GENERATION[0] = self.generation
+        _log(f"loading (pid {os.getpid()})")
+        return True
+
+    def _serve(self) -> None:
+        self.sel.register(self.listener, selectors.EVENT_READ, "listen")
+        self.sel.register(self.wake_r, selectors.EVENT_READ, "wake")
+        if self.from_successor is not None:
+            self.sel.register(self.from_successor, selectors.EVENT_READ, "successor")
+        if self.to_predecessor is not None:  # take over: the one before stops accepting
+            os.write(self.to_predecessor, b"r")
+            os.close(self.to_predecessor)
+            self.to_predecessor = None
+        _log("loaded" if self.successor is None else "serving")
         while not self.stopping:
             self.poll(1.0)
-            if self.parent is not None and os.getppid() != self.parent:
+            if self.draining and not self.children:
+                return
+            if self.parent is not None and not _alive(self.parent):
                 _log("Snakemake ended: stopping")
                 break
             if not self.children and time.monotonic() - self.last > self.idle_s:
                 _log(f"no command for {self.idle_s:.0f} s: stopping")
                 break
-        return self.shutdown()
+        self.stopping = True
 
     def poll(self, timeout: float) -> None:
         for key, _ in self.sel.select(timeout):
@@ -181,9 +252,25 @@ class _Server:
                         pass
                 except BlockingIOError:
                     pass
+            elif key.data == "successor":
+                self._successor_event()
             else:  # a waiting job's connection: readable means it went away
                 self._job_gone(key.fileobj, key.data)
         self._reap()
+
+    def _successor_event(self) -> None:
+        ready = os.read(self.from_successor, 1) == b"r"
+        self.sel.unregister(self.from_successor)
+        os.close(self.from_successor)
+        self.from_successor = None
+        if ready:  # it accepts from now on; this one ends with its children
+            self.sel.unregister(self.listener)
+            self.listener.close()
+            self.draining = True
+            _log("the next generation took over")
+        else:
+            _log("the next generation ended while loading; serving on")
+            self.successor = None
 
     # -- requests ---------------------------------------------------------------
 
@@ -249,7 +336,7 @@ class _Server:
             pass
 
     def _reap(self) -> None:
-        while self.children:
+        while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
@@ -257,7 +344,7 @@ class _Server:
             if pid == 0:
                 return
             conn = self.children.pop(pid, None)
-            if conn is None:
+            if conn is None:  # the successor, or a child of a finished request
                 continue
             self.last = time.monotonic()
             if os.WIFSIGNALED(status):
@@ -291,6 +378,9 @@ class _Server:
                 other.close()
             os.close(self.wake_r)
             os.close(self.wake_w)
+            for fd in (self.from_successor, self.to_predecessor):
+                if fd is not None:
+                    os.close(fd)
             for target, fd in zip(request["fds"], fds):
                 if fd != target:
                     os.dup2(fd, target)
@@ -326,11 +416,19 @@ class _Server:
     # -- the end ----------------------------------------------------------------
 
     def shutdown(self) -> int:
+        if self.draining and not self.stopping:
+            _log("ended (its children done)")
+            return 0
         try:
             self.listener.close()
             os.unlink(self.path)
         except OSError:
             pass
+        if self.successor is not None and not self.draining:
+            try:
+                os.kill(self.successor, signal.SIGTERM)
+            except OSError:
+                pass
         for pid in list(self.children):
             try:
                 os.kill(pid, signal.SIGTERM)
