@@ -64,14 +64,13 @@ def _remove(path: str) -> bool:
 
 def check_shards(results: str, n_shards: int) -> list[str]:
     """Shard files and the scoring jobs' hit tables (see the module doc); returns what was done."""
-    from .io.atomic import atomic_write
     from .io.hitsfile import read_shard_hits
     from .io.shardfile import (
-        VERIFIED_FILE,
         read_shard,
         read_verified,
         receipt_name,
         shard_file_name,
+        write_verified,
     )
     from .shardjobs import job_shards
 
@@ -80,7 +79,6 @@ def check_shards(results: str, n_shards: int) -> list[str]:
     info_path = os.path.join(shards, "database.json")
     if not os.path.exists(info_path):
         return done
-    verified_path = os.path.join(shards, VERIFIED_FILE)
     verified = read_verified(shards)
     rebuild = False
     damaged: set[int] = set()
@@ -161,8 +159,7 @@ def check_shards(results: str, n_shards: int) -> list[str]:
     if rebuild and _remove(info_path):
         done.append(f"removed {info_path}, so that the shard step rebuilds the shards")
     os.makedirs(shards, exist_ok=True)
-    with atomic_write(verified_path) as fh:
-        json.dump(verified, fh, sort_keys=True)
+    write_verified(shards, verified)
     return done
 
 

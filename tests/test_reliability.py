@@ -120,10 +120,26 @@ def test_disk_full_names_the_file_and_the_step(tmp_path, monkeypatch, capsys):
     db.write_text(">s1\nMKTAYIAKQRQISFVKSHFSRQ\n>s2\nMKTAHIAKQRQISFVKSHFSRQ\n")
     assert main(["shard", str(db), "--shards", "1", "--out-dir", str(tmp_path / "s")]) == 0
 
-    def full(fd):
-        raise OSError(errno.ENOSPC, "No space left on device")
+    class Full:  # a file on a full disk: its writes fail
+        def __init__(self, fh):
+            self.fh = fh
 
-    monkeypatch.setattr(os, "fsync", full)
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __getattr__(self, name):
+            return getattr(self.fh, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+    from swgpu_tools.io import atomic
+
+    real = os.fdopen
+    monkeypatch.setattr(atomic.os, "fdopen", lambda fd, *a, **kw: Full(real(fd, *a, **kw)))
     rc = main(["shard", str(db), "--shards", "1", "--out-dir", str(tmp_path / "s2")])
     err = capsys.readouterr().err
     assert rc == 2

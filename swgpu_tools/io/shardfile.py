@@ -113,7 +113,9 @@ def write_shard_blobs(
     body = ids_bytes + offsets.nbytes + header["residues"] + headers_bytes
     parts = (ids_blob, offsets, residues, headers_blob)
     expected = (ids_bytes, offsets.nbytes, header["residues"], headers_bytes)
-    with atomic_write(path, "wb") as fh:
+    # no fsync: a shard is checked against its digest before use unless a note of
+    # this boot vouches for it (read_verified), and a crash means a new boot
+    with atomic_write(path, "wb", durable=boot_id() is None) as fh:
         # the body first, after the header's place; then the header, whose length
         # does not depend on the digest
         fh.seek(len(MAGIC) + 8 + hlen)
@@ -205,7 +207,7 @@ class _ShardBody:
     is returned before :meth:`verify` passed.
     """
 
-    def __init__(self, path, mapped: bool = False):
+    def __init__(self, path, mapped: bool = False, verify: bool = True):
         self.name = name = os.fspath(path)
         try:
             with open(name, "rb") as fh:
@@ -247,14 +249,20 @@ class _ShardBody:
             )
         self._expected_digest = header.get("blake2b")
         self._digest: list[str] = []
-        self._hasher = threading.Thread(target=self._hash, name="swgpu-shard-digest", daemon=True)
-        self._hasher.start()
+        self._hasher = None
+        if verify:
+            self._hasher = threading.Thread(
+                target=self._hash, name="swgpu-shard-digest", daemon=True
+            )
+            self._hasher.start()
         self.res_start = self.n_ids + 8 * (self.n + 1)
 
     def _hash(self) -> None:
         self._digest.append(hashlib.blake2b(memoryview(self.body), digest_size=32).hexdigest())
 
     def verify(self) -> None:
+        if self._hasher is None:  # vouched for by a note of this boot
+            return
         self._hasher.join()
         if self._digest[0] != self._expected_digest:
             raise InputError(
@@ -343,15 +351,17 @@ def read_shard(path, headers: bool = True) -> SequenceSet:
     return SequenceSet(ids, shard.residues(), offsets, heads)
 
 
-def read_shard_records(path, wanted) -> SequenceSet:
+def read_shard_records(path, wanted, trusted: bool = False) -> SequenceSet:
     """The records of a shard whose accessions are in ``wanted``, in the shard's order.
 
-    The whole file's digest is verified as by :func:`read_shard`, but only the
-    wanted records are decoded: a shard's records are sorted by accession
-    (byte order), so each wanted accession is found by bisection.  The file is
-    mapped, not read: memory holds only the wanted records.
+    The whole file's digest is verified as by :func:`read_shard` (``trusted``:
+    not, for a shard a note of this boot vouches for: :func:`is_noted`), but
+    only the wanted records are decoded: a shard's records are sorted by
+    accession (byte order), so each wanted accession is found by bisection.
+    The file is mapped, not read: memory holds only the wanted records (and,
+    trusted, only their pages are read).
     """
-    shard = _ShardBody(path, mapped=True)
+    shard = _ShardBody(path, mapped=True, verify=not trusted)
     with shard.decoding():
         return _records(shard, wanted)
 
@@ -376,19 +386,52 @@ def _records(shard: _ShardBody, wanted) -> SequenceSet:
     return SequenceSet(ids, shard.residues(), shard.offsets(), heads).subset(found)
 
 
-#: The start-of-run check's notes of shards found whole: name -> [size, mtime_ns]
-#: (in the shards' folder; see :mod:`swgpu_tools.health`).
+#: Notes of shards found whole: name -> [size, mtime_ns] (in the shards' folder;
+#: written by the shard step, the scoring jobs and the traceback after checking a
+#: shard's digest, read by the start-of-run check, :mod:`swgpu_tools.health`, and
+#: the traceback).  A note holds for the machine's boot it was written in: the
+#: page cache, which every process reads, holds what was written until the
+#: machine stops, so a note vouches for a shard written without fsync; after a
+#: crash or a restart the notes are void and each shard is checked again.
 VERIFIED_FILE = "verified.json"
+_BOOT_KEY = "_boot"
+
+
+def boot_id() -> str | None:
+    """This boot's id (Linux); None where there is none (then notes never expire,
+    and shards are written with fsync)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None
 
 
 def read_verified(folder) -> dict:
     """The notes of ``folder``'s :data:`VERIFIED_FILE` ({shard file name: [size, mtime_ns]});
-    empty where the file is missing or unreadable."""
+    empty where the file is missing or unreadable, or written in another boot."""
     try:
         with open(os.path.join(folder, VERIFIED_FILE)) as fh:
-            return json.load(fh)
+            notes = json.load(fh)
     except (OSError, ValueError):
         return {}
+    if not isinstance(notes, dict) or notes.pop(_BOOT_KEY, None) != boot_id():
+        return {}
+    return notes
+
+
+def write_verified(folder, notes: dict) -> None:
+    """Replace ``folder``'s notes with ``notes`` (of this boot)."""
+    with atomic_write(os.path.join(folder, VERIFIED_FILE)) as fh:
+        json.dump({**notes, _BOOT_KEY: boot_id()}, fh, sort_keys=True)
+
+
+def is_noted(path, st: os.stat_result, notes: dict | None = None) -> bool:
+    """Whether a note of this boot vouches for the shard at ``path`` as it is
+    (``st``: its ``os.stat``); ``notes``: its folder's, if already read."""
+    if notes is None:
+        notes = read_verified(os.path.dirname(os.fspath(path)) or ".")
+    return notes.get(os.path.basename(os.fspath(path))) == [st.st_size, st.st_mtime_ns]
 
 
 def note_verified(stamps: dict) -> None:
@@ -404,8 +447,7 @@ def note_verified(stamps: dict) -> None:
     for folder, notes in by_dir.items():
         verified = read_verified(folder)
         verified.update(notes)
-        with atomic_write(os.path.join(folder, VERIFIED_FILE)) as fh:
-            json.dump(verified, fh, sort_keys=True)
+        write_verified(folder, verified)
 
 
 def read_database_info(path) -> dict:

@@ -19,7 +19,7 @@ from ..engine.increment import GPU_START_S, delta_cells, rescan_on_cpu
 from ..engine.scan import scan
 from ..io.fasta import read_fasta
 from ..io.hitsfile import concat_shard_hits, write_shard_hits
-from ..io.shardfile import read_shard
+from ..io.shardfile import note_verified, read_shard
 from ..io.statefile import read_state, sequence_hashes, write_state
 from ..io.stepstats import StepTimer
 from ..logs import get_logger
@@ -68,7 +68,12 @@ class _Prefetch:
 
     def _load(self, i: int):
         t0 = time.perf_counter()
+        before = os.stat(self.paths[i])
         shard = read_shard(self.paths[i])  # its digest checked
+        try:  # so the traceback need not check it again (best effort)
+            note_verified({self.paths[i]: before})
+        except OSError:
+            pass
         t1 = time.perf_counter()
         state = read_state(self.states[i]) if self.states[i] else None
         t2 = time.perf_counter()

@@ -19,7 +19,7 @@ from ..errors import InputError
 from ..io.fasta import read_fasta
 from ..io.fields import parse_columns
 from ..io.formats import FORMATS, write_pairwise, write_parquet, write_sam
-from ..io.shardfile import note_verified, read_shard_records, shard_of
+from ..io.shardfile import is_noted, note_verified, read_shard_records, read_verified, shard_of
 from ..io.stepstats import StepTimer
 from ..io.tables import HITS_COLUMNS, read_table, write_table
 from ..logs import get_logger
@@ -48,16 +48,24 @@ def load_subjects(shard_paths, wanted: set) -> SequenceSet:
             needed = {numbers.index(shard_of(a, len(paths))) for a in wanted}
     todo = [path for k, path in enumerate(paths) if k in needed]
     stamps = {p: os.stat(p) for p in todo if os.path.exists(p)}
+    # a shard the scoring job checked in this boot (and that did not change since)
+    # is not hashed again, and only the wanted records' pages are read
+    notes = {d: read_verified(d) for d in {os.path.dirname(p) or "." for p in stamps}}
+    trusted = {p: is_noted(p, st, notes[os.path.dirname(p) or "."]) for p, st in stamps.items()}
+
+    def read(p):
+        return read_shard_records(p, wanted, trusted=trusted.get(p, False))
+
     if len(todo) <= 1:
-        parts = [read_shard_records(p, wanted) for p in todo]
+        parts = [read(p) for p in todo]
     else:  # reading and hashing let go of the GIL: shards at once
         with ThreadPoolExecutor(max_workers=min(len(todo), 8)) as pool:
-            parts = list(pool.map(lambda p: read_shard_records(p, wanted), todo))
+            parts = list(pool.map(read, todo))
     # each shard's digest was checked: the next run's start-up check need not read
     # them again (Snakemake touched them after the shard step, whose note is stale);
     # best effort: a note that cannot be written only costs a check later
     try:
-        note_verified(stamps)
+        note_verified({p: st for p, st in stamps.items() if not trusted[p]})
     except OSError:
         pass
     return SequenceSet.concat([p for p in parts if len(p)])
