@@ -347,3 +347,32 @@ def test_a_dead_plotting_process_is_replaced(tmp_path, monkeypatch, caplog):
     for path in written:
         if path.endswith(".png"):
             assert png_size(path)[0] > 0
+
+
+def test_pictures_started_early_equal_those_drawn_at_the_end(tmp_path):
+    """start_early (rule finish: after the merge, beside the traceback) draws the
+    pictures of the hits before changes.tsv exists; make_report then draws the
+    rest.  The files equal those of make_report alone, also when changes.tsv names
+    a query that neither hits.tsv nor the query file has (a query file changed
+    since the previous release: its pictures list one query more, so they are
+    drawn again)."""
+    from swgpu_tools.report.make import EARLY, start_early
+
+    for extra in (False, True):
+        work = tmp_path / f"extra{extra}"
+        work.mkdir()
+        hits, changes = random_scan(work, 30, 9, seed=11)
+        fasta = work / "q.fasta"
+        fasta.write_text("".join(f">q{i}\nMKV\n" for i in range(30)) + ">nohit\nWW\n")
+        if extra:
+            with open(changes, "a") as fh:
+                fh.write("\t".join(["gone_q", "x", "gone", "20", "NA", "0.1", "NA", "5"]) + "\n")
+        stats = shard_stats(work / "stats", 2)
+        make_report(hits, changes, stats, work / "alone", queries_path=fasta)
+        start_early(hits, stats, work / "early", queries_path=fasta)
+        make_report(hits, changes, stats, work / "early", queries_path=fasta)
+        for name in OUTPUTS:
+            a = (work / "alone" / name).read_bytes()
+            assert (work / "early" / name).read_bytes() == a, (extra, name)
+        assert set(EARLY) <= set(OUTPUTS)
+        assert not [p for p in (work / "early").iterdir() if p.name.endswith(".tmp")]

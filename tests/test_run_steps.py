@@ -118,6 +118,12 @@ def test_one_process_gives_the_tables_of_one_process_per_step(scored):
     assert sorted(p.name for p in (chained / "plots").iterdir()) == sorted(
         p.name for p in (alone / "plots").iterdir()
     )
+    # the pictures of the hits were drawn beside the traceback, and are the same
+    # (steps.png shows each run's own times)
+    assert json.loads((chained / "stats/plots.json").read_text())["early"] is True
+    assert json.loads((alone / "stats/plots.json").read_text())["early"] is False
+    for name in ["scores.png", "evalues.png", "hits_per_query.png", "top_queries.png"]:
+        assert (chained / "plots" / name).read_bytes() == (alone / "plots" / name).read_bytes()
     # each step logs as on its own, in order
     log = proc.stderr
     assert log.index("merged") < log.index("wrote") < log.index("kept release")
@@ -186,3 +192,16 @@ def test_swgpu_profile_leaves_the_statistics_of_a_step(scored, tmp_path):
     (prof,) = (tmp_path / "prof").glob("merge-*.prof")
     stats = pstats.Stats(str(prof))
     assert any(fn[2] == "merge_hits" for fn in stats.stats), "the step's function is profiled"
+
+
+def test_a_failing_step_after_the_merge_leaves_no_pictures(scored, tmp_path):
+    """The pictures of the hits start after the merge; the traceback fails (a
+    shard is missing): the chain stops, and no picture is left behind."""
+    root, tables = scored
+    steps = _steps(root, tmp_path, tables)
+    tb = steps[1]
+    tb[tb.index("--quarantine") + 2] = str(tmp_path / "no-such-shard.swdb")
+    proc = swgpu(*_chain(steps))
+    assert proc.returncode != 0
+    assert (tmp_path / "hits.tsv").exists()  # the merge ran
+    assert list((tmp_path / "plots").iterdir()) == []

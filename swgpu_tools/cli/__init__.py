@@ -9,6 +9,7 @@ with status 2; an unknown option prints that command's usage.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .. import __version__
@@ -103,12 +104,41 @@ def run_steps(argv: list[str]) -> int:
                 file=sys.stderr,
             )
             return 2
-    for step in steps:
-        status = main(step)
-        if status:
-            return status
-        previous_step_ended()
+    try:
+        for k, step in enumerate(steps):
+            status = main(step)
+            if status:
+                return status
+            previous_step_ended()
+            if step[0] == "merge":
+                _plots_early(step, steps[k + 1 :])
+    finally:
+        if "swgpu_tools.report.make" in sys.modules:  # a step failed: no pictures left behind
+            sys.modules["swgpu_tools.report.make"].cancel_early()
     return 0
+
+
+def _plots_early(merge: list[str], later: list[list[str]]) -> None:
+    """A plots step after this merge that reads its hits table: start drawing the
+    pictures that need only that table now, beside the steps in between (the
+    traceback), see :func:`swgpu_tools.report.make.start_early`.  Best effort:
+    if it cannot start, the plots step draws them all."""
+    plots = [s for s in later if s[0] == "plots"]
+    if not plots:
+        return
+    _, commands = build_parser()
+    try:
+        m = commands["merge"].parse_args(merge[1:])
+        p = commands["plots"].parse_args(plots[0][1:])
+        if os.path.realpath(m.out) != os.path.realpath(p.hits):
+            return
+        from ..report.make import start_early
+
+        start_early(p.hits, p.step_stats, p.out_dir, queries_path=p.queries)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the plots step draws them
+        from ..logs import get_logger
+
+        get_logger(__name__).debug(f"pictures not started early: {exc}")
 
 
 def main(argv=None) -> int:

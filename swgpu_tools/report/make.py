@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -14,7 +16,7 @@ from ..logs import get_logger
 from . import OUTPUTS, data, html, plots
 from .data import QUERY_COLUMNS, STEP_COLUMNS
 
-__all__ = ["make_report", "render", "write_tsv"]
+__all__ = ["make_report", "render", "write_tsv", "start_early", "cancel_early", "EARLY"]
 
 log = get_logger(__name__)
 
@@ -145,6 +147,130 @@ def _write_tables(table: pd.DataFrame, steps: data.StepRecords, out: dict[str, s
     )
 
 
+def _paths(out_dir) -> dict[str, str]:
+    return {name: os.path.join(os.fspath(out_dir), name) for name in OUTPUTS}
+
+
+def _picture_jobs(hits, changes, table, steps, out) -> list[tuple[str, str, tuple]]:
+    """(figure function of plots, output, arguments) of the seven pictures."""
+    counts = table["hits"].to_numpy(np.int64)
+    best = pd.to_numeric(table["best_score"], errors="coerce").fillna(0).to_numpy(np.int64)
+    ids = table["qseqid"].tolist()
+    best_ev = pd.to_numeric(pd.Series(hits.best_evalue, dtype=object), errors="coerce").to_numpy(
+        np.float64
+    )
+    change_counts = (
+        table[["new", "gone", "changed_score"]].to_numpy(np.int64) if changes is not None else None
+    )
+    return [
+        ("scores_figure", out["scores.png"], (hits.scores, hits.best_score, len(ids))),
+        ("evalues_figure", out["evalues.png"], (hits.evalues, best_ev, len(ids))),
+        ("hits_per_query_figure", out["hits_per_query.png"], (counts,)),
+        ("top_queries_figure", out["top_queries.png"], (ids, counts, best)),
+        ("shards_figure", out["shards.png"], (steps.shards,)),
+        ("steps_figure", out["steps.png"], (steps.records,)),
+        ("changes_figure", out["changes.png"], (ids, change_counts)),
+    ]
+
+
+#: The pictures that need only hits.tsv, the queries and the scoring jobs'
+#: statistics: rule finish draws them while its traceback runs (:func:`start_early`).
+EARLY = ("scores.png", "evalues.png", "hits_per_query.png", "top_queries.png", "shards.png")
+#: ... of which these list the queries, so they change when changes.tsv names a
+#: query that neither the query file nor hits.tsv has (a query file changed
+#: since the previous release): then they are drawn again.
+_QUERY_LISTS = ("scores.png", "evalues.png", "hits_per_query.png", "top_queries.png")
+
+
+@dataclass
+class _Early:
+    pid: int
+    paths: list[str]
+
+
+_EARLY: dict[str, _Early] = {}  # by the output folder's real path
+
+
+def start_early(hits_path, stats_paths, out_dir, queries_path=None, workers=None) -> None:
+    """Fork a process that draws :data:`EARLY` into ``out_dir`` now (the arguments
+    as :func:`make_report`'s); :func:`make_report` for the same folder draws the
+    others and waits for it.  ``swgpu run-steps`` calls this after the merge, so
+    that the pictures are drawn while the traceback runs.  The forked process
+    reads its inputs itself: this one goes on at once."""
+    os.makedirs(out_dir, exist_ok=True)
+    out = _paths(out_dir)
+    n = min(min(MAX_WORKERS, usable_cpus()) if workers is None else max(1, int(workers)), 5)
+    plots.preload()
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            hits = data.summarize_hits(hits_path)
+            queries = data.read_query_ids(queries_path) if queries_path is not None else None
+            steps = data.read_step_records(stats_paths)
+            table = data.query_table(hits, None, queries)
+            jobs = _picture_jobs(hits, None, table, steps, out)
+            jobs = [j for j in jobs if os.path.basename(j[1]) in EARLY]
+            groups = [jobs[k::n] for k in range(n)]
+            children: list = []
+
+            def stop(*_):  # cancel_early: the drawing processes end before this one
+                for pid, _ in children:
+                    os.kill(pid, signal.SIGKILL)
+                for pid, _ in children:
+                    os.waitpid(pid, 0)
+                os._exit(1)
+
+            signal.signal(signal.SIGTERM, stop)
+            children += _fork(groups[1:])
+            render(groups[0])
+            _wait(children)
+            status = 0
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            os._exit(status)
+    _EARLY[os.path.realpath(out_dir)] = _Early(pid, [out[name] for name in EARLY])
+
+
+def cancel_early() -> None:
+    """Stop the processes :func:`start_early` started (a later step failed), and
+    remove what they wrote."""
+    while _EARLY:
+        _, early = _EARLY.popitem()
+        try:
+            os.kill(early.pid, signal.SIGTERM)
+            os.waitpid(early.pid, 0)
+        except OSError:
+            pass
+        for path in early.paths:  # what they wrote, and their temporary files
+            folder, name = os.path.split(path)
+            stray = [f for f in os.listdir(folder) if f.startswith(f".{name}.")]
+            for p in [path, *(os.path.join(folder, f) for f in stray if f.endswith(".tmp"))]:
+                try:
+                    os.unlink(p)
+                except OSError:
+                    pass
+
+
+def _wait_early(early: _Early, hits, changes, queries) -> set[str]:
+    """Wait for the early process; the paths to draw here: all of its pictures if
+    it failed, those that list the queries if changes.tsv adds queries."""
+    _, status = os.waitpid(early.pid, 0)
+    if status != 0:
+        log.warning(
+            f"the early plotting process ended (exit status "
+            f"{os.waitstatus_to_exitcode(status)}); drawing its pictures here"
+        )
+        return set(early.paths)
+    known = set(hits.ids) | (set(queries[0]) if queries is not None else set())
+    if changes is not None and not set(changes.ids) <= known:
+        return {p for p in early.paths if os.path.basename(p) in _QUERY_LISTS}
+    return set()
+
+
 def make_report(
     hits_path,
     changes_path,
@@ -179,27 +305,12 @@ def make_report(
         table = data.query_table(hits, changes, queries)
     for path in steps.missing:
         log.info(f"no step statistics at {path} (not shown)")
-    out = {name: os.path.join(os.fspath(out_dir), name) for name in OUTPUTS}
-    counts = table["hits"].to_numpy(np.int64)
-    best = pd.to_numeric(table["best_score"], errors="coerce").fillna(0).to_numpy(np.int64)
-    ids = table["qseqid"].tolist()
-    best_ev = pd.to_numeric(pd.Series(hits.best_evalue, dtype=object), errors="coerce").to_numpy(
-        np.float64
-    )
-    change_counts = (
-        table[["new", "gone", "changed_score"]].to_numpy(np.int64) if changes is not None else None
-    )
-    # (figure function of plots, output, arguments), dealt out in turn to the
-    # drawing processes: this one takes the first share, forked children the others
-    jobs = [
-        ("scores_figure", out["scores.png"], (hits.scores, hits.best_score, len(ids))),
-        ("evalues_figure", out["evalues.png"], (hits.evalues, best_ev, len(ids))),
-        ("hits_per_query_figure", out["hits_per_query.png"], (counts,)),
-        ("top_queries_figure", out["top_queries.png"], (ids, counts, best)),
-        ("shards_figure", out["shards.png"], (steps.shards,)),
-        ("steps_figure", out["steps.png"], (steps.records,)),
-        ("changes_figure", out["changes.png"], (ids, change_counts)),
-    ]
+    out = _paths(out_dir)
+    jobs = _picture_jobs(hits, changes, table, steps, out)
+    early = _EARLY.pop(os.path.realpath(out_dir), None)
+    if early is not None:  # being drawn since the merge (see start_early)
+        later = [j for j in jobs if j[1] in early.paths]
+        jobs = [j for j in jobs if j[1] not in early.paths]
     n = min(min(MAX_WORKERS, usable_cpus()) if workers is None else max(1, int(workers)), len(jobs))
     if "fork" not in multiprocessing.get_all_start_methods():
         n = 1
@@ -217,15 +328,19 @@ def make_report(
         raise
     with timer.phase("plots"):
         _wait(children)
+        if early is not None:
+            redo = _wait_early(early, hits, changes, queries)
+            render([j for j in later if j[1] in redo])
     timer.fields.update(
-        queries=len(ids),
+        early=early is not None,
+        queries=len(table),
         hits=int(len(hits.scores)),
         shards=int(len(steps.shards)),
         outputs=len(OUTPUTS),
     )
     record = timer.write(stats_out)
     log.info(
-        f"{len(hits.scores):,} hits of {len(ids):,} queries, {len(steps.shards):,} scoring "
+        f"{len(hits.scores):,} hits of {len(table):,} queries, {len(steps.shards):,} scoring "
         f"jobs, {len(steps.records):,} step statistics files -> {os.fspath(out_dir)} "
         f"({len(OUTPUTS)} files, {record['wall_s']:.1f} s)"
     )
