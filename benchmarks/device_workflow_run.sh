@@ -29,6 +29,8 @@
 #          and in s16 and h16 on a database of 2,048-aa subjects (multi-pass kernels).
 # PHASE=GT: precompile and the GPU tests only.
 # WARM_START=false: config warm_start false in S and F4; WARM_AB=1: S with false, then true.
+# PHASE="S D": D, after S, times process starts on the host (python3, swgpu, nvidia-smi -L,
+# Snakemake's import and a dry run of the 20-query folder).
 # PHASE=GK: GT, then the 20-query kernel benchmark (gpu_bench.py).
 # PHASE="T S" runs T, then S (phases run in the order of this file).
 # SWGPU_COMMIT=<commit> names the commit in the log (the device gets a copy of the
@@ -313,5 +315,17 @@ if has_phase S; then
         && echo "$q $t identical" || echo "$q $t DIFFERS"
     done; done | tee -a "$OUT/log.txt"
   fi
+fi
+if has_phase D; then
+  # after S: what a process start costs on this host (each job's shell and swgpu, the
+  # Snakefile's GPU listing, Snakemake's own start and DAG)
+  TIMEFORMAT=%R
+  for c in "python3 -c pass" "python3 -S -c pass" "python3 -m swgpu_tools.cli --version" \
+      "nvidia-smi -L" "python3 -c 'import snakemake.cli'" \
+      "python3 -m snakemake -s $PWD/Snakefile --directory /tmp/scaleS_true/q20 --configfile /tmp/scaleS_true/q20/config.yaml --cores 16 -n --forceall --quiet"; do
+    t=$( { time (eval "$c" > /dev/null 2>&1) ; } 2>&1 | tr '\n' ' ')
+    t2=$( { time (eval "$c" > /dev/null 2>&1) ; } 2>&1 | tr '\n' ' ')
+    echo "startup: $t$t2 s: $c" | tee -a "$OUT/log.txt"
+  done
 fi
 echo "phase $PHASE done" | tee -a "$OUT/log.txt"

@@ -158,6 +158,7 @@ def run(label: str, queries: Path, args) -> dict:
         str(args.cores),
     ]
     start = time.perf_counter()
+    start_epoch = time.time()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
     (work / "snakemake.log").write_text(proc.stdout + proc.stderr)
@@ -170,9 +171,16 @@ def run(label: str, queries: Path, args) -> dict:
     gpu_s = sum(s.get("kernel_s", 0.0) for s in scan)
     tb = json.loads((results / "stats/traceback.json").read_text())
     n_hits = sum(1 for _ in open(results / "hits.tsv")) - 1
+    # the jobs' span: the first step's process start to the last step's end
+    recs = [json.loads(p.read_text()) for p in (results / "stats").rglob("*.json") if p.is_file()]
+    recs = [r for r in recs if "start_epoch" in r]
+    first = min((r["start_epoch"] - (r.get("before_step_s") or 0.0) for r in recs), default=None)
+    last = max((r["start_epoch"] + r["wall_s"] for r in recs), default=None)
     return {
         "label": label,
         "wall_s": wall,
+        "before_first_job_s": None if first is None else first - start_epoch,
+        "after_last_job_s": None if last is None else start_epoch + wall - last,
         "steps": steps,
         "finish_steps": finish_steps(results),
         "scan_s": gpu_s,
@@ -209,6 +217,12 @@ def show(r: dict) -> None:
         if step == "finish":
             for name, sec in r.get("finish_steps", {}).items():
                 print(f"     {name:<19}{sec:>10.2f}{100 * sec / r['wall_s']:>7.0f}%")
+    if r.get("before_first_job_s") is not None:
+        print(
+            f"   outside the jobs: {r['before_first_job_s']:.2f} s before the first step's "
+            f"process (Snakemake's start, the receipt job), {r['after_last_job_s']:.2f} s "
+            "after the last step (Snakemake's end)"
+        )
     for job in r.get("score_start", []):
         print(f"   scoring job's start: {json.dumps(job)}")
 

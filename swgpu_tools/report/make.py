@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -329,7 +330,9 @@ def make_report(
     with timer.phase("plots"):
         _wait(children)
         if early is not None:
+            t = time.perf_counter()
             redo = _wait_early(early, hits, changes, queries)
+            timer.fields["early_wait_s"] = round(time.perf_counter() - t, 4)
             render([j for j in later if j[1] in redo])
     timer.fields.update(
         early=early is not None,
