@@ -336,7 +336,7 @@ def run_traceback(args) -> int:
 
 
 def run_receipt(args) -> int:
-    from ..steps.shard_db import write_source_receipt
+    from ..steps.receipt import write_source_receipt
 
     write_source_receipt(args.database, args.out)
     return 0

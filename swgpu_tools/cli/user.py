@@ -237,9 +237,64 @@ def run_backend(args) -> int:
     return 0
 
 
-def add_align(sub) -> None:
-    from ..pairs import ALIGN_DESCRIPTION
+#: ``swgpu align --help`` (here, not in :mod:`swgpu_tools.pairs`: building the
+#: command line must not import numpy, which every job's ``swgpu`` would pay)
+ALIGN_DESCRIPTION = """\
+Align given pairs of sequences (protein or DNA) with full traceback and write
+one TSV row per pair.
 
+Pairs input: either two FASTA files aligned record by record (record k of
+QUERIES with record k of SUBJECTS; both files must have the same number of
+records), or one interleaved FASTA file (records 1+2 are pair 1, 3+4 pair 2,
+...; the first of each two is the query).  Plain or gzip; ids may repeat.
+
+Modes (--mode):
+  local       Smith-Waterman: the best-scoring pair of segments (score >= 0).
+  global      Needleman-Wunsch: both sequences aligned end to end.
+  semiglobal  the whole query against any part of the subject: gaps at the
+              ends of the subject are free, as in SSEARCH's glsearch.
+
+Scoring: a substitution matrix (--matrix, any name Biopython ships: BLOSUM62,
+PAM30, NUC.4.4, BLASTN, ...), or --match/--mismatch scores (Biopython
+PairwiseAligner's match_score/mismatch_score) over all letters, with an
+optional --wildcard letter (e.g. N) that scores 0: identical letters score
+--match, as in Biopython (so U against T is a mismatch there; nucleotide
+matrices score U as T).  DNA letters: A C G T U and the IUPAC ambiguity codes
+(R Y S W K M B D H V N).
+Gap costs follow BLAST: a gap of k residues costs GAP_OPEN + k * GAP_EXTEND;
+linear gaps are --gap-open 0.  Examples: BLASTN's +2/-3 with 5/2 is
+  --match 2 --mismatch -3 --gap-open 5 --gap-extend 2
+and +1/-1 with a cost of 2 per gap residue is
+  --match 1 --mismatch -1 --gap-open 0 --gap-extend 2
+(Biopython's open_gap_score is -(GAP_OPEN + GAP_EXTEND), its extend_gap_score
+-GAP_EXTEND.)
+
+Ties between optimal alignments: local: the smallest subject end, then the
+smallest query end; then the shortest subject span, then the shortest query
+span; semiglobal: the smallest subject end, then the shortest subject span;
+inside that region (and in global mode) the traceback from the end prefers a
+diagonal step to a subject-residue gap (D) to a query-residue gap (I), and
+ends a gap as soon as that is optimal.
+
+Output columns: qseqid sseqid score qstart qend sstart send (1-based,
+inclusive; 0 0 for an empty range) qlen slen length identities pident cigar
+(=, X, I, D; * if empty), and with --aligned-strings qaln saln.  The file is
+written atomically (complete or not at all).  Traceback keeps at most
+--max-traceback-bytes of direction bits per alignment (default 200 MB divided
+among the threads) and recomputes rows from checkpoints beyond that, so any
+length runs in bounded memory.
+
+GPU (--backend): in local and semiglobal modes the score-only passes of the
+batch (each pair's best score, end and start cell) run on the GPU when one is
+usable and expected to be faster for the batch (auto: small batches and a few
+long pairs stay on the CPU, as one GPU thread aligns one pair) or when asked
+(gpu: an error if none is usable); the traceback runs on the CPU threads.
+Global mode runs on the CPU.  The output is the same whichever backend runs;
+the log says which one did and why.
+"""
+
+
+def add_align(sub) -> None:
     p = sub.add_parser(
         "align",
         help="align given pairs (local, global or semi-global)",
