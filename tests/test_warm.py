@@ -83,6 +83,18 @@ def warm(tmp_path):
     w.stop()
 
 
+def _receipt(fasta, out, env, cwd=None) -> subprocess.CompletedProcess:
+    """A job's ``swgpu receipt`` (a quick command) with the given environment."""
+    return subprocess.run(
+        [SWGPU, "receipt", str(fasta), "--out", str(out)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -98,14 +110,7 @@ def test_a_command_runs_in_a_child_with_the_jobs_folder_streams_and_status(warm,
     work = tmp_path / "job"
     work.mkdir()
     # the job's folder (a relative output path) and its stderr (the log line)
-    proc = subprocess.run(
-        [SWGPU, "receipt", str(DATA / "example_database.fasta.gz"), "--out", "r.json"],
-        cwd=work,
-        env=warm.env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = _receipt(str(DATA / "example_database.fasta.gz"), "r.json", warm.env(), cwd=work)
     assert proc.returncode == 0, proc.stderr
     assert "new or changed" in proc.stderr  # written by the child to the job's stderr
     receipt = json.loads((work / "r.json").read_text())
@@ -114,14 +119,7 @@ def test_a_command_runs_in_a_child_with_the_jobs_folder_streams_and_status(warm,
     assert "{'exit': 0}" in warm.text()
 
     # a failing command: its status (2) and its message come back
-    proc = subprocess.run(
-        [SWGPU, "receipt", str(tmp_path / "missing.fasta"), "--out", "x.json"],
-        cwd=work,
-        env=warm.env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = _receipt(str(tmp_path / "missing.fasta"), "x.json", warm.env(), cwd=work)
     assert proc.returncode == 2
     assert "missing.fasta" in proc.stderr
     assert len(warm.children("receipt")) == 2
@@ -131,12 +129,8 @@ def test_a_command_runs_in_a_child_with_the_jobs_folder_streams_and_status(warm,
 def test_the_jobs_environment_reaches_the_child(warm, tmp_path):
     """SWGPU_PROFILE is read when the command runs: the child gets the job's value."""
     prof = tmp_path / "prof"
-    proc = subprocess.run(
-        [SWGPU, "receipt", str(DATA / "example_queries.fasta"), "--out", str(tmp_path / "r")],
-        env=warm.env(SWGPU_PROFILE=str(prof)),
-        capture_output=True,
-        text=True,
-        timeout=120,
+    proc = _receipt(
+        str(DATA / "example_queries.fasta"), str(tmp_path / "r"), warm.env(SWGPU_PROFILE=str(prof))
     )
     assert proc.returncode == 0, proc.stderr
     assert warm.children("receipt")
@@ -145,12 +139,8 @@ def test_the_jobs_environment_reaches_the_child(warm, tmp_path):
 
 def test_another_environment_or_no_warm_process_runs_the_command_here(warm, tmp_path):
     # a Numba setting (read at import time) that the warm process did not have
-    proc = subprocess.run(
-        [SWGPU, "receipt", str(DATA / "example_queries.fasta"), "--out", str(tmp_path / "a")],
-        env=warm.env(NUMBA_OPT="1"),
-        capture_output=True,
-        text=True,
-        timeout=120,
+    proc = _receipt(
+        str(DATA / "example_queries.fasta"), str(tmp_path / "a"), warm.env(NUMBA_OPT="1")
     )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "a").exists()
@@ -160,12 +150,10 @@ def test_another_environment_or_no_warm_process_runs_the_command_here(warm, tmp_
 
     # nothing listening at the path: the job runs it
     assert forward(["--version"], path=str(tmp_path / "nothing-here")) is None
-    proc = subprocess.run(
-        [SWGPU, "receipt", str(DATA / "example_queries.fasta"), "--out", str(tmp_path / "b")],
-        env={**os.environ, ENV: str(tmp_path / "nothing-here")},
-        capture_output=True,
-        text=True,
-        timeout=120,
+    proc = _receipt(
+        str(DATA / "example_queries.fasta"),
+        str(tmp_path / "b"),
+        {**os.environ, ENV: str(tmp_path / "nothing-here")},
     )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "b").exists()
@@ -203,13 +191,7 @@ def test_a_job_that_goes_away_takes_its_child_with_it(warm, tmp_path):
     assert "its job went away" in warm.text()
     job.stdin.close()
     # and the warm process still serves the next job
-    proc = subprocess.run(
-        [SWGPU, "receipt", str(DATA / "example_queries.fasta"), "--out", str(tmp_path / "r")],
-        env=warm.env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = _receipt(str(DATA / "example_queries.fasta"), str(tmp_path / "r"), warm.env())
     assert proc.returncode == 0, proc.stderr
     assert len(warm.children("receipt")) == 1
 
