@@ -182,7 +182,6 @@ def _profiled(argv: list[str]) -> int:
     """:func:`main` under cProfile; the statistics go to ``$SWGPU_PROFILE/<command>-<pid>.prof``
     (read them with ``python -m pstats``), for finding where a workflow step's time goes."""
     import cProfile
-    import os
 
     folder = os.environ["SWGPU_PROFILE"]
     os.makedirs(folder, exist_ok=True)
@@ -198,8 +197,6 @@ def run_command(argv: list[str]) -> int:
     """``swgpu argv`` in this process (under cProfile with ``$SWGPU_PROFILE``): its status.
     What :func:`entry` runs, and what a child of the warm-start process runs
     (:mod:`swgpu_tools.warm`)."""
-    import os
-
     return _profiled(argv) if os.environ.get("SWGPU_PROFILE") else main(argv)
 
 
@@ -217,7 +214,6 @@ def entry() -> None:
     a folder, the command runs under cProfile and leaves its statistics there.
     """
     import logging
-    import os
 
     argv = sys.argv[1:]
     status = None

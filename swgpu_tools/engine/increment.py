@@ -169,26 +169,27 @@ def _cutoffs(previous, pq, ranks, shard, d_off, d_sub, d_score, delta_complete, 
     stored list was cut (its last hit; none where the list was complete), and where
     its delta list was (its last hit, where the delta had more subjects than the
     ``keep`` hits returned)."""
+
+    def at_last(has, ends, scores, subjects, ids):
+        """(score, accessions before it in the shard) of each list's last hit where
+        ``has`` (``ends``: the lists' end offsets into ``scores``/``subjects``; ``ids``:
+        the subjects' accessions), 0 elsewhere."""
+        last = ends[has] - 1
+        score = np.zeros(len(has), np.int64)
+        below = np.zeros(len(has), np.int64)
+        score[has] = scores[last]
+        if has.any():
+            below[has] = ranks.below([ids[j] for j in subjects[last].tolist()])
+        return score, below
+
     off = previous.hit_offsets
-    n_prev = off[pq + 1] - off[pq]
-    has_prev = ~previous.complete[pq].astype(bool) & (n_prev > 0)
-    last = off[pq + 1][has_prev] - 1
-    prev_score = np.zeros(len(pq), np.int64)
-    prev_below = np.zeros(len(pq), np.int64)
-    prev_score[has_prev] = previous.hit_scores[last]
-    if has_prev.any():
-        accs = [previous.subjects[j] for j in previous.hit_subjects[last].tolist()]
-        prev_below[has_prev] = ranks.below(accs)
-    d_len = np.diff(d_off)
-    has_delta = (d_len >= keep) & (not delta_complete)  # keep >= 1
-    d_last = d_off[1:][has_delta] - 1
-    delta_score = np.zeros(len(pq), np.int64)
-    delta_below = np.zeros(len(pq), np.int64)
-    delta_score[has_delta] = d_score[d_last]
-    if has_delta.any():
-        accs = [shard.ids[j] for j in d_sub[d_last].tolist()]
-        delta_below[has_delta] = ranks.below(accs)
-    return Cutoffs(has_prev, prev_score, prev_below, has_delta, delta_score, delta_below)
+    has_prev = ~previous.complete[pq].astype(bool) & (off[pq + 1] - off[pq] > 0)
+    prev = at_last(
+        has_prev, off[pq + 1], previous.hit_scores, previous.hit_subjects, previous.subjects
+    )
+    has_delta = (np.diff(d_off) >= keep) & (not delta_complete)  # keep >= 1
+    delta = at_last(has_delta, d_off[1:], d_score, d_sub, shard.ids)
+    return Cutoffs(has_prev, *prev, has_delta, *delta)
 
 
 def scan_shard(

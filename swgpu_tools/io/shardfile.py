@@ -39,7 +39,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..sequences import SequenceSet
-from .atomic import atomic_write
+from .atomic import atomic_write, write_json
 
 MAGIC = b"SWGPUDB1"
 FORMAT_VERSION = 2
@@ -422,8 +422,7 @@ def read_verified(folder) -> dict:
 
 def write_verified(folder, notes: dict) -> None:
     """Replace ``folder``'s notes with ``notes`` (of this boot)."""
-    with atomic_write(os.path.join(folder, VERIFIED_FILE)) as fh:
-        json.dump({**notes, _BOOT_KEY: boot_id()}, fh, sort_keys=True)
+    write_json(os.path.join(folder, VERIFIED_FILE), {**notes, _BOOT_KEY: boot_id()})
 
 
 def is_noted(path, st: os.stat_result, notes: dict | None = None) -> bool:

@@ -72,7 +72,7 @@ from numba import get_num_threads, njit
 from ..alignment.params import kernel_scoring
 from ..alignment.pool import run_chunks
 from ..alignment.scalar import forward_end
-from . import TopHits, huge, seqhash, top_k_from_scores
+from . import TopHits, huge, seqhash
 from .huge import QueryReport, huge_limits, piece_overlap, renumber, row_items, split_pieces
 from .jitcache import cache_folder, cache_warm, notice_compiling
 from .simd import HAVE_AVX2, make_column_pass, make_profile_shuffle
@@ -581,7 +581,26 @@ def _transposed(queries, database, matrix, gap_open, gap_extend, top_k, progress
         prep.score_query(_query_codes(database, sj), table[sj], flags)
     if progress is not None:
         progress(nq, nq)
-    return top_k_from_scores(np.ascontiguousarray(table.T), top_k)
+    table = np.ascontiguousarray(table.T)
+    return _top_hits(nq, lambda qi: table[qi], top_k)
+
+
+def _top_hits(nq: int, row_of, top_k: int, progress=None) -> TopHits:
+    """Each query's top ``top_k`` (:func:`select_top_k`) of its scores against the
+    subjects, ``row_of(qi)``; ``progress(done, nq)`` after each query."""
+    q_parts, s_parts, v_parts = [], [], []
+    for qi in range(nq):
+        row = row_of(qi)
+        idx = select_top_k(row, top_k)
+        q_parts.append(np.full(len(idx), qi, dtype=np.int32))
+        s_parts.append(idx.astype(np.int32))
+        v_parts.append(row[idx].astype(np.int32))
+        if progress is not None:
+            progress(qi + 1, nq)
+    if not q_parts:
+        empty = np.zeros(0, np.int32)
+        return TopHits(empty, empty.copy(), empty.copy())
+    return TopHits(np.concatenate(q_parts), np.concatenate(s_parts), np.concatenate(v_parts))
 
 
 def _search(
@@ -597,21 +616,14 @@ def _search(
     prep = _Prepared(database, matrix, gap_open, gap_extend)
     row = np.zeros(ns, dtype=np.int32)
     flags = np.zeros(ns, dtype=np.uint8)
-    q_parts, s_parts, v_parts = [], [], []
-    for qi in range(nq):
+
+    def scores_of(qi: int) -> np.ndarray:
         row[:] = 0
         q = _query_codes(queries, qi)
         prep.score_query(q, row, flags, QueryReport(qi, nq, len(q)))
-        idx = select_top_k(row, top_k)
-        q_parts.append(np.full(len(idx), qi, dtype=np.int32))
-        s_parts.append(idx.astype(np.int32))
-        v_parts.append(row[idx].astype(np.int32))
-        if progress is not None:
-            progress(qi + 1, nq)
-    if not q_parts:
-        empty = np.zeros(0, np.int32)
-        return TopHits(empty, empty.copy(), empty.copy())
-    return TopHits(np.concatenate(q_parts), np.concatenate(s_parts), np.concatenate(v_parts))
+        return row
+
+    return _top_hits(nq, scores_of, top_k, progress)
 
 
 class CpuBackend:

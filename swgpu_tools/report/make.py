@@ -83,19 +83,25 @@ def _fork(groups: list[list]) -> list[tuple[int, list]]:
         except OSError:
             render(group)
             continue
-        if pid == 0:  # the child: draw, then leave without the parent's clean-up
-            status = 1
-            try:
-                render(group)
-                status = 0
-            except BaseException:
-                import traceback
-
-                traceback.print_exc()
-            finally:
-                os._exit(status)
+        if pid == 0:
+            _child_runs(render, group)
         children.append((pid, group))
     return children
+
+
+def _child_runs(work, *args) -> None:
+    """In a forked child: ``work(*args)``, then leave without the parent's clean-up,
+    with status 0, or 1 after printing the error."""
+    status = 1
+    try:
+        work(*args)
+        status = 0
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(status)
 
 
 def _wait(children: list[tuple[int, list]]) -> None:
@@ -202,37 +208,32 @@ def start_early(hits_path, stats_paths, out_dir, queries_path=None, workers=None
     out = _paths(out_dir)
     n = min(min(MAX_WORKERS, usable_cpus()) if workers is None else max(1, int(workers)), 5)
     plots.preload()
+
+    def draw() -> None:
+        hits = data.summarize_hits(hits_path)
+        queries = data.read_query_ids(queries_path) if queries_path is not None else None
+        steps = data.read_step_records(stats_paths)
+        table = data.query_table(hits, None, queries)
+        jobs = _picture_jobs(hits, None, table, steps, out)
+        jobs = [j for j in jobs if os.path.basename(j[1]) in EARLY]
+        groups = [jobs[k::n] for k in range(n)]
+        children: list = []
+
+        def stop(*_):  # cancel_early: the drawing processes end before this one
+            for pid, _ in children:
+                os.kill(pid, signal.SIGKILL)
+            for pid, _ in children:
+                os.waitpid(pid, 0)
+            os._exit(1)
+
+        signal.signal(signal.SIGTERM, stop)
+        children += _fork(groups[1:])
+        render(groups[0])
+        _wait(children)
+
     pid = os.fork()
     if pid == 0:
-        status = 1
-        try:
-            hits = data.summarize_hits(hits_path)
-            queries = data.read_query_ids(queries_path) if queries_path is not None else None
-            steps = data.read_step_records(stats_paths)
-            table = data.query_table(hits, None, queries)
-            jobs = _picture_jobs(hits, None, table, steps, out)
-            jobs = [j for j in jobs if os.path.basename(j[1]) in EARLY]
-            groups = [jobs[k::n] for k in range(n)]
-            children: list = []
-
-            def stop(*_):  # cancel_early: the drawing processes end before this one
-                for pid, _ in children:
-                    os.kill(pid, signal.SIGKILL)
-                for pid, _ in children:
-                    os.waitpid(pid, 0)
-                os._exit(1)
-
-            signal.signal(signal.SIGTERM, stop)
-            children += _fork(groups[1:])
-            render(groups[0])
-            _wait(children)
-            status = 0
-        except BaseException:
-            import traceback
-
-            traceback.print_exc()
-        finally:
-            os._exit(status)
+        _child_runs(draw)
     _EARLY[os.path.realpath(out_dir)] = _Early(pid, [out[name] for name in EARLY])
 
 

@@ -107,9 +107,17 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # there, another user's
+        pass
     return True
+
+
+def _signal(pid: int, signum: int) -> None:
+    """Send ``signum`` to ``pid`` if it is still there."""
+    try:
+        os.kill(pid, signum)
+    except OSError:
+        pass
 
 
 def cuda_started() -> bool:
@@ -119,14 +127,6 @@ def cuda_started() -> bool:
         return False
     obj = getattr(getattr(driver, "Driver", None), "_singleton", None)
     return obj is not None and getattr(obj, "pid", None) is not None
-
-
-_GENERATION = [0]
-
-
-def _log(text: str) -> None:
-    stamp = time.strftime("%H:%M:%S")
-    print(f"[swgpu warm {stamp}] {_GENERATION[0]}: {text}", file=sys.stderr, flush=True)
 
 
 class _Server:
@@ -158,6 +158,10 @@ class _Server:
         signal.set_wakeup_fd(w, warn_on_full_buffer=False)
         return r, w
 
+    def _log(self, text: str) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        print(f"[swgpu warm {stamp}] {self.generation}: {text}", file=sys.stderr, flush=True)
+
     # -- set-up and main loop -------------------------------------------------
 
     def _stop(self, *_) -> None:
@@ -174,7 +178,7 @@ class _Server:
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
-        _log(f"listening on {self.path} (pid {os.getpid()}, parent {self.parent})")
+        self._log(f"listening on {self.path} (pid {os.getpid()}, parent {self.parent})")
         gens = generations(self.gpu)
         while True:
             self._load(gens[self.generation])
@@ -191,11 +195,11 @@ class _Server:
             try:
                 load()
             except Exception as exc:  # the children import it themselves
-                _log(f"stage {name}: {type(exc).__name__}: {exc} (left to the commands)")
-            _log(f"stage {name}: {time.perf_counter() - t:.2f} s")
+                self._log(f"stage {name}: {type(exc).__name__}: {exc} (left to the commands)")
+            self._log(f"stage {name}: {time.perf_counter() - t:.2f} s")
             if cuda_started():
                 self.refuse = "the warm process started CUDA (it must not fork)"
-                _log(f"{self.refuse}: every command runs in its own process")
+                self._log(f"{self.refuse}: every command runs in its own process")
                 return
 
     def _fork_successor(self) -> bool:
@@ -216,8 +220,7 @@ class _Server:
         os.close(self.wake_w)
         self.wake_r, self.wake_w = self._wake_pipe()
         self.generation += 1
-        _GENERATION[0] = self.generation
-        _log(f"loading (pid {os.getpid()})")
+        self._log(f"loading (pid {os.getpid()})")
         return True
 
     def _serve(self) -> None:
@@ -229,16 +232,16 @@ class _Server:
             os.write(self.to_predecessor, b"r")
             os.close(self.to_predecessor)
             self.to_predecessor = None
-        _log("loaded" if self.successor is None else "serving")
+        self._log("loaded" if self.successor is None else "serving")
         while not self.stopping:
             self.poll(1.0)
             if self.draining and not self.children:
                 return
             if self.parent is not None and not _alive(self.parent):
-                _log("Snakemake ended: stopping")
+                self._log("Snakemake ended: stopping")
                 break
             if not self.children and time.monotonic() - self.last > self.idle_s:
-                _log(f"no command for {self.idle_s:.0f} s: stopping")
+                self._log(f"no command for {self.idle_s:.0f} s: stopping")
                 break
         self.stopping = True
 
@@ -267,9 +270,9 @@ class _Server:
             self.sel.unregister(self.listener)
             self.listener.close()
             self.draining = True
-            _log("the next generation took over")
+            self._log("the next generation took over")
         else:
-            _log("the next generation ended while loading; serving on")
+            self._log("the next generation ended while loading; serving on")
             self.successor = None
 
     # -- requests ---------------------------------------------------------------
@@ -284,7 +287,7 @@ class _Server:
             try:
                 self._handle(conn)
             except Exception as exc:
-                _log(f"request failed: {type(exc).__name__}: {exc}")
+                self._log(f"request failed: {type(exc).__name__}: {exc}")
                 conn.close()
 
     def _handle(self, conn: socket.socket) -> None:
@@ -320,16 +323,15 @@ class _Server:
             self._job_gone(conn, pid)
             return
         self.sel.register(conn, selectors.EVENT_READ, pid)
-        _log(f"pid {pid}: swgpu {' '.join(request['argv'][:1])} (job pid {request.get('pid')})")
+        self._log(
+            f"pid {pid}: swgpu {' '.join(request['argv'][:1])} (job pid {request.get('pid')})"
+        )
 
     def _job_gone(self, conn: socket.socket, pid: int) -> None:
         """The job ended (killed) while its child runs: stop the child."""
         if pid in self.children:
-            _log(f"pid {pid}: its job went away; sending SIGTERM")
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except OSError:
-                pass
+            self._log(f"pid {pid}: its job went away; sending SIGTERM")
+            _signal(pid, signal.SIGTERM)
         try:
             self.sel.unregister(conn)
         except (KeyError, ValueError):
@@ -351,7 +353,7 @@ class _Server:
                 reply = {"signal": os.WTERMSIG(status)}
             else:
                 reply = {"exit": os.waitstatus_to_exitcode(status)}
-            _log(f"pid {pid}: {reply}")
+            self._log(f"pid {pid}: {reply}")
             try:
                 self.sel.unregister(conn)
             except (KeyError, ValueError):
@@ -417,7 +419,7 @@ class _Server:
 
     def shutdown(self) -> int:
         if self.draining and not self.stopping:
-            _log("ended (its children done)")
+            self._log("ended (its children done)")
             return 0
         try:
             self.listener.close()
@@ -425,26 +427,17 @@ class _Server:
         except OSError:
             pass
         if self.successor is not None and not self.draining:
-            try:
-                os.kill(self.successor, signal.SIGTERM)
-            except OSError:
-                pass
+            _signal(self.successor, signal.SIGTERM)
         for pid in list(self.children):
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except OSError:
-                pass
+            _signal(pid, signal.SIGTERM)
         deadline = time.monotonic() + 10.0
         while self.children and time.monotonic() < deadline:
             time.sleep(0.05)
             self._reap()
         for pid in list(self.children):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+            _signal(pid, signal.SIGKILL)
         self._reap()
-        _log("stopped")
+        self._log("stopped")
         return 0
 
 
