@@ -32,6 +32,7 @@
 # PHASE="S D": D, after S, times process starts on the host (python3, swgpu, nvidia-smi -L,
 # Snakemake's import and a dry run of the 20-query folder).
 # PHASE=GK: GT, then the 20-query kernel benchmark (gpu_bench.py).
+# PHASE=KV: scoring-kernel variants (KV_MODES, e.g. "s16,s16@eshift+pf8") in one gpu_bench.py.
 # PHASE="T S" runs T, then S (phases run in the order of this file).
 # SWGPU_COMMIT=<commit> names the commit in the log (the device gets a copy of the
 # working tree without its history).
@@ -292,6 +293,16 @@ open('/tmp/q500.fasta', 'w').write(gzip.open('$D/uniprot_queries500.fasta.gz', '
   has_phase BB && timeout 120 python3 benchmarks/gpu_batch_bench.py --db $D/uniprot20k.fasta.gz \
     --queries /tmp/q500.fasta --subjects 0 --queries-n 500 --top-k 500 --json "$OUT/batch_u20k.json" \
     2>&1 | tee -a "$OUT/log.txt"
+fi
+if has_phase KV; then
+  # kernel variants of issue 14 in one process (gpu_bench.py MODE@VARIANT), each compiled on
+  # first use; top hits checked equal across them ("!!" lines otherwise)
+  echo "== gpu_bench 20 queries, variants ${KV_MODES:=s16,s16@eshift,s16@pf8,s16@eshift+pf8}" | tee -a "$OUT/log.txt"
+  timeout ${KV_TIMEOUT:-480} python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta \
+    --repeat 2 --mode "$KV_MODES" --skip-start --json "$OUT/gpu_bench_kv.json" > "$OUT/gpu_bench_kv.log" 2>&1
+  echo "rc=$?" | tee -a "$OUT/log.txt"
+  grep -E "^=== |warm-up|^!!|^  all" "$OUT/gpu_bench_kv.log" | tee -a "$OUT/log.txt"
+  sed -n '/^summary/,$p' "$OUT/gpu_bench_kv.log" | tee -a "$OUT/log.txt"
 fi
 if has_phase GT || has_phase GK; then
   precompile_all; gpu_tests 300

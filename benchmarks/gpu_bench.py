@@ -129,7 +129,8 @@ def main() -> int:
         default="auto",
         help="kernel mode(s), comma-separated to compare in one process: auto, s16, h16, s32 "
         "(the p16/w16 profile modes and the ':echain'/':minbN' experiments of issue 14 are "
-        "at commit 4b0bcaa, see RESULTS-gpu.md)",
+        "at commit 4b0bcaa, see RESULTS-gpu.md); MODE@V+V: a kernel variant of "
+        "$SWGPU_KERNEL_VARIANT (e.g. s16@eshift+pf8)",
     )
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument(
@@ -221,6 +222,12 @@ def main() -> int:
     for shard in args.shard.split(","):
         db, edb = _shard(db_all, edb_all, shard)
         for mode in args.mode.split(","):
+            mode, _, variant = mode.partition("@")  # s16@eshift+pf8: a kernel variant
+            if variant or "@" in args.mode:
+                from swgpu_tools.kernels.gpu import cache, codegen
+
+                codegen.set_variant(variant.replace("+", ","))
+                cache.forget_kernels()
             t0 = time.perf_counter()
             s = gpu.GpuSearcher.from_scheme(edb, scheme, mode=mode)
             cuda.synchronize()
@@ -240,7 +247,7 @@ def main() -> int:
                         "residues": residues,
                         "sequences": len(edb),
                         "upload_s": upload,
-                        "mode": s.mode,
+                        "mode": s.mode + (f"@{variant}" if variant else ""),
                         "pipeline_depth": depth,
                     }
                 )

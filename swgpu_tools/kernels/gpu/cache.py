@@ -163,6 +163,12 @@ def get_kernel(mode: str, G: int, R: int, multipass: bool = True, batched: bool 
         return kern
 
 
+def forget_kernels() -> None:
+    """Drop the loaded scoring kernels (after :func:`.codegen.set_variant`)."""
+    with _lock:
+        _kernels.clear()
+
+
 def is_loaded(mode: str, G: int, R: int, multipass: bool, batched: bool = False) -> bool:
     """Whether this process has that scoring kernel already."""
     return (mode, G, R, multipass, batched) in _kernels

@@ -52,6 +52,37 @@ def _bounds_override(text: str) -> dict:
 
 
 LAUNCH_BOUNDS.update(_bounds_override(os.environ.get("SWGPU_LAUNCH_BOUNDS", "")))
+
+
+def _variant(text: str) -> dict:
+    """``$SWGPU_KERNEL_VARIANT`` for experiments (issue 14): comma-separated ``eshift``
+    (the row's E chain kept as E + open + extend: two dependent instructions per
+    register instead of three) and ``pfN`` (the scores of the first N registers of
+    the next row loaded one row ahead) and ``u2`` (the step loop unrolled twice; a pass
+    then takes an even number of steps, the extra one in the pad rows)."""
+    out = {"ESHIFT": False, "PF": 0, "U": 1}
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        if item == "eshift":
+            out["ESHIFT"] = True
+        elif item in ("u2", "u1"):
+            out["U"] = int(item[1])
+        elif item.startswith("pf") and item[2:].isdigit():
+            out["PF"] = int(item[2:])
+        else:
+            raise ValueError(f"SWGPU_KERNEL_VARIANT: cannot read {item!r} (eshift, pfN)")
+    return out
+
+
+#: The scoring kernels' variant switches (template names ESHIFT, PF and U).
+VARIANT = _variant(os.environ.get("SWGPU_KERNEL_VARIANT", ""))
+
+
+def set_variant(text: str) -> None:
+    """Switch the variant for the kernels built from now on (benchmarks compare several in
+    one process; :func:`.cache.forget_kernels` drops the ones already loaded).  Compile
+    children read it from the environment."""
+    VARIANT.update(_variant(text))
+    os.environ["SWGPU_KERNEL_VARIANT"] = text
 LAUNCH_BOUNDS = {k: v for k, v in LAUNCH_BOUNDS.items() if v}
 
 #: Lane count of a warp.
@@ -279,6 +310,11 @@ def kernel_source(
         up=up,
         xor=xor,
         xor_offsets=offsets,
+        ESHIFT=VARIANT["ESHIFT"],
+        EINIT="zero" if VARIANT["ESHIFT"] else "neg",
+        PF=min(VARIANT["PF"], R),
+        U=VARIANT["U"],
+        NSTEPS=f"L + {G - 1}" if VARIANT["U"] == 1 else f"(L + {G}) & -2",
         **{"s16": _S16_OPS, "h16": _H16_OPS, "s32": _S32_OPS}[mode],
     )
 
