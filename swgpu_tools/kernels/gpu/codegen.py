@@ -83,6 +83,8 @@ def set_variant(text: str) -> None:
     children read it from the environment."""
     VARIANT.update(_variant(text))
     os.environ["SWGPU_KERNEL_VARIANT"] = text
+
+
 LAUNCH_BOUNDS = {k: v for k, v in LAUNCH_BOUNDS.items() if v}
 
 #: Lane count of a warp.
