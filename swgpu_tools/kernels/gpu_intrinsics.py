@@ -41,6 +41,7 @@ __all__ = [
     "vaddmax2_relu",
     "vmax3_2",
     "add32",
+    "mad32",
     "max32",
     "addmax32",
     "addmax32_relu",
@@ -144,6 +145,10 @@ if SIM:
         bl, bh = _lanes(b)
         cl, ch = _lanes(c)
         return _pk(max(al, bl, cl), max(ah, bh, ch))
+
+    @cuda.jit(device=True)
+    def mad32(a, b, c):
+        return np.int32(_s32(int(a) * int(b) + int(c)))
 
     @cuda.jit(device=True)
     def add32(a, b):
@@ -295,6 +300,8 @@ else:
 
     # s32 (any GPU; fused into VIADDMNMX / VIMNMX3 on sm_90)
     add32 = _make("add32", "add.s32 $0, $1, $2;", 2)
+    # a * b + c: with b a run-time 1, a 32-bit add that ptxas keeps on the FMA pipe (IMAD)
+    mad32 = _make("mad32", "mad.lo.s32 $0, $1, $2, $3;", 3)
     max32 = _make("max32", "max.s32 $0, $1, $2;", 2)
     addmax32 = _make("addmax32", "{.reg .b32 t; add.s32 t, $1, $2; max.s32 $0, t, $3;}", 3)
     addmax32_relu = _make(

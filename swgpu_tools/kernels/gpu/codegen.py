@@ -58,18 +58,27 @@ def _variant(text: str) -> dict:
     """``$SWGPU_KERNEL_VARIANT`` for experiments (issue 14): comma-separated ``eshift``
     (the row's E chain kept as E + open + extend: two dependent instructions per
     register instead of three) and ``pfN`` (the scores of the first N registers of
-    the next row loaded one row ahead) and ``u2`` (the step loop unrolled twice; a pass
+    the next row loaded one row ahead), ``lob`` (s16: the low half kept + open + extend,
+    so that H - open - extend is a 32-bit add off the DPX pipe; ``lobm``: that add written
+    as an IMAD; not with eshift), ``bN`` (s16 kernels bounded to N blocks of 128 threads
+    per SM) and ``u2`` (the step loop unrolled twice; a pass
     then takes an even number of steps, the extra one in the pad rows)."""
-    out = {"ESHIFT": False, "PF": 0, "U": 1}
+    out = {"ESHIFT": False, "PF": 0, "U": 1, "LOB": False, "B": 0}
     for item in filter(None, (t.strip() for t in text.split(","))):
         if item == "eshift":
             out["ESHIFT"] = True
+        elif item in ("lob", "lobm"):
+            out["LOB"] = "mad" if item == "lobm" else "add"
+        elif item in ("b3", "b4"):
+            out["B"] = int(item[1])
         elif item in ("u2", "u1"):
             out["U"] = int(item[1])
         elif item.startswith("pf") and item[2:].isdigit():
             out["PF"] = int(item[2:])
         else:
             raise ValueError(f"SWGPU_KERNEL_VARIANT: cannot read {item!r} (eshift, pfN)")
+    if out["ESHIFT"] and out["LOB"]:
+        raise ValueError("SWGPU_KERNEL_VARIANT: eshift and lob exclude each other")
     return out
 
 
@@ -83,6 +92,18 @@ def set_variant(text: str) -> None:
     children read it from the environment."""
     VARIANT.update(_variant(text))
     os.environ["SWGPU_KERNEL_VARIANT"] = text
+    _variant_bounds()
+
+
+def _variant_bounds() -> None:
+    for multipass in (False, True):
+        if VARIANT["B"]:
+            LAUNCH_BOUNDS[("s16", multipass)] = (128, VARIANT["B"])
+        else:
+            LAUNCH_BOUNDS.pop(("s16", multipass), None)
+
+
+_variant_bounds()
 
 
 LAUNCH_BOUNDS = {k: v for k, v in LAUNCH_BOUNDS.items() if v}
@@ -288,6 +309,8 @@ def kernel_source(
     else:
         up = lambda v: f"cuda.shfl_up_sync(0xFFFFFFFF, {v}, 1)"  # noqa: E731
         xor = lambda v, off: f"cuda.shfl_xor_sync(0xFFFFFFFF, {v}, {off})"  # noqa: E731
+    ops = {"s16": _S16_OPS, "h16": _H16_OPS, "s32": _S32_OPS}[mode]
+    lob = VARIANT["LOB"] if mode == "s16" else False  # the bias needs the two's-complement halves
     offsets = []
     off = G // 2
     while off >= 1:
@@ -313,11 +336,16 @@ def kernel_source(
         xor=xor,
         xor_offsets=offsets,
         ESHIFT=VARIANT["ESHIFT"],
-        EINIT="zero" if VARIANT["ESHIFT"] else "neg",
+        LOB=lob,
+        EINIT="zero" if VARIANT["ESHIFT"] else ("negb" if lob else "neg"),
+        HZERO="kb" if lob else "zero",
+        FNEG="negb" if lob else "neg",
+        XOP="vaddmax2" if lob else ops["ADDMAXR"],
+        LOWFIX=" - kb" if lob else "",
         PF=min(VARIANT["PF"], R),
         U=VARIANT["U"],
         NSTEPS=f"L + {G - 1}" if VARIANT["U"] == 1 else f"(L + {G}) & -2",
-        **{"s16": _S16_OPS, "h16": _H16_OPS, "s32": _S32_OPS}[mode],
+        **ops,
     )
 
 

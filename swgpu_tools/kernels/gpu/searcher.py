@@ -50,7 +50,7 @@ from ...logs import get_logger
 from .. import TopHits
 from ..gpu_intrinsics import SIM, hpack2, pack2, used_codes
 from . import batched, cache, planner
-from .codegen import HIST_BINS, LAUNCH_BOUNDS, MODES, PADQ, PAIRED_MODES, WARP
+from .codegen import HIST_BINS, LAUNCH_BOUNDS, MODES, PADQ, PAIRED_MODES, VARIANT, WARP
 from .device import (
     bind,
     compute_capability,
@@ -168,7 +168,9 @@ class GpuSearcher:
         )
         self.smax = max(int(matrix.max()), 0)
         #: a packed kernel's score at or above this is re-scored with the 32-bit kernel
-        self.overflow_limit = {"s16": 32767 - self.smax, "h16": H16_OVERFLOW}.get(mode, 2**31 - 1)
+        # (the low-half bias of the 'lob' variant takes open + extend off the s16 range)
+        s16_limit = 32767 - self.smax - (self.oe if VARIANT["LOB"] else 0)
+        self.overflow_limit = {"s16": s16_limit, "h16": H16_OVERFLOW}.get(mode, 2**31 - 1)
         self.pad_score = min(int(matrix.min()), 0) - 1
 
         t_setup = time.perf_counter()
