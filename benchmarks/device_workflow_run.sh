@@ -32,6 +32,7 @@
 # PHASE="S D": D, after S, times process starts on the host (python3, swgpu, nvidia-smi -L,
 # Snakemake's import and a dry run of the 20-query folder).
 # PHASE=GK: GT, then the 20-query kernel benchmark (gpu_bench.py).
+# PHASE=QP: the query-profile prototype (gpu_qprofile_bench.py) on bench200M and two peak databases.
 # PHASE=KV: scoring-kernel variants (KV_MODES, e.g. "s16,s16@eshift+pf8") in one gpu_bench.py.
 # PHASE="T S" runs T, then S (phases run in the order of this file).
 # SWGPU_COMMIT=<commit> names the commit in the log (the device gets a copy of the
@@ -303,6 +304,15 @@ if has_phase KV; then
   echo "rc=$?" | tee -a "$OUT/log.txt"
   grep -E "^=== |warm-up|^!!|^  all" "$OUT/gpu_bench_kv.log" | tee -a "$OUT/log.txt"
   sed -n '/^summary/,$p' "$OUT/gpu_bench_kv.log" | tee -a "$OUT/log.txt"
+fi
+if has_phase QP; then
+  # the query-profile prototype (kernels/gpu/qprofile.py) against the s16 kernels, scores compared
+  python3 benchmarks/peak_db.py --lengths 256 1024 --residues 1e8 --out-dir /tmp/peak > /dev/null
+  for db in $BD/bench_db.fasta /tmp/peak/peak_256.fasta /tmp/peak/peak_1024.fasta; do
+    echo "== qprofile prototype: $db (${QP_SHAPES:=--shape 32x32:256 --shape 32x16:192})" | tee -a "$OUT/log.txt"
+    timeout ${QP_TIMEOUT:-200} python3 benchmarks/gpu_qprofile_bench.py --db $db --queries $BD/bench_queries.fasta \
+      $QP_SHAPES --repeat 3 --json "$OUT/qprofile_$(basename $db .fasta).json" 2>&1 | tee -a "$OUT/log.txt"
+  done
 fi
 if has_phase GT || has_phase GK; then
   precompile_all; gpu_tests 300

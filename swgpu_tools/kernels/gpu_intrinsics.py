@@ -56,6 +56,7 @@ __all__ = [
     "hhi32",
     "shared_base",
     "lds32",
+    "lds128",
 ]
 
 
@@ -225,6 +226,11 @@ if SIM:
         return np.int32(0)
 
     @cuda.jit(device=True)
+    def lds128(arr, addr):
+        i = int(addr) >> 2
+        return arr[i], arr[i + 1], arr[i + 2], arr[i + 3]
+
+    @cuda.jit(device=True)
     def lds32(arr, addr):
         return arr[int(addr) >> 2]
 
@@ -260,6 +266,26 @@ else:
             a = context.cast(builder, args[1], signature.args[1], types.int32)
             fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(32)])
             return builder.call(ir.InlineAsm(fnty, "ld.shared.b32 $0, [$1];", "=r,r"), [a])
+
+        return sig, codegen
+
+    @intrinsic
+    def lds128(typingctx, arr, addr):
+        """The four int32 at shared byte address ``addr`` (16-byte aligned): one
+        ``ld.shared.v4`` (a read-only table: free to schedule)."""
+        if not isinstance(arr, types.Array) or not isinstance(addr, types.Integer):
+            return None
+        tup = types.UniTuple(types.int32, 4)
+        sig = tup(arr, addr)
+
+        def codegen(context, builder, signature, args):
+            a = context.cast(builder, args[1], signature.args[1], types.int32)
+            i32 = ir.IntType(32)
+            fnty = ir.FunctionType(ir.LiteralStructType([i32] * 4), [i32])
+            asm = ir.InlineAsm(fnty, "ld.shared.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,r")
+            res = builder.call(asm, [a])
+            vals = [builder.extract_value(res, k) for k in range(4)]
+            return context.make_tuple(builder, tup, vals)
 
         return sig, codegen
 

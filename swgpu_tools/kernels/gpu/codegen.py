@@ -349,6 +349,46 @@ def kernel_source(
     )
 
 
+#: Signature of the query-profile kernel (issue 14 prototype): codes, starts, lens, items,
+#: n_items, n_wtasks, profile, profile words, profile row bytes, noe, nxt, neg, scores.
+QPROFILE_SIG = (
+    "void(uint8[::1], int64[::1], int32[::1], int32[::1], int64, int64, int32[::1], int32, "
+    "int32, int32, int32, int32, int32[::1])"
+)
+
+
+def qprofile_kernel_source(G: int, R: int, sim: bool = SIM) -> str:
+    """Python source of the query-profile s16 kernel (``templates/qprofile_kernel.py.in``):
+    the query in registers (G lanes x R rows, R a multiple of 4, queries up to G*R), two
+    subjects streamed per group, scores from a conflict-free query profile."""
+    assert G in (1, 2, 4, 8, 16, 32) and R >= 4 and R % 4 == 0
+    wsz = G if sim else WARP
+    if sim:
+        up = lambda v: f"_xup({v}, xch, lane)"  # noqa: E731
+        xor = lambda v, off: f"_xxor({v}, {off}, xch, lane)"  # noqa: E731
+    else:
+        up = lambda v: f"cuda.shfl_up_sync(0xFFFFFFFF, {v}, 1)"  # noqa: E731
+        xor = lambda v, off: f"cuda.shfl_xor_sync(0xFFFFFFFF, {v}, {off})"  # noqa: E731
+    offsets = []
+    off = G // 2
+    while off >= 1:
+        offsets.append(off)
+        off //= 2
+    return render(
+        "qprofile_kernel",
+        G=G,
+        R=R,
+        W=G * R,
+        WSZ=wsz,
+        PPW=wsz // G,
+        sim=sim,
+        SIG=QPROFILE_SIG,
+        up=up,
+        xor=xor,
+        xor_offsets=offsets,
+    )
+
+
 def pair_kind(kind) -> str:
     """Kernel kind name; True/False (older callers) are "local"/"semi"."""
     return ("local" if kind else "semi") if isinstance(kind, bool) else kind
