@@ -298,7 +298,8 @@ fi
 if has_phase KV; then
   # kernel variants of issue 14 in one process (gpu_bench.py MODE@VARIANT), each compiled on
   # first use; top hits checked equal across them ("!!" lines otherwise)
-  echo "== gpu_bench 20 queries, variants ${KV_MODES:=s16,s16@eshift,s16@pf8,s16@eshift+pf8}" | tee -a "$OUT/log.txt"
+  KV_MODES=${KV_MODES:-s16,s16@eshift,s16@pf8,s16@eshift+pf8}
+  echo "== gpu_bench 20 queries, variants $KV_MODES" | tee -a "$OUT/log.txt"
   timeout ${KV_TIMEOUT:-480} python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta \
     --repeat 2 --mode "$KV_MODES" --skip-start --json "$OUT/gpu_bench_kv.json" > "$OUT/gpu_bench_kv.log" 2>&1
   echo "rc=$?" | tee -a "$OUT/log.txt"
@@ -308,8 +309,9 @@ fi
 if has_phase QP; then
   # the query-profile prototype (kernels/gpu/qprofile.py) against the s16 kernels, scores compared
   python3 benchmarks/peak_db.py --lengths 256 1024 --residues 1e8 --out-dir /tmp/peak > /dev/null
+  QP_SHAPES=${QP_SHAPES:-"--shape 32x32:256 --shape 32x16:192"}
   for db in $BD/bench_db.fasta /tmp/peak/peak_256.fasta /tmp/peak/peak_1024.fasta; do
-    echo "== qprofile prototype: $db (${QP_SHAPES:=--shape 32x32:256 --shape 32x16:192})" | tee -a "$OUT/log.txt"
+    echo "== qprofile prototype: $db ($QP_SHAPES)" | tee -a "$OUT/log.txt"
     timeout ${QP_TIMEOUT:-200} python3 benchmarks/gpu_qprofile_bench.py --db $db --queries $BD/bench_queries.fasta \
       $QP_SHAPES --repeat 3 --json "$OUT/qprofile_$(basename $db .fasta).json" 2>&1 | tee -a "$OUT/log.txt"
   done
