@@ -310,10 +310,10 @@ if has_phase QP; then
   # the query-profile prototype (kernels/gpu/qprofile.py) against the s16 kernels, scores compared
   python3 benchmarks/peak_db.py --lengths 256 1024 --residues 1e8 --out-dir /tmp/peak > /dev/null
   QP_SHAPES=${QP_SHAPES:-"--shape 32x32:256 --shape 32x16:192"}
-  for db in $BD/bench_db.fasta /tmp/peak/peak_256.fasta /tmp/peak/peak_1024.fasta; do
+  for db in ${QP_DBS:-$BD/bench_db.fasta /tmp/peak/peak_256.fasta /tmp/peak/peak_1024.fasta}; do
     echo "== qprofile prototype: $db ($QP_SHAPES)" | tee -a "$OUT/log.txt"
     timeout ${QP_TIMEOUT:-200} python3 benchmarks/gpu_qprofile_bench.py --db $db --queries $BD/bench_queries.fasta \
-      $QP_SHAPES --repeat 3 --json "$OUT/qprofile_$(basename $db .fasta).json" 2>&1 | tee -a "$OUT/log.txt"
+      $QP_SHAPES --repeat 3 ${QP_ARGS:-} --json "$OUT/qprofile_$(basename $db .fasta).json" 2>&1 | tee -a "$OUT/log.txt"
   done
 fi
 if has_phase GT || has_phase GK; then

@@ -52,11 +52,14 @@ def main() -> int:
     residues = edb.total_residues
     scans = {}
     for spec in args.shape or ["32x32"]:
-        shape, _, block = spec.partition(":")
+        shape, _, rest = spec.partition(":")
+        block, _, unroll = rest.partition(":")
         g, r = (int(v) for v in shape.split("x"))
-        scans[(g, r)] = QProfileScan(s, G=g, R=r, block=int(block or args.block))
+        scans[spec] = QProfileScan(
+            s, G=g, R=r, block=int(block or args.block), unroll=int(unroll or 1)
+        )
     shapes = list(scans)
-    wmax = max(g * r for g, r in shapes)
+    wmax = max(sc.G * sc.R for sc in scans.values())
     picked = [i for i in range(len(eqs)) if 0 < eqs.offsets[i + 1] - eqs.offsets[i] <= wmax]
     if args.max_queries:
         picked = picked[: args.max_queries]
@@ -79,7 +82,7 @@ def main() -> int:
         return float(np.median(ts)), out
 
     rows = []
-    tot = {f"q{g}x{r}": [0.0, 0.0, 0] for g, r in shapes}  # own s, s16 s, cells
+    tot = {f"q{spec}": [0.0, 0.0, 0] for spec in shapes}  # own s, s16 s, cells
     cells = 0
     bad = 0
     for i in picked:
@@ -93,13 +96,13 @@ def main() -> int:
             "s16_s": t_s16,
             "s16_gcups": L * residues / t_s16 / 1e9,
         }
-        for (g, r), scan in scans.items():
-            if L > g * r:
+        for spec, scan in scans.items():
+            if L > scan.G * scan.R:
                 continue
             t_q, got = timed(lambda q=q, scan=scan: scan.scores(q))
             eq = bool((got == ref).all())
             bad += not eq
-            key = f"q{g}x{r}"
+            key = f"q{spec}"
             tot[key][0] += t_q
             tot[key][1] += t_s16
             tot[key][2] += L * residues
@@ -115,6 +118,8 @@ def main() -> int:
             ),
             flush=True,
         )
+    for spec, scan in scans.items():
+        print(f"  q{spec}: grid {scan.grid} blocks of {scan.block} threads")
     print("overall GCUPS over the queries each shape serves (the s16 kernels on the same):")
     for k, (t, t16, c) in tot.items():
         if t:

@@ -357,7 +357,7 @@ QPROFILE_SIG = (
 )
 
 
-def qprofile_kernel_source(G: int, R: int, sim: bool = SIM) -> str:
+def qprofile_kernel_source(G: int, R: int, sim: bool = SIM, unroll: int = 1) -> str:
     """Python source of the query-profile s16 kernel (``templates/qprofile_kernel.py.in``):
     the query in registers (G lanes x R rows, R a multiple of 4, queries up to G*R), two
     subjects streamed per group, scores from a conflict-free query profile."""
@@ -386,6 +386,8 @@ def qprofile_kernel_source(G: int, R: int, sim: bool = SIM) -> str:
         up=up,
         xor=xor,
         xor_offsets=offsets,
+        U=unroll,
+        NSTEPS=f"n + {G - 1}" if unroll == 1 else f"(n + {G}) & -2",
     )
 
 

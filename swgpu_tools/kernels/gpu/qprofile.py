@@ -45,7 +45,7 @@ def build_profile(query_compact: np.ndarray, S: np.ndarray, G: int, R: int) -> n
 class QProfileScan:
     """Scores queries of length <= G*R against ``searcher``'s resident database."""
 
-    def __init__(self, searcher, G: int = 32, R: int = 32, block: int = 128):
+    def __init__(self, searcher, G: int = 32, R: int = 32, block: int = 128, unroll: int = 1):
         from numba import cuda
 
         assert searcher._stream is None, "a resident database"
@@ -60,8 +60,8 @@ class QProfileScan:
         self.d_items = cuda.to_device(items if n else np.full(2, -1, np.int32))
         wsz = G if SIM else WARP
         self.n_wtasks = -(-self.n_items // (wsz // G))
-        name = f"qprof_{G}x{R}{'_sim' if SIM else ''}"
-        mod = cache.load_module(name, qprofile_kernel_source(G, R, SIM))
+        name = f"qprof_{G}x{R}u{unroll}{'_sim' if SIM else ''}"
+        mod = cache.load_module(name, qprofile_kernel_source(G, R, SIM, unroll))
         self.kern = cuda.jit(mod.SIG, cache=True)(mod.kernel_py)
         self.d_scores = cuda.device_array(max(n, 1), dtype=np.int32)
 
@@ -96,6 +96,7 @@ class QProfileScan:
         grid = 1 if SIM else max(1, -(-(self.n_wtasks * wsz) // self.block))
         if not SIM:  # persistent: as many blocks as fit (the kernel loops over its tasks)
             grid = min(grid, self.blocks_per_sm(shmem) * _sm_count())
+        self.grid = grid
         noe = _pack2(-s.oe, -s.oe)
         nxt = _pack2(-s.gap_extend, -s.gap_extend)
         self.kern[grid, self.block, stream, shmem](
