@@ -99,7 +99,9 @@ def main() -> int:
         for spec, scan in scans.items():
             if L > scan.G * scan.R:
                 continue
+            print(f"    {spec} ...", end="", flush=True)
             t_q, got = timed(lambda q=q, scan=scan: scan.scores(q))
+            print(f" {t_q:.4f} s", flush=True)
             eq = bool((got == ref).all())
             bad += not eq
             key = f"q{spec}"
