@@ -300,11 +300,16 @@ if has_phase KV; then
   # first use; top hits checked equal across them ("!!" lines otherwise)
   KV_MODES=${KV_MODES:-s16,s16@eshift,s16@pf8,s16@eshift+pf8}
   echo "== gpu_bench 20 queries, variants $KV_MODES" | tee -a "$OUT/log.txt"
-  timeout ${KV_TIMEOUT:-480} python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta \
-    --repeat 2 --mode "$KV_MODES" --skip-start --json "$OUT/gpu_bench_kv.json" > "$OUT/gpu_bench_kv.log" 2>&1
-  echo "rc=$?" | tee -a "$OUT/log.txt"
-  grep -E "^=== |warm-up|^!!|^  all" "$OUT/gpu_bench_kv.log" | tee -a "$OUT/log.txt"
-  sed -n '/^summary/,$p' "$OUT/gpu_bench_kv.log" | tee -a "$OUT/log.txt"
+  [ -n "${KV_DBS:-}" ] && python3 benchmarks/peak_db.py --lengths 256 1024 2048 --residues 1e8 --out-dir /tmp/peak > /dev/null
+  for db in ${KV_DBS:-$BD/bench_db.fasta}; do
+    name=$(basename $db .fasta)
+    echo "-- $db" | tee -a "$OUT/log.txt"
+    timeout ${KV_TIMEOUT:-480} python3 benchmarks/gpu_bench.py --db $db --queries $BD/bench_queries.fasta \
+      --repeat 2 --mode "$KV_MODES" --skip-start --json "$OUT/gpu_bench_kv_$name.json" > "$OUT/gpu_bench_kv_$name.log" 2>&1
+    echo "rc=$?" | tee -a "$OUT/log.txt"
+    grep -E "^!!" "$OUT/gpu_bench_kv_$name.log" | tee -a "$OUT/log.txt"
+    sed -n '/^summary/,$p' "$OUT/gpu_bench_kv_$name.log" | tee -a "$OUT/log.txt"
+  done
 fi
 if has_phase QP; then
   # the query-profile prototype (kernels/gpu/qprofile.py) against the s16 kernels, scores compared

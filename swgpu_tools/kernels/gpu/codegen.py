@@ -388,6 +388,7 @@ def qprofile_kernel_source(G: int, R: int, sim: bool = SIM, unroll: int = 1) -> 
         xor_offsets=offsets,
         U=unroll,
         NSTEPS=f"n + {G - 1}" if unroll == 1 else f"(n + {G}) & -2",
+        warp_offsets=[o for o in (16, 8, 4, 2, 1) if G <= o < wsz],
     )
 
 
