@@ -32,8 +32,8 @@
 # PHASE="S D": D, after S, times process starts on the host (python3, swgpu, nvidia-smi -L,
 # Snakemake's import and a dry run of the 20-query folder).
 # PHASE=GK: GT, then the 20-query kernel benchmark (gpu_bench.py).
-# PHASE=QP: the query-profile prototype (gpu_qprofile_bench.py) on bench200M and two peak databases.
-# PHASE=KV: scoring-kernel variants (KV_MODES, e.g. "s16,s16@eshift+pf8") in one gpu_bench.py.
+# PHASE=KV: scoring-kernel variants (KV_MODES, e.g. "s16,s16@nolob+u1+b0") in one gpu_bench.py;
+#          KV_DBS: other databases (peak_db.py's 256, 1,024 and 2,048-aa ones are made).
 # PHASE="T S" runs T, then S (phases run in the order of this file).
 # SWGPU_COMMIT=<commit> names the commit in the log (the device gets a copy of the
 # working tree without its history).
@@ -298,7 +298,7 @@ fi
 if has_phase KV; then
   # kernel variants of issue 14 in one process (gpu_bench.py MODE@VARIANT), each compiled on
   # first use; top hits checked equal across them ("!!" lines otherwise)
-  KV_MODES=${KV_MODES:-s16,s16@eshift,s16@pf8,s16@eshift+pf8}
+  KV_MODES=${KV_MODES:-s16,s16@nolob+u1+b0,s16}
   echo "== gpu_bench 20 queries, variants $KV_MODES" | tee -a "$OUT/log.txt"
   [ -n "${KV_DBS:-}" ] && python3 benchmarks/peak_db.py --lengths 256 1024 2048 --residues 1e8 --out-dir /tmp/peak > /dev/null
   for db in ${KV_DBS:-$BD/bench_db.fasta}; do
@@ -309,16 +309,6 @@ if has_phase KV; then
     echo "rc=$?" | tee -a "$OUT/log.txt"
     grep -E "^!!" "$OUT/gpu_bench_kv_$name.log" | tee -a "$OUT/log.txt"
     sed -n '/^summary/,$p' "$OUT/gpu_bench_kv_$name.log" | tee -a "$OUT/log.txt"
-  done
-fi
-if has_phase QP; then
-  # the query-profile prototype (kernels/gpu/qprofile.py) against the s16 kernels, scores compared
-  python3 benchmarks/peak_db.py --lengths 256 1024 --residues 1e8 --out-dir /tmp/peak > /dev/null
-  QP_SHAPES=${QP_SHAPES:-"--shape 32x32:256 --shape 32x16:192"}
-  for db in ${QP_DBS:-$BD/bench_db.fasta /tmp/peak/peak_256.fasta /tmp/peak/peak_1024.fasta}; do
-    echo "== qprofile prototype: $db ($QP_SHAPES)" | tee -a "$OUT/log.txt"
-    timeout ${QP_TIMEOUT:-200} python3 benchmarks/gpu_qprofile_bench.py --db $db --queries $BD/bench_queries.fasta \
-      $QP_SHAPES --repeat 3 ${QP_ARGS:-} --json "$OUT/qprofile_$(basename $db .fasta).json" 2>&1 | tee -a "$OUT/log.txt"
   done
 fi
 if has_phase GT || has_phase GK; then

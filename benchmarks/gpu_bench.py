@@ -130,7 +130,7 @@ def main() -> int:
         help="kernel mode(s), comma-separated to compare in one process: auto, s16, h16, s32 "
         "(the p16/w16 profile modes and the ':echain'/':minbN' experiments of issue 14 are "
         "at commit 4b0bcaa, see RESULTS-gpu.md); MODE@V+V: a kernel variant of "
-        "$SWGPU_KERNEL_VARIANT (e.g. s16@eshift+pf8)",
+        "$SWGPU_KERNEL_VARIANT (e.g. s16@nolob+u1+b0, the s16 kernel before run 56)",
     )
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument(
@@ -222,7 +222,7 @@ def main() -> int:
     for shard in args.shard.split(","):
         db, edb = _shard(db_all, edb_all, shard)
         for mode in args.mode.split(","):
-            mode, _, variant = mode.partition("@")  # s16@eshift+pf8: a kernel variant
+            mode, _, variant = mode.partition("@")  # s16@nolob+u1: a kernel variant
             if variant or "@" in args.mode:
                 from swgpu_tools.kernels.gpu import cache, codegen
 

@@ -73,7 +73,15 @@ def test_sources_are_python_and_name_their_shape():
     compile(src, "<kernel>", "exec")
     assert "G = 8\nR = 5\nW = 40\n" in src
     assert "x4 = int32((ca * D + cb) * 4 + sbase)" in src and "x5 " not in src
-    assert src.count("vmax3_2(best,") == 2 and "best = vmax2(best, h4)" in src  # R odd
+    # the step loop unrolled twice (two copies of the row), R odd
+    assert src.count("vmax3_2(best,") == 4 and src.count("best = vmax2(best, h4)") == 2
+    # the low half kept + (open + extend): H's max3 takes the floor kb, H - oe is a 32-bit add
+    assert "h0 = vmax3_2(xx0, e, kb)" in src and "t = add32(h4, cadd)" in src
+    assert (
+        "xx1 = vaddmax2(h0, sc1, f1)" in src
+        and "scores[sa] = int32(int32(best << 16) >> 16) - kb" in src
+    )
+    assert "nsteps = int32((L + 8) & -2)" in src
     assert [ln.strip() for ln in src.splitlines() if "shfl_xor" in ln] == [
         f"best = vmax2(best, cuda.shfl_xor_sync(0xFFFFFFFF, best, {o}))" for o in (4, 2, 1)
     ]
@@ -127,14 +135,43 @@ def test_template_language(tmp_path, monkeypatch):
         codegen._template.cache_clear()
 
 
+def test_the_s16_variant_switches_parse_and_change_only_s16():
+    from swgpu_tools.kernels.gpu import codegen
+
+    assert codegen._variant("") == codegen.S16_DEFAULT == {"LOB": True, "U": 2, "B": 3}
+    assert codegen._variant("nolob, u1,b0") == {"LOB": False, "U": 1, "B": 0}
+    for bad in ("eshift", "u3", "b2", "lob=1"):
+        with pytest.raises(ValueError, match="SWGPU_KERNEL_VARIANT"):
+            codegen._variant(bad)
+    before = {m: codegen.kernel_source(m, 8, 5, sim=False) for m in ("s16", "h16", "s32")}
+    try:
+        codegen.set_variant("nolob,u1,b0")
+        old = codegen.kernel_source("s16", 8, 5, sim=False)
+        assert (
+            "kb" not in old and "vaddmax2_relu(h0, sc1, f1)" in old and "LAUNCH_BOUNDS" not in old
+        )
+        assert ("s16", False) not in codegen.LAUNCH_BOUNDS
+        for m in ("h16", "s32"):
+            assert codegen.kernel_source(m, 8, 5, sim=False) == before[m]
+    finally:
+        codegen.set_variant("")
+    assert codegen.kernel_source("s16", 8, 5, sim=False) == before["s16"]
+    assert codegen.LAUNCH_BOUNDS[("s16", True)] == (128, 3)
+
+
 def test_launch_bounds_are_data_and_the_override_parses():
     from swgpu_tools.kernels.gpu import codegen
 
-    assert codegen.LAUNCH_BOUNDS == {("h16", True): (128, 4)}
+    assert codegen.LAUNCH_BOUNDS == {
+        ("h16", True): (128, 4),
+        ("s16", False): (128, 3),
+        ("s16", True): (128, 3),
+    }
     src = codegen.kernel_source("h16", 8, 32, sim=False, multipass=True)
     assert "LAUNCH_BOUNDS = (128, 4)" in src
     assert "LAUNCH_BOUNDS" not in codegen.kernel_source("h16", 8, 32, sim=True, multipass=True)
-    assert "LAUNCH_BOUNDS" not in codegen.kernel_source("s16", 8, 32, sim=False, multipass=True)
+    assert "LAUNCH_BOUNDS = (128, 3)" in codegen.kernel_source("s16", 8, 32, sim=False)
+    assert "LAUNCH_BOUNDS" not in codegen.kernel_source("s32", 8, 32, sim=False, multipass=True)
     got = codegen._bounds_override("s16=128x4, h16m=0,s32m=256x2")
     assert got == {("s16", False): (128, 4), ("h16", True): None, ("s32", True): (256, 2)}
     for bad in ("x16=128x4", "s16", "s16=abc", "s16=128"):

@@ -130,8 +130,9 @@ ALL_CASES = [
 ]
 
 
-def _run_sim(seed, go=11, ge=1, cases=ALL_CASES, full=True):
+def _run_sim(seed, go=11, ge=1, cases=ALL_CASES, full=True, variant=""):
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(ROOT))
+    env["SWGPU_KERNEL_VARIANT"] = variant
     proc = subprocess.run(
         [
             sys.executable,
@@ -177,6 +178,14 @@ def test_simulator_kernels_match_reference_fast():
     every mode and GpuBackend)."""
     cases = [("s16", 12, 600, 2), ("s16", 12, None, 2, True), ("h16", 12, None, 2)]
     _check_sim(_run_sim(1, cases=cases, full=False), 3)
+
+
+def test_simulator_s16_without_the_low_half_bias_matches_reference():
+    """The s16 kernel as it was before the low-half bias and the unrolled step loop
+    (``SWGPU_KERNEL_VARIANT=nolob,u1``, kept for comparisons): all scores, a multi-pass
+    subject and the re-scoring path."""
+    cases = [("s16", 12, None, 2), ("s16", None, 600, 1)]
+    _check_sim(_run_sim(3, cases=cases, full=True, variant="nolob,u1,b0"), 2)
 
 
 @pytest.mark.slow

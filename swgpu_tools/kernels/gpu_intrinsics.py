@@ -41,7 +41,6 @@ __all__ = [
     "vaddmax2_relu",
     "vmax3_2",
     "add32",
-    "mad32",
     "max32",
     "addmax32",
     "addmax32_relu",
@@ -56,7 +55,6 @@ __all__ = [
     "hhi32",
     "shared_base",
     "lds32",
-    "lds128",
 ]
 
 
@@ -148,10 +146,6 @@ if SIM:
         return _pk(max(al, bl, cl), max(ah, bh, ch))
 
     @cuda.jit(device=True)
-    def mad32(a, b, c):
-        return np.int32(_s32(int(a) * int(b) + int(c)))
-
-    @cuda.jit(device=True)
     def add32(a, b):
         return np.int32(_s32(int(a) + int(b)))
 
@@ -226,11 +220,6 @@ if SIM:
         return np.int32(0)
 
     @cuda.jit(device=True)
-    def lds128(arr, addr):
-        i = int(addr) >> 2
-        return arr[i], arr[i + 1], arr[i + 2], arr[i + 3]
-
-    @cuda.jit(device=True)
     def lds32(arr, addr):
         return arr[int(addr) >> 2]
 
@@ -266,26 +255,6 @@ else:
             a = context.cast(builder, args[1], signature.args[1], types.int32)
             fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(32)])
             return builder.call(ir.InlineAsm(fnty, "ld.shared.b32 $0, [$1];", "=r,r"), [a])
-
-        return sig, codegen
-
-    @intrinsic
-    def lds128(typingctx, arr, addr):
-        """The four int32 at shared byte address ``addr`` (16-byte aligned): one
-        ``ld.shared.v4`` (a read-only table: free to schedule)."""
-        if not isinstance(arr, types.Array) or not isinstance(addr, types.Integer):
-            return None
-        tup = types.UniTuple(types.int32, 4)
-        sig = tup(arr, addr)
-
-        def codegen(context, builder, signature, args):
-            a = context.cast(builder, args[1], signature.args[1], types.int32)
-            i32 = ir.IntType(32)
-            fnty = ir.FunctionType(ir.LiteralStructType([i32] * 4), [i32])
-            asm = ir.InlineAsm(fnty, "ld.shared.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,r")
-            res = builder.call(asm, [a])
-            vals = [builder.extract_value(res, k) for k in range(4)]
-            return context.make_tuple(builder, tup, vals)
 
         return sig, codegen
 
@@ -326,8 +295,6 @@ else:
 
     # s32 (any GPU; fused into VIADDMNMX / VIMNMX3 on sm_90)
     add32 = _make("add32", "add.s32 $0, $1, $2;", 2)
-    # a * b + c: with b a run-time 1, a 32-bit add that ptxas keeps on the FMA pipe (IMAD)
-    mad32 = _make("mad32", "mad.lo.s32 $0, $1, $2, $3;", 3)
     max32 = _make("max32", "max.s32 $0, $1, $2;", 2)
     addmax32 = _make("addmax32", "{.reg .b32 t; add.s32 t, $1, $2; max.s32 $0, t, $3;}", 3)
     addmax32_relu = _make(

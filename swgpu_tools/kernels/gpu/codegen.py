@@ -32,7 +32,8 @@ PAIRED_MODES = ("s16", "h16")
 #: ptxas then keeps them within 65,536 / (threads x blocks) registers.  The h16 multi-pass
 #: kernels take 162-164 registers unbounded (3 blocks of 128 threads per SM), too few warps
 #: to hide their latency (GPU-NOTES.md); bounded to 128 they spill 60 bytes outside the
-#: step loop.  A bounded kernel is launched with at most that many threads per block.
+#: step loop.  A bounded kernel is launched with at most that many threads per block.  The
+#: s16 kernels' bounds come with their variant (:data:`S16_DEFAULT`, below).
 LAUNCH_BOUNDS = {("h16", True): (128, 4)}
 
 
@@ -52,43 +53,43 @@ def _bounds_override(text: str) -> dict:
 
 
 LAUNCH_BOUNDS.update(_bounds_override(os.environ.get("SWGPU_LAUNCH_BOUNDS", "")))
+LAUNCH_BOUNDS = {k: v for k, v in LAUNCH_BOUNDS.items() if v}
+
+
+#: The s16 kernels' variant (issue 14; RESULTS-gpu.md runs 51-56): LOB, the low half of H,
+#: E and F kept + (open + extend), so that H - open - extend is a 32-bit add off the DPX
+#: pipe and the floor at 0 joins H's max3 (4.5 instead of 5.5 DPX per packed cell); U = 2,
+#: the step loop unrolled twice; B = 3, launch bounds (128 threads, 3 blocks per SM).
+#: Together +3 % on long subjects (multi-pass kernels), neutral on the single-pass ones.
+S16_DEFAULT = {"LOB": True, "U": 2, "B": 3}
 
 
 def _variant(text: str) -> dict:
-    """``$SWGPU_KERNEL_VARIANT`` for experiments (issue 14): comma-separated ``eshift``
-    (the row's E chain kept as E + open + extend: two dependent instructions per
-    register instead of three) and ``pfN`` (the scores of the first N registers of
-    the next row loaded one row ahead), ``lob`` (s16: the low half kept + open + extend,
-    so that H - open - extend is a 32-bit add off the DPX pipe; ``lobm``: that add written
-    as an IMAD; not with eshift), ``bN`` (s16 kernels bounded to N blocks of 128 threads
-    per SM) and ``u2`` (the step loop unrolled twice; a pass
-    then takes an even number of steps, the extra one in the pad rows)."""
-    out = {"ESHIFT": False, "PF": 0, "U": 1, "LOB": False, "B": 0}
+    """The s16 variant with ``$SWGPU_KERNEL_VARIANT``'s changes (experiments): comma-separated
+    ``lob``/``nolob``, ``u1``/``u2`` and ``b0``/``b3``/``b4`` (``b0``: no launch bounds);
+    ``nolob,u1,b0`` is the kernel before issue 14's tenth session."""
+    out = dict(S16_DEFAULT)
     for item in filter(None, (t.strip() for t in text.split(","))):
-        if item == "eshift":
-            out["ESHIFT"] = True
-        elif item in ("lob", "lobm"):
-            out["LOB"] = "mad" if item == "lobm" else "add"
-        elif item in ("b3", "b4"):
-            out["B"] = int(item[1])
-        elif item in ("u2", "u1"):
+        if item in ("lob", "nolob"):
+            out["LOB"] = item == "lob"
+        elif item in ("u1", "u2"):
             out["U"] = int(item[1])
-        elif item.startswith("pf") and item[2:].isdigit():
-            out["PF"] = int(item[2:])
+        elif item in ("b0", "b3", "b4"):
+            out["B"] = int(item[1])
         else:
-            raise ValueError(f"SWGPU_KERNEL_VARIANT: cannot read {item!r} (eshift, pfN)")
-    if out["ESHIFT"] and out["LOB"]:
-        raise ValueError("SWGPU_KERNEL_VARIANT: eshift and lob exclude each other")
+            raise ValueError(
+                f"SWGPU_KERNEL_VARIANT: cannot read {item!r} (lob, nolob, u1, u2, b0, b3, b4)"
+            )
     return out
 
 
-#: The scoring kernels' variant switches (template names ESHIFT, PF and U).
+#: The s16 kernels' variant now (template names LOB and U; B: their launch bounds).
 VARIANT = _variant(os.environ.get("SWGPU_KERNEL_VARIANT", ""))
 
 
 def set_variant(text: str) -> None:
-    """Switch the variant for the kernels built from now on (benchmarks compare several in
-    one process; :func:`.cache.forget_kernels` drops the ones already loaded).  Compile
+    """Switch the s16 variant for the kernels built from now on (benchmarks compare several
+    in one process; :func:`.cache.forget_kernels` drops the ones already loaded).  Compile
     children read it from the environment."""
     VARIANT.update(_variant(text))
     os.environ["SWGPU_KERNEL_VARIANT"] = text
@@ -96,6 +97,7 @@ def set_variant(text: str) -> None:
 
 
 def _variant_bounds() -> None:
+    """The s16 kernels' launch bounds from the variant (they override $SWGPU_LAUNCH_BOUNDS)."""
     for multipass in (False, True):
         if VARIANT["B"]:
             LAUNCH_BOUNDS[("s16", multipass)] = (128, VARIANT["B"])
@@ -104,9 +106,6 @@ def _variant_bounds() -> None:
 
 
 _variant_bounds()
-
-
-LAUNCH_BOUNDS = {k: v for k, v in LAUNCH_BOUNDS.items() if v}
 
 #: Lane count of a warp.
 WARP = 32
@@ -310,7 +309,9 @@ def kernel_source(
         up = lambda v: f"cuda.shfl_up_sync(0xFFFFFFFF, {v}, 1)"  # noqa: E731
         xor = lambda v, off: f"cuda.shfl_xor_sync(0xFFFFFFFF, {v}, {off})"  # noqa: E731
     ops = {"s16": _S16_OPS, "h16": _H16_OPS, "s32": _S32_OPS}[mode]
-    lob = VARIANT["LOB"] if mode == "s16" else False  # the bias needs the two's-complement halves
+    s16 = mode == "s16"  # the bias needs two's-complement halves; u2 was measured on s16 only
+    lob = VARIANT["LOB"] and s16
+    unroll = VARIANT["U"] if s16 else 1
     offsets = []
     off = G // 2
     while off >= 1:
@@ -335,60 +336,15 @@ def kernel_source(
         up=up,
         xor=xor,
         xor_offsets=offsets,
-        ESHIFT=VARIANT["ESHIFT"],
         LOB=lob,
-        EINIT="zero" if VARIANT["ESHIFT"] else ("negb" if lob else "neg"),
+        EINIT="negb" if lob else "neg",
         HZERO="kb" if lob else "zero",
         FNEG="negb" if lob else "neg",
         XOP="vaddmax2" if lob else ops["ADDMAXR"],
         LOWFIX=" - kb" if lob else "",
-        PF=min(VARIANT["PF"], R),
-        U=VARIANT["U"],
-        NSTEPS=f"L + {G - 1}" if VARIANT["U"] == 1 else f"(L + {G}) & -2",
-        **ops,
-    )
-
-
-#: Signature of the query-profile kernel (issue 14 prototype): codes, starts, lens, items,
-#: n_items, n_wtasks, profile, profile words, profile row bytes, noe, nxt, neg, scores.
-QPROFILE_SIG = (
-    "void(uint8[::1], int64[::1], int32[::1], int32[::1], int64, int64, int32[::1], int32, "
-    "int32, int32, int32, int32, int32[::1])"
-)
-
-
-def qprofile_kernel_source(G: int, R: int, sim: bool = SIM, unroll: int = 1) -> str:
-    """Python source of the query-profile s16 kernel (``templates/qprofile_kernel.py.in``):
-    the query in registers (G lanes x R rows, R a multiple of 4, queries up to G*R), two
-    subjects streamed per group, scores from a conflict-free query profile."""
-    assert G in (1, 2, 4, 8, 16, 32) and R >= 4 and R % 4 == 0
-    wsz = G if sim else WARP
-    if sim:
-        up = lambda v: f"_xup({v}, xch, lane)"  # noqa: E731
-        xor = lambda v, off: f"_xxor({v}, {off}, xch, lane)"  # noqa: E731
-    else:
-        up = lambda v: f"cuda.shfl_up_sync(0xFFFFFFFF, {v}, 1)"  # noqa: E731
-        xor = lambda v, off: f"cuda.shfl_xor_sync(0xFFFFFFFF, {v}, {off})"  # noqa: E731
-    offsets = []
-    off = G // 2
-    while off >= 1:
-        offsets.append(off)
-        off //= 2
-    return render(
-        "qprofile_kernel",
-        G=G,
-        R=R,
-        W=G * R,
-        WSZ=wsz,
-        PPW=wsz // G,
-        sim=sim,
-        SIG=QPROFILE_SIG,
-        up=up,
-        xor=xor,
-        xor_offsets=offsets,
         U=unroll,
-        NSTEPS=f"n + {G - 1}" if unroll == 1 else f"(n + {G}) & -2",
-        warp_offsets=[o for o in (16, 8, 4, 2, 1) if G <= o < wsz],
+        NSTEPS=f"L + {G - 1}" if unroll == 1 else f"(L + {G}) & -2",
+        **ops,
     )
 
 
