@@ -32,6 +32,7 @@
 # PHASE="S D": D, after S, times process starts on the host (python3, swgpu, nvidia-smi -L,
 # Snakemake's import and a dry run of the 20-query folder).
 # PHASE=GK: GT, then the 20-query kernel benchmark (gpu_bench.py).
+# PHASE=NCU: ncu of the s16 kernels (NCU_VARIANTS), shared-memory wavefronts and pipes.
 # PHASE=KV: scoring-kernel variants (KV_MODES, e.g. "s16,s16@nolob+u1+b0") in one gpu_bench.py;
 #          KV_DBS: other databases (peak_db.py's 256, 1,024 and 2,048-aa ones are made).
 # PHASE="T S" runs T, then S (phases run in the order of this file).
@@ -309,6 +310,21 @@ if has_phase KV; then
     echo "rc=$?" | tee -a "$OUT/log.txt"
     grep -E "^!!" "$OUT/gpu_bench_kv_$name.log" | tee -a "$OUT/log.txt"
     sed -n '/^summary/,$p' "$OUT/gpu_bench_kv_$name.log" | tee -a "$OUT/log.txt"
+  done
+fi
+if has_phase NCU; then
+  # ncu on the first 4 s16 kernels of query 19 (5,478 aa) of bench200M, per variant in
+  # NCU_VARIANTS ("-" = the default): shared-memory wavefronts against the SM's one per clock
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  for v in ${NCU_VARIANTS:-- nolob,u1,b0}; do
+    [ "$v" = - ] && v=""
+    SWGPU_KERNEL_VARIANT=$v timeout 240 $NCU --profile-from-start off --clock-control none -k regex:kernel_py -c 4 \
+      --section Occupancy --metrics l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,smsp__inst_executed_op_shared_ld.sum,sm__inst_executed.sum,sm__cycles_elapsed.avg,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,smsp__average_warp_latency_issue_stalled_short_scoreboard.ratio,smsp__average_warp_latency_issue_stalled_mio_throttle.ratio,smsp__average_warp_latency_issue_stalled_wait.ratio,smsp__average_warp_latency_issue_stalled_math_pipe_throttle.ratio,smsp__average_warp_latency_issue_stalled_selected.ratio,smsp__average_warp_latency_issue_stalled_not_selected.ratio \
+      python3 benchmarks/gpu_profile.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta --pick 19 --mode s16 --ncu \
+      > "$OUT/ncu_s16_${v:-default}.txt" 2>&1
+    echo "== ncu s16 ${v:-default} rc=$?" | tee -a "$OUT/log.txt"
+    grep -E "kernel_py|Registers Per|Achieved Occupancy|Theoretical Occupancy|wavefronts|bank_conflicts|op_shared_ld|inst_executed|cycles_elapsed|issue_active|pipe_|stalled" \
+      "$OUT/ncu_s16_${v:-default}.txt" | head -80 | tee -a "$OUT/log.txt"
   done
 fi
 if has_phase GT || has_phase GK; then
