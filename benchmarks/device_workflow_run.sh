@@ -33,6 +33,7 @@
 # Snakemake's import and a dry run of the 20-query folder).
 # PHASE=GK: GT, then the 20-query kernel benchmark (gpu_bench.py).
 # PHASE=NCU: ncu of the s16 kernels (NCU_VARIANTS), shared-memory wavefronts and pipes.
+# PHASE=MENU: gpu_bench.py with the shape menus MENU_CONFIGS (SWGPU_CONFIGS values, "-" = default).
 # PHASE=KV: scoring-kernel variants (KV_MODES, e.g. "s16,s16@nolob+u1+b0") in one gpu_bench.py;
 #          KV_DBS: other databases (peak_db.py's 256, 1,024 and 2,048-aa ones are made).
 # PHASE="T S" runs T, then S (phases run in the order of this file).
@@ -326,6 +327,26 @@ if has_phase NCU; then
     grep -E "kernel_py|Registers Per|Achieved Occupancy|Theoretical Occupancy|wavefronts|bank_conflicts|op_shared_ld|inst_executed|cycles_elapsed|issue_active|pipe_|stalled" \
       "$OUT/ncu_s16_${v:-default}.txt" | head -80 | tee -a "$OUT/log.txt"
   done
+fi
+if has_phase MENU; then
+  # shape menus (SWGPU_CONFIGS "single;multi", "-" = the default) on bench200M, one process each,
+  # in the order given; top hits compared between them
+  k=0
+  for cfg in ${MENU_CONFIGS:--}; do
+    k=$((k + 1)); [ "$cfg" = - ] && cfg=""
+    echo "== gpu_bench 20 queries, menu $k: ${cfg:-default}" | tee -a "$OUT/log.txt"
+    SWGPU_CONFIGS=$cfg timeout ${MENU_TIMEOUT:-150} python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta \
+      --queries $BD/bench_queries.fasta --repeat 2 --skip-start --json "$OUT/gpu_bench_menu$k.json" \
+      > "$OUT/gpu_bench_menu$k.log" 2>&1
+    echo "rc=$?" | tee -a "$OUT/log.txt"
+    grep -E "warm-up|^TOTAL" "$OUT/gpu_bench_menu$k.log" | tee -a "$OUT/log.txt"
+  done
+  python3 -c "
+import json, sys
+runs = [json.load(open(f'$OUT/gpu_bench_menu{i}.json')) for i in range(1, $k + 1)]
+hits = [r['variants'][0]['top_hits'] for r in runs]
+print('top hits equal across menus:', all(h == hits[0] for h in hits))
+" 2>&1 | tee -a "$OUT/log.txt"
 fi
 if has_phase GT || has_phase GK; then
   precompile_all; gpu_tests 300

@@ -42,7 +42,20 @@ BATCH_SHAPES["h16"] = BATCH_SHAPES["s16"]
 #: Relative speed of a shape by R (fewer shuffles and loop overhead per cell
 #: with more registers per lane) and of multi-pass kernels; measured on an
 #: H100 (GPU-NOTES.md), used only to choose shapes.
-RATE_BY_R = {32: 1.0, 28: 0.99, 24: 0.98, 20: 0.96, 16: 0.94, 12: 0.9, 8: 0.8, 4: 0.6}
+RATE_BY_R = {
+    32: 1.0,
+    30: 0.995,
+    28: 0.99,
+    26: 0.985,
+    24: 0.98,
+    22: 0.97,
+    20: 0.96,
+    18: 0.95,
+    16: 0.94,
+    12: 0.9,
+    8: 0.8,
+    4: 0.6,
+}
 RATE_MULTI = 0.85
 #: Steps of fixed work per pass (loading subject letters, the final reduction).
 PASS_OVERHEAD_STEPS = 6
