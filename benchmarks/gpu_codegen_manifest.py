@@ -8,9 +8,9 @@
 One line per source: ``sha256  name``.  The sources are those the planner
 menus, the precompile and the simulator tests can produce, and more: every
 scoring kernel of mode s16/h16/s32, group size G in 1..32 (powers of two), R in
-1..5, 8, 12, 16, 20, 24, 28, 32, single- and multi-pass, for the GPU and for
+1..5, 8, 12 and 16..32 (steps of 2), single- and multi-pass, for the GPU and for
 the CUDA simulator (and the batched variant, several queries per launch, for R
-in 1, 2, 4, 16, 32); every pair kernel kind with R in 1..5, 8, 16, 32, GPU and
+in 1, 2, 4, 16, 24, 28, 32); every pair kernel kind with R in 1..5, 8, 16, 32, GPU and
 simulator; and the top-k helper module.  ``tests/test_gpu_codegen.py`` checks
 the committed manifest: a change to the generated code (which changes what
 Numba compiles and caches) must be deliberate and shows up as a diff here.
@@ -29,9 +29,9 @@ MANIFEST = ROOT / "tests" / "data" / "gpu_codegen.sha256"
 
 MODES = ("s16", "h16", "s32")
 GROUPS = (1, 2, 4, 8, 16, 32)
-SCORE_R = (1, 2, 3, 4, 5, 8, 12, 16, 20, 24, 28, 32)
+SCORE_R = (1, 2, 3, 4, 5, 8, 12, 16, 18, 20, 22, 24, 26, 28, 30, 32)
 PAIR_R = (1, 2, 3, 4, 5, 8, 16, 32)
-BATCHED_R = (1, 2, 4, 16, 32)
+BATCHED_R = (1, 2, 4, 16, 24, 28, 32)
 PAIR_KINDS = ("local", "semi", "local_rev", "global_rev")
 
 

@@ -42,7 +42,7 @@ def test_generated_sources_match_the_manifest():
         digest, name = line.split("  ")
         recorded[name] = digest
     srcs = man.sources()
-    assert len(srcs) == len(recorded) == 1289  # 641 + 240 batched + 408 h16
+    assert len(srcs) == len(recorded) == 1721  # 1,152 score + 504 batched + 64 pair + aux
     got = {n: hashlib.sha256(s.encode()).hexdigest() for n, s in srcs.items()}
     differ = sorted(n for n in recorded if got.get(n) != recorded[n])
     assert not differ, f"{len(differ)} generated sources changed, e.g. {differ[:5]}"
