@@ -73,8 +73,10 @@ def test_sources_are_python_and_name_their_shape():
     compile(src, "<kernel>", "exec")
     assert "G = 8\nR = 5\nW = 40\n" in src
     assert "x4 = int32((ca * D + cb) * 4 + sbase)" in src and "x5 " not in src
-    # the step loop unrolled twice (two copies of the row), R odd
+    # the multi-pass step loop unrolled twice (two copies of the row), R odd
     assert src.count("vmax3_2(best,") == 4 and src.count("best = vmax2(best, h4)") == 2
+    one = codegen.kernel_source("s16", 8, 5, sim=False, multipass=False)
+    assert one.count("vmax3_2(best,") == 2 and "nsteps = int32(L + 7)" in one and "kb" in one
     # the low half kept + (open + extend): H's max3 takes the floor kb, H - oe is a 32-bit add
     assert "h0 = vmax3_2(xx0, e, kb)" in src and "t = add32(h4, cadd)" in src
     assert (
@@ -156,6 +158,7 @@ def test_the_s16_variant_switches_parse_and_change_only_s16():
     finally:
         codegen.set_variant("")
     assert codegen.kernel_source("s16", 8, 5, sim=False) == before["s16"]
+    assert "LAUNCH_BOUNDS = (128, 3)" in before["s16"]
     assert codegen.LAUNCH_BOUNDS[("s16", True)] == (128, 3)
 
 

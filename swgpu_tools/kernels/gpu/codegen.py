@@ -59,8 +59,8 @@ LAUNCH_BOUNDS = {k: v for k, v in LAUNCH_BOUNDS.items() if v}
 #: The s16 kernels' variant (issue 14; RESULTS-gpu.md runs 51-56): LOB, the low half of H,
 #: E and F kept + (open + extend), so that H - open - extend is a 32-bit add off the DPX
 #: pipe and the floor at 0 joins H's max3 (4.5 instead of 5.5 DPX per packed cell); U = 2,
-#: the step loop unrolled twice; B = 3, launch bounds (128 threads, 3 blocks per SM).
-#: Together +3 % on long subjects (multi-pass kernels), neutral on the single-pass ones.
+#: the multi-pass kernels' step loop unrolled twice; B = 3, launch bounds (128 threads, 3
+#: blocks per SM).  Together +3 % on long subjects (multi-pass), neutral on single-pass.
 S16_DEFAULT = {"LOB": True, "U": 2, "B": 3}
 
 
@@ -311,7 +311,8 @@ def kernel_source(
     ops = {"s16": _S16_OPS, "h16": _H16_OPS, "s32": _S32_OPS}[mode]
     s16 = mode == "s16"  # the bias needs two's-complement halves; u2 was measured on s16 only
     lob = VARIANT["LOB"] and s16
-    unroll = VARIANT["U"] if s16 else 1
+    # unrolled: the multi-pass kernels only (their gain; twice the code to load elsewhere)
+    unroll = VARIANT["U"] if s16 and multipass else 1
     offsets = []
     off = G // 2
     while off >= 1:
