@@ -196,6 +196,66 @@ def test_simulator_kernels_match_reference(seed, go, ge):
     _check_sim(res, len(ALL_CASES))
 
 
+NEAR_LIMIT_SCRIPT = textwrap.dedent(
+    r"""
+    import json, sys
+    import numpy as np
+    sys.setswitchinterval(0.0002)
+    sys.path.insert(0, sys.argv[1])
+    from reference import sw_score
+    from swgpu_tools.scoring import ScoringScheme
+    from swgpu_tools.sequences import SequenceSet
+    from swgpu_tools.kernels import gpu
+    from swgpu_tools.kernels.gpu import planner
+
+    planner.CONFIGS = ((2, 2), (2, 4))
+    rng = np.random.default_rng(int(sys.argv[2]))
+    # large scores, few cells: a 15-letter match scores 30,000, near the s16 limit
+    # (32,767 - max score - open - extend with the low half's bias: 29,267)
+    scheme = ScoringScheme(match=2000, mismatch=-1500, gap_open=1000, gap_extend=500)
+
+    def rs(n):
+        return "".join(rng.choice(list("ACGT"), n))
+
+    q = rs(20)
+    db = [("copy", q)] + [(f"sub{k}", q[k % 5 : k % 5 + 13 + k % 5]) for k in range(10)]
+    db += [(f"mut{k}", q[:8] + rs(1) + q[9 : 15 + k]) for k in range(4)]
+    db += [(f"r{k}", rs(int(rng.integers(0, 12)))) for k in range(5)]
+    edb = scheme.encode(SequenceSet.from_pairs(db))
+    eqs = scheme.encode(SequenceSet.from_pairs([("q", q)]))
+    qc = eqs.codes[eqs.offsets[0] : eqs.offsets[1]]
+    ref = [sw_score(qc, edb.codes[edb.offsets[j] : edb.offsets[j + 1]], scheme.matrix,
+                    scheme.gap_open, scheme.gap_extend) for j in range(len(edb))]
+    s = gpu.GpuSearcher.from_scheme(edb, scheme, mode="s16")
+    got = s.all_scores(eqs)[0].tolist()
+    print("RESULT " + json.dumps({"ref": ref, "got": got, "limit": s.overflow_limit}))
+    """
+)
+
+
+@pytest.mark.parametrize("variant", ["", "nolob,u1,b0"])
+def test_simulator_s16_scores_near_the_16_bit_limit(variant):
+    """Scores from 26,000 to 40,000 (a scheme of large scores on short sequences): the
+    packed kernel with its low half biased by open + extend, and without, re-scores every
+    pair whose 16-bit best may have overflowed and matches the reference everywhere."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(ROOT))
+    env["SWGPU_KERNEL_VARIANT"] = variant
+    proc = subprocess.run(
+        [sys.executable, "-c", NEAR_LIMIT_SCRIPT, str(TESTS), "5"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    res = json.loads(proc.stdout.split("RESULT ")[-1])
+    ref = res["ref"]
+    assert res["got"] == ref
+    # the case is what it says: scores on both sides of the limit, and above int16
+    assert max(ref) > 32767 and any(res["limit"] - 3000 < r < res["limit"] for r in ref)
+    assert any(res["limit"] <= r <= 32767 for r in ref)
+
+
 def test_kernel_source_shapes():
     from swgpu_tools.kernels import gpu
 
