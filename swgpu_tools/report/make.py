@@ -154,6 +154,13 @@ def _write_tables(table: pd.DataFrame, steps: data.StepRecords, out: dict[str, s
     )
 
 
+def _n_workers(workers: int | None, n_jobs: int) -> int:
+    """Drawing processes for ``n_jobs`` pictures: ``workers``, or by default the CPUs
+    this process may use (at most :data:`MAX_WORKERS`); never more than the pictures."""
+    n = min(MAX_WORKERS, usable_cpus()) if workers is None else max(1, int(workers))
+    return min(n, n_jobs)
+
+
 def _paths(out_dir) -> dict[str, str]:
     return {name: os.path.join(os.fspath(out_dir), name) for name in OUTPUTS}
 
@@ -206,7 +213,7 @@ def start_early(hits_path, stats_paths, out_dir, queries_path=None, workers=None
     reads its inputs itself: this one goes on at once."""
     os.makedirs(out_dir, exist_ok=True)
     out = _paths(out_dir)
-    n = min(min(MAX_WORKERS, usable_cpus()) if workers is None else max(1, int(workers)), 5)
+    n = _n_workers(workers, len(EARLY))
     plots.preload()
 
     def draw() -> None:
@@ -313,7 +320,7 @@ def make_report(
     if early is not None:  # being drawn since the merge (see start_early)
         later = [j for j in jobs if j[1] in early.paths]
         jobs = [j for j in jobs if j[1] not in early.paths]
-    n = min(min(MAX_WORKERS, usable_cpus()) if workers is None else max(1, int(workers)), len(jobs))
+    n = _n_workers(workers, len(jobs))
     if "fork" not in multiprocessing.get_all_start_methods():
         n = 1
     groups = [jobs[k::n] for k in range(n)]

@@ -338,9 +338,8 @@ def kernel_source(
         xor=xor,
         xor_offsets=offsets,
         LOB=lob,
-        EINIT="negb" if lob else "neg",
-        HZERO="kb" if lob else "zero",
-        FNEG="negb" if lob else "neg",
+        HZERO="kb" if lob else "zero",  # H = 0, and E, F = -(open + extend), as held
+        NEG="negb" if lob else "neg",
         XOP="vaddmax2" if lob else ops["ADDMAXR"],
         LOWFIX=" - kb" if lob else "",
         U=unroll,
