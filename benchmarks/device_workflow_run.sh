@@ -33,6 +33,8 @@
 # Snakemake's import and a dry run of the 20-query folder).
 # PHASE=GK: GT, then the 20-query kernel benchmark (gpu_bench.py).
 # PHASE=NCU: ncu of the s16 kernels (NCU_VARIANTS), shared-memory wavefronts and pipes.
+# PHASE=DIAG: after S: micro-timings of this host (pandas import, 200 MB written, hashed, read)
+#          and the 20-query run again under cProfile (Snakemake and every swgpu process).
 # PHASE=MENU: gpu_bench.py with the shape menus MENU_CONFIGS (SWGPU_CONFIGS values, "-" = default).
 # PHASE=KV: scoring-kernel variants (KV_MODES, e.g. "s16,s16@nolob+u1+b0") in one gpu_bench.py;
 #          KV_DBS: other databases (peak_db.py's 256, 1,024 and 2,048-aa ones are made).
@@ -382,5 +384,33 @@ if has_phase D; then
     t2=$( { time (eval "$c" > /dev/null 2>&1) ; } 2>&1 | tr '\n' ' ')
     echo "startup: $t$t2 s: $c" | tee -a "$OUT/log.txt"
   done
+fi
+if has_phase DIAG; then
+  # after S: where a small run's time outside the GPU goes on this host.  Micro-timings
+  # (pandas' import, which Snakemake's main process does when it first records a job's
+  # params; writing, hashing and re-reading 200 MB), then the 20-query run again with
+  # Snakemake's main process under cProfile and every swgpu process too (SWGPU_PROFILE)
+  TIMEFORMAT=%R
+  for c in "python3 -c 'import pandas'" "python3 -c 'import matplotlib.pyplot'" \
+      "dd if=/dev/zero of=/tmp/dd.bin bs=1M count=200 status=none" \
+      "python3 -c 'import hashlib; hashlib.sha256(open(\"/tmp/dd.bin\",\"rb\").read())'" \
+      "python3 -c 'import hashlib; hashlib.blake2b(open(\"/tmp/dd.bin\",\"rb\").read())'" \
+      "python3 -c 'open(\"/tmp/dd.bin\",\"rb\").read()'" \
+      "python3 -c 'import os; d=os.urandom(1<<20)*200; f=open(\"/tmp/dd2.bin\",\"wb\"); f.write(d); f.close()'"; do
+    t=$( { time (eval "$c" > /dev/null 2>&1) ; } 2>&1 | tr '\n' ' ')
+    t2=$( { time (eval "$c" > /dev/null 2>&1) ; } 2>&1 | tr '\n' ' ')
+    echo "diag: $t$t2 s: $c" | tee -a "$OUT/log.txt"
+  done
+  rm -f /tmp/dd.bin /tmp/dd2.bin
+  W=/tmp/diag20; rm -rf $W; mkdir -p $W
+  sed "s#/tmp/scaleS_true/q20#$W#g" /tmp/scaleS_true/q20/config.yaml > $W/config.yaml
+  rm -rf /tmp/prof20; mkdir -p /tmp/prof20
+  t0=$(ts)
+  SWGPU_PROFILE=/tmp/prof20 timeout 120 python3 -m cProfile -o "$OUT/smk_q20.prof" -m snakemake \
+    -s $PWD/Snakefile --directory $W --configfile $W/config.yaml --cores 16 > "$OUT/smk_q20.log" 2>&1
+  echo "20 queries, Snakemake and every swgpu process under cProfile: $(el $t0 $(ts)) s" | tee -a "$OUT/log.txt"
+  python3 benchmarks/step_timeline.py $W 2>/dev/null | tee -a "$OUT/log.txt"
+  tar czf "$OUT/prof20.tgz" -C /tmp prof20
+  tar czf "$OUT/diag20_stats.tgz" -C $W results/stats results/logs 2>/dev/null
 fi
 echo "phase $PHASE done" | tee -a "$OUT/log.txt"
