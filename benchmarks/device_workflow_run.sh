@@ -402,8 +402,30 @@ if has_phase DIAG; then
     echo "diag: $t$t2 s: $c" | tee -a "$OUT/log.txt"
   done
   rm -f /tmp/dd.bin /tmp/dd2.bin
+  # bytecode: which packages' modules have none for this Python (PYTHONDONTWRITEBYTECODE is
+  # set on this image, so those are compiled from source in every process that imports them)
+  echo "PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE:-unset}" | tee -a "$OUT/log.txt"
+  python3 - <<'PYEOF' 2>&1 | tee -a "$OUT/log.txt"
+import importlib.util, os, sys
+tag = sys.implementation.cache_tag
+for name in ("snakemake", "pandas", "matplotlib", "numba", "numpy", "scipy", "Bio", "swgpu_tools", "pulp", "sqlalchemy"):
+    spec = importlib.util.find_spec(name)
+    root = os.path.dirname(spec.origin)
+    py = pyc = 0
+    for d, _, files in os.walk(root):
+        for f in files:
+            if f.endswith(".py"):
+                py += 1
+                pyc += os.path.exists(os.path.join(d, "__pycache__", f[:-3] + f".{tag}.pyc"))
+    print(f"bytecode: {name:12s} {pyc:5d} of {py:5d} modules ({root})")
+PYEOF
+  for c in "python3 -c 'import pandas'" "python3 -c 'import matplotlib.pyplot'" "python3 -c 'import snakemake.cli'"; do
+    t=$( { time (eval "env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=/tmp/pycache-diag $c" > /dev/null 2>&1) ; } 2>&1 | tr '\n' ' ')
+    t2=$( { time (eval "env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=/tmp/pycache-diag $c" > /dev/null 2>&1) ; } 2>&1 | tr '\n' ' ')
+    echo "diag, bytecode in a prefix (first, second): $t$t2 s: $c" | tee -a "$OUT/log.txt"
+  done
   W=/tmp/diag20; rm -rf $W; mkdir -p $W
-  sed "s#/tmp/scaleS_true/q20#$W#g" /tmp/scaleS_true/q20/config.yaml > $W/config.yaml
+  cp /tmp/scaleS_true/q20/config.yaml $W/config.yaml
   rm -rf /tmp/prof20; mkdir -p /tmp/prof20
   t0=$(ts)
   SWGPU_PROFILE=/tmp/prof20 timeout 120 python3 -m cProfile -o "$OUT/smk_q20.prof" -m snakemake \

@@ -137,6 +137,24 @@ def test_the_jobs_environment_reaches_the_child(warm, tmp_path):
     assert [p.name.split("-")[0] for p in prof.iterdir()] == ["receipt"]
 
 
+def test_a_warm_process_started_under_swgpu_profile_profiles_its_commands_not_itself(
+    tmp_path, monkeypatch
+):
+    """A workflow run with SWGPU_PROFILE set starts the warm process with it: the
+    warm process must not run under the profiler, or its children inherit one
+    (Python 3.12 then refuses theirs: every job failed)."""
+    prof = tmp_path / "prof"
+    monkeypatch.setenv("SWGPU_PROFILE", str(prof))
+    w = Warm(tmp_path)
+    try:
+        proc = _receipt(str(DATA / "example_queries.fasta"), str(tmp_path / "r"), w.env())
+        assert proc.returncode == 0, proc.stderr
+        assert w.children("receipt")
+    finally:
+        w.stop()
+    assert [p.name.split("-")[0] for p in prof.iterdir()] == ["receipt"]
+
+
 def test_another_environment_or_no_warm_process_runs_the_command_here(warm, tmp_path):
     # a Numba setting (read at import time) that the warm process did not have
     proc = _receipt(
@@ -264,3 +282,67 @@ def test_gpu_search_in_a_child_of_the_warm_process_equals_its_own_process(tmp_pa
         assert (tmp_path / "warm.tsv").read_text() == own_rows
     finally:
         w.stop()
+
+
+def test_a_command_whose_imports_are_loading_waits_for_them(tmp_path):
+    """A request for a later generation than the serving process's, while that
+    generation loads, is answered "retry" (the job asks again and is served by
+    the loaded process); never once the load took longer than RETRY_S."""
+    from swgpu_tools.warm import server as warm_server
+
+    srv = warm_server._Server(str(tmp_path / "s"), None, None, False, 1.0)
+    try:
+        srv.from_successor, srv.successor_since = 99, time.monotonic()
+
+        def waits(command):
+            return srv._later_generation_loading({"argv": [command, "x"]})
+
+        assert waits("score-shard") and waits("run-steps")
+        assert not waits("shard") and not waits("receipt") and not waits("check-shards")
+        srv.generation = 1  # the scoring generation serves, the finish one loads
+        assert not waits("score-shard") and waits("run-steps")
+        srv.successor_since -= warm_server.RETRY_S + 1  # a load that hangs
+        assert not waits("run-steps")
+        srv.successor_since = time.monotonic()
+        srv.from_successor = None  # nothing loading
+        assert not waits("run-steps")
+    finally:
+        srv.listener.close()
+        srv.sel.close()
+        signal.set_wakeup_fd(-1)
+        os.close(srv.wake_r)
+        os.close(srv.wake_w)
+
+
+def test_the_job_asks_again_after_a_retry_and_runs_the_command_itself_when_refused(tmp_path):
+    """The client's side: "retry" replies make it ask again; "refused" makes it
+    return None (the job runs its command itself)."""
+    import socket
+    import threading
+
+    from swgpu_tools.warm.protocol import receive, send
+
+    path = str(tmp_path / "s")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(4)
+    asked = []
+
+    def serve():
+        for reply in ({"retry": "loading"}, {"retry": "loading"}, {"refused": "no"}):
+            conn, _ = listener.accept()
+            request, fds = receive(conn, max_fds=3)
+            for fd in fds:
+                os.close(fd)
+            asked.append(request["argv"])
+            send(conn, reply)
+            conn.close()
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    try:
+        assert forward(["score-shard", "a"], path) is None
+    finally:
+        thread.join(10)
+        listener.close()
+    assert asked == [["score-shard", "a"]] * 3

@@ -196,8 +196,11 @@ def _profiled(argv: list[str]) -> int:
 def run_command(argv: list[str]) -> int:
     """``swgpu argv`` in this process (under cProfile with ``$SWGPU_PROFILE``): its status.
     What :func:`entry` runs, and what a child of the warm-start process runs
-    (:mod:`swgpu_tools.warm`)."""
-    return _profiled(argv) if os.environ.get("SWGPU_PROFILE") else main(argv)
+    (:mod:`swgpu_tools.warm`).  The warm process itself is not profiled: its
+    children, forked while it runs, would inherit the profiler, and Python 3.12
+    refuses a second one in a process."""
+    profile = os.environ.get("SWGPU_PROFILE") and argv[:1] != ["warm-serve"]
+    return _profiled(argv) if profile else main(argv)
 
 
 def entry() -> None:

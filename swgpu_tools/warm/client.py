@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import sys
+import time
 
 from .protocol import ENV, fingerprint, receive, send
 
@@ -32,12 +33,25 @@ def _open_fds() -> list[int]:
     return fds
 
 
+#: Between a "retry" reply (the imports the command needs are loading) and the
+#: next request; the server stops asking after its RETRY_S.
+RETRY_PAUSE_S = 0.02
+
+
 def forward(argv: list[str], path: str | None = None) -> int | None:
     """Run ``swgpu argv`` in a child of the warm process at ``path`` (default:
     ``$SWGPU_WARM``); its exit status, or None if this process must run it."""
     path = path or os.environ.get(ENV)
     if not path:
         return None
+    while True:
+        status = _forward_once(argv, path)
+        if status != "retry":
+            return status
+        time.sleep(RETRY_PAUSE_S)
+
+
+def _forward_once(argv: list[str], path: str) -> int | str | None:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         try:
@@ -61,6 +75,8 @@ def forward(argv: list[str], path: str | None = None) -> int | None:
             reply, _ = receive(sock)
         except (OSError, EOFError, ValueError):
             return None  # it ended before starting the command: run it here
+        if "retry" in reply:
+            return "retry"  # the warm process that will take it is loading
         if "pid" not in reply:
             return None  # refused (another environment, or stopping)
         return _wait(sock, int(reply["pid"]))

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 from dataclasses import dataclass
 
 from .protocol import ENV
@@ -75,3 +76,28 @@ def stop(warm: WarmProcess | None, timeout: float = 15.0) -> None:
             pass
         warm.process.wait()
     shutil.rmtree(warm.folder, ignore_errors=True)
+
+
+#: what Snakemake's own process imports when a job ends, before it starts the next
+#: job: pandas, on the first job with params (its metadata record checks each param
+#: for a DataFrame, ``snakemake.persistence``), 0.8-0.9 s on an H100 host
+SNAKEMAKE_LATE_IMPORTS = ("pandas",)
+
+
+def preload_late_imports(names=SNAKEMAKE_LATE_IMPORTS) -> threading.Thread:
+    """Import ``names`` on a daemon thread of this process (Snakemake's: called
+    from onstart), while its first jobs run and it waits for them, so that the
+    import is not between a job's end and the next job's start."""
+
+    def run():
+        import importlib
+
+        for name in names:
+            try:
+                importlib.import_module(name)
+            except ImportError:  # Snakemake then goes without it too
+                pass
+
+    thread = threading.Thread(target=run, name="swgpu-preload", daemon=True)
+    thread.start()
+    return thread

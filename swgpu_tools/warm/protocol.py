@@ -3,7 +3,8 @@
 A message is a 4-byte big-endian length and that many bytes of JSON.  The
 request (client to server) carries the job's standard streams as file
 descriptors (``SCM_RIGHTS``).  Replies: ``{"pid": N}`` once the child runs,
-or ``{"refused": why}``; then ``{"exit": status}`` or ``{"signal": number}``.
+``{"refused": why}``, or ``{"retry": why}`` (ask again shortly: the process
+that will take it is loading); then ``{"exit": status}`` or ``{"signal": number}``.
 
 Standard library only: the client imports this before anything else.
 """

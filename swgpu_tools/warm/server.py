@@ -102,6 +102,24 @@ def generations(gpu: bool) -> list[list[tuple[str, object]]]:
     return [first, scoring, finish]
 
 
+#: The generation whose imports each command needs (others: the first).  A
+#: request for a later generation than this process's, while that generation is
+#: loading, is answered "retry": the job asks again shortly and is served by the
+#: loaded process, rather than its child importing again what is being loaded.
+COMMAND_GENERATION = {
+    "score-shard": 1,
+    "run-steps": 2,
+    "merge": 2,
+    "traceback": 2,
+    "release": 2,
+    "plots": 2,
+}
+
+#: How long a loading generation may keep requests waiting (then they are served
+#: by the processes already loaded).
+RETRY_S = 20.0
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -145,6 +163,7 @@ class _Server:
         self.generation = 0
         self.successor: int | None = None  # the process loading the next generation
         self.from_successor: int | None = None  # its "ready" pipe (read end)
+        self.successor_since = 0.0  # when it started loading (monotonic)
         self.to_predecessor: int | None = None  # ours to the one before (write end)
         self.sel = selectors.DefaultSelector()
         self.wake_r, self.wake_w = self._wake_pipe()
@@ -209,6 +228,7 @@ class _Server:
         if pid:
             os.close(w)
             self.successor, self.from_successor = pid, r
+            self.successor_since = time.monotonic()
             return False
         os.close(r)
         if self.to_predecessor is not None:
@@ -307,6 +327,10 @@ class _Server:
                 send(conn, {"refused": why})
                 conn.close()
                 return
+            if self._later_generation_loading(request):
+                send(conn, {"retry": "the imports it needs are loading"})
+                conn.close()
+                return
             sys.stdout.flush()
             sys.stderr.flush()
             pid = os.fork()
@@ -325,6 +349,17 @@ class _Server:
         self.sel.register(conn, selectors.EVENT_READ, pid)
         self._log(
             f"pid {pid}: swgpu {' '.join(request['argv'][:1])} (job pid {request.get('pid')})"
+        )
+
+    def _later_generation_loading(self, request: dict) -> bool:
+        """Whether the request's command needs a later generation than this
+        process's, and the next one is loading (for less than :data:`RETRY_S`)."""
+        argv = request.get("argv") or [""]
+        needs = COMMAND_GENERATION.get(str(argv[0]), 0)
+        return (
+            needs > self.generation
+            and self.from_successor is not None
+            and time.monotonic() - self.successor_since < RETRY_S
         )
 
     def _job_gone(self, conn: socket.socket, pid: int) -> None:
