@@ -14,6 +14,10 @@ PHASE=${PHASE:-S}
 NEW=$PWD
 OLD=$PWD/.carry-old
 [ -f "$OLD/benchmarks/device_workflow_run.sh" ] || { echo "no $OLD (git worktree of the old commit)"; exit 2; }
+# numpy's bytecode, which the image lacks, once for both sides (device_workflow_run.sh
+# compiles it since a65d65a; an older side's script does not)
+NUMPY_DIR=$(python3 -c "import importlib.util, os; print(os.path.dirname(importlib.util.find_spec('numpy').origin))" 2>/dev/null)
+[ -n "$NUMPY_DIR" ] && python3 -m compileall -q -j 0 "$NUMPY_DIR" > /dev/null 2>&1
 side() {  # label, tree, cache
   mkdir -p "$OUT/$1"
   echo "== $1 ($2, $(git -C "$2" rev-parse --short HEAD 2>/dev/null || echo '?'))"
