@@ -222,3 +222,30 @@ def test_a_note_of_this_boot_spares_the_traceback_the_digest_and_one_of_another_
     os.utime(path, ns=(6, 6))
     with pytest.raises(InputError, match="checksum mismatch"):
         load_subjects([path], wanted)
+
+
+@pytest.mark.parametrize("byte", [ord("W"), 0x01], ids=["letter", "not-a-letter"])
+def test_score_shard_checks_each_shards_digest_before_it_writes(tmp_path, byte):
+    """The scoring step checks a shard's digest while it encodes and scores it
+    (off the way to the first scores): a shard damaged in place fails naming it
+    as corrupt, not as a bad letter, and nothing is written."""
+    from swgpu_tools.errors import InputError
+    from swgpu_tools.io.shardfile import write_shard
+    from swgpu_tools.scoring import ScoringScheme
+    from swgpu_tools.steps.score_shard import score_shard
+
+    path = tmp_path / "shard-0000.swdb"
+    seqs = [b"MKVLAAGIVGLLLAHHKKWW", b"ACDEFGHIKLMNPQRSTVWYACDEF", b"MSTNPKPQRKTKRNTNRRPQ"]
+    write_shard(path, ["a", "b", "c"], seqs)
+    (tmp_path / "q.fa").write_text(">q\nACDEFGHIKLMNPQRSTVWY\n")
+    out, stats = tmp_path / "hits.npz", tmp_path / "stats.json"
+    kw = dict(scheme=ScoringScheme(), top_k=3, backend="cpu", threads=1, stats_path=stats)
+    score_shard(path, tmp_path / "q.fa", out, **kw)  # whole: it scores
+    out.unlink()
+    stats.unlink()
+    data = bytearray(path.read_bytes())
+    data[data.index(b"ACDEFGHIKLMNPQRSTVWYACDEF") + 3] = byte
+    path.write_bytes(bytes(data))
+    with pytest.raises(InputError, match="shard-0000.swdb: shard checksum mismatch"):
+        score_shard(path, tmp_path / "q.fa", out, **kw)
+    assert not out.exists() and not stats.exists()

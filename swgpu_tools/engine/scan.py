@@ -12,7 +12,7 @@ from ..io.hitsfile import ShardHits
 from ..io.stepstats import process_age
 from ..logs import ProgressBar, get_logger
 from ..scoring import ScoringScheme
-from ..sequences import SequenceSet
+from ..sequences import EncodedSequences, SequenceSet
 
 log = get_logger(__name__)
 
@@ -142,12 +142,14 @@ def scan(
     stats: dict | None = None,
     hashes: np.ndarray | None = None,
     qhashes: np.ndarray | None = None,
+    encoded: EncodedSequences | None = None,
 ):
     """:func:`score`, keeping ``margin`` more hits per query in the returned state
     and reusing ``previous`` (a :class:`~swgpu_tools.io.statefile.ShardState` of an
     earlier release of ``database``) where exact; returns (table, new state).
     See :mod:`swgpu_tools.engine.increment` (``hashes``, ``qhashes``: the
-    sequences' content hashes, where the caller has them already)."""
+    sequences' content hashes, and ``encoded``: ``database`` encoded for
+    ``scheme``, where the caller has them already)."""
     from .increment import scan_shard
 
     if top_k < 1:
@@ -155,7 +157,7 @@ def scan(
     check_score_range(queries, database, scheme)
     check_align_range(queries, database, scheme)
     q_enc = scheme.encode(queries, "queries")
-    d_enc = scheme.encode(database, "database")
+    d_enc = scheme.encode(database, "database") if encoded is None else encoded
     if started is None:
         started = BackendStart(backend, device)
     waited = time.perf_counter()

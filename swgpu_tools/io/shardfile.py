@@ -33,7 +33,7 @@ import os
 import struct
 import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -270,15 +270,17 @@ class _ShardBody:
             )
 
     @contextlib.contextmanager
-    def decoding(self):
-        """Decode inside: afterwards the digest is verified; a decoding error in a
-        file whose digest is right is reported as a corrupt shard."""
+    def decoding(self, then_verify: bool = True):
+        """Decode inside: afterwards the digest is verified (``then_verify``); a
+        decoding error in a file whose digest is right is reported as a corrupt
+        shard."""
         try:
             yield
         except (ValueError, IndexError) as exc:
             self.verify()
             raise InputError(f"{self.name}: corrupt shard ({exc}); re-run the shard step") from None
-        self.verify()
+        if then_verify:
+            self.verify()
 
     def ids_blob(self) -> bytes:
         return self.body[: self.n_ids].tobytes()
@@ -349,6 +351,23 @@ def read_shard(path, headers: bool = True) -> SequenceSet:
         if headers and shard.version >= 2:
             heads = _TextLines(shard.headers_blob())
     return SequenceSet(ids, shard.residues(), offsets, heads)
+
+
+def read_shard_unverified(path) -> tuple[SequenceSet, Callable[[], None]]:
+    """:func:`read_shard`, returned before its digest is known: (the shard, a
+    function that waits for the digest and raises InputError if it is wrong).
+
+    For a reader that has other work while the digest is computed (a scoring job:
+    the encoding of the residues, then the scan), so the digest is off its path.
+    The caller must call the function before anything it writes depends on the
+    shard, and when it meets an error in the shard's content (then the function
+    names a corrupt file as such)."""
+    shard = _ShardBody(path)
+    with shard.decoding(then_verify=False):
+        ids = shard.ids_blob().decode("utf-8").split("\n")[:-1]
+        offsets = shard.offsets()
+        heads = _TextLines(shard.headers_blob()) if shard.version >= 2 else None
+    return SequenceSet(ids, shard.residues(), offsets, heads), shard.verify
 
 
 def read_shard_records(path, wanted, trusted: bool = False) -> SequenceSet:

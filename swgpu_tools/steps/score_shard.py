@@ -19,7 +19,7 @@ from ..engine.increment import GPU_START_S, delta_cells, rescan_on_cpu
 from ..engine.scan import scan
 from ..io.fasta import read_fasta
 from ..io.hitsfile import concat_shard_hits, write_shard_hits
-from ..io.shardfile import note_verified, read_shard
+from ..io.shardfile import note_verified, read_shard_unverified
 from ..io.statefile import read_state, sequence_hashes, write_state
 from ..io.stepstats import StepTimer
 from ..logs import get_logger
@@ -55,40 +55,67 @@ def gpu_likely(backend: str) -> bool:
 
 class _Prefetch:
     """Reads shard files one ahead, on a thread, with each sequence's content hash
-    (:func:`~swgpu_tools.io.statefile.sequence_hashes`, for the re-scan state) and
-    the shard's stored state (None where there is none): the first shard's while
-    the GPU starts, the next one's while a shard is scored (reading and the digest
-    release the GIL, and so does the GPU wait)."""
+    (:func:`~swgpu_tools.io.statefile.sequence_hashes`, for the re-scan state), the
+    residues encoded for ``scheme`` (for a shard scored whole), and the shard's
+    stored state (None where there is none): the first shard's while the GPU
+    starts, the next one's while a shard is scored (reading, the digest and the
+    encoding release the GIL, and so does the GPU wait).
 
-    def __init__(self, paths, states):
+    Each shard's digest is checked on a thread of its own while the rest goes on
+    (:func:`~swgpu_tools.io.shardfile.read_shard_unverified`); :meth:`verify`
+    waits for every digest so far, and must pass before anything is written.
+    """
+
+    def __init__(self, paths, states, scheme: ScoringScheme):
         self.paths = list(paths)
         self.states = list(states)
+        self.scheme = scheme
+        self._checks: list = []  # (path, os.stat before the read, digest check)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="swgpu-shard-read")
         self._next = self._pool.submit(self._load, 0) if self.paths else None
 
     def _load(self, i: int):
         t0 = time.perf_counter()
         before = os.stat(self.paths[i])
-        shard = read_shard(self.paths[i])  # its digest checked
-        try:  # so the traceback need not check it again (best effort)
-            note_verified({self.paths[i]: before})
-        except OSError:
-            pass
+        shard, check = read_shard_unverified(self.paths[i])
+        self._checks.append((self.paths[i], before, check))
         t1 = time.perf_counter()
         state = read_state(self.states[i]) if self.states[i] else None
         t2 = time.perf_counter()
         hashes = sequence_hashes(shard)
-        seconds = {"shard": t1 - t0, "state": t2 - t1, "hashes": time.perf_counter() - t2}
-        return shard, hashes, state, {k: round(v, 4) for k, v in seconds.items()}
+        t3 = time.perf_counter()
+        # a shard without a state is scored whole: its residues as the kernels
+        # take them (a re-scan encodes only its delta)
+        encoded = None if state is not None else self.scheme.encode(shard, "database")
+        seconds = {
+            "shard": t1 - t0,
+            "state": t2 - t1,
+            "hashes": t3 - t2,
+            "encode": time.perf_counter() - t3,
+        }
+        return shard, encoded, hashes, state, {k: round(v, 4) for k, v in seconds.items()}
 
     def get(self, i: int):
-        """(shard ``i``, its hashes, its state, the reading thread's seconds: shard,
-        state, hashes), waiting for them; starts on shard ``i + 1``."""
+        """(shard ``i``, its encoded residues or None, its hashes, its state, the
+        reading thread's seconds: shard, state, hashes, encode), waiting for
+        them; starts on shard ``i + 1``."""
         current = self._next
         self._next = self._pool.submit(self._load, i + 1) if i + 1 < len(self.paths) else None
         if self._next is None:
             self._pool.shutdown(wait=False)
         return current.result()  # re-raises the reading thread's error
+
+    def verify(self) -> None:
+        """Wait for the digests of the shards read so far; InputError names a
+        corrupt one.  Then note them (best effort), so the traceback need not
+        check them again."""
+        checks = list(self._checks)  # the reading thread may append the next one
+        for _, _, check in checks:
+            check()
+        try:
+            note_verified({path: before for path, before, _ in checks})
+        except OSError:
+            pass
 
 
 def _as_list(x) -> list:
@@ -134,64 +161,73 @@ def score_shard(
         # the GPU's start-up (lock, CUDA context, helper kernels) runs while the inputs
         # are read; a re-scan whose delta is small may still score on the CPU instead
         early = BackendStart(backend, device, background=backend != "cpu", scheme=scheme)
-    cpu_start = None
     with timer.phase("read"):
-        reader = _Prefetch(shards, [s if has else None for s, has in zip(states, has_state)])
+        reader = _Prefetch(
+            shards, [s if has else None for s, has in zip(states, has_state)], scheme
+        )
         queries = read_fasta(queries_path)
         qhashes = sequence_hashes(queries)  # once for all shards
-    parts, new_states, records = [], [], []
-    for i, path in enumerate(shards):
-        with timer.phase("read"):
-            database, hashes, previous, read_s = reader.get(i)
-        log.info(
-            f"{os.fspath(path)}: {len(database):,} sequences, "
-            f"{database.total_residues:,} residues; {len(queries)} queries"
-        )
-        info: dict = {"shard": os.path.basename(os.fspath(path)), "read_s": read_s}
-        if has_state[i] and previous is None:
-            log.warning(f"{states[i]}: unreadable; scoring the whole shard")
-        started = early
-        if has_state[i] and backend != "cpu":
-            # a re-scan: the GPU is used only where the delta is worth it
-            with timer.phase("match"):
-                cells, passes = delta_cells(
-                    queries, database, scheme.digest, previous, hashes, qhashes
-                )
-            use = backend
-            gpu_left = GPU_START_S if early is None else early.seconds_left(GPU_START_S)
-            if rescan_on_cpu(cells, passes, cpus, gpu_start_s=gpu_left):
-                use = "cpu"
-                log.info(
-                    f"re-scan of {cells:.3g} cells in {passes} query passes: scored on the "
-                    f"CPU ({cpus} threads), sooner than "
-                    + ("starting the GPU" if early is None else "waiting for the GPU")
-                )
-            info["rescan_estimate"] = {"cells": cells, "passes": passes, "backend": use}
-            if use == "cpu":
-                cpu_start = cpu_start or BackendStart("cpu", device, scheme=scheme)
-                started = cpu_start
-            elif early is None:
-                early = started = BackendStart(use, device, scheme=scheme)
-        with timer.phase("score"):
-            hits, state = scan(
-                queries,
-                database,
-                scheme,
-                top_k,
-                margin,
-                previous,
-                threads=threads,
-                started=started,
-                stats=info,
-                hashes=hashes,
-                qhashes=qhashes,
+    # a failure on a shard's content names a corrupt shard as such first
+    try:
+        cpu_start = None
+        parts, new_states, records = [], [], []
+        for i, path in enumerate(shards):
+            with timer.phase("read"):
+                database, encoded, hashes, previous, read_s = reader.get(i)
+            log.info(
+                f"{os.fspath(path)}: {len(database):,} sequences, "
+                f"{database.total_residues:,} residues; {len(queries)} queries"
             )
-        info["hits"] = len(hits)
-        parts.append(hits)
-        new_states.append(state)
-        records.append(info)
-        del database
+            info: dict = {"shard": os.path.basename(os.fspath(path)), "read_s": read_s}
+            if has_state[i] and previous is None:
+                log.warning(f"{states[i]}: unreadable; scoring the whole shard")
+            started = early
+            if has_state[i] and backend != "cpu":
+                # a re-scan: the GPU is used only where the delta is worth it
+                with timer.phase("match"):
+                    cells, passes = delta_cells(
+                        queries, database, scheme.digest, previous, hashes, qhashes
+                    )
+                use = backend
+                gpu_left = GPU_START_S if early is None else early.seconds_left(GPU_START_S)
+                if rescan_on_cpu(cells, passes, cpus, gpu_start_s=gpu_left):
+                    use = "cpu"
+                    log.info(
+                        f"re-scan of {cells:.3g} cells in {passes} query passes: scored on the "
+                        f"CPU ({cpus} threads), sooner than "
+                        + ("starting the GPU" if early is None else "waiting for the GPU")
+                    )
+                info["rescan_estimate"] = {"cells": cells, "passes": passes, "backend": use}
+                if use == "cpu":
+                    cpu_start = cpu_start or BackendStart("cpu", device, scheme=scheme)
+                    started = cpu_start
+                elif early is None:
+                    early = started = BackendStart(use, device, scheme=scheme)
+            with timer.phase("score"):
+                hits, state = scan(
+                    queries,
+                    database,
+                    scheme,
+                    top_k,
+                    margin,
+                    previous,
+                    threads=threads,
+                    started=started,
+                    stats=info,
+                    hashes=hashes,
+                    qhashes=qhashes,
+                    encoded=encoded,
+                )
+            info["hits"] = len(hits)
+            parts.append(hits)
+            new_states.append(state)
+            records.append(info)
+            del database, encoded
+    except Exception:
+        reader.verify()
+        raise
     with timer.phase("write"):
+        reader.verify()  # every shard's digest, before anything is written
         hits = concat_shard_hits(parts)
         write_shard_hits(out_path, hits)
         for path, state in zip(states, new_states):
