@@ -238,14 +238,12 @@ class ScoringScheme:
 
     def encode(self, sequences: SequenceSet, source: str = "input") -> EncodedSequences:
         """Map stored letters to matrix codes; InputError for letters the matrix cannot score."""
-        # one table lookup per residue (a letter without a code -> 255) into a new,
-        # writable array (a read-only one is another Numba type, and the kernels
-        # compiled for it would miss the disk cache).  numpy lets go of the GIL for
-        # it (bytes.translate did not): a scoring job encodes a shard on its reading
-        # thread while its GPU start runs Python beside it
-        table = np.array([int(c) if c >= 0 else 255 for c in self.codes_of_letters], np.uint8)
-        raw = table[np.ascontiguousarray(sequences.residues)]
-        if len(raw) and raw.max() == 255:
+        # bytearray.translate: one C pass over the residues (a letter without a
+        # code -> 255), into a writable buffer: a read-only array is another
+        # Numba type, and the kernels compiled for it would miss the disk cache
+        table = bytes(int(c) if c >= 0 else 255 for c in self.codes_of_letters)
+        raw = bytearray(memoryview(np.ascontiguousarray(sequences.residues))).translate(table)
+        if b"\xff" in raw:
             codes = self.codes_of_letters[sequences.residues]
             pos = int(np.argmax(codes < 0))
             i = int(np.searchsorted(sequences.offsets, pos, side="right") - 1)
@@ -255,7 +253,7 @@ class ScoringScheme:
                 f"position {pos - sequences.offsets[i] + 1} cannot be scored by matrix "
                 f"'{self.matrix_name}' (alphabet {self.alphabet})"
             )
-        return EncodedSequences(raw, sequences.offsets.copy())
+        return EncodedSequences(np.frombuffer(raw, dtype=np.uint8), sequences.offsets.copy())
 
     def check_letters(self, sequences: SequenceSet, source: str, sample: int = 1_000_000) -> None:
         """InputError when the sequences' letters do not suit the scheme: mostly
