@@ -179,3 +179,35 @@ def test_shard_receipts_change_only_with_their_shards_content(tmp_path):
         rb = (tmp_path / "ob" / f"shard-{k:04d}.json").read_bytes()
         assert (ra == rb) == (k != shard_of("s7", 3)), k
         assert json.loads(ra) == a["shards"][k]
+
+
+def test_a_format_2_shard_still_reads_and_its_blake2b_is_still_checked(tmp_path):
+    """Shards written before format 3 (blake2b; tests/data/shard_format2.swdb was
+    written by e11f155's code) read as before, and damage in one is still found."""
+    import shutil
+    from pathlib import Path
+
+    from swgpu_tools.io.shardfile import FORMAT_VERSION, read_shard_unverified, write_shard
+
+    old = Path(__file__).parent / "data" / "shard_format2.swdb"
+    assert b'"format": 2' in old.read_bytes()[:200] and FORMAT_VERSION == 3
+    got = read_shard(old)
+    assert list(got.ids) == ["P1", "P2", "Q9"] and list(got.headers)[1] == "P2 second"
+    assert bytes(got.residues[20:40]) == b"ACDEFGHIKLMNPQRSTVWY"
+    # the same records written now: format 3, a sha256, the same content
+    seqs = [got.sequence(i).encode() for i in range(3)]
+    write_shard(tmp_path / "new.swdb", list(got.ids), seqs, list(got.headers))
+    assert b'"sha256": "' in (tmp_path / "new.swdb").read_bytes()[:300]
+    assert list(read_shard(tmp_path / "new.swdb").ids) == list(got.ids)
+    for name in ("old.swdb", "new.swdb"):
+        path = tmp_path / name
+        if name == "old.swdb":
+            shutil.copy(old, path)
+        data = bytearray(path.read_bytes())
+        data[data.index(b"ACDEFGHIKLMNPQRSTVWY") + 5] = ord("W")
+        path.write_bytes(bytes(data))
+        with pytest.raises(InputError, match="checksum mismatch"):
+            read_shard(path)
+        _, check = read_shard_unverified(path)
+        with pytest.raises(InputError, match="checksum mismatch"):
+            check()

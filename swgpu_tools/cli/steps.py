@@ -157,7 +157,7 @@ def add_steps(sub) -> None:
     p = _parser(
         sub,
         "check-shards",
-        "Verify shard files (format, sizes, blake2b digest).  Exit "
+        "Verify shard files (format, sizes, digest).  Exit "
         "status 2 and a message naming each corrupt or truncated "
         "shard; with --quarantine DIR, move those into DIR so that "
         "the workflow's shard_db step rebuilds them on the next run.",

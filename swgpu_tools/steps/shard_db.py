@@ -462,7 +462,7 @@ def _write(
                 "file": shard_file_name(k),
                 "sequences": out["sequences"],
                 "residues": out["residues"],
-                "blake2b": out["blake2b"],
+                "digest": out["digest"],
                 "seconds": out["seconds"],
             }
         )
@@ -519,7 +519,7 @@ def _record_verified(out_dir, names) -> None:
 
 
 def check_shards(shard_paths, quarantine_dir=None) -> list[str]:
-    """Verify shard files (magic, sizes, blake2b); move corrupt ones aside.
+    """Verify shard files (magic, sizes, digest); move corrupt ones aside.
 
     Returns the corrupt paths.  With ``quarantine_dir``, each corrupt or
     truncated shard is moved there (``<name>.<unix time>``) so that the

@@ -44,7 +44,7 @@ import numpy as np
 from ..errors import InputError, OutputError
 from ..io.atomic import describe_os_error
 from ..io.fasta_blocks import parse_chunk
-from ..io.shardfile import write_shard_blobs
+from ..io.shardfile import DIGEST, write_shard_blobs
 
 
 @dataclass
@@ -378,7 +378,7 @@ def _write_shard(job: WriteJob, mm: mmap.mmap) -> dict:
         "k": job.k,
         "sequences": header["sequences"],
         "residues": header["residues"],
-        "blake2b": header["blake2b"],
+        "digest": f"{DIGEST}:{header[DIGEST]}",
     }
 
 
