@@ -346,3 +346,15 @@ def test_the_job_asks_again_after_a_retry_and_runs_the_command_itself_when_refus
         thread.join(10)
         listener.close()
     assert asked == [["score-shard", "a"]] * 3
+
+
+def test_each_command_waits_only_for_a_generation_that_exists():
+    from swgpu_tools.cli.steps import STEPS
+    from swgpu_tools.warm.server import COMMAND_GENERATION, generations
+
+    known = {name for name, _ in STEPS} | {"run-steps"}
+    assert set(COMMAND_GENERATION) <= known
+    assert all(0 < g < len(generations(True)) for g in COMMAND_GENERATION.values())
+    # the scoring job waits for the generation that loads numba-cuda
+    scoring = generations(True)[COMMAND_GENERATION["score-shard"]]
+    assert "cuda" in [name for name, _ in scoring]
