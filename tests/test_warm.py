@@ -358,3 +358,39 @@ def test_each_command_waits_only_for_a_generation_that_exists():
     # the scoring job waits for the generation that loads numba-cuda
     scoring = generations(True)[COMMAND_GENERATION["score-shard"]]
     assert "cuda" in [name for name, _ in scoring]
+
+
+def test_a_childs_status_reaches_its_job_before_the_child_ends(tmp_path):
+    """The child writes its status to a pipe once its command is done and then
+    exits (a process that used CUDA takes ~0.1 s more to end): the server answers
+    the job from the pipe, without waiting for the exit."""
+    import selectors
+    import socket
+    import struct
+
+    from swgpu_tools.warm import server as warm_server
+    from swgpu_tools.warm.protocol import receive
+
+    srv = warm_server._Server(str(tmp_path / "s"), None, None, False, 1.0)
+    job, conn = socket.socketpair()
+    r, w = os.pipe()
+    pid = 999_999  # no such child: only its pipe speaks
+    try:
+        srv.children[pid] = conn
+        srv.reports[pid] = r
+        srv.sel.register(r, selectors.EVENT_READ, ("report", pid))
+        srv.poll(0.05)
+        assert pid in srv.children  # nothing yet
+        os.write(w, struct.pack("!i", 3))
+        srv.poll(1.0)
+        job.settimeout(5)
+        assert receive(job)[0] == {"exit": 3}
+        assert pid not in srv.children and pid not in srv.reports
+    finally:
+        os.close(w)
+        job.close()
+        srv.listener.close()
+        srv.sel.close()
+        signal.set_wakeup_fd(-1)
+        os.close(srv.wake_r)
+        os.close(srv.wake_w)

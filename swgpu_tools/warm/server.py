@@ -156,6 +156,7 @@ class _Server:
         self.idle_s = idle_s
         self.fingerprint = fingerprint()
         self.children: dict[int, socket.socket] = {}  # child pid -> its job's connection
+        self.reports: dict[int, int] = {}  # child pid -> the pipe its status comes by
         self.stopping = False
         self.draining = False  # the next generation took over: end with the children
         self.refuse = ""
@@ -277,6 +278,8 @@ class _Server:
                     pass
             elif key.data == "successor":
                 self._successor_event()
+            elif isinstance(key.data, tuple):  # a child's status, before its exit
+                self._reported(key.fileobj, key.data[1])
             else:  # a waiting job's connection: readable means it went away
                 self._job_gone(key.fileobj, key.data)
         self._reap()
@@ -333,14 +336,19 @@ class _Server:
                 return
             sys.stdout.flush()
             sys.stderr.flush()
+            report_r, report_w = os.pipe()
             pid = os.fork()
             if pid == 0:
-                self._child(conn, request, fds)  # never returns
+                os.close(report_r)
+                self._child(conn, request, fds, report_w)  # never returns
+            os.close(report_w)
         finally:
             for fd in fds:
                 os.close(fd)
         conn.settimeout(None)
         self.children[pid] = conn
+        self.reports[pid] = report_r
+        self.sel.register(report_r, selectors.EVENT_READ, ("report", pid))
         try:
             send(conn, {"pid": pid})
         except OSError:
@@ -380,28 +388,47 @@ class _Server:
                 return
             if pid == 0:
                 return
-            conn = self.children.pop(pid, None)
-            if conn is None:  # the successor, or a child of a finished request
+            if pid not in self.children:  # the successor, or a child already reported
                 continue
-            self.last = time.monotonic()
             if os.WIFSIGNALED(status):
-                reply = {"signal": os.WTERMSIG(status)}
+                self._reply(pid, {"signal": os.WTERMSIG(status)})
             else:
-                reply = {"exit": os.waitstatus_to_exitcode(status)}
-            self._log(f"pid {pid}: {reply}")
-            try:
-                self.sel.unregister(conn)
-            except (KeyError, ValueError):
-                pass
-            try:
-                send(conn, reply)
-            except OSError:
-                pass
-            conn.close()
+                self._reply(pid, {"exit": os.waitstatus_to_exitcode(status)})
+
+    def _reported(self, fd: int, pid: int) -> None:
+        """A child wrote its status (its command is done, its outputs complete)
+        before it exits: the job may end now, without waiting for the child's
+        end, which takes a process that used CUDA another 0.1 s (the context's
+        teardown; its GPU lock is held until then).  Nothing written: it died
+        first, and waitpid reports it."""
+        data = b""
+        try:
+            data = os.read(fd, 4)
+        except OSError:
+            pass
+        self.sel.unregister(fd)
+        os.close(self.reports.pop(pid))
+        if len(data) == 4 and pid in self.children:
+            self._reply(pid, {"exit": struct.unpack("!i", data)[0]})
+
+    def _reply(self, pid: int, reply: dict) -> None:
+        """Send a child's status to its job and forget the child."""
+        conn = self.children.pop(pid)
+        self.last = time.monotonic()
+        self._log(f"pid {pid}: {reply}")
+        try:
+            self.sel.unregister(conn)
+        except (KeyError, ValueError):
+            pass
+        try:
+            send(conn, reply)
+        except OSError:
+            pass
+        conn.close()
 
     # -- the child --------------------------------------------------------------
 
-    def _child(self, conn: socket.socket, request: dict, fds: list[int]) -> None:
+    def _child(self, conn: socket.socket, request: dict, fds: list[int], report: int) -> None:
         status = 1
         try:
             signal.set_wakeup_fd(-1)
@@ -413,6 +440,8 @@ class _Server:
             conn.close()
             for other in self.children.values():
                 other.close()
+            for fd in self.reports.values():
+                os.close(fd)
             os.close(self.wake_r)
             os.close(self.wake_w)
             for fd in (self.from_successor, self.to_predecessor):
@@ -447,6 +476,8 @@ class _Server:
                 sys.stdout.flush()
                 sys.stderr.flush()
                 logging.shutdown()
+                # the status now (the outputs are complete), the exit after it
+                os.write(report, struct.pack("!i", status if isinstance(status, int) else 1))
             finally:
                 os._exit(status)
 
