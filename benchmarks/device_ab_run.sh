@@ -4,7 +4,7 @@
 #   cd REPO && git worktree add .carry-old OLD_COMMIT   (then symlink .whl-smk and
 #   gpu_bench_data into it), and from the repo root, carrying .whl-smk, gpu_bench_data
 #   and .carry-old:
-#   PHASE=S bash benchmarks/device_ab_run.sh
+#   OLD_COMMIT=abc1234 NEW_COMMIT=def5678 PHASE=S bash benchmarks/device_ab_run.sh
 # Each side runs `PHASE=$PHASE bash benchmarks/device_workflow_run.sh` from its own tree
 # with its own kernel cache; results go to $OUT/{old1,new1,new2,old2}; the summary prints
 # the workflow runs' wall seconds (scale_S_*.json of PHASE=S) per side.
@@ -18,16 +18,18 @@ OLD=$PWD/.carry-old
 # compiles it since a65d65a; an older side's script does not)
 NUMPY_DIR=$(python3 -c "import importlib.util, os; print(os.path.dirname(importlib.util.find_spec('numpy').origin))" 2>/dev/null)
 [ -n "$NUMPY_DIR" ] && python3 -m compileall -q -j 0 "$NUMPY_DIR" > /dev/null 2>&1
-side() {  # label, tree, cache
+# OLD_COMMIT, NEW_COMMIT: the sides' commits for the log (the device's copy of the tree
+# may not know them: git there names the copy's own HEAD)
+side() {  # label, tree, cache, commit
   mkdir -p "$OUT/$1"
-  echo "== $1 ($2, $(git -C "$2" rev-parse --short HEAD 2>/dev/null || echo '?'))"
-  ( cd "$2" && OUT="$OUT/$1" SWGPU_CACHE_DIR="$3" PHASE="$PHASE" SWGPU_COMMIT="$1" \
+  echo "== $1 ($2, ${4:-$(git -C "$2" rev-parse --short HEAD 2>/dev/null || echo '?')})"
+  ( cd "$2" && OUT="$OUT/$1" SWGPU_CACHE_DIR="$3" PHASE="$PHASE" SWGPU_COMMIT="$1 ${4:-}" \
       bash benchmarks/device_workflow_run.sh 2>&1 | grep -E "^== |precompile|GCUPS|whole run" )
 }
-side old1 "$OLD" /tmp/swgpu-cache-old
-side new1 "$NEW" /tmp/swgpu-cache-new
-side new2 "$NEW" /tmp/swgpu-cache-new
-side old2 "$OLD" /tmp/swgpu-cache-old
+side old1 "$OLD" /tmp/swgpu-cache-old "${OLD_COMMIT:-}"
+side new1 "$NEW" /tmp/swgpu-cache-new "${NEW_COMMIT:-}"
+side new2 "$NEW" /tmp/swgpu-cache-new "${NEW_COMMIT:-}"
+side old2 "$OLD" /tmp/swgpu-cache-old "${OLD_COMMIT:-}"
 python3 - "$OUT" <<'PYEOF'
 import glob, json, os, sys
 out = sys.argv[1]
