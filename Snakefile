@@ -77,8 +77,12 @@ rule all:
 
 
 onstart:
+    from swgpu_tools.warm.launch import preload_late_imports
+
     # jobs run here: no job-rate limiter, whose last timer delays the exit by ~1 s
     rate_limiter_off_where_jobs_run_here()
+    # what Snakemake imports between jobs (pandas), on a thread while the first run
+    preload_late_imports()
     # one process with the steps' imports loaded; jobs' commands run in its children
     start_warm_process()
 

@@ -284,34 +284,42 @@ def test_gpu_search_in_a_child_of_the_warm_process_equals_its_own_process(tmp_pa
         w.stop()
 
 
-def test_a_command_whose_imports_are_loading_waits_for_them(tmp_path):
+@pytest.fixture
+def bare_server(tmp_path):
+    """A warm server object in this process, neither listening nor loading: for
+    its request and reply logic."""
+    from swgpu_tools.warm import server as warm_server
+
+    srv = warm_server._Server(str(tmp_path / "s"), None, None, False, 1.0)
+    yield srv
+    srv.listener.close()
+    srv.sel.close()
+    signal.set_wakeup_fd(-1)
+    os.close(srv.wake_r)
+    os.close(srv.wake_w)
+
+
+def test_a_command_whose_imports_are_loading_waits_for_them(bare_server):
     """A request for a later generation than the serving process's, while that
     generation loads, is answered "retry" (the job asks again and is served by
     the loaded process); never once the load took longer than RETRY_S."""
     from swgpu_tools.warm import server as warm_server
 
-    srv = warm_server._Server(str(tmp_path / "s"), None, None, False, 1.0)
-    try:
-        srv.from_successor, srv.successor_since = 99, time.monotonic()
+    srv = bare_server
+    srv.from_successor, srv.successor_since = 99, time.monotonic()
 
-        def waits(command):
-            return srv._later_generation_loading({"argv": [command, "x"]})
+    def waits(command):
+        return srv._later_generation_loading({"argv": [command, "x"]})
 
-        assert waits("score-shard") and waits("run-steps")
-        assert not waits("shard") and not waits("receipt") and not waits("check-shards")
-        srv.generation = 1  # the scoring generation serves, the finish one loads
-        assert not waits("score-shard") and waits("run-steps")
-        srv.successor_since -= warm_server.RETRY_S + 1  # a load that hangs
-        assert not waits("run-steps")
-        srv.successor_since = time.monotonic()
-        srv.from_successor = None  # nothing loading
-        assert not waits("run-steps")
-    finally:
-        srv.listener.close()
-        srv.sel.close()
-        signal.set_wakeup_fd(-1)
-        os.close(srv.wake_r)
-        os.close(srv.wake_w)
+    assert waits("score-shard") and waits("run-steps")
+    assert not waits("shard") and not waits("receipt") and not waits("check-shards")
+    srv.generation = 1  # the scoring generation serves, the finish one loads
+    assert not waits("score-shard") and waits("run-steps")
+    srv.successor_since -= warm_server.RETRY_S + 1  # a load that hangs
+    assert not waits("run-steps")
+    srv.successor_since = time.monotonic()
+    srv.from_successor = None  # nothing loading
+    assert not waits("run-steps")
 
 
 def test_the_job_asks_again_after_a_retry_and_runs_the_command_itself_when_refused(tmp_path):
@@ -360,7 +368,7 @@ def test_each_command_waits_only_for_a_generation_that_exists():
     assert "cuda" in [name for name, _ in scoring]
 
 
-def test_a_childs_status_reaches_its_job_before_the_child_ends(tmp_path):
+def test_a_childs_status_reaches_its_job_before_the_child_ends(bare_server):
     """The child writes its status to a pipe once its command is done and then
     exits (a process that used CUDA takes ~0.1 s more to end): the server answers
     the job from the pipe, without waiting for the exit."""
@@ -368,10 +376,9 @@ def test_a_childs_status_reaches_its_job_before_the_child_ends(tmp_path):
     import socket
     import struct
 
-    from swgpu_tools.warm import server as warm_server
     from swgpu_tools.warm.protocol import receive
 
-    srv = warm_server._Server(str(tmp_path / "s"), None, None, False, 1.0)
+    srv = bare_server
     job, conn = socket.socketpair()
     r, w = os.pipe()
     pid = 999_999  # no such child: only its pipe speaks
@@ -389,8 +396,3 @@ def test_a_childs_status_reaches_its_job_before_the_child_ends(tmp_path):
     finally:
         os.close(w)
         job.close()
-        srv.listener.close()
-        srv.sel.close()
-        signal.set_wakeup_fd(-1)
-        os.close(srv.wake_r)
-        os.close(srv.wake_w)

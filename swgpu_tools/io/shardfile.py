@@ -49,6 +49,12 @@ FORMAT_VERSION = 3
 DIGEST = "sha256"
 
 
+def _new_digest(algorithm: str):
+    """A hashlib object for a shard body's digest: ``DIGEST``, or the 32-byte blake2b
+    of formats 1 and 2."""
+    return hashlib.blake2b(digest_size=32) if algorithm == "blake2b" else hashlib.new(algorithm)
+
+
 def shard_of(seq_id: str, n_shards: int) -> int:
     """The shard (0 .. n_shards-1) that holds the sequence with accession ``seq_id``."""
     return zlib.crc32(seq_id.encode("utf-8")) % n_shards
@@ -113,7 +119,7 @@ def write_shard_blobs(
         DIGEST: "0" * 64,
     }
     hlen = len(json.dumps(header, sort_keys=True).encode("utf-8"))
-    digest = hashlib.sha256()
+    digest = _new_digest(DIGEST)
     body = ids_bytes + offsets.nbytes + header["residues"] + headers_bytes
     parts = (ids_blob, offsets, residues, headers_blob)
     expected = (ids_bytes, offsets.nbytes, header["residues"], headers_bytes)
@@ -263,11 +269,8 @@ class _ShardBody:
         self.res_start = self.n_ids + 8 * (self.n + 1)
 
     def _hash(self) -> None:
-        body = memoryview(self.body)
-        if self._algorithm == "blake2b":
-            h = hashlib.blake2b(body, digest_size=32)
-        else:
-            h = hashlib.sha256(body)
+        h = _new_digest(self._algorithm)
+        h.update(memoryview(self.body))
         self._digest.append(h.hexdigest())
 
     def verify(self) -> None:
@@ -291,6 +294,12 @@ class _ShardBody:
             raise InputError(f"{self.name}: corrupt shard ({exc}); re-run the shard step") from None
         if then_verify:
             self.verify()
+
+    def sequences(self, headers: bool = True) -> SequenceSet:
+        """Every record (decode inside :meth:`decoding`); ``headers=False``: no headers."""
+        ids = self.ids_blob().decode("utf-8").split("\n")[:-1]
+        heads = _TextLines(self.headers_blob()) if headers and self.version >= 2 else None
+        return SequenceSet(ids, self.residues(), self.offsets(), heads)
 
     def ids_blob(self) -> bytes:
         return self.body[: self.n_ids].tobytes()
@@ -355,12 +364,7 @@ def read_shard(path, headers: bool = True) -> SequenceSet:
     """
     shard = _ShardBody(path)
     with shard.decoding():
-        ids = shard.ids_blob().decode("utf-8").split("\n")[:-1]
-        offsets = shard.offsets()
-        heads = None
-        if headers and shard.version >= 2:
-            heads = _TextLines(shard.headers_blob())
-    return SequenceSet(ids, shard.residues(), offsets, heads)
+        return shard.sequences(headers)
 
 
 def read_shard_unverified(path) -> tuple[SequenceSet, Callable[[], None]]:
@@ -374,10 +378,7 @@ def read_shard_unverified(path) -> tuple[SequenceSet, Callable[[], None]]:
     names a corrupt file as such)."""
     shard = _ShardBody(path)
     with shard.decoding(then_verify=False):
-        ids = shard.ids_blob().decode("utf-8").split("\n")[:-1]
-        offsets = shard.offsets()
-        heads = _TextLines(shard.headers_blob()) if shard.version >= 2 else None
-    return SequenceSet(ids, shard.residues(), offsets, heads), shard.verify
+        return shard.sequences(), shard.verify
 
 
 def read_shard_records(path, wanted, trusted: bool = False) -> SequenceSet:

@@ -145,14 +145,10 @@ _WARM = []
 
 def start_warm_process():
     """Start `swgpu warm-serve` for a local run's jobs (called from onstart, so
-    only when jobs will run).  A cluster run's jobs run elsewhere: nothing.
-    Either way, what Snakemake itself imports between jobs is imported now, on a
-    thread, while the first jobs run."""
-    from swgpu_tools.warm.launch import preload_late_imports, start
-
-    preload_late_imports()
+    only when jobs will run).  A cluster run's jobs run elsewhere: nothing."""
     if not config["warm_start"] or not workflow.local_exec or workflow.remote_exec:
         return
+    from swgpu_tools.warm.launch import start
 
     _WARM.append(start("results/logs/warm-start.log", gpu=bool(SCORE_GPUS)))
 
