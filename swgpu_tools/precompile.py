@@ -19,12 +19,13 @@ def precompile_all(gpu: bool, jobs: int | None = None) -> list[str]:
     """Compile the CPU kernels and, with ``gpu``, the GPU kernels; one line per part."""
     from .alignment.warmup import precompile as precompile_align
     from .engine import rescan_lists
-    from .kernels import cpu
+    from .kernels import cpu, topk
 
     lines = []
     t = time.perf_counter()
     cpu.precompile()
     rescan_lists.precompile()  # a re-scan's merge of kept and new hits
+    topk.precompile()  # the best hits of a GPU search's score blocks, on the host
     lines.append(f"CPU search kernels ready in {time.perf_counter() - t:.1f} s")
     t = time.perf_counter()
     precompile_align()

@@ -154,6 +154,11 @@ class EncodedSequences:
     def total_residues(self) -> int:
         return int(self.offsets[-1])
 
+    def slice(self, start: int, stop: int) -> EncodedSequences:
+        """Sequences ``start`` to ``stop - 1``, their codes a view."""
+        off = self.offsets[start : stop + 1]
+        return EncodedSequences(self.codes[off[0] : off[-1]], (off - off[0]).astype(np.int64))
+
     def subset(self, indices) -> EncodedSequences:
         """The sequences at ``indices``, in that order."""
         indices = np.asarray(indices, dtype=np.int64)

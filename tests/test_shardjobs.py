@@ -62,10 +62,10 @@ def _hits(queries, rows, subjects, offset=0):
     )
 
 
-def test_joined_hit_tables_keep_every_hit_and_order_each_query_by_score(tmp_path):
+def test_joined_hit_tables_keep_every_hit_part_by_part(tmp_path):
     queries = ["qa", "qb"]
     a = _hits(queries, [(0, 0, 50), (0, 1, 20), (1, 1, 30)], ["s1", "s2"])
-    b = _hits(queries, [(0, 0, 40), (1, 0, 30), (1, 1, 90)], ["t1", "t2"], offset=5)
+    b = _hits(queries, [(0, 0, 40), (1, 1, 90), (1, 0, 30)], ["t1", "t2"], offset=5)
     joined = concat_shard_hits([a, b])
 
     def triples(h):
@@ -75,9 +75,10 @@ def test_joined_hit_tables_keep_every_hit_and_order_each_query_by_score(tmp_path
         )
 
     assert triples(joined) == sorted(triples(a) + triples(b))
-    # per query, best first (ties in part order)
+    # the parts one after another, each per query best first
     rows = list(zip(joined.q.tolist(), (-joined.score).tolist()))
-    assert rows == sorted(rows)
+    assert rows[:3] == sorted(rows[:3]) and rows[3:] == sorted(rows[3:])
+    assert [joined.subjects[s] for s in joined.s] == ["s1", "s2", "s2", "t1", "t2", "t1"]
     assert joined.subjects == ["s1", "s2", "t1", "t2"]
     path = tmp_path / "shard-0000-0001.npz"
     write_shard_hits(path, joined)

@@ -34,9 +34,57 @@ from ..io.statefile import ShardState, sequence_hashes
 from ..sequences import SequenceSet
 from .rescan_lists import Cutoffs, merge_lists
 
-#: search(query_indices, subject_indices or None for all, k) ->
-#:     per query (in the order given): (subject indices into the shard, scores), best first
-Search = Callable[[np.ndarray, np.ndarray | None, int], list]
+#: search(query_indices, subject_indices or None for all, k) -> :class:`Lists` of
+#: the queries in the order given (subject indices into the shard), best first
+Search = Callable[[np.ndarray, np.ndarray | None, int], "Lists"]
+
+
+@dataclass
+class Lists:
+    """Hit lists of several queries in CSR form: query i's hits are
+    ``subjects[offsets[i]:offsets[i + 1]]`` (int64) with their ``scores`` (int64)."""
+
+    offsets: np.ndarray
+    subjects: np.ndarray
+    scores: np.ndarray
+
+    @classmethod
+    def empty(cls, n: int) -> Lists:
+        z = np.zeros(0, np.int64)
+        return cls(np.zeros(n + 1, np.int64), z, z.copy())
+
+    @classmethod
+    def from_pairs(cls, pairs) -> Lists:
+        """From per-query (subjects, scores)."""
+        off = np.zeros(len(pairs) + 1, np.int64)
+        np.cumsum([len(p[0]) for p in pairs], out=off[1:])
+        if not len(pairs):
+            return cls.empty(0)
+        sub = np.concatenate([np.asarray(p[0], np.int64) for p in pairs])
+        return cls(off, sub, np.concatenate([np.asarray(p[1], np.int64) for p in pairs]))
+
+
+@dataclass
+class ShardPlan:
+    """What scoring a shard takes (:func:`plan_shard`): the shard, its sequences'
+    content hashes, and where a usable ``previous`` state was given, how its
+    subjects map to the shard and which are new or changed."""
+
+    shard: SequenceSet
+    hashes: np.ndarray
+    previous: ShardState | None  # None: no usable state (every query scored whole)
+    prev_to_new: np.ndarray | None
+    delta: np.ndarray  # int64: the new and changed subjects (empty without a state)
+    kept: np.ndarray  # int64 per query: its index in ``previous`` (hits reusable), else -1
+
+    @property
+    def inc(self) -> np.ndarray:
+        """The queries whose stored hits are reused (scored against the delta only)."""
+        return np.flatnonzero(self.kept >= 0)
+
+    @property
+    def delta_residues(self) -> int:
+        return int(self.shard.lengths[self.delta].sum()) if len(self.delta) else 0
 
 
 @dataclass
@@ -88,6 +136,49 @@ CPU_CELLS_PER_S_PER_THREAD = 2.5e9
 CPU_START_S = 1.5
 
 
+def plan_shard(
+    queries: SequenceSet,
+    shard: SequenceSet,
+    scheme_digest: str,
+    previous: ShardState | None,
+    hashes: np.ndarray | None = None,
+    qhashes: np.ndarray | None = None,
+) -> ShardPlan:
+    """Match ``shard`` and ``queries`` against ``previous`` (see the module);
+    ``hashes``, ``qhashes``: :func:`~swgpu_tools.io.statefile.sequence_hashes` of
+    the shard and the queries, where the caller has them already."""
+    hashes = sequence_hashes(shard) if hashes is None else hashes
+    none = np.zeros(0, np.int64)
+    if previous is None or previous.scheme != scheme_digest:
+        return ShardPlan(shard, hashes, None, None, none, np.full(len(queries), -1, np.int64))
+    qhashes = sequence_hashes(queries) if qhashes is None else qhashes
+    prev_to_new = _matched_subjects(shard, hashes, previous)
+    delta = np.flatnonzero(~_unchanged(prev_to_new, len(shard))).astype(np.int64)
+    return ShardPlan(
+        shard, hashes, previous, prev_to_new, delta, _kept_queries(queries, qhashes, previous)
+    )
+
+
+def plan_cells(queries: SequenceSet, plan: ShardPlan) -> tuple[float, int]:
+    """(cells, query passes) that :func:`finish_shard` will score for ``plan``: every
+    kept query against the delta, and the others against the whole shard.  A
+    lower bound: a query whose margin runs out is scored against the whole
+    shard too."""
+    qlen = queries.lengths.astype(np.float64)
+    kept = plan.kept >= 0
+    delta = plan.delta_residues
+    cells = float(qlen[kept].sum()) * delta + float(qlen[~kept].sum()) * plan.shard.total_residues
+    return cells, (int(kept.sum()) if delta else 0) + int((~kept).sum())
+
+
+def group_cells(queries: SequenceSet, plans: list[ShardPlan]) -> tuple[float, int]:
+    """:func:`plan_cells` of shards scored together (:func:`~.scan.scan_shards`): the
+    cells summed; the passes of the kept queries over all deltas counted once."""
+    cells = sum(plan_cells(queries, p)[0] for p in plans)
+    kept = max((int((p.kept >= 0).sum()) for p in plans if p.delta_residues), default=0)
+    return cells, kept + sum(int((p.kept < 0).sum()) for p in plans)
+
+
 def delta_cells(
     queries: SequenceSet,
     shard: SequenceSet,
@@ -96,20 +187,9 @@ def delta_cells(
     hashes: np.ndarray | None = None,
     qhashes: np.ndarray | None = None,
 ) -> tuple[float, int]:
-    """(cells, query passes) that :func:`scan_shard` will score: every kept query
-    against the delta, and the new or changed queries (all of them without a
-    usable ``previous``) against the whole shard.  A lower bound: a query whose
-    margin runs out is scored against the whole shard too."""
-    hashes = sequence_hashes(shard) if hashes is None else hashes
-    qhashes = sequence_hashes(queries) if qhashes is None else qhashes
-    qlen = queries.lengths.astype(np.float64)
-    if previous is None or previous.scheme != scheme_digest:
-        return float(qlen.sum()) * float(shard.total_residues), len(queries)
-    unchanged = _unchanged(_matched_subjects(shard, hashes, previous), len(shard))
-    delta = int(shard.lengths[~unchanged].sum())
-    kept = _kept_queries(queries, qhashes, previous) >= 0
-    cells = float(qlen[kept].sum()) * delta + float(qlen[~kept].sum()) * shard.total_residues
-    return cells, (int(kept.sum()) if delta else 0) + int((~kept).sum())
+    """:func:`plan_cells` of :func:`plan_shard`."""
+    plan = plan_shard(queries, shard, scheme_digest, previous, hashes, qhashes)
+    return plan_cells(queries, plan)
 
 
 def _matched_subjects(shard: SequenceSet, hashes: np.ndarray, previous: ShardState) -> np.ndarray:
@@ -203,15 +283,31 @@ def scan_shard(
     hashes: np.ndarray | None = None,
     qhashes: np.ndarray | None = None,
 ) -> ShardResult:
-    """Every query's top ``top_k`` hits in ``shard``, reusing ``previous`` where exact.
-
-    ``hashes``, ``qhashes``: :func:`~swgpu_tools.io.statefile.sequence_hashes` of
-    the shard and the queries, where the caller has them already."""
-    keep = top_k + margin
-    n_sub = len(shard)
-    ranks = _Ranks(shard.ids)
-    hashes = sequence_hashes(shard) if hashes is None else hashes
+    """Every query's top ``top_k`` hits in ``shard``, reusing ``previous`` where exact:
+    :func:`finish_shard` of :func:`plan_shard`."""
     qhashes = sequence_hashes(queries) if qhashes is None else qhashes
+    plan = plan_shard(queries, shard, scheme_digest, previous, hashes, qhashes)
+    return finish_shard(queries, plan, scheme_digest, top_k, margin, search, qhashes)
+
+
+def finish_shard(
+    queries: SequenceSet,
+    plan: ShardPlan,
+    scheme_digest: str,
+    top_k: int,
+    margin: int,
+    search: Search,
+    qhashes: np.ndarray,
+    delta_hits: Lists | None = None,
+) -> ShardResult:
+    """Every query's top ``top_k`` hits in the plan's shard: the kept queries' stored
+    hits merged with their best ``top_k + margin`` among the delta (``delta_hits``
+    where the caller scored them already, in :attr:`ShardPlan.inc` order, subject
+    indices into the shard; else scored here with ``search``); the other queries,
+    and those whose margin ran out, scored against the whole shard."""
+    keep = top_k + margin
+    shard, previous = plan.shard, plan.previous
+    n_sub = len(shard)
     stats = {
         "subjects": n_sub,
         "queries": len(queries),
@@ -224,32 +320,24 @@ def scan_shard(
     }
     lists: list = [None] * len(queries)  # (subject indices, scores, complete)
     full = list(range(len(queries)))
-    usable = previous is not None and previous.scheme == scheme_digest
-    if usable:
+    if previous is not None:
+        ranks = _Ranks(shard.ids)
         stats["mode"] = "incremental"
-        prev_to_new = _matched_subjects(shard, hashes, previous)
-        delta = np.flatnonzero(~_unchanged(prev_to_new, n_sub))
+        delta = plan.delta
         stats["delta_sequences"] = int(len(delta))
-        stats["delta_residues"] = int(shard.lengths[delta].sum()) if len(delta) else 0
-        kept_pq = _kept_queries(queries, qhashes, previous)
-        inc = np.flatnonzero(kept_pq >= 0)
-        pq = kept_pq[inc]
-        delta_hits = (
-            search(inc, delta, keep)
-            if len(inc) and len(delta)
-            else [(np.zeros(0, np.int64), np.zeros(0, np.int64))] * len(inc)
-        )
-        d_len = np.array([len(h[0]) for h in delta_hits], dtype=np.int64)
-        d_off = np.zeros(len(inc) + 1, dtype=np.int64)
-        np.cumsum(d_len, out=d_off[1:])
-        cat = np.concatenate
-        d_sub = cat([np.asarray(h[0], np.int64) for h in delta_hits]) if len(inc) else d_off[:0]
-        d_score = cat([np.asarray(h[1], np.int64) for h in delta_hits]) if len(inc) else d_off[:0]
+        stats["delta_residues"] = plan.delta_residues
+        inc = plan.inc
+        pq = plan.kept[inc]
+        if delta_hits is None:
+            delta_hits = (
+                search(inc, delta, keep) if len(inc) and len(delta) else Lists.empty(len(inc))
+            )
+        d_off, d_sub, d_score = delta_hits.offsets, delta_hits.subjects, delta_hits.scores
         cuts = _cutoffs(previous, pq, ranks, shard, d_off, d_sub, d_score, len(delta) <= keep, keep)
         starts, lens, out_sub, out_score, kind = merge_lists(
-            pq, previous, prev_to_new, ranks.rank, d_off, d_sub, d_score, cuts, keep, top_k
+            pq, previous, plan.prev_to_new, ranks.rank, d_off, d_sub, d_score, cuts, keep, top_k
         )
-        full = [q for q in range(len(queries)) if kept_pq[q] < 0]
+        full = np.flatnonzero(plan.kept < 0).tolist()
         for i, q in enumerate(inc.tolist()):
             if kind[i]:
                 a, b = starts[i], starts[i] + lens[i]
@@ -261,9 +349,10 @@ def scan_shard(
         stats["full_queries"] = len(full)
     if full:
         full = sorted(full)
-        for q, (sub, score) in zip(full, search(np.asarray(full, dtype=np.int64), None, keep)):
-            sub = np.asarray(sub, dtype=np.int64)
-            lists[q] = (sub, np.asarray(score, dtype=np.int64), n_sub <= keep)
+        got = search(np.asarray(full, dtype=np.int64), None, keep)
+        for i, q in enumerate(full):
+            a, b = got.offsets[i], got.offsets[i + 1]
+            lists[q] = (got.subjects[a:b], got.scores[a:b], n_sub <= keep)
     offsets = np.zeros(len(queries) + 1, dtype=np.int64)
     np.cumsum([len(x[0]) for x in lists], out=offsets[1:])
     state = ShardState(
@@ -271,7 +360,7 @@ def scan_shard(
         top_k=top_k,
         margin=margin,
         subjects=list(shard.ids),
-        subject_hashes=hashes,
+        subject_hashes=plan.hashes,
         queries=list(queries.ids),
         query_hashes=qhashes,
         hit_offsets=offsets,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -13,6 +14,7 @@ from ..io.stepstats import process_age
 from ..logs import ProgressBar, get_logger
 from ..scoring import ScoringScheme
 from ..sequences import EncodedSequences, SequenceSet
+from .increment import Lists
 
 log = get_logger(__name__)
 
@@ -65,33 +67,50 @@ def check_align_range(queries: SequenceSet, database: SequenceSet, scheme: Scori
 class SubsetSearch:
     """The :data:`~swgpu_tools.engine.increment.Search` of a backend over encoded
     queries and subjects: scores subsets, maps the hits back to whole-set
-    indices, and counts the cells and seconds it spent."""
+    indices, and counts the cells and seconds it spent.  ``d_enc`` may be a
+    function that encodes the subjects when a search first needs all of them
+    (a re-scan scores most queries against the new sequences only)."""
 
-    def __init__(self, searcher, q_enc, d_enc, scheme: ScoringScheme, progress=None):
-        self.searcher, self.q_enc, self.d_enc, self.scheme = searcher, q_enc, d_enc, scheme
+    def __init__(self, searcher, q_enc, d_enc, scheme: ScoringScheme, progress=None, shard=None):
+        self.searcher, self.q_enc, self._d_enc, self.scheme = searcher, q_enc, d_enc, scheme
+        self.shard = shard  # the SequenceSet, to encode subsets without all of it
         self.progress = progress
         self.cells = 0.0
         self.seconds = 0.0
         self.calls = 0
 
-    def __call__(self, qi: np.ndarray, si: np.ndarray | None, k: int) -> list:
+    @property
+    def d_enc(self) -> EncodedSequences:
+        if callable(self._d_enc):
+            self._d_enc = self._d_enc()
+        return self._d_enc
+
+    def subjects(self, si) -> EncodedSequences:
+        """The subjects at ``si`` (all where None), encoded."""
+        if si is None:
+            return self.d_enc
+        if callable(self._d_enc) and self.shard is not None:
+            return self.scheme.encode(self.shard.subset(si), "database")
+        return self.d_enc.subset(si)
+
+    def __call__(self, qi: np.ndarray, si: np.ndarray | None, k: int) -> Lists:
         qi = np.asarray(qi, dtype=np.int64)
         q = self.q_enc.subset(qi)
-        d = self.d_enc if si is None else self.d_enc.subset(si)
+        d = self.subjects(si)
         t = time.perf_counter()
         hits = self.searcher.search(q, d, self.scheme, k, progress=self.progress)
         self.seconds += time.perf_counter() - t
         self.cells += float(q.lengths.sum()) * float(d.total_residues)
         self.calls += 1
-        bounds = np.searchsorted(hits.query_index, np.arange(len(qi) + 1))
-        out = []
-        for p in range(len(qi)):
-            a, b = bounds[p], bounds[p + 1]
-            sub = hits.subject_index[a:b].astype(np.int64)
-            if si is not None:
-                sub = np.asarray(si, dtype=np.int64)[sub]
-            out.append((sub, hits.score[a:b].astype(np.int64)))
-        return out
+        return lists_of(hits, len(qi), None if si is None else np.asarray(si, np.int64))
+
+
+def lists_of(hits, n_queries: int, subjects: np.ndarray | None = None) -> Lists:
+    """:class:`~swgpu_tools.kernels.TopHits` (sorted by query) as :class:`Lists`;
+    ``subjects``: the whole-set index of each searched subject."""
+    off = np.searchsorted(hits.query_index, np.arange(n_queries + 1)).astype(np.int64)
+    sub = hits.subject_index.astype(np.int64)
+    return Lists(off, sub if subjects is None else subjects[sub], hits.score.astype(np.int64))
 
 
 def score(
@@ -128,6 +147,18 @@ def score(
     return table
 
 
+@dataclass
+class ShardInput:
+    """One shard for :func:`scan_shards`: its sequences, its stored state (or None),
+    and where the caller has them, its content hashes and its encoded residues."""
+
+    database: SequenceSet
+    previous: object = None  # ShardState | None
+    hashes: np.ndarray | None = None
+    encoded: EncodedSequences | None = None
+    plan: object = None  # its increment.ShardPlan, where the caller made it already
+
+
 def scan(
     queries: SequenceSet,
     database: SequenceSet,
@@ -150,14 +181,59 @@ def scan(
     See :mod:`swgpu_tools.engine.increment` (``hashes``, ``qhashes``: the
     sequences' content hashes, and ``encoded``: ``database`` encoded for
     ``scheme``, where the caller has them already)."""
-    from .increment import scan_shard
+    ((table, state),) = scan_shards(
+        queries,
+        [ShardInput(database, previous, hashes, encoded)],
+        scheme,
+        top_k,
+        margin,
+        backend=backend,
+        threads=threads,
+        device=device,
+        started=started,
+        stats=None if stats is None else [stats],
+        qhashes=qhashes,
+    )
+    return table, state
+
+
+def scan_shards(
+    queries: SequenceSet,
+    shards: list[ShardInput],
+    scheme: ScoringScheme,
+    top_k: int = 500,
+    margin: int = 0,
+    backend: str = "auto",
+    threads: int | None = None,
+    device="auto",
+    started: BackendStart | None = None,
+    stats: list[dict] | None = None,
+    qhashes: np.ndarray | None = None,
+) -> list:
+    """:func:`scan` of several shards with one backend: (table, new state) per
+    shard.  The new and changed sequences of all the shards that have a usable
+    state are scored in one search (each shard's best hits chosen on its own:
+    ``segments`` of :class:`~swgpu_tools.kernels.SearchBackend`), which keeps a
+    GPU busier than one small search per shard.  ``stats``: one dict per shard
+    that gets its statistics (as :func:`score`'s)."""
+    from ..io.statefile import sequence_hashes
+    from .increment import finish_shard, plan_shard
 
     if top_k < 1:
         raise InputError(f"top_k must be at least 1, got {top_k}")
-    check_score_range(queries, database, scheme)
-    check_align_range(queries, database, scheme)
+    for sh in shards:
+        check_score_range(queries, sh.database, scheme)
+        check_align_range(queries, sh.database, scheme)
+    qhashes = sequence_hashes(queries) if qhashes is None else qhashes
+    t_plan = time.perf_counter()
+    plans = [
+        sh.plan
+        if sh.plan is not None
+        else plan_shard(queries, sh.database, scheme.digest, sh.previous, sh.hashes, qhashes)
+        for sh in shards
+    ]
+    t_plan = time.perf_counter() - t_plan
     q_enc = scheme.encode(queries, "queries")
-    d_enc = scheme.encode(database, "database") if encoded is None else encoded
     if started is None:
         started = BackendStart(backend, device)
     waited = time.perf_counter()
@@ -170,8 +246,76 @@ def scan(
         import numba
 
         numba.set_num_threads(max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS)))
-    start = time.perf_counter()
+    searcher = run.searcher()
     bar = ProgressBar(len(queries), "scoring", "queries", log)
+    progress = _progress_logger(bar)
+    out = []
+    try:
+        t0 = time.perf_counter()
+        joint = _joint_deltas(plans, searcher, q_enc, scheme, top_k + margin, queries, progress)
+        joint_s = time.perf_counter() - t0
+        for i, (sh, plan) in enumerate(zip(shards, plans)):
+            start = time.perf_counter()
+            encoded = sh.encoded
+            search = SubsetSearch(
+                searcher,
+                q_enc,
+                encoded
+                if encoded is not None
+                else (lambda db=sh.database: scheme.encode(db, "database")),
+                scheme,
+                progress,
+                shard=sh.database,
+            )
+            result = finish_shard(
+                queries, plan, scheme.digest, top_k, margin, search, qhashes, joint.hits[i]
+            )
+            t_table = time.perf_counter()
+            table = ShardHits.from_top(queries, sh.database, result.top)
+            elapsed = time.perf_counter() - start
+            share = joint.seconds[i] / joint.kernel_s if joint.kernel_s else 0.0
+            cells = search.cells + joint.cells[i]
+            kernel_s = search.seconds + joint.seconds[i]
+            info = dict(result.stats)
+            info.update(
+                backend=run.name,
+                reason=run.choice.reason,
+                device=run.gpu_id,
+                device_uuid=run.device_uuid,
+                query_residues=queries.total_residues,
+                sequences=len(sh.database),
+                residues=sh.database.total_residues,
+                cells=cells,
+                kernel_s=kernel_s,
+                scan_s=elapsed + share * joint_s,
+                gcups=cells / max(kernel_s, 1e-9) / 1e9,
+                passes=search.calls + joint.passes[i],
+                startup_s=run.steps,
+                startup_wait_s=round(waited, 4) if i == 0 else 0.0,
+                full_scan_cells=float(queries.total_residues) * float(sh.database.total_residues),
+                scan_phases_s={
+                    "plan": round(t_plan / len(shards), 4),
+                    "joint_delta": round(share * joint_s, 4),
+                    "search": round(search.seconds, 4),
+                    "lists": round(t_table - start - search.seconds, 4),
+                    "table": round(time.perf_counter() - t_table, 4),
+                },
+            )
+            if joint.group_of[i] is not None:
+                info["joint_delta_shards"] = joint.group_of[i]
+            if stats is not None:
+                stats[i].update(info)
+            _log_scan(info, queries, sh.database)
+            out.append((table, result.state))
+    finally:
+        bar.close()
+    return out
+
+
+def _progress_logger(bar: ProgressBar):
+    """The searches' progress: the bar, the first hits' time since the process
+    started, and a log line every 5 s."""
+    start = time.perf_counter()
     last = [start]
     first = [True]
 
@@ -187,35 +331,10 @@ def scan(
             last[0] = now
             log.info(f"queries {done}/{total} of a pass done, {now - start:.1f} s")
 
-    search = SubsetSearch(run.searcher(), q_enc, d_enc, scheme, progress)
-    try:
-        result = scan_shard(
-            queries, database, scheme.digest, top_k, margin, previous, search, hashes, qhashes
-        )
-    finally:
-        bar.close()
-    elapsed = time.perf_counter() - start
-    gcups = search.cells / max(search.seconds, 1e-9) / 1e9
-    info = dict(result.stats)
-    info.update(
-        backend=run.name,
-        reason=run.choice.reason,
-        device=run.gpu_id,
-        device_uuid=run.device_uuid,
-        query_residues=queries.total_residues,
-        sequences=len(database),
-        residues=database.total_residues,
-        cells=search.cells,
-        kernel_s=search.seconds,
-        scan_s=elapsed,
-        gcups=gcups,
-        passes=search.calls,
-        startup_s=run.steps,
-        startup_wait_s=round(waited, 4),
-        full_scan_cells=float(queries.total_residues) * float(database.total_residues),
-    )
-    if stats is not None:
-        stats.update(info)
+    return progress
+
+
+def _log_scan(info: dict, queries: SequenceSet, database: SequenceSet) -> None:
     what = (
         f"{info['mode']}: {info['delta_sequences']:,} new or changed sequences, "
         f"{info['full_queries']} of {len(queries)} queries against the whole shard"
@@ -225,7 +344,59 @@ def scan(
     )
     log.info(
         f"scored {len(queries)} queries x {len(database):,} sequences "
-        f"({database.total_residues:,} residues): {what}{search.cells:.3g} cells in "
-        f"{search.seconds:.2f} s, {gcups:.2f} GCUPS"
+        f"({database.total_residues:,} residues): {what}{info['cells']:.3g} cells in "
+        f"{info['kernel_s']:.2f} s, {info['gcups']:.2f} GCUPS"
     )
-    return ShardHits.from_top(queries, database, result.top), result.state
+
+
+@dataclass
+class _Joint:
+    """The delta hits of :func:`_joint_deltas`, per shard (None: none scored), with
+    each shard's share of the cells, seconds and passes."""
+
+    hits: list
+    cells: list
+    seconds: list
+    passes: list
+    group_of: list  # per shard: how many shards its search served (None: no search)
+    kernel_s: float = 0.0
+
+
+def _joint_deltas(plans, searcher, q_enc, scheme, keep: int, queries, progress) -> _Joint:
+    """Every kept query against the new and changed sequences of all shards that
+    have them, one search per set of kept queries (normally one: the queries of
+    the last scan), each shard's best ``keep`` chosen on its own."""
+    n = len(plans)
+    joint = _Joint([None] * n, [0.0] * n, [0.0] * n, [0] * n, [None] * n)
+    groups: dict = {}
+    for i, p in enumerate(plans):
+        if p.previous is not None and len(p.delta) and len(p.inc):
+            groups.setdefault(p.inc.tobytes(), []).append(i)
+    qlen = queries.lengths.astype(np.float64)
+    for members in groups.values():
+        inc = plans[members[0]].inc
+        parts = [scheme.encode(plans[i].shard.subset(plans[i].delta), "database") for i in members]
+        segs = np.concatenate([[0], np.cumsum([len(x) for x in parts])]).astype(np.int64)
+        lengths = np.concatenate([x.lengths for x in parts])
+        offsets = np.zeros(len(lengths) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        union = EncodedSequences(np.concatenate([x.codes for x in parts]), offsets)
+        t = time.perf_counter()
+        kw = {"segments": segs} if len(members) > 1 else {}
+        th = searcher.search(q_enc.subset(inc), union, scheme, keep, progress=progress, **kw)
+        seconds = time.perf_counter() - t
+        joint.kernel_s += seconds
+        seg_of = np.searchsorted(segs, th.subject_index, "right") - 1
+        q_cells = float(qlen[inc].sum())
+        total = q_cells * union.total_residues
+        for g, i in enumerate(members):
+            m = seg_of == g
+            q = th.query_index[m]
+            local = th.subject_index[m].astype(np.int64) - segs[g]
+            off = np.searchsorted(q, np.arange(len(inc) + 1)).astype(np.int64)
+            joint.hits[i] = Lists(off, plans[i].delta[local], th.score[m].astype(np.int64))
+            joint.cells[i] = q_cells * parts[g].total_residues
+            joint.seconds[i] = seconds * joint.cells[i] / max(total, 1.0)
+            joint.passes[i] = 1 if g == 0 else 0
+            joint.group_of[i] = len(members)
+    return joint

@@ -70,8 +70,9 @@ class ShardHits:
 
 
 def concat_shard_hits(parts: list[ShardHits]) -> ShardHits:
-    """The hits of several database parts (of one query set) as one table: per
-    query by descending score (ties in part order), each part's subjects once."""
+    """The hits of several database parts (of one query set) as one table: the
+    parts one after another (each per query, best first), each part's subjects
+    once.  The merge orders all hits itself (:mod:`swgpu_tools.engine.merge`)."""
     if len(parts) == 1:
         return parts[0]
     if not parts:
@@ -81,15 +82,11 @@ def concat_shard_hits(parts: list[ShardHits]) -> ShardHits:
         if p.queries != queries:
             raise ValueError("hit tables of different query sets cannot be joined")
     offsets = np.cumsum([0] + [len(p.subjects) for p in parts[:-1]])
-    q = np.concatenate([p.q for p in parts]).astype(np.int32)
-    s = np.concatenate([p.s.astype(np.int64) + o for p, o in zip(parts, offsets)])
-    score = np.concatenate([p.score for p in parts]).astype(np.int32)
-    order = np.lexsort((-score.astype(np.int64), q))  # stable: ties keep part order
     return ShardHits(
         list(queries),
-        q[order],
-        s[order].astype(np.int32),
-        score[order],
+        np.concatenate([p.q for p in parts]).astype(np.int32),
+        np.concatenate([p.s.astype(np.int64) + o for p, o in zip(parts, offsets)]).astype(np.int32),
+        np.concatenate([p.score for p in parts]).astype(np.int32),
         [x for p in parts for x in p.subjects],
         [x for p in parts for x in p.sseqid],
         [x for p in parts for x in p.stitle],

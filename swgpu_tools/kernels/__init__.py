@@ -79,7 +79,13 @@ class SearchBackend(Protocol):
         scheme: ScoringScheme,
         top_k: int,
         progress: Progress | None = None,
-    ) -> TopHits: ...
+        segments: np.ndarray | None = None,
+    ) -> TopHits:
+        """Top ``top_k`` hits per query.  ``segments`` (start index of each run of
+        subjects, then the subject count): the top ``top_k`` of each run, sorted
+        by query, then run, then score (descending), then subject; one search
+        where a re-scan scores several shards' new sequences at once."""
+        ...
 
 
 @runtime_checkable
@@ -98,6 +104,28 @@ class PairBackend(Protocol):
         scheme: ScoringScheme,
         mode: str,
     ) -> np.ndarray: ...
+
+
+def by_segment(search, queries, database, top_k: int, segments, progress=None) -> TopHits:
+    """A search with ``segments`` (see :class:`SearchBackend`) as one search per
+    segment: ``search(queries, part, top_k, progress)`` -> TopHits of ``part``."""
+    qi, si, sc = [], [], []
+    for a, b in zip(np.asarray(segments[:-1]).tolist(), np.asarray(segments[1:]).tolist()):
+        if b > a:
+            th = search(queries, database.slice(a, b), top_k, progress)
+            qi.append(th.query_index)
+            si.append(th.subject_index.astype(np.int64) + a)
+            sc.append(th.score)
+    if not qi:
+        e = np.zeros(0, np.int32)
+        return TopHits(e, e.copy(), e.copy())
+    q = np.concatenate(qi)
+    order = np.argsort(q, kind="stable")  # per query, the segments in order
+    return TopHits(
+        q[order].astype(np.int32),
+        np.concatenate(si)[order].astype(np.int32),
+        np.concatenate(sc)[order].astype(np.int32),
+    )
 
 
 def top_k_from_scores(scores: np.ndarray, top_k: int) -> TopHits:

@@ -72,7 +72,7 @@ from numba import get_num_threads, njit
 from ..alignment.params import kernel_scoring
 from ..alignment.pool import run_chunks
 from ..alignment.scalar import forward_end
-from . import TopHits, huge, seqhash
+from . import TopHits, by_segment, huge, seqhash
 from .huge import QueryReport, huge_limits, piece_overlap, renumber, row_items, split_pieces
 from .jitcache import cache_folder, cache_warm, notice_compiling
 from .simd import HAVE_AVX2, make_column_pass, make_profile_shuffle
@@ -639,11 +639,17 @@ class CpuBackend:
     def __init__(self, threads: int | None = None):
         self.threads = threads
 
-    def search(self, queries, database, scheme, top_k: int, progress=None) -> TopHits:
+    def search(
+        self, queries, database, scheme, top_k: int, progress=None, segments=None
+    ) -> TopHits:
         """Top ``top_k`` hits per query (contract: :class:`~swgpu_tools.kernels.SearchBackend`)."""
-        return _search(
-            queries, database, scheme.matrix, scheme.gap_open, scheme.gap_extend, top_k, progress
-        )
+
+        def one(q, d, k, pr):
+            return _search(q, d, scheme.matrix, scheme.gap_open, scheme.gap_extend, k, pr)
+
+        if segments is None:
+            return one(queries, database, top_k, progress)
+        return by_segment(one, queries, database, top_k, segments, progress)
 
     def pair_regions(
         self, queries, subjects, query_index, subject_index, scheme, mode: str

@@ -15,8 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..backend import BackendStart, driver_installed
 from ..cpus import usable_cpus
-from ..engine.increment import GPU_START_S, delta_cells, rescan_on_cpu
-from ..engine.scan import scan
+from ..engine.increment import GPU_START_S, group_cells, plan_shard, rescan_on_cpu
+from ..engine.scan import ShardInput, scan_shards
 from ..io.fasta import read_fasta
 from ..io.hitsfile import concat_shard_hits, write_shard_hits
 from ..io.shardfile import note_verified, read_shard_unverified
@@ -118,6 +118,31 @@ class _Prefetch:
             pass
 
 
+#: Consecutive shards of a job that have states are scored together (their new and
+#: changed sequences in one search) while their files hold at most this many bytes.
+GROUP_BYTES = 2 << 30
+
+
+def _groups(shards: list, has_state: list) -> list[list[int]]:
+    """The job's shards in the groups that :func:`score_shard` scores together: runs
+    of shards with a state, at most :data:`GROUP_BYTES` of shard files each; a
+    shard without one alone (it is scored whole)."""
+    groups: list[list[int]] = []
+    size = 0
+    for i, path in enumerate(shards):
+        try:
+            nbytes = os.path.getsize(path)
+        except OSError:
+            nbytes = 0  # the reader names the missing file
+        if has_state[i] and groups and has_state[groups[-1][-1]] and size + nbytes <= GROUP_BYTES:
+            groups[-1].append(i)
+            size += nbytes
+        else:
+            groups.append([i])
+            size = nbytes
+    return groups
+
+
 def _as_list(x) -> list:
     if x is None:
         return []
@@ -171,23 +196,28 @@ def score_shard(
     try:
         cpu_start = None
         parts, new_states, records = [], [], []
-        for i, path in enumerate(shards):
-            with timer.phase("read"):
-                database, encoded, hashes, previous, read_s = reader.get(i)
-            log.info(
-                f"{os.fspath(path)}: {len(database):,} sequences, "
-                f"{database.total_residues:,} residues; {len(queries)} queries"
-            )
-            info: dict = {"shard": os.path.basename(os.fspath(path)), "read_s": read_s}
-            if has_state[i] and previous is None:
-                log.warning(f"{states[i]}: unreadable; scoring the whole shard")
+        for group in _groups(shards, has_state):
+            loaded, infos = [], []
+            for i in group:
+                with timer.phase("read"):
+                    database, encoded, hashes, previous, read_s = reader.get(i)
+                log.info(
+                    f"{os.fspath(shards[i])}: {len(database):,} sequences, "
+                    f"{database.total_residues:,} residues; {len(queries)} queries"
+                )
+                infos.append({"shard": os.path.basename(os.fspath(shards[i])), "read_s": read_s})
+                if has_state[i] and previous is None:
+                    log.warning(f"{states[i]}: unreadable; scoring the whole shard")
+                loaded.append(ShardInput(database, previous, hashes, encoded))
             started = early
-            if has_state[i] and backend != "cpu":
+            if any(has_state[i] for i in group) and backend != "cpu":
                 # a re-scan: the GPU is used only where the delta is worth it
                 with timer.phase("match"):
-                    cells, passes = delta_cells(
-                        queries, database, scheme.digest, previous, hashes, qhashes
-                    )
+                    for sh in loaded:
+                        sh.plan = plan_shard(
+                            queries, sh.database, scheme.digest, sh.previous, sh.hashes, qhashes
+                        )
+                    cells, passes = group_cells(queries, [sh.plan for sh in loaded])
                 use = backend
                 gpu_left = GPU_START_S if early is None else early.seconds_left(GPU_START_S)
                 if rescan_on_cpu(cells, passes, cpus, gpu_start_s=gpu_left):
@@ -197,32 +227,31 @@ def score_shard(
                         f"CPU ({cpus} threads), sooner than "
                         + ("starting the GPU" if early is None else "waiting for the GPU")
                     )
-                info["rescan_estimate"] = {"cells": cells, "passes": passes, "backend": use}
+                for info in infos:
+                    info["rescan_estimate"] = {"cells": cells, "passes": passes, "backend": use}
                 if use == "cpu":
                     cpu_start = cpu_start or BackendStart("cpu", device, scheme=scheme)
                     started = cpu_start
                 elif early is None:
                     early = started = BackendStart(use, device, scheme=scheme)
             with timer.phase("score"):
-                hits, state = scan(
+                results = scan_shards(
                     queries,
-                    database,
+                    loaded,
                     scheme,
                     top_k,
                     margin,
-                    previous,
                     threads=threads,
                     started=started,
-                    stats=info,
-                    hashes=hashes,
+                    stats=infos,
                     qhashes=qhashes,
-                    encoded=encoded,
                 )
-            info["hits"] = len(hits)
-            parts.append(hits)
-            new_states.append(state)
-            records.append(info)
-            del database, encoded
+            for (hits, state), info in zip(results, infos):
+                info["hits"] = len(hits)
+                parts.append(hits)
+                new_states.append(state)
+                records.append(info)
+            del loaded, results
     except Exception:
         reader.verify()
         raise
@@ -230,9 +259,11 @@ def score_shard(
         reader.verify()  # every shard's digest, before anything is written
         hits = concat_shard_hits(parts)
         write_shard_hits(out_path, hits)
-        for path, state in zip(states, new_states):
-            if path:
-                write_state(path, state)  # after the table: a kill in between only rescores
+        # after the table: a kill in between only rescores; several at once (their
+        # checksums and writes leave the GIL)
+        todo = [(path, state) for path, state in zip(states, new_states) if path]
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(todo)))) as pool:
+            list(pool.map(lambda ps: write_state(*ps), todo))
     timer.fields.update(_job_record(records, shards))
     timer.fields["hits"] = len(hits)
     timer.write(stats_path)

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...logs import get_logger
-from .. import Progress, TopHits
+from .. import Progress, TopHits, by_segment
 from ..gpu_intrinsics import SIM
-from . import cache, pairs
+from . import batched, cache, pairs
 from .device import bind
 from .searcher import GpuSearcher
 
@@ -134,9 +134,19 @@ class GpuBackend:
         scheme: ScoringScheme,
         top_k: int,
         progress: Progress | None = None,
+        segments: np.ndarray | None = None,
     ) -> TopHits:
-        """Top ``top_k`` exact Smith-Waterman hits of each query (see :mod:`swgpu_tools.kernels`)."""
-        return self.searcher(database, scheme).search(queries, top_k, progress=progress)
+        """Top ``top_k`` exact Smith-Waterman hits of each query (see :mod:`swgpu_tools.kernels`);
+        ``segments``: in one batched search where the searcher batches, else one
+        search per segment."""
+        searcher = self.searcher(database, scheme)
+        if segments is None or batched.use_batches(searcher, queries.lengths):
+            return searcher.search(queries, top_k, progress=progress, segments=segments)
+
+        def one(q, part, k, pr):
+            return self.searcher(part, scheme).search(q, k, progress=pr)
+
+        return by_segment(one, queries, database, top_k, segments, progress)
 
     def pair_regions(
         self,

@@ -23,6 +23,7 @@ import time
 import numpy as np
 
 from ..gpu_intrinsics import SIM
+from ..topk import top_rows
 from .codegen import PAIRED_MODES
 
 #: Largest subject count scored in batches under 'auto' (the score block of a
@@ -58,30 +59,6 @@ def use_batches(searcher, qlens) -> bool:
         return False
     cells = searcher.total_residues * float(np.mean(qlens))
     return searcher.n <= MAX_SUBJECTS and cells <= MAX_CELLS_PER_QUERY
-
-
-def top_rows(scores: np.ndarray, k: int):
-    """The best ``k`` of each row of ``scores`` (m x n): (rows, columns, values), sorted
-    by row, then value descending, then column (the searcher's tie rule)."""
-    m, n = scores.shape
-    k = min(int(k), n)
-    if k <= 0 or m == 0:
-        e = np.zeros(0, np.int64)
-        return e, e.copy(), np.zeros(0, np.int32)
-    thr = np.partition(scores, n - k, axis=1)[:, n - k] if k < n else scores.min(axis=1)
-    above = scores > thr[:, None]
-    need = k - above.sum(axis=1)  # ties at the threshold: each row's lowest columns
-    rows_a, cols_a = np.nonzero(above)
-    rows_t, cols_t = np.nonzero(scores == thr[:, None])
-    first = np.searchsorted(rows_t, np.arange(m))
-    keep = np.arange(len(rows_t)) - first[rows_t] < need[rows_t]
-    rows = np.concatenate([rows_a, rows_t[keep]]).astype(np.int64)
-    cols = np.concatenate([cols_a, cols_t[keep]]).astype(np.int64)
-    vals = scores[rows, cols]
-    # one stable sort by (row, score descending); np.nonzero gave columns ascending
-    key = rows << 32 | (np.int64(2**31 - 1) - vals.astype(np.int64))
-    order = np.argsort(key, kind="stable")
-    return rows[order], cols[order], vals[order]
 
 
 def _chunks(searcher, qlens) -> list:
@@ -125,8 +102,10 @@ def _rescore_packed(searcher, block, members, qcodes, qoffs, tables, slot) -> in
     return len(rows)
 
 
-def search(searcher, qcodes, qoffs, top_k, progress=None):
-    """Top ``top_k`` hits of each query, many queries per launch (see the module)."""
+def search(searcher, qcodes, qoffs, top_k, progress=None, segments=None):
+    """Top ``top_k`` hits of each query, many queries per launch (see the module);
+    with ``segments`` (start subject of each segment, and the subject count), the
+    top ``top_k`` of each segment, by segment (:func:`..topk.top_rows`)."""
     from numba import cuda
 
     from .. import TopHits
@@ -140,6 +119,7 @@ def search(searcher, qcodes, qoffs, top_k, progress=None):
     table = tables[mode]
     d_qoffs, qstarts = s._qoffs_all(qcodes, qoffs, table)
     k = min(int(top_k), n)
+    segs = np.asarray([0, n] if segments is None else segments, dtype=np.int64)
     chunks = _chunks(s, qlens)
     cap = max((len(m) for _, m in chunks), default=1)
     d_out = [cuda.device_array(cap * n, dtype=np.int32) for _ in range(2)]
@@ -149,7 +129,8 @@ def search(searcher, qcodes, qoffs, top_k, progress=None):
     ]
     hits: list = [None] * nq
     for qi in np.flatnonzero(qlens == 0).tolist():  # no residues: every score is 0
-        hits[qi] = (np.arange(k, dtype=np.int64), np.zeros(k, np.int32))
+        cols = np.concatenate([np.arange(a, min(a + k, b)) for a, b in zip(segs[:-1], segs[1:])])
+        hits[qi] = (cols.astype(np.int64), np.zeros(len(cols), np.int32))
     done = nq - sum(len(m) for _, m in chunks)
     tq = np.zeros(nq)
     t_scan = t_last = time.perf_counter()
@@ -165,12 +146,12 @@ def search(searcher, qcodes, qoffs, top_k, progress=None):
         block = buf[: len(members) * n].reshape(len(members), n).copy()
         if mode in PAIRED_MODES:
             s.rescored += _rescore_packed(s, block, members, qcodes, qoffs, tables, slot)
-        rows, cols, vals = top_rows(block, k)
+        _, cols, vals = top_rows(block, k, segs)
         s.batch_seconds["wait"] += t1 - t0
         s.batch_seconds["host"] += time.perf_counter() - t1
-        first = np.searchsorted(rows, np.arange(len(members) + 1))
+        per = len(cols) // max(len(members), 1)  # every row gives as many
         for r, qi in enumerate(members.tolist()):
-            hits[qi] = (cols[first[r] : first[r + 1]], vals[first[r] : first[r + 1]])
+            hits[qi] = (cols[r * per : (r + 1) * per], vals[r * per : (r + 1) * per])
         now = time.perf_counter()
         w = qlens[members].astype(np.float64)
         tq[members] += (now - t_last) * w / w.sum()

@@ -594,14 +594,18 @@ class GpuSearcher:
             raise ValueError("query codes exceed the matrix size")
         return {"letters": qletters, self.mode: self._table(self.mode, qletters)}
 
-    def search(self, queries, top_k, progress=None) -> TopHits:
-        """Top ``top_k`` hits of each query (:class:`~swgpu_tools.kernels.TopHits`)."""
+    def search(self, queries, top_k, progress=None, segments=None) -> TopHits:
+        """Top ``top_k`` hits of each query (:class:`~swgpu_tools.kernels.TopHits`);
+        ``segments`` (the batched path only): the top ``top_k`` of each run of
+        subjects (see :class:`~swgpu_tools.kernels.SearchBackend`)."""
         nq = len(queries)
         qcodes = np.ascontiguousarray(queries.codes, dtype=np.uint8)
         qoffs = np.ascontiguousarray(queries.offsets, dtype=np.int64)
         qlens = np.diff(qoffs)
         if batched.use_batches(self, qlens):
-            return batched.search(self, qcodes, qoffs, top_k, progress)
+            return batched.search(self, qcodes, qoffs, top_k, progress, segments)
+        if segments is not None:
+            raise ValueError("a search by segments needs the batched path")
         tables = self._query_tables(qcodes)
         self._compile_ahead(qlens)
         self.plan_seconds = 0.0
