@@ -474,6 +474,25 @@ def spouge_evalue(raw, query_length, subject_length, db_residues: int, params: K
     return _out(area * params.K * np.exp(-lambda_ * y) * db_scale_factor)
 
 
+def spouge_evalue_floor(raw, query_length, subject_length, db_residues: int, params):
+    """A value never above :func:`spouge_evalue`, cheap to compute: to drop hits far
+    above an E-value cut-off before their E-values are computed.
+
+    Spouge's ``p1 = mu P(mu / s) + s phi(mu / s)`` is E[X+] for X normal with mean
+    ``mu = m - (a y + b)``, so ``p1 >= max(mu, 0)`` (Jensen); so is ``p2`` with ``n``;
+    and the gap term ``c_y P P`` is not negative."""
+    a = params.alpha
+    b = 2.0 * (params.gap_open + params.gap_extend) * (params.alpha_un - params.alpha)
+    y = np.asarray(raw, dtype=np.float64)
+    n = np.asarray(subject_length, dtype=np.float64)
+    lead = a * y + b
+    area = np.maximum(np.asarray(query_length, dtype=np.float64) - lead, 0.0) * np.maximum(
+        n - lead, 0.0
+    )
+    scale = float(db_residues) / n if db_residues else 1.0
+    return area * params.K * np.exp(-params.lambda_ * y) * scale
+
+
 _erfc_each = np.vectorize(math.erfc, otypes=[np.float64])
 _SQRT2 = math.sqrt(2.0)
 #: Below this, erfc(x) is 2 - erfc(-x) with erfc(-x) < 1.2e-29, far under half an

@@ -91,3 +91,35 @@ def test_sort_order_equals_a_three_key_lexsort(n, qmax, smax, seed):
     score = rng.integers(-smax, smax, n).astype(np.int64)
     rank = rng.permutation(n).astype(np.int64)  # distinct, as subject ranks are
     assert _sort_order(q, score, rank).tolist() == np.lexsort((rank, -score, q)).tolist()
+
+
+def test_evalue_cut_equals_filtering_every_evalue():
+    """The merge drops hits whose E-value floor is above max_evalue before it computes
+    E-values (stats.spouge_evalue_floor): the table equals the uncut table filtered
+    by E-value, on lengths where the floor drops most hits."""
+    rng = np.random.default_rng(3)
+    nq, ns, n = 30, 400, 6000
+    qlens = rng.integers(200, 700, nq)
+    queries = SequenceSet.from_sequences(
+        [f"Q{i}" for i in range(nq)], ["A" * int(x) for x in qlens]
+    )
+    subjects = [f"S{j:04d}" for j in range(ns)]
+    q = rng.integers(0, nq, n).astype(np.int32)
+    s = rng.integers(0, ns, n).astype(np.int32)
+    score = np.where(rng.random(n) < 0.1, rng.integers(60, 400, n), rng.integers(15, 60, n))
+    part = ShardHits(
+        [f"Q{i}" for i in range(nq)],
+        q,
+        s,
+        score.astype(np.int32),
+        subjects,
+        subjects,
+        ["t"] * ns,
+        rng.integers(100, 900, ns).astype(np.int64),
+    )
+    db = 200_000_000
+    cut = merge([part], queries, db, SCHEME, top_k=10_000, max_evalue=10.0)
+    every = merge([part], queries, db, SCHEME, top_k=10_000, max_evalue=None)
+    want = every[every["evalue"] <= 10.0].reset_index(drop=True)
+    pd.testing.assert_frame_equal(cut.reset_index(drop=True), want)
+    assert 0 < len(want) < 0.5 * len(every)

@@ -331,3 +331,36 @@ def test_erfc_shortcut_equals_math_erfc():
     got = stats._erfc(xs)
     assert np.array_equal(got, np.array([math.erfc(v) for v in xs]), equal_nan=True)
     assert float(stats._erfc(-3.0)) == math.erfc(-3.0)
+
+
+def test_spouge_floor_is_never_above_the_evalue_and_tight_for_long_sequences():
+    """The merge drops hits whose floor (stats.spouge_evalue_floor) is above the
+    E-value cut-off before computing E-values: the floor must never exceed the
+    E-value, over scores, lengths and every tabulated scheme; for long sequences it
+    must be close (else it filters nothing)."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    n = 20000
+    raw = rng.integers(1, 3000, n).astype(np.float64)
+    m = rng.integers(1, 40000, n).astype(np.float64)
+    sl = rng.integers(1, 40000, n).astype(np.float64)
+    checked = 0
+    for matrix, go, ge in [
+        ("BLOSUM62", 11, 1),
+        ("BLOSUM62", 10, 1),
+        ("BLOSUM45", 14, 2),
+        ("PAM30", 9, 1),
+        ("BLOSUM80", 10, 1),
+    ]:
+        params = stats.lookup(matrix, go, ge)
+        if params is None:
+            continue
+        for db in (0, 10**6, 2 * 10**8):
+            e = stats.spouge_evalue(raw, m, sl, db, params)
+            low = stats.spouge_evalue_floor(raw, m, sl, db, params)
+            assert (low <= e * (1 + 1e-12)).all()
+            checked += 1
+            long = (m > 300) & (sl > 300) & (raw < 60)
+            assert (low[long] > 0.5 * e[long]).mean() > 0.9
+    assert checked >= 12

@@ -75,6 +75,13 @@ def merge(
         bits = np.full(len(q), np.nan)
         evalue = np.full(len(q), np.nan)
     else:
+        if max_evalue is not None:
+            # hits far above the cut-off go before the exact E-values are computed
+            low = stats.spouge_evalue_floor(
+                score.astype(np.float64), qlen, sl, db_residues, params
+            ).reshape(-1)
+            ok = ~(low > max_evalue * (1 + 1e-6))
+            q, score, s, qlen, sl = (x[ok] for x in (q, score, s, qlen, sl))
         raw = score.astype(np.float64)
         bits = np.asarray(stats.bit_score(raw, params), dtype=np.float64).reshape(-1)
         evalue = np.asarray(
@@ -146,6 +153,20 @@ def _sort_order(q: np.ndarray, score: np.ndarray, rank: np.ndarray) -> np.ndarra
     return np.argsort(key, kind="stable")
 
 
+def _accession_ranks(acc: np.ndarray) -> np.ndarray:
+    """Each accession's place among the distinct accessions, in string order (equal
+    accessions share one).  A stable sort: each part's subjects come sorted (a
+    shard's order), so it merges a few sorted runs."""
+    if not len(acc):
+        return np.zeros(0, np.int64)
+    text = acc.astype(str)
+    order = np.argsort(text, kind="stable")
+    ordered = text[order]
+    rank = np.empty(len(text), np.int64)
+    rank[order] = np.concatenate([[0], np.cumsum(ordered[1:] != ordered[:-1])])
+    return rank
+
+
 def _cut(parts: list[ShardHits], queries: SequenceSet, top_k: int) -> ShardHits:
     """The top ``top_k`` hits per query of ``parts`` (query indices in the query file's
     order), sorted by query, descending score, ascending subject accession; only
@@ -163,13 +184,14 @@ def _cut(parts: list[ShardHits], queries: SequenceSet, top_k: int) -> ShardHits:
         else np.zeros(0, np.int64)
     )
     acc = np.asarray([a for p in parts for a in p.subjects], dtype=object)
-    # subject accessions as ranks: ties by accession with an integer sort
-    rank = np.unique(acc.astype(str), return_inverse=True)[1] if len(acc) else np.zeros(0, np.int64)
+    rank = _accession_ranks(acc)  # ties by accession with an integer sort
     order = _sort_order(q, score, rank[s] if len(s) else s)
-    q, score, s = q[order], score[order], s[order]
-    first = np.searchsorted(q, q, "left")
-    keep = np.arange(len(q)) - first < top_k
-    q, score, s = q[keep], score[keep], s[keep]
+    # each query's rows are consecutive in ``order``: keep its first top_k
+    counts = np.bincount(q, minlength=len(queries)) if len(q) else np.zeros(0, np.int64)
+    starts = np.cumsum(counts) - counts
+    keep = np.arange(len(q)) - np.repeat(starts, counts) < top_k
+    idx = order[keep]
+    q, score, s = q[idx], score[idx], s[idx]
     used, s_new = np.unique(s, return_inverse=True)
     ul = used.tolist()
     sseqid = [x for p in parts for x in p.sseqid]
