@@ -45,8 +45,7 @@ def make_parts(data, n_queries, n_parts):
                 np.array(s, dtype=np.int32),
                 np.array(score, dtype=np.int32),
                 subjects,
-                [f"sp|{a}|X" for a in subjects],
-                [f"title {a}" for a in subjects],
+                [f"sp|{a}|X title {a}" for a in subjects],
                 np.array([30 + len(a) for a in subjects], dtype=np.int64),
             )
         )
@@ -113,8 +112,7 @@ def test_evalue_cut_equals_filtering_every_evalue():
         s,
         score.astype(np.int32),
         subjects,
-        subjects,
-        ["t"] * ns,
+        [f"{a} t" for a in subjects],
         rng.integers(100, 900, ns).astype(np.int64),
     )
     db = 200_000_000

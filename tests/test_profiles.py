@@ -132,7 +132,7 @@ while True:
 import numpy as np
 from swgpu_tools.io.hitsfile import ShardHits, write_shard_hits
 z32, z64 = np.zeros(0, np.int32), np.zeros(0, np.int64)
-write_shard_hits(args[args.index("--out") + 1], ShardHits([], z32, z32, z32, [], [], [], z64))
+write_shard_hits(args[args.index("--out") + 1], ShardHits([], z32, z32, z32, [], [], z64))
 with open(args[args.index("--stats") + 1], "w") as fh:
     fh.write('{{"step": "score_shard"}}\n')
 with open(os.path.join(d, "seen-" + name), "w") as fh:

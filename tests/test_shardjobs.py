@@ -56,8 +56,7 @@ def _hits(queries, rows, subjects, offset=0):
         s,
         score,
         list(subjects),
-        [f"id_{x}" for x in subjects],
-        [f"title {x}" for x in subjects],
+        [f"id_{x} title {x}" for x in subjects],
         np.arange(offset + 10, offset + 10 + len(subjects), dtype=np.int64),
     )
 
@@ -70,7 +69,7 @@ def test_joined_hit_tables_keep_every_hit_part_by_part(tmp_path):
 
     def triples(h):
         return sorted(
-            (h.queries[q], h.subjects[s], int(x), h.sseqid[s], h.stitle[s], int(h.slen[s]))
+            (h.queries[q], h.subjects[s], int(x), h.headers[s], int(h.slen[s]))
             for q, s, x in zip(h.q, h.s, h.score)
         )
 

@@ -76,6 +76,7 @@ class ShardPlan:
     prev_to_new: np.ndarray | None
     delta: np.ndarray  # int64: the new and changed subjects (empty without a state)
     kept: np.ndarray  # int64 per query: its index in ``previous`` (hits reusable), else -1
+    ranks: _Ranks | None = None  # the shard's accession order (with a usable state)
 
     @property
     def inc(self) -> np.ndarray:
@@ -103,7 +104,8 @@ class _Ranks:
     :meth:`below` counts the shard's accessions below any accession."""
 
     def __init__(self, ids: list[str]):
-        arr = np.asarray(ids, dtype=str) if ids else np.zeros(0, dtype=str)
+        arr = np.asarray(ids, dtype=str) if len(ids) else np.zeros(0, dtype=str)
+        self.ids = arr  # in the given order
         if len(arr) < 2 or bool((arr[1:] > arr[:-1]).all()):
             self.sorted, self.rank = arr, np.arange(len(arr), dtype=np.int64)
         else:
@@ -152,11 +154,11 @@ def plan_shard(
     if previous is None or previous.scheme != scheme_digest:
         return ShardPlan(shard, hashes, None, None, none, np.full(len(queries), -1, np.int64))
     qhashes = sequence_hashes(queries) if qhashes is None else qhashes
-    prev_to_new = _matched_subjects(shard, hashes, previous)
+    ranks = _Ranks(shard.ids)
+    prev_to_new = _matched_subjects(shard, hashes, previous, ranks.ids)
     delta = np.flatnonzero(~_unchanged(prev_to_new, len(shard))).astype(np.int64)
-    return ShardPlan(
-        shard, hashes, previous, prev_to_new, delta, _kept_queries(queries, qhashes, previous)
-    )
+    kept = _kept_queries(queries, qhashes, previous)
+    return ShardPlan(shard, hashes, previous, prev_to_new, delta, kept, ranks)
 
 
 def plan_cells(queries: SequenceSet, plan: ShardPlan) -> tuple[float, int]:
@@ -192,7 +194,9 @@ def delta_cells(
     return plan_cells(queries, plan)
 
 
-def _matched_subjects(shard: SequenceSet, hashes: np.ndarray, previous: ShardState) -> np.ndarray:
+def _matched_subjects(
+    shard: SequenceSet, hashes: np.ndarray, previous: ShardState, ids: np.ndarray | None = None
+) -> np.ndarray:
     """For each subject of ``previous``: its index in ``shard`` where it is there
     unchanged (same accession, same content hash), else -1."""
     prev_to_new = np.full(len(previous.subjects), -1, dtype=np.int64)
@@ -200,7 +204,7 @@ def _matched_subjects(shard: SequenceSet, hashes: np.ndarray, previous: ShardSta
         return prev_to_new
     # accessions as numpy strings; shards are sorted by accession, so the sort is a no-op
     prev = _Ranks(list(previous.subjects))
-    new = np.asarray(list(shard.ids), dtype=str)
+    new = np.asarray(list(shard.ids), dtype=str) if ids is None else ids
     pos = np.minimum(np.searchsorted(prev.sorted, new), len(prev.sorted) - 1)
     same_acc = prev.sorted[pos] == new
     i = np.empty(len(prev.rank), dtype=np.int64)
@@ -321,7 +325,7 @@ def finish_shard(
     lists: list = [None] * len(queries)  # (subject indices, scores, complete)
     full = list(range(len(queries)))
     if previous is not None:
-        ranks = _Ranks(shard.ids)
+        ranks = plan.ranks if plan.ranks is not None else _Ranks(shard.ids)
         stats["mode"] = "incremental"
         delta = plan.delta
         stats["delta_sequences"] = int(len(delta))

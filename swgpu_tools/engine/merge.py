@@ -17,6 +17,7 @@ import numpy as np
 from .. import stats
 from ..errors import InputError
 from ..io.hitsfile import ShardHits
+from ..io.lines import Lines
 from ..io.tables import HITS_COLUMNS
 from ..scoring import ScoringScheme
 from ..sequences import SequenceSet
@@ -94,6 +95,13 @@ def merge(
             )
     import pandas as pd  # here, not first: merge_hits imports it on a thread meanwhile
 
+    # the subjects still hit: their ids and titles from their header lines
+    used, s = np.unique(s, return_inverse=True)
+    s = s.reshape(-1)
+    ids, titles = top.sseqids_titles(used)
+    sseqid = np.asarray(ids, dtype=object)
+    stitle = np.asarray(titles, dtype=object)
+    sacc = np.asarray(top.subjects, dtype=object)[used] if len(used) else np.zeros(0, object)
     qseqids = np.asarray(queries.seqids, dtype=object)
     qaccs = np.asarray(queries.ids, dtype=object)
 
@@ -103,15 +111,15 @@ def merge(
     return pd.DataFrame(
         {
             "qseqid": text(qseqids[q]),
-            "sseqid": text(np.asarray(top.sseqid, dtype=object)[s] if len(s) else []),
+            "sseqid": text(sseqid[s] if len(s) else []),
             "qacc": text(qaccs[q]),
-            "sacc": text(np.asarray(top.subjects, dtype=object)[s] if len(s) else []),
+            "sacc": text(sacc[s] if len(s) else []),
             "score": score,
             "bitscore": bits,
             "evalue": evalue,
             "qlen": qlen,
             "slen": sl,
-            "stitle": text(np.asarray(top.stitle, dtype=object)[s] if len(s) else []),
+            "stitle": text(stitle[s] if len(s) else []),
         },
         columns=HITS_COLUMNS,
     )
@@ -129,8 +137,7 @@ def _in_query_order(part: ShardHits, queries: SequenceSet, order_of_query: dict)
         part.s,
         part.score,
         part.subjects,
-        part.sseqid,
-        part.stitle,
+        part.headers,
         part.slen,
     )
 
@@ -194,8 +201,7 @@ def _cut(parts: list[ShardHits], queries: SequenceSet, top_k: int) -> ShardHits:
     q, score, s = q[idx], score[idx], s[idx]
     used, s_new = np.unique(s, return_inverse=True)
     ul = used.tolist()
-    sseqid = [x for p in parts for x in p.sseqid]
-    stitle = [x for p in parts for x in p.stitle]
+    headers = Lines.concat([p.headers for p in parts])
     slen = (
         np.concatenate([p.slen.astype(np.int64) for p in parts]) if parts else np.zeros(0, np.int64)
     )
@@ -205,7 +211,6 @@ def _cut(parts: list[ShardHits], queries: SequenceSet, top_k: int) -> ShardHits:
         s_new.reshape(-1).astype(np.int64),
         score,
         [acc[i] for i in ul],
-        [sseqid[i] for i in ul],
-        [stitle[i] for i in ul],
+        headers.take(used),
         slen[used],
     )

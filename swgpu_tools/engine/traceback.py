@@ -172,11 +172,13 @@ def traceback(
     qi = qi.to_numpy(np.int64)
     si = si.to_numpy(np.int64)
     n = len(hits)
+    marks = [("index", time.perf_counter())]
     qhash = sequence_hashes(queries, qi)
     shash = sequence_hashes(subjects, si)
     scores = hits["score"].to_numpy(np.int64)
     alignments: list = [None] * n
     reused = 0
+    marks.append(("hashes", time.perf_counter()))
     if previous is not None and previous_code is not None and len(previous) and n:
         code = code_digest(scheme)
         if code != previous_code:
@@ -202,6 +204,7 @@ def traceback(
                     continue  # a damaged row: aligned again
                 alignments[k] = Alignment(int(col["score"][i]), q0, qe, s0, se, ops[j])
                 reused += 1
+    marks.append(("reuse", time.perf_counter()))
     todo = np.array([k for k in range(n) if alignments[k] is None], dtype=np.int64)
     t0 = time.perf_counter()
     if len(todo):
@@ -229,7 +232,9 @@ def traceback(
                 f"internal error: traceback score {alignments[k].score} != scan score "
                 f"{scores[k]} for {hits['qacc'].iat[k]} vs {hits['sacc'].iat[k]}"
             )
+    marks.append(("align", time.perf_counter()))
     fields = alignment_fields(queries, subjects, qi, si, alignments, scheme)
+    marks.append(("fields", time.perf_counter()))
     table = pd.DataFrame(fields)
     for c in ("qseqid", "sseqid", "qacc", "sacc", "stitle", "evalue", "bitscore"):
         table[c] = hits[c].to_numpy()
@@ -240,6 +245,10 @@ def traceback(
     table["salltitles"] = table["stitle"]
     table["qhash"] = qhash
     table["shash"] = shash
+    marks.append(("table", time.perf_counter()))
     if stats is not None:
         stats.update(alignments=n, aligned=int(len(todo)), reused=reused, align_s=align_s)
+        stats["align_phases_s"] = {
+            name: round(t - marks[i][1], 4) for i, (name, t) in enumerate(marks[1:])
+        }
     return table[list(FIELDS) + ["qhash", "shash"]]

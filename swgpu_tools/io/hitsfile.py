@@ -2,8 +2,11 @@
 
 Binary and compact, so that the merge of many queries' hits reads fast and
 holds little: per hit the query's index, the subject's index and the score
-(int32 each); each hit subject's accession, sequence id, title and length
-once.  One ``.npz`` file (numpy, no pickles), written atomically.
+(int32 each); each hit subject's accession, FASTA header line and length once
+(the header lines as one blob: :class:`~swgpu_tools.io.lines.Lines`; the merge
+decodes only those of the subjects it keeps).  One ``.npz`` file (numpy, no
+pickles), written atomically.  Format 1 held each subject's sequence id and
+title instead of its header line; it is still read.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ import numpy as np
 
 from ..errors import InputError
 from .atomic import atomic_write
+from .lines import Lines
 
-FORMAT = 1
+FORMAT = 2
 
 
 @dataclass
@@ -30,12 +34,25 @@ class ShardHits:
     s: np.ndarray  # int32 per hit: index into ``subjects``
     score: np.ndarray  # int32 per hit
     subjects: list[str]  # accessions of the subjects hit
-    sseqid: list[str]  # their sequence ids (headers' first words)
-    stitle: list[str]  # their titles
+    headers: Lines  # their FASTA header lines, without '>' (a list of str is converted)
     slen: np.ndarray  # int64, their lengths
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.headers, Lines):
+            self.headers = Lines.from_strings(self.headers)
 
     def __len__(self) -> int:
         return len(self.score)
+
+    def sseqids_titles(self, indices=None) -> tuple[list[str], list[str]]:
+        """BLAST's sequence id (``sseqid``; the accession where the header has no
+        first word) and title (``stitle``) of the subjects at ``indices`` (all)."""
+        from ..ids import seqid_of, title_of
+
+        idx = range(len(self.subjects)) if indices is None else np.asarray(indices).tolist()
+        heads = self.headers.take(list(idx)).tolist()
+        accs = [self.subjects[i] for i in idx]
+        return [seqid_of(h) or a for h, a in zip(heads, accs)], [title_of(h) for h in heads]
 
     @classmethod
     def from_top(cls, queries, database, top: list) -> ShardHits:
@@ -48,23 +65,21 @@ class ShardHits:
         )
         used, s = np.unique(sub, return_inverse=True)
         ul = used.tolist()
-        if database.headers is None:
-            seqids = [database.ids[i] for i in ul]
-            titles = ["N/A"] * len(ul)
-        else:  # only the subjects hit
-            from ..ids import seqid_of, title_of
-
-            heads = [database.headers[i] for i in ul]
-            seqids = [seqid_of(h) or database.ids[i] for h, i in zip(heads, ul)]
-            titles = [title_of(h) for h in heads]
+        ids = database.ids
+        raw = getattr(database.headers, "raw", None)  # a shard's header lines, undecoded
+        if raw is not None:
+            headers = Lines(raw.blob, raw.starts, raw.ends).take(used)
+        elif database.headers is None:
+            headers = Lines.from_strings(ids[i] for i in ul)
+        else:
+            headers = Lines.from_strings(database.headers[i] for i in ul)
         return cls(
             list(queries.ids),
             q,
             s.astype(np.int32),
             score,
-            [database.ids[i] for i in ul],
-            seqids,
-            titles,
+            [ids[i] for i in ul],
+            headers,
             database.lengths[used].astype(np.int64),
         )
 
@@ -88,8 +103,7 @@ def concat_shard_hits(parts: list[ShardHits]) -> ShardHits:
         np.concatenate([p.s.astype(np.int64) + o for p, o in zip(parts, offsets)]).astype(np.int32),
         np.concatenate([p.score for p in parts]).astype(np.int32),
         [x for p in parts for x in p.subjects],
-        [x for p in parts for x in p.sseqid],
-        [x for p in parts for x in p.stitle],
+        Lines.concat([p.headers for p in parts]),
         np.concatenate([p.slen for p in parts]).astype(np.int64),
     )
 
@@ -114,8 +128,7 @@ def write_shard_hits(path, hits: ShardHits) -> None:
             s=hits.s.astype(np.int32),
             score=hits.score.astype(np.int32),
             subjects=_pack(hits.subjects),
-            sseqid=_pack(hits.sseqid),
-            stitle=_pack(hits.stitle),
+            headers=np.frombuffer(hits.headers.packed(), dtype=np.uint8),
             slen=hits.slen.astype(np.int64),
         )
 
@@ -126,16 +139,24 @@ def read_shard_hits(path) -> ShardHits:
     try:
         with np.load(name, allow_pickle=False) as z:
             meta = json.loads(z["meta"].tobytes())
-            if meta.get("format") != FORMAT:
+            if meta.get("format") not in (1, FORMAT):
                 raise ValueError(f"format {meta.get('format')}")
+            subjects = _unpack(z["subjects"], meta["subjects"])
+            if meta["format"] == 1:  # sequence ids and titles: header lines again
+                seqids = _unpack(z["sseqid"], meta["subjects"])
+                titles = _unpack(z["stitle"], meta["subjects"])
+                headers = Lines.from_strings(
+                    i if t == "N/A" else f"{i} {t}" for i, t in zip(seqids, titles)
+                )
+            else:
+                headers = Lines.from_blob(z["headers"].tobytes(), meta["subjects"])
             hits = ShardHits(
                 _unpack(z["queries"], meta["queries"]),
                 z["q"],
                 z["s"],
                 z["score"],
-                _unpack(z["subjects"], meta["subjects"]),
-                _unpack(z["sseqid"], meta["subjects"]),
-                _unpack(z["stitle"], meta["subjects"]),
+                subjects,
+                headers,
                 z["slen"],
             )
     except FileNotFoundError:
@@ -145,7 +166,7 @@ def read_shard_hits(path) -> ShardHits:
     n = len(hits.score)
     if not (
         len(hits.q) == len(hits.s) == n
-        and len(hits.sseqid) == len(hits.subjects) == len(hits.stitle) == len(hits.slen)
+        and len(hits.headers) == len(hits.subjects) == len(hits.slen)
     ):
         raise InputError(f"{name}: not a shard hits file (inconsistent lengths)")
     if n and (

@@ -12,6 +12,7 @@ unchanged alignments (:mod:`swgpu_tools.engine.traceback`).
 from __future__ import annotations
 
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ..engine.traceback import REUSE_COLUMNS, code_digest, traceback
@@ -117,15 +118,24 @@ def traceback_hits(
         raise ValueError(f"unknown formats {unknown}")
     timer = StepTimer("traceback")
     with timer.phase("read"):
+        t = [time.perf_counter()]
         hits = read_hits(hits_path)
+        t.append(time.perf_counter())
         queries = read_fasta(queries_path)
+        t.append(time.perf_counter())
         subjects = load_subjects(shard_paths, set(hits["sacc"]))
-    previous, previous_code = None, None
-    if previous_internal and os.path.exists(previous_internal):
-        try:
-            previous, previous_code = read_internal(previous_internal)
-        except (InputError, OSError, ValueError) as exc:  # an unreadable cache: no reuse
-            log.warning(f"previous alignments {previous_internal} not used ({exc})")
+        t.append(time.perf_counter())
+        previous, previous_code = None, None
+        if previous_internal and os.path.exists(previous_internal):
+            try:
+                previous, previous_code = read_internal(previous_internal)
+            except (InputError, OSError, ValueError) as exc:  # an unreadable cache: no reuse
+                log.warning(f"previous alignments {previous_internal} not used ({exc})")
+        t.append(time.perf_counter())
+    timer.fields["read_phases_s"] = {
+        k: round(b - a, 4)
+        for k, a, b in zip(("hits", "queries", "subjects", "previous"), t[:-1], t[1:])
+    }
     with timer.phase("align"):
         table = traceback(
             hits, queries, subjects, scheme, threads, previous, previous_code, stats=timer.fields

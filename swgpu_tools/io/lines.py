@@ -1,0 +1,85 @@
+"""Many short text lines (FASTA header lines) held as one UTF-8 blob.
+
+A scoring job keeps the header line of every subject it hits (about 100,000
+a shard of bench200M); the merge needs the titles of only the few thousand
+subjects left at the end.  As one blob with each line's start and end, the
+lines are chosen, joined, written and read with a handful of bytes operations,
+and only the lines that are read are decoded.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class Lines:
+    """Lines ``blob[starts[i]:ends[i]]`` (bytes, no newline), decoded to str when read."""
+
+    __slots__ = ("blob", "starts", "ends")
+
+    def __init__(self, blob: bytes, starts: np.ndarray, ends: np.ndarray):
+        self.blob = blob
+        self.starts = np.asarray(starts, dtype=np.int64)
+        self.ends = np.asarray(ends, dtype=np.int64)
+
+    @classmethod
+    def from_blob(cls, blob: bytes, n: int) -> Lines:
+        """``n`` lines joined by newlines (as :meth:`packed` writes them)."""
+        if n == 0:
+            return cls(b"", np.zeros(0, np.int64), np.zeros(0, np.int64))
+        ends = np.append(np.flatnonzero(np.frombuffer(blob, dtype=np.uint8) == 10), len(blob))
+        if len(ends) != n:
+            raise ValueError(f"{len(ends)} lines where {n} were expected")
+        starts = np.concatenate([[0], ends[:-1] + 1])
+        return cls(blob, starts, ends)
+
+    @classmethod
+    def from_strings(cls, lines) -> Lines:
+        lines = list(lines)
+        if any("\n" in x for x in lines):
+            raise ValueError("a line holds a newline")
+        return cls.from_blob("\n".join(lines).encode("utf-8"), len(lines))
+
+    @classmethod
+    def concat(cls, parts: list[Lines]) -> Lines:
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return cls.from_blob(b"", 0)
+        if len(parts) == 1:
+            return parts[0]
+        return cls.from_blob(b"\n".join(p.packed() for p in parts), sum(len(p) for p in parts))
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, k: int) -> str:
+        return self.blob[self.starts[k] : self.ends[k]].decode("utf-8")
+
+    def take(self, indices) -> Lines:
+        """The lines at ``indices``, in that order, as a new compact blob."""
+        idx = np.asarray(indices, dtype=np.int64)
+        blob = self.blob
+        joined = b"\n".join(
+            [blob[a:b] for a, b in zip(self.starts[idx].tolist(), self.ends[idx].tolist())]
+        )
+        return Lines.from_blob(joined, len(idx))
+
+    def packed(self) -> bytes:
+        """The lines joined by newlines."""
+        n = len(self)
+        if n and self.starts[0] == 0 and self.ends[-1] == len(self.blob):
+            if n == 1 or bool((self.starts[1:] == self.ends[:-1] + 1).all()):
+                return self.blob  # compact already (the separators are newlines)
+        return b"\n".join(
+            [self.blob[a:b] for a, b in zip(self.starts.tolist(), self.ends.tolist())]
+        )
+
+    def tolist(self) -> list[str]:
+        if not len(self):
+            return []
+        return self.packed().decode("utf-8").split("\n")
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Lines) and self.tolist() == other.tolist()
+
+    __hash__ = None
