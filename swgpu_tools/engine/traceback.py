@@ -46,12 +46,18 @@ REUSE_COLUMNS = [
 
 
 def sequence_hashes(seqs: SequenceSet, indices) -> list[str]:
-    """blake2b (16 hex digits) of the residues of each sequence at ``indices``."""
-    out = []
+    """blake2b (16 hex digits) of the residues of each sequence at ``indices``
+    (each distinct sequence hashed once: many hits share a query or a subject)."""
+    idx = np.asarray(indices, dtype=np.int64)
+    if not len(idx):
+        return []
+    distinct, where = np.unique(idx, return_inverse=True)
     res, off = seqs.residues, seqs.offsets
-    for i in indices:
-        out.append(hashlib.blake2b(res[off[i] : off[i + 1]].tobytes(), digest_size=8).hexdigest())
-    return out
+    digests = [
+        hashlib.blake2b(res[off[i] : off[i + 1]].tobytes(), digest_size=8).hexdigest()
+        for i in distinct.tolist()
+    ]
+    return [digests[j] for j in where.reshape(-1).tolist()]
 
 
 def code_digest(scheme: ScoringScheme) -> str:

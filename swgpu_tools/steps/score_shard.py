@@ -54,7 +54,7 @@ def gpu_likely(backend: str) -> bool:
 
 
 class _Prefetch:
-    """Reads shard files one ahead, on a thread, with each sequence's content hash
+    """Reads shard files ahead (``ahead`` at a time, one on each thread), with each sequence's content hash
     (:func:`~swgpu_tools.io.statefile.sequence_hashes`, for the re-scan state), the
     residues encoded for ``scheme`` (for a shard scored whole), and the shard's
     stored state (None where there is none): the first shard's while the GPU
@@ -66,13 +66,22 @@ class _Prefetch:
     waits for every digest so far, and must pass before anything is written.
     """
 
-    def __init__(self, paths, states, scheme: ScoringScheme):
+    def __init__(self, paths, states, scheme: ScoringScheme, ahead: int = 1):
         self.paths = list(paths)
         self.states = list(states)
         self.scheme = scheme
         self._checks: list = []  # (path, os.stat before the read, digest check)
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="swgpu-shard-read")
-        self._next = self._pool.submit(self._load, 0) if self.paths else None
+        self.ahead = max(1, int(ahead))
+        self._pool = ThreadPoolExecutor(
+            max_workers=self.ahead, thread_name_prefix="swgpu-shard-read"
+        )
+        self._futures = {}
+        self._submit_from(0)
+
+    def _submit_from(self, i: int) -> None:
+        for j in range(i, min(i + self.ahead, len(self.paths))):
+            if j not in self._futures:
+                self._futures[j] = self._pool.submit(self._load, j)
 
     def _load(self, i: int):
         t0 = time.perf_counter()
@@ -99,9 +108,9 @@ class _Prefetch:
         """(shard ``i``, its encoded residues or None, its hashes, its state, the
         reading thread's seconds: shard, state, hashes, encode), waiting for
         them; starts on shard ``i + 1``."""
-        current = self._next
-        self._next = self._pool.submit(self._load, i + 1) if i + 1 < len(self.paths) else None
-        if self._next is None:
+        current = self._futures.pop(i, None) or self._pool.submit(self._load, i)
+        self._submit_from(i + 1)
+        if i + 1 >= len(self.paths):
             self._pool.shutdown(wait=False)
         return current.result()  # re-raises the reading thread's error
 
@@ -187,8 +196,13 @@ def score_shard(
         # are read; a re-scan whose delta is small may still score on the CPU instead
         early = BackendStart(backend, device, background=backend != "cpu", scheme=scheme)
     with timer.phase("read"):
+        # a re-scan holds a group of shards at once (their deltas are scored together):
+        # read several at a time; a scan from scratch reads one ahead of the scoring
         reader = _Prefetch(
-            shards, [s if has else None for s, has in zip(states, has_state)], scheme
+            shards,
+            [s if has else None for s, has in zip(states, has_state)],
+            scheme,
+            ahead=4 if all(has_state) else 1,
         )
         queries = read_fasta(queries_path)
         qhashes = sequence_hashes(queries)  # once for all shards
