@@ -546,6 +546,20 @@ def test_gpu_topk_among_scores_above_2048():
                 key = (mode, batch, k)
                 assert th.subject_index.tolist() == exp.subject_index.tolist(), key
                 assert th.score.tolist() == exp.score.tolist(), key
+    # a re-scan's joint search: the best k of each run of subjects (segments), in one
+    # batched search on the GPU, against one CPU search per run
+    from swgpu_tools.kernels import by_segment
+
+    segs = [0, 25, 25, 130, len(edb)]
+    for k in (5, 30):
+        exp = by_segment(
+            lambda q, d, kk, pr: cpu.search(q, d, scheme.matrix, 11, 1, kk), eqs, edb, k, segs
+        )
+        for mode in _modes(gpu):
+            s = gpu.GpuSearcher(edb, scheme.matrix, 11, 1, mode=mode, batch=True)
+            th = s.search(eqs, k, segments=segs)
+            assert th.subject_index.tolist() == exp.subject_index.tolist(), (mode, k)
+            assert th.score.tolist() == exp.score.tolist(), (mode, k)
 
 
 @pytest.mark.gpu
