@@ -141,6 +141,30 @@ def _ops_from_cigars(cigars: list[str]) -> tuple[list[bytes], np.ndarray, np.nda
     return ops, qspan, sspan
 
 
+def _reuse_rows(hits, scores, qhash, shash, previous) -> tuple[list, np.ndarray]:
+    """(hit rows, previous rows): each hit whose query, subject, score and both
+    sequences' hashes are a row of ``previous`` (the last such row where several
+    are), matched with one join."""
+    import pandas as pd
+
+    keys = ["qacc", "sacc", "score", "qhash", "shash"]
+    cur = pd.DataFrame(
+        {
+            "qacc": hits["qacc"].to_numpy(),
+            "sacc": hits["sacc"].to_numpy(),
+            "score": scores,
+            "qhash": qhash,
+            "shash": shash,
+            "_k": np.arange(len(scores)),
+        }
+    )
+    prev = previous[keys].copy()
+    prev["score"] = prev["score"].astype(np.int64)
+    prev["_i"] = np.arange(len(prev))
+    both = cur.merge(prev.drop_duplicates(keys, keep="last"), on=keys, how="inner")
+    return both["_k"].to_numpy(np.int64).tolist(), both["_i"].to_numpy(np.int64)
+
+
 def traceback(
     hits,
     queries: SequenceSet,
@@ -190,26 +214,20 @@ def traceback(
         if code != previous_code:
             log.info("previous alignments not reused: scoring scheme or alignment code changed")
         else:
-            col = {c: previous[c].tolist() for c in REUSE_COLUMNS}
-            prev = {
-                key: i
-                for i, key in enumerate(
-                    zip(col["qacc"], col["sacc"], col["score"], col["qhash"], col["shash"])
+            ks, rows = _reuse_rows(hits, scores, qhash, shash, previous)
+            ops, qspan, sspan = _ops_from_cigars(previous["cigar"].to_numpy()[rows].tolist())
+            qs = previous["qstart"].to_numpy(np.int64)[rows]
+            ss = previous["sstart"].to_numpy(np.int64)[rows]
+            qe = previous["qend"].to_numpy(np.int64)[rows]
+            se = previous["send"].to_numpy(np.int64)[rows]
+            q0, s0 = np.where(qs != 0, qs - 1, 0), np.where(ss != 0, ss - 1, 0)
+            whole = (qspan == qe - q0) & (sspan == se - s0)  # else a damaged row: aligned again
+            got = previous["score"].to_numpy(np.int64)[rows]
+            for j in np.flatnonzero(whole).tolist():
+                alignments[ks[j]] = Alignment(
+                    int(got[j]), int(q0[j]), int(qe[j]), int(s0[j]), int(se[j]), ops[j]
                 )
-            }
-            qacc, sacc = hits["qacc"].tolist(), hits["sacc"].tolist()
-            found = [prev.get(key) for key in zip(qacc, sacc, scores.tolist(), qhash, shash)]
-            ks = [k for k in range(n) if found[k] is not None]
-            rows = [found[k] for k in ks]
-            ops, qspan, sspan = _ops_from_cigars([col["cigar"][i] for i in rows])
-            for j, (k, i) in enumerate(zip(ks, rows)):
-                qs, ss = int(col["qstart"][i]), int(col["sstart"][i])
-                q0, s0 = (qs - 1 if qs else 0), (ss - 1 if ss else 0)
-                qe, se = int(col["qend"][i]), int(col["send"][i])
-                if qspan[j] != qe - q0 or sspan[j] != se - s0:
-                    continue  # a damaged row: aligned again
-                alignments[k] = Alignment(int(col["score"][i]), q0, qe, s0, se, ops[j])
-                reused += 1
+            reused = int(whole.sum())
     marks.append(("reuse", time.perf_counter()))
     todo = np.array([k for k in range(n) if alignments[k] is None], dtype=np.int64)
     t0 = time.perf_counter()
