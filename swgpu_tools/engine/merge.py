@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import stats
 from ..errors import InputError
-from ..io.hitsfile import ShardHits
+from ..io.hitsfile import ShardHits, used_and_index
 from ..io.lines import Lines
 from ..io.tables import HITS_COLUMNS
 from ..scoring import ScoringScheme
@@ -96,8 +96,7 @@ def merge(
     import pandas as pd  # here, not first: merge_hits imports it on a thread meanwhile
 
     # the subjects still hit: their ids and titles from their header lines
-    used, s = np.unique(s, return_inverse=True)
-    s = s.reshape(-1)
+    used, s = used_and_index(s, len(top.subjects))
     ids, titles = top.sseqids_titles(used)
     sseqid = np.asarray(ids, dtype=object)
     stitle = np.asarray(titles, dtype=object)
@@ -199,7 +198,7 @@ def _cut(parts: list[ShardHits], queries: SequenceSet, top_k: int) -> ShardHits:
     keep = np.arange(len(q)) - np.repeat(starts, counts) < top_k
     idx = order[keep]
     q, score, s = q[idx], score[idx], s[idx]
-    used, s_new = np.unique(s, return_inverse=True)
+    used, s_new = used_and_index(s, int(sub_off[-1]))
     ul = used.tolist()
     headers = Lines.concat([p.headers for p in parts])
     slen = (

@@ -63,7 +63,7 @@ class ShardHits:
         score = (
             np.concatenate([t[1] for t in top]).astype(np.int32) if top else np.zeros(0, np.int32)
         )
-        used, s = np.unique(sub, return_inverse=True)
+        used, s = used_and_index(sub, len(database))
         ul = used.tolist()
         ids = database.ids
         raw = getattr(database.headers, "raw", None)  # a shard's header lines, undecoded
@@ -82,6 +82,17 @@ class ShardHits:
             headers,
             database.lengths[used].astype(np.int64),
         )
+
+
+def used_and_index(indices: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(indices, return_inverse=True)`` for indices in ``[0, n)``, in linear
+    time (a mark per possible index instead of a sort)."""
+    idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+    seen = np.zeros(n, dtype=bool)
+    seen[idx] = True
+    used = np.flatnonzero(seen)
+    place = np.cumsum(seen, dtype=np.int64) - 1
+    return used, place[idx]
 
 
 def concat_shard_hits(parts: list[ShardHits]) -> ShardHits:

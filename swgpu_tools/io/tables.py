@@ -71,6 +71,8 @@ def _missing(x) -> bool:
 
 
 def _number(fmt, values) -> list[str]:
+    if isinstance(values, np.ndarray) and values.dtype.kind in "fiu":  # no text cells
+        return [fmt(None if v != v else v) for v in values.astype(np.float64).tolist()]
     out = []
     for v in values:
         if isinstance(v, str):
@@ -150,6 +152,8 @@ def _column_values(rows, name: str):
         pd = None
     if pd is not None and isinstance(rows, pd.DataFrame):
         col = rows[name]
+        if col.dtype.kind in "iuf":  # numbers: formatted from the array (no per-cell checks)
+            return col.to_numpy()
         return col.tolist()
     vals = rows[name]
     return vals.tolist() if isinstance(vals, np.ndarray) else list(vals)
