@@ -3,9 +3,9 @@ are still in the shard, merged with its hits among the new and changed
 sequences, and cut where they stop being exact (the rules are those of
 :mod:`swgpu_tools.engine.increment`).
 
-One compiled pass over every query (Numba, no GIL) instead of a Python loop
-with a sort per query: 2,000 queries of ~1,000 hits took about 1 s a shard on
-an H100 host that way.
+One compiled pass over every query (Numba, no GIL, queries on all threads)
+instead of a Python loop with a sort per query: 2,000 queries of ~1,000 hits
+took about 1 s a shard on an H100 host that way.
 
 Order: score descending, then accession ascending, as integers: ``rank[j]``
 is subject j's place among the shard's accessions, and a cut-off
@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+prange = range  # numba.prange once the kernel is compiled (see _kernel)
 
 #: Scores and ranks are packed into one int64 sort key: both below 2^31.
 _SHIFT = 31
@@ -63,16 +65,14 @@ def _merge_lists(
     out_state,
 ):  # pragma: no cover - compiled
     n = pq.shape[0]
-    most = 0
-    for i in range(n):
-        most = max(most, prev_off[pq[i] + 1] - prev_off[pq[i]] + d_off[i + 1] - d_off[i])
-    ka = np.empty(most, np.int64)
-    kb = np.empty(most, np.int64)
-    sa = np.empty(most, np.int64)
-    sb = np.empty(most, np.int64)
-    km = np.empty(most, np.int64)
-    sm = np.empty(most, np.int64)
-    for i in range(n):
+    for i in prange(n):  # queries in parallel: each writes only its own output
+        most = prev_off[pq[i] + 1] - prev_off[pq[i]] + d_off[i + 1] - d_off[i]
+        ka = np.empty(most, np.int64)
+        kb = np.empty(most, np.int64)
+        sa = np.empty(most, np.int64)
+        sb = np.empty(most, np.int64)
+        km = np.empty(most, np.int64)
+        sm = np.empty(most, np.int64)
         # the stored hits still in the shard, and the delta's, as (key, subject)
         na = 0
         for j in range(prev_off[pq[i]], prev_off[pq[i] + 1]):
@@ -161,9 +161,12 @@ def _kernel():
     """:func:`_merge_lists` compiled (Numba is imported on first use: a scoring job
     starts its GPU while it reads, and importing Numba first would delay that)."""
     if not _COMPILED:
-        from numba import njit
+        import numba
 
-        _COMPILED.append(njit(cache=True, nogil=True, boundscheck=False)(_merge_lists))
+        globals()["prange"] = numba.prange  # (``range`` until Numba is imported)
+        _COMPILED.append(
+            numba.njit(cache=True, nogil=True, parallel=True, boundscheck=False)(_merge_lists)
+        )
     return _COMPILED[0]
 
 

@@ -194,13 +194,20 @@ def write_table(rows, path, columns: list[str], header: bool = True) -> None:
             fh.write("\n".join(lines) + "\n")
 
 
-def read_table(path, columns: list[str] | None = None, header: bool = True, what: str = "table"):
+def read_table(
+    path,
+    columns: list[str] | None = None,
+    header: bool = True,
+    what: str = "table",
+    text: bool = False,
+):
     """Read a TSV written by :func:`write_table` into a DataFrame of text and integer columns.
 
     No quoting and no NA interpretation: ids come back exactly as written.
     ``columns``: the columns it must have (in this order when ``header`` is
     False).  Integer columns (:data:`INT_COLUMNS`) are converted unless they
-    hold ``NA``.  InputError names the file when it is missing or not such a table.
+    hold ``NA``; with ``text`` every column stays text.  InputError names the file
+    when it is missing or not such a table.
     """
     import pandas as pd
 
@@ -231,7 +238,7 @@ def read_table(path, columns: list[str] | None = None, header: bool = True, what
             raise InputError(
                 f"{name}: not a {what}: columns {lacking} are missing (it has {list(df.columns)})"
             )
-    for c in df.columns:
+    for c in [] if text else df.columns:
         if c in INT_COLUMNS and len(df) and not (df[c] == NA).any():
             try:
                 df[c] = df[c].astype(np.int64)

@@ -173,7 +173,7 @@ def newest_internal(history_dir) -> str | None:
 def _hits(path):
     from ..io.tables import read_table
 
-    return read_table(path).astype(str)
+    return read_table(path, text=True)  # every column as written
 
 
 def write_changes(hits_path, marker_path, history_dir, out_path, queries_path=None):
