@@ -50,7 +50,12 @@ def main() -> None:
         s1.mkdir(parents=True, exist_ok=True)
         t = time.perf_counter()
         score_shard(
-            paths["v1"], args.queries, w / "hits_v1.npz", scheme, args.top_k, args.backend,
+            paths["v1"],
+            args.queries,
+            w / "hits_v1.npz",
+            scheme,
+            args.top_k,
+            args.backend,
             state_path=[s1 / f"shard-{i:04d}.npz" for i in range(args.shards)],
         )
         print(f"v1 from scratch: {time.perf_counter() - t:.2f} s")
@@ -61,7 +66,12 @@ def main() -> None:
         shutil.copytree(s1, s)
         t = time.perf_counter()
         score_shard(
-            paths["v2"], args.queries, w / "hits_v2.npz", scheme, args.top_k, args.backend,
+            paths["v2"],
+            args.queries,
+            w / "hits_v2.npz",
+            scheme,
+            args.top_k,
+            args.backend,
             stats_path=w / "stats.json",
             state_path=[s / f"shard-{i:04d}.npz" for i in range(args.shards)],
         )
@@ -69,8 +79,10 @@ def main() -> None:
         st = json.loads((w / "stats.json").read_text())
         print(f"run {r}: {wall:.2f} s; phases {st['phases_s']}; kernel_s {st['kernel_s']:.3f}")
         for sh in st.get("shards", [st]):
-            print(f"   {sh['shard']}: scan_s {sh['scan_s']:.3f} kernel_s {sh['kernel_s']:.3f} "
-                  f"{sh.get('scan_phases_s', '')}")
+            print(
+                f"   {sh['shard']}: scan_s {sh['scan_s']:.3f} kernel_s {sh['kernel_s']:.3f} "
+                f"{sh.get('scan_phases_s', '')}"
+            )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from swgpu_tools.engine.increment import Lists, delta_cells, rescan_on_cpu, scan_shard
+from swgpu_tools.engine.increment import (
+    Lists,
+    plan_cells,
+    plan_shard,
+    rescan_on_cpu,
+    scan_shard,
+)
 from swgpu_tools.io.statefile import read_state, write_state
 from swgpu_tools.sequences import SequenceSet
 
@@ -95,7 +101,7 @@ def test_any_release_history_gives_the_scratch_top_k(history, tmp_path_factory):
     for release, top_k in zip(releases, top_ks):
         shard = _shard(release)
         search = BruteSearch(qset, shard)
-        predicted, passes = delta_cells(qset, shard, "s", state)
+        predicted, passes = plan_cells(qset, plan_shard(qset, shard, "s", state))
         res = scan_shard(qset, shard, "s", top_k, margin, state, search)
         got = [(list(a), list(b)) for a, b in res.top]
         assert got == _scratch(qset, shard, top_k)

@@ -19,7 +19,7 @@ The shard's top ``top_k`` per query is then exactly what a scan from scratch
 finds, whatever the history of releases, and so are the merged tables.
 
 A re-scan's delta is often too small to be worth starting a GPU for:
-:func:`delta_cells` and :func:`rescan_on_cpu` say when the CPU kernels score it
+:func:`plan_cells` and :func:`rescan_on_cpu` say when the CPU kernels score it
 sooner (the scoring step then never starts CUDA).
 """
 
@@ -179,19 +179,6 @@ def group_cells(queries: SequenceSet, plans: list[ShardPlan]) -> tuple[float, in
     cells = sum(plan_cells(queries, p)[0] for p in plans)
     kept = max((int((p.kept >= 0).sum()) for p in plans if p.delta_residues), default=0)
     return cells, kept + sum(int((p.kept < 0).sum()) for p in plans)
-
-
-def delta_cells(
-    queries: SequenceSet,
-    shard: SequenceSet,
-    scheme_digest: str,
-    previous: ShardState | None,
-    hashes: np.ndarray | None = None,
-    qhashes: np.ndarray | None = None,
-) -> tuple[float, int]:
-    """:func:`plan_cells` of :func:`plan_shard`."""
-    plan = plan_shard(queries, shard, scheme_digest, previous, hashes, qhashes)
-    return plan_cells(queries, plan)
 
 
 def _matched_subjects(
