@@ -495,3 +495,30 @@ def test_shards_rescanned_together_equal_a_scan_from_scratch():
             assert (ia.tolist(), xa.tolist()) == (ib[: len(ia)].tolist(), xb[: len(ia)].tolist())
         assert info["mode"] == "incremental" and info["joint_delta_shards"] == 3
         assert info["full_queries"] == 0
+
+
+def test_split_segments_by_reshape_equals_by_masks():
+    """engine/scan._split_segments: a joint search's hits per shard, by one reshape
+    where every query has its full count in each segment, by masks otherwise."""
+    from swgpu_tools.engine.scan import _split_segments
+    from swgpu_tools.kernels import TopHits
+
+    rng = np.random.default_rng(2)
+    segs = np.array([0, 3, 3, 10, 12])
+    k, nq = 4, 5
+    rows = []
+    for q in range(nq):
+        for a, b in zip(segs[:-1], segs[1:]):
+            cols = np.sort(rng.choice(np.arange(a, b), min(k, b - a), replace=False))
+            rows += [(q, int(c), int(rng.integers(0, 50))) for c in cols]
+    q, s, v = (np.array(x, dtype=np.int32) for x in zip(*rows))
+    full = TopHits(q, s, v)
+    fast = _split_segments(full, segs, k, nq)
+    # the same hits with one more query row that has fewer hits: the mask path
+    short = TopHits(np.append(q, 5).astype(np.int32), np.append(s, 11), np.append(v, 7))
+    slow = _split_segments(short, segs, k, nq + 1)
+    for (o1, l1, x1), (o2, l2, x2) in zip(fast, slow):
+        assert o1.tolist() == o2[:-1].tolist()
+        assert l1.tolist() == l2[: len(l1)].tolist() and x1.tolist() == x2[: len(x1)].tolist()
+    assert slow[3][1].tolist()[-1] == 11 - 10 and slow[3][0][-1] - slow[3][0][-2] == 1
+    assert [len(x[1]) for x in fast] == [3 * nq, 0, 4 * nq, 2 * nq]

@@ -362,6 +362,34 @@ class _Joint:
     kernel_s: float = 0.0
 
 
+def _split_segments(th, segs: np.ndarray, k: int, n_queries: int) -> list:
+    """A search's hits by segment (sorted by query, then segment): per segment
+    (offsets per query, subject index within the segment, score).  Every query
+    has ``min(k, segment length)`` hits in each segment where the search kept
+    that many (the batched GPU search does): then by columns of one reshape."""
+    sizes = np.minimum(np.diff(segs), k)
+    per = int(sizes.sum())
+    out = []
+    if per and len(th) == n_queries * per:
+        start = np.concatenate([[0], np.cumsum(sizes)])
+        subj = th.subject_index.reshape(n_queries, per)
+        score = th.score.reshape(n_queries, per)
+        for g, size in enumerate(sizes.tolist()):
+            cols = slice(int(start[g]), int(start[g]) + size)
+            off = np.arange(n_queries + 1, dtype=np.int64) * size
+            local = subj[:, cols].reshape(-1).astype(np.int64) - segs[g]
+            out.append((off, local, score[:, cols].reshape(-1).astype(np.int64)))
+        return out
+    seg_of = np.searchsorted(segs, th.subject_index, "right") - 1
+    for g in range(len(segs) - 1):
+        m = seg_of == g
+        q = th.query_index[m]
+        off = np.searchsorted(q, np.arange(n_queries + 1)).astype(np.int64)
+        local = th.subject_index[m].astype(np.int64) - segs[g]
+        out.append((off, local, th.score[m].astype(np.int64)))
+    return out
+
+
 def _joint_deltas(plans, searcher, q_enc, scheme, keep: int, queries, progress) -> _Joint:
     """Every kept query against the new and changed sequences of all shards that
     have them, one search per set of kept queries (normally one: the queries of
@@ -386,15 +414,11 @@ def _joint_deltas(plans, searcher, q_enc, scheme, keep: int, queries, progress) 
         th = searcher.search(q_enc.subset(inc), union, scheme, keep, progress=progress, **kw)
         seconds = time.perf_counter() - t
         joint.kernel_s += seconds
-        seg_of = np.searchsorted(segs, th.subject_index, "right") - 1
         q_cells = float(qlen[inc].sum())
         total = q_cells * union.total_residues
-        for g, i in enumerate(members):
-            m = seg_of == g
-            q = th.query_index[m]
-            local = th.subject_index[m].astype(np.int64) - segs[g]
-            off = np.searchsorted(q, np.arange(len(inc) + 1)).astype(np.int64)
-            joint.hits[i] = Lists(off, plans[i].delta[local], th.score[m].astype(np.int64))
+        for g, (i, lists) in enumerate(zip(members, _split_segments(th, segs, keep, len(inc)))):
+            off, local, score = lists
+            joint.hits[i] = Lists(off, plans[i].delta[local], score)
             joint.cells[i] = q_cells * parts[g].total_residues
             joint.seconds[i] = seconds * joint.cells[i] / max(total, 1.0)
             joint.passes[i] = 1 if g == 0 else 0
