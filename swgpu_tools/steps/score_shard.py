@@ -272,12 +272,15 @@ def score_shard(
     with timer.phase("write"):
         reader.verify()  # every shard's digest, before anything is written
         hits = concat_shard_hits(parts)
-        write_shard_hits(out_path, hits)
-        # after the table: a kill in between only rescores; several at once (their
-        # checksums and writes leave the GIL)
-        todo = [(path, state) for path, state in zip(states, new_states) if path]
-        with ThreadPoolExecutor(max_workers=max(1, min(8, len(todo)))) as pool:
-            list(pool.map(lambda ps: write_state(*ps), todo))
+        # the table and the states at once (their checksums and writes leave the GIL).
+        # Each is written whole or not at all, and a state always holds the exact
+        # lists of its shard as it is now, so a kill between them costs at most a
+        # re-scan of the shard's delta (an old state) or nothing (a new one)
+        todo = [(write_shard_hits, out_path, hits)] + [
+            (write_state, path, state) for path, state in zip(states, new_states) if path
+        ]
+        with ThreadPoolExecutor(max_workers=min(8, len(todo))) as pool:
+            list(pool.map(lambda job: job[0](job[1], job[2]), todo))
     timer.fields.update(_job_record(records, shards))
     timer.fields["hits"] = len(hits)
     timer.write(stats_path)
