@@ -82,7 +82,7 @@ def add_steps(sub) -> None:
         metavar="NPZ",
         help="the job's memory of each shard (one file per shard, in the same order): "
         "read first, so that only new and changed sequences are scored, and written "
-        "after the table",
+        "beside the table",
     )
     p.add_argument(
         "--margin",

@@ -179,7 +179,7 @@ def score_shard(
     ``state_path``: the job's memory of each shard (one path per shard, in the
     same order; :mod:`swgpu_tools.io.statefile`): read first (when present and
     usable, only new and changed sequences are scored,
-    :mod:`swgpu_tools.engine.increment`) and written after the table, with
+    :mod:`swgpu_tools.engine.increment`) and written beside the table, with
     ``margin`` (default ``top_k``) more hits per query than the table.
     """
     shards = _as_list(shard_path)
