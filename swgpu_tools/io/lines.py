@@ -42,12 +42,19 @@ class Lines:
 
     @classmethod
     def concat(cls, parts: list[Lines]) -> Lines:
+        """The lines of ``parts`` one after another (their blobs joined once; no
+        work per line)."""
         parts = [p for p in parts if len(p)]
         if not parts:
             return cls.from_blob(b"", 0)
         if len(parts) == 1:
             return parts[0]
-        return cls.from_blob(b"\n".join(p.packed() for p in parts), sum(len(p) for p in parts))
+        shift = np.cumsum([0] + [len(p.blob) for p in parts[:-1]])
+        return cls(
+            b"".join(p.blob for p in parts),
+            np.concatenate([p.starts + o for p, o in zip(parts, shift)]),
+            np.concatenate([p.ends + o for p, o in zip(parts, shift)]),
+        )
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -56,13 +63,10 @@ class Lines:
         return self.blob[self.starts[k] : self.ends[k]].decode("utf-8")
 
     def take(self, indices) -> Lines:
-        """The lines at ``indices``, in that order, as a new compact blob."""
+        """The lines at ``indices``, in that order: the same blob, no copy (the
+        lines are joined only when written: :meth:`packed`)."""
         idx = np.asarray(indices, dtype=np.int64)
-        blob = self.blob
-        joined = b"\n".join(
-            [blob[a:b] for a, b in zip(self.starts[idx].tolist(), self.ends[idx].tolist())]
-        )
-        return Lines.from_blob(joined, len(idx))
+        return Lines(self.blob, self.starts[idx], self.ends[idx])
 
     def packed(self) -> bytes:
         """The lines joined by newlines."""
