@@ -612,3 +612,57 @@ def test_gpu_planted_bench_hits():
     for (qn, sn), score in known.items():
         sel = (th.query_index == qpos[qn]) & (th.subject_index == dpos[sn])
         assert sel.any() and int(th.score[sel][0]) == score, (qn, sn, th.score[sel])
+
+
+SHARED_RACE_SCRIPT = textwrap.dedent(
+    r"""
+    import sys, time
+    import numpy as np
+    from numba import cuda, int32
+    if sys.argv[1] == "fixed":
+        import swgpu_tools.kernels.gpu_intrinsics  # noqa: F401  (locks the simulator)
+
+    plain_empty = np.empty
+
+    def slow_empty(*args, **kwargs):  # a thread switch inside the allocation
+        time.sleep(0.01)
+        return plain_empty(*args, **kwargs)
+
+    np.empty = slow_empty
+
+    @cuda.jit
+    def count(out):
+        sh = cuda.shared.array(1, dtype=int32)
+        if cuda.threadIdx.x == 0:
+            sh[0] = 0
+        cuda.syncthreads()
+        cuda.atomic.add(sh, 0, 1)
+        cuda.syncthreads()
+        if cuda.threadIdx.x == 0:
+            out[0] = sh[0]
+
+    out = np.zeros(1, np.int32)
+    count[1, 16](out)
+    print("COUNT", int(out[0]))
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["fixed", "plain"])
+def test_simulator_shared_arrays_are_one_per_block(mode):
+    """numba-cuda's simulator allocates a shared array with an unlocked check-then-set;
+    a thread switch there gave threads arrays of their own (a lost histogram count in a
+    loaded CI run).  Importing the kernels' helpers locks it: all 16 threads count into
+    one array.  The plain simulator, with the same forced switch, loses counts (this
+    shows the test can see the race)."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-c", SHARED_RACE_SCRIPT, mode],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = int(proc.stdout.split("COUNT")[-1])
+    assert (got == 16) if mode == "fixed" else (got < 16), (mode, got)

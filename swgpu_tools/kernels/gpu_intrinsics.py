@@ -94,9 +94,54 @@ def hi16(x: int) -> int:
     return _s16(int(x) >> 16)
 
 
+def lock_simulator_shared_arrays() -> bool:
+    """Make the CUDA simulator's ``cuda.shared.array`` safe between a block's threads.
+
+    numba-cuda's simulator (``FakeCUDAShared.array``) allocates a block's shared
+    array on the first call with an unlocked check-then-set, keyed by the calling
+    line.  Two threads that switch between the check and the set each get an array
+    of their own, and what one writes the others never see: under a loaded CPU the
+    histogram kernel lost counts that way (a CI run, stop 28).  This replaces the
+    method with the same lookup under a lock.  Returns False when the simulator's
+    class is not there (nothing to do); idempotent."""
+    import sys
+    import threading
+
+    import numpy as np
+
+    try:
+        from numba.cuda.simulator import kernelapi
+    except ImportError:  # pragma: no cover - every numba-cuda has it
+        return False
+    cls = kernelapi.FakeCUDAShared
+    if getattr(cls.array, "swgpu_locked", False):
+        return True
+    plain = cls.array
+    lock = threading.Lock()
+
+    def array(self, shape, dtype, alignment=None):
+        if alignment is not None or shape == 0:
+            return plain(self, shape, dtype, alignment)  # errors, dynamic memory: no stack key
+        if isinstance(dtype, kernelapi.types.Type):
+            dtype = kernelapi.numpy_support.as_dtype(dtype)
+        frame = sys._getframe(1)
+        caller = (frame.f_code.co_filename, frame.f_lineno)  # the simulator's own key
+        with lock:
+            res = self._allocations.get(caller)
+            if res is None:
+                res = self._allocations[caller] = np.empty(shape, dtype)
+        return res
+
+    array.swgpu_locked = True
+    cls.array = array
+    return True
+
+
 if SIM:
     import numpy as np
     from numba import cuda
+
+    lock_simulator_shared_arrays()
 
     def _pk(lo, hi):
         return np.int32(pack2(lo, hi))
