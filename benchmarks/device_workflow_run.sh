@@ -48,7 +48,8 @@ PHASE=${PHASE:-A}
 has_phase() { [[ " $PHASE " == *" $1 "* ]]; }  # PHASE may name several: PHASE="T S"
 export PYTHONUNBUFFERED=1 SWGPU_LOCK_DIR=/tmp/swgpu-locks
 # PROFILE=1: every swgpu process of the workflow phases runs under cProfile (SWGPU_PROFILE)
-[ "${PROFILE:-0}" = 1 ] && export SWGPU_PROFILE=/tmp/prof
+# and Snakemake's own process in workflow_rescan.py's runs too (SMK_PROFILE)
+[ "${PROFILE:-0}" = 1 ] && export SWGPU_PROFILE=/tmp/prof SMK_PROFILE=/tmp/smkprof
 export SWGPU_CACHE_DIR=${SWGPU_CACHE_DIR:-/tmp/swgpu-cache}
 SITE=/tmp/site
 if [ ! -f /tmp/site/.done ]; then
@@ -246,6 +247,17 @@ for f in glob.glob('$SWGPU_PROFILE/inc-v2/score-shard-*.prof'):
 " 2>&1 | cut -c1-160 | tee "$OUT/profile_inc_score.txt" | head -120
     tar czf "$OUT/profiles.tgz" -C "$SWGPU_PROFILE" . 2>/dev/null
   fi
+  if [ -n "${SMK_PROFILE:-}" ]; then  # Snakemake's own process in the incremental run
+    python3 -c "
+import glob, pstats
+for f in glob.glob('$SMK_PROFILE/inc-*v2*.prof'):
+    st = pstats.Stats(f); st.sort_stats('cumulative').print_stats(60)
+" 2>&1 | cut -c1-170 | tee "$OUT/profile_inc_snakemake.txt" | head -90
+    tar czf "$OUT/smk_profiles.tgz" -C "$SMK_PROFILE" . 2>/dev/null
+  fi
+  # what the workflow's parse runs on this host: nvidia-smi -L (workflow_gpus)
+  TIMEFORMAT=%R
+  echo "nvidia-smi -L: $( { time (nvidia-smi -L > /dev/null 2>&1) ; } 2>&1 ) s, again $( { time (nvidia-smi -L > /dev/null 2>&1) ; } 2>&1 ) s" | tee -a "$OUT/log.txt"
 fi
 if has_phase P; then
   # after F4: Snakemake's own time, profiled, on a forced rerun of the steps after scoring
