@@ -209,13 +209,16 @@ def test_a_note_of_this_boot_spares_the_traceback_the_digest_and_one_of_another_
     os.utime(path, ns=(5, 5))
     wanted = {"s3"}
     # noted in this boot: trusted, so the change goes unseen (by design: same boot)
-    got = load_subjects([path], wanted)
+    stats = {}
+    got = load_subjects([path], wanted, stats)
     assert got.ids == ["s3"]
+    assert stats == {"subject_shards": 1, "subject_shards_hashed": 0}
     # noted in another boot: checked, and found corrupt
     monkeypatch.setattr(shardfile, "boot_id", lambda: "another-boot")
     assert shardfile.read_verified(shards) == {}
     with pytest.raises(InputError, match="checksum mismatch"):
-        load_subjects([path], wanted)
+        load_subjects([path], wanted, stats)
+    assert stats == {"subject_shards": 1, "subject_shards_hashed": 1}
     monkeypatch.undo()
     # noted for another time: checked too
     shardfile.note_verified({path: st})

@@ -34,11 +34,13 @@ def read_hits(path):
     return read_table(path, HITS_COLUMNS, what="hits table")
 
 
-def load_subjects(shard_paths, wanted: set) -> SequenceSet:
+def load_subjects(shard_paths, wanted: set, stats: dict | None = None) -> SequenceSet:
     """The sequences with accessions in ``wanted`` from the given shard files.
 
     Only shards that can hold a wanted accession are read (a sequence's shard
-    depends only on its accession).
+    depends only on its accession).  ``stats``: gets ``subject_shards`` (read)
+    and ``subject_shards_hashed`` (of them, those whose digest was checked: no
+    note of this boot vouched for them).
     """
     paths = [os.fspath(p) for p in shard_paths]
     needed = set(range(len(paths)))
@@ -53,6 +55,9 @@ def load_subjects(shard_paths, wanted: set) -> SequenceSet:
     # is not hashed again, and only the wanted records' pages are read
     notes = {d: read_verified(d) for d in {os.path.dirname(p) or "." for p in stamps}}
     trusted = {p: is_noted(p, st, notes[os.path.dirname(p) or "."]) for p, st in stamps.items()}
+    if stats is not None:
+        stats["subject_shards"] = len(todo)
+        stats["subject_shards_hashed"] = sum(not t for t in trusted.values())
 
     def read(p):
         return read_shard_records(p, wanted, trusted=trusted.get(p, False))
@@ -123,7 +128,7 @@ def traceback_hits(
         t.append(time.perf_counter())
         queries = read_fasta(queries_path)
         t.append(time.perf_counter())
-        subjects = load_subjects(shard_paths, set(hits["sacc"]))
+        subjects = load_subjects(shard_paths, set(hits["sacc"]), timer.fields)
         t.append(time.perf_counter())
         previous, previous_code = None, None
         if previous_internal and os.path.exists(previous_internal):
