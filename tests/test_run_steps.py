@@ -205,3 +205,78 @@ def test_a_failing_step_after_the_merge_leaves_no_pictures(scored, tmp_path):
     assert proc.returncode != 0
     assert (tmp_path / "hits.tsv").exists()  # the merge ran
     assert list((tmp_path / "plots").iterdir()) == []
+    # nor changes, started beside the traceback too
+    assert [p.name for p in tmp_path.iterdir() if "changes" in p.name] == []
+
+
+def test_changes_made_beside_the_traceback_equal_the_release_steps_own(scored, tmp_path):
+    """Two releases in a row, chained: the second's changes.tsv (against the first)
+    is computed after the merge, beside the traceback, and equals the one the
+    release step writes on its own."""
+    root, tables = scored
+    # release 2: the same shards' hits, cut to the top 3 per query (some are gone)
+    for label, chained in (("alone", False), ("chained", True)):
+        out = tmp_path / label
+        for k, release in enumerate(("2026_01", "2026_02")):
+            steps = _steps(root, out, tables)
+            steps[2] += ["--release", release]
+            if k:
+                steps[0][steps[0].index("--top-k") + 1] = "3"
+            if chained:
+                proc = _ok(swgpu(*_chain(steps)))
+            else:
+                for step in steps:
+                    proc = _ok(swgpu(*step))
+            if k and chained:
+                assert "computed beside the traceback" in proc.stderr, proc.stderr[-2000:]
+            if k and not chained:
+                assert "computed beside the traceback" not in proc.stderr
+    a, b = tmp_path / "alone" / "changes.tsv", tmp_path / "chained" / "changes.tsv"
+    assert a.read_bytes() == b.read_bytes()
+    assert sum("\tgone\t" in line for line in b.read_text().splitlines()) > 3, b.read_text()
+    assert not [p for p in (tmp_path / "chained").iterdir() if ".early." in p.name]
+
+
+def test_early_changes_are_not_taken_when_another_release_was_kept_meanwhile(tmp_path):
+    """The early changes compare with the newest kept release at the merge's end; if
+    another release is kept before the release step (another run in the same
+    folder), the release step compares with that one, as without the early start."""
+    import os
+    import time
+
+    from swgpu_tools.steps import history
+
+    hist = tmp_path / "history"
+    head = "qseqid\tsseqid\tqacc\tsacc\tscore\tevalue\tslen\n"
+
+    def hits(name, rows):
+        p = tmp_path / name
+        p.write_text(head + "".join(f"q\tsp|{s}|X\tq\t{s}\t{v}\t1e-5\t100\n" for s, v in rows))
+        return p
+
+    def keep(release, hits_path, info):
+        for f in ("a.tsv", "i.tsv"):
+            (tmp_path / f).write_text("x\n")
+        history.record_release(
+            hits_path,
+            tmp_path / "a.tsv",
+            tmp_path / "i.tsv",
+            info,
+            hist,
+            tmp_path / "current.json",
+            release,
+        )
+
+    info = tmp_path / "database.json"
+    info.write_text(json.dumps({"content_blake2b": "ab" * 32, "sequences": 3, "residues": 300}))
+    keep("r1", hits("h1.tsv", [("A", 50), ("B", 40)]), info)
+    cur = hits("h3.tsv", [("A", 50), ("C", 30)])
+    out = tmp_path / "changes.tsv"
+    history.start_changes_early(cur, info, hist, out, release="r3")  # against r1
+    time.sleep(0.01)
+    keep("r2", hits("h2.tsv", [("A", 50), ("C", 30)]), info)  # kept meanwhile
+    keep("r3", cur, info)
+    history.write_changes(cur, tmp_path / "current.json", hist, out)
+    # against r2: nothing changed (against r1 B would be gone and C new)
+    assert out.read_text().splitlines()[1:] == []
+    assert not [p for p in os.listdir(tmp_path) if ".early." in p]

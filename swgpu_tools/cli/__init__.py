@@ -111,11 +111,39 @@ def run_steps(argv: list[str]) -> int:
                 return status
             previous_step_ended()
             if step[0] == "merge":
+                _changes_early(step, steps[k + 1 :])
                 _plots_early(step, steps[k + 1 :])
     finally:
         if "swgpu_tools.report.make" in sys.modules:  # a step failed: no pictures left behind
             sys.modules["swgpu_tools.report.make"].cancel_early()
+        if "swgpu_tools.steps.history" in sys.modules:  # nor changes
+            sys.modules["swgpu_tools.steps.history"].cancel_changes_early()
     return 0
+
+
+def _changes_early(merge: list[str], later: list[list[str]]) -> None:
+    """A release step after this merge that reads its hits table: compute its
+    ``changes.tsv`` now, beside the steps in between (the traceback), see
+    :func:`swgpu_tools.steps.history.start_changes_early`.  Best effort: if it
+    cannot start, the release step writes them."""
+    release = [s for s in later if s[0] == "release"]
+    if not release:
+        return
+    _, commands = build_parser()
+    try:
+        m = commands["merge"].parse_args(merge[1:])
+        r = commands["release"].parse_args(release[0][1:])
+        if os.path.realpath(m.out) != os.path.realpath(r.hits):
+            return
+        from ..steps.history import start_changes_early
+
+        start_changes_early(
+            r.hits, r.database_info, r.history, r.changes, queries_path=r.queries, release=r.release
+        )
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the release step writes them
+        from ..logs import get_logger
+
+        get_logger(__name__).debug(f"changes not started early: {exc}")
 
 
 def _plots_early(merge: list[str], later: list[list[str]]) -> None:

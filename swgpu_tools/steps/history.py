@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import time
 import uuid
 
@@ -177,13 +178,30 @@ def _hits(path):
 
 
 def write_changes(hits_path, marker_path, history_dir, out_path, queries_path=None):
-    """``changes.tsv``: the current release (``marker_path``) against the previous release."""
+    """``changes.tsv``: the current release (``marker_path``) against the previous release.
+
+    Where :func:`start_changes_early` computed them for this release against the
+    same previous release, its file is taken instead (returns None then)."""
     with open(marker_path) as fh:
         current = json.load(fh)["release"]
     prev = previous_release(history_dir, current)
+    if take_changes_early(out_path, current, prev):
+        log.info(
+            f"changes of release {current} computed beside the traceback: {os.fspath(out_path)}"
+        )
+        return None
+    return _write_changes_against(hits_path, current, prev, out_path, queries_path)
+
+
+def _write_changes_against(
+    hits_path, current: str, prev: dict | None, out_path, queries_path, shown=None
+):
+    """Write the changes of release ``current`` against ``prev`` to ``out_path`` (the
+    log names ``shown``, default ``out_path``)."""
+    shown = os.fspath(out_path if shown is None else shown)
     if prev is None:  # the first release: every hit is new, in the order of hits.tsv
         n = _all_new(hits_path, out_path)
-        log.info(f"release {current}: no previous release, {n:,} new hits -> {os.fspath(out_path)}")
+        log.info(f"release {current}: no previous release, {n:,} new hits -> {shown}")
         return None
     from ..io.fasta import read_fasta
     from ..io.tables import write_table
@@ -199,9 +217,96 @@ def write_changes(hits_path, marker_path, history_dir, out_path, queries_path=No
     log.info(
         f"release {current} against {against}: {counts.get('new', 0):,} new, "
         f"{counts.get('gone', 0):,} gone, {counts.get('score', 0):,} changed score "
-        f"-> {os.fspath(out_path)}"
+        f"-> {shown}"
     )
     return table
+
+
+#: changes.tsv being computed beside the traceback by :func:`start_changes_early`:
+#: its real path -> (process, temporary file, release, previous release or None)
+_EARLY: dict[str, tuple[int, str, str, str | None]] = {}
+
+
+def start_changes_early(
+    hits_path, database_info_path, history_dir, out_path, queries_path=None, release=None
+) -> None:
+    """Fork a process that writes ``changes.tsv`` of this scan's release now, into a
+    temporary file beside ``out_path``, while this one goes on (``swgpu run-steps``
+    calls this after the merge: the changes need only the hits, and are made beside
+    the traceback).  The previous release is the one :func:`previous_release` will
+    name once this release is kept, the newest kept release of another name.  The
+    release step's :func:`write_changes` takes the file if that still holds, and
+    otherwise writes the changes itself."""
+    from ..io.shardfile import read_database_info
+
+    current = release_name(read_database_info(database_info_path), release)
+    now = time.time()
+    others = [
+        m
+        for m in releases(history_dir)
+        if m["release"] != current and m.get("scanned_unix", 0) <= now
+    ]
+    prev = others[-1] if others else None
+    out = os.fspath(out_path)
+    tmp = f"{out}.early.{os.getpid()}.tmp"
+    pid = os.fork()
+    if pid == 0:  # the child: its changes, then out without the parent's clean-up
+        status = 1
+        try:
+            _write_changes_against(hits_path, current, prev, tmp, queries_path, shown=out)
+            status = 0
+        except BaseException:  # noqa: BLE001 - reported; the release step writes them
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            os._exit(status)
+    _EARLY[os.path.realpath(out)] = (pid, tmp, current, prev["release"] if prev else None)
+
+
+def _discard(tmp: str) -> None:
+    folder, base = os.path.split(tmp)
+    for name in [base] + [n for n in os.listdir(folder or ".") if n.startswith(f".{base}.")]:
+        try:
+            os.unlink(os.path.join(folder, name))
+        except OSError:
+            pass
+
+
+def take_changes_early(out_path, current: str, prev: dict | None) -> bool:
+    """Wait for :func:`start_changes_early`'s process for ``out_path``.  If it wrote
+    the changes of release ``current`` against ``prev``, move its file into place:
+    True.  Otherwise (none started, it failed, or the releases differ) remove what
+    it wrote: False, and the caller writes the changes."""
+    item = _EARLY.pop(os.path.realpath(os.fspath(out_path)), None)
+    if item is None:
+        return False
+    pid, tmp, early_current, early_prev = item
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        status = -1
+    same = early_current == current and early_prev == (prev["release"] if prev else None)
+    if status == 0 and same and os.path.exists(tmp):
+        os.replace(tmp, out_path)
+        return True
+    if status != 0:
+        log.warning(f"the early changes process ended with status {status}; writing them here")
+    _discard(tmp)
+    return False
+
+
+def cancel_changes_early() -> None:
+    """Stop the processes :func:`start_changes_early` started (a later step failed)
+    and remove what they wrote."""
+    while _EARLY:
+        _, (pid, tmp, _, _) = _EARLY.popitem()
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+        _discard(tmp)
 
 
 def _all_new(hits_path, out_path) -> int:
