@@ -24,7 +24,8 @@
 #    are not declared outputs: Snakemake never deletes them.  Prune old
 #    releases with `swgpu changes --prune N`.  results/changes.tsv compares this
 #    release with the previous release (the newest other one kept), never with
-#    an earlier run of this release.  results/swgpu-run.json lists the tables
+#    an earlier run of this release; `swgpu run-steps` computes it after the
+#    merge, in a forked process beside the traceback.  results/swgpu-run.json lists the tables
 #    with their sizes and digests, written last; it is removed first, before
 #    any table changes, so a reader that checks it never takes files of two
 #    runs for one set.
