@@ -43,13 +43,18 @@ def load_subjects(shard_paths, wanted: set, stats: dict | None = None) -> Sequen
     note of this boot vouched for them).
     """
     paths = [os.fspath(p) for p in shard_paths]
-    needed = set(range(len(paths)))
+    # each shard is asked for the accessions it can hold (all of them where the
+    # files are not the numbered shards of one database)
+    asked = {p: wanted for p in paths}
     names = [os.path.basename(p) for p in paths]
     if all(n.startswith("shard-") and n.endswith(".swdb") for n in names) and paths:
         numbers = [int(n[6:-5]) for n in names]
         if sorted(numbers) == list(range(len(paths))):
-            needed = {numbers.index(shard_of(a, len(paths))) for a in wanted}
-    todo = [path for k, path in enumerate(paths) if k in needed]
+            by_number: dict[int, set] = {}
+            for a in wanted:
+                by_number.setdefault(shard_of(a, len(paths)), set()).add(a)
+            asked = {paths[numbers.index(k)]: accs for k, accs in sorted(by_number.items())}
+    todo = [path for path in paths if path in asked]
     stamps = {p: os.stat(p) for p in todo if os.path.exists(p)}
     # a shard the scoring job checked in this boot (and that did not change since)
     # is not hashed again, and only the wanted records' pages are read
@@ -60,7 +65,7 @@ def load_subjects(shard_paths, wanted: set, stats: dict | None = None) -> Sequen
         stats["subject_shards_hashed"] = sum(not t for t in trusted.values())
 
     def read(p):
-        return read_shard_records(p, wanted, trusted=trusted.get(p, False))
+        return read_shard_records(p, asked[p], trusted=trusted.get(p, False))
 
     if len(todo) <= 1:
         parts = [read(p) for p in todo]
