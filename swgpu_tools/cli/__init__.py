@@ -121,52 +121,49 @@ def run_steps(argv: list[str]) -> int:
     return 0
 
 
-def _changes_early(merge: list[str], later: list[list[str]]) -> None:
-    """A release step after this merge that reads its hits table: compute its
-    ``changes.tsv`` now, beside the steps in between (the traceback), see
-    :func:`swgpu_tools.steps.history.start_changes_early`.  Best effort: if it
-    cannot start, the release step writes them."""
-    release = [s for s in later if s[0] == "release"]
-    if not release:
+def _start_early(merge: list[str], later: list[list[str]], name: str, what: str, start) -> None:
+    """The first ``name`` step after this merge, if it reads the merge's hits table:
+    ``start(its parsed options)`` now, so that ``what`` is made beside the steps in
+    between (the traceback).  Best effort: if it cannot start, that step makes it."""
+    steps = [s for s in later if s[0] == name]
+    if not steps:
         return
     _, commands = build_parser()
     try:
         m = commands["merge"].parse_args(merge[1:])
-        r = commands["release"].parse_args(release[0][1:])
-        if os.path.realpath(m.out) != os.path.realpath(r.hits):
-            return
+        args = commands[name].parse_args(steps[0][1:])
+        if os.path.realpath(m.out) == os.path.realpath(args.hits):
+            start(args)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the later step makes it
+        from ..logs import get_logger
+
+        get_logger(__name__).debug(f"{what} not started early: {exc}")
+
+
+def _changes_early(merge: list[str], later: list[list[str]]) -> None:
+    """The release step's ``changes.tsv``, see
+    :func:`swgpu_tools.steps.history.start_changes_early`."""
+
+    def start(r):
         from ..steps.history import start_changes_early
 
         start_changes_early(
             r.hits, r.database_info, r.history, r.changes, queries_path=r.queries, release=r.release
         )
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the release step writes them
-        from ..logs import get_logger
 
-        get_logger(__name__).debug(f"changes not started early: {exc}")
+    _start_early(merge, later, "release", "changes", start)
 
 
 def _plots_early(merge: list[str], later: list[list[str]]) -> None:
-    """A plots step after this merge that reads its hits table: start drawing the
-    pictures that need only that table now, beside the steps in between (the
-    traceback), see :func:`swgpu_tools.report.make.start_early`.  Best effort:
-    if it cannot start, the plots step draws them all."""
-    plots = [s for s in later if s[0] == "plots"]
-    if not plots:
-        return
-    _, commands = build_parser()
-    try:
-        m = commands["merge"].parse_args(merge[1:])
-        p = commands["plots"].parse_args(plots[0][1:])
-        if os.path.realpath(m.out) != os.path.realpath(p.hits):
-            return
+    """The plots step's pictures that need only the hits table, see
+    :func:`swgpu_tools.report.make.start_early`."""
+
+    def start(p):
         from ..report.make import start_early
 
         start_early(p.hits, p.step_stats, p.out_dir, queries_path=p.queries)
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the plots step draws them
-        from ..logs import get_logger
 
-        get_logger(__name__).debug(f"pictures not started early: {exc}")
+    _start_early(merge, later, "plots", "pictures", start)
 
 
 def main(argv=None) -> int:
