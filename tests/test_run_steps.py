@@ -280,3 +280,24 @@ def test_early_changes_are_not_taken_when_another_release_was_kept_meanwhile(tmp
     # against r2: nothing changed (against r1 B would be gone and C new)
     assert out.read_text().splitlines()[1:] == []
     assert not [p for p in os.listdir(tmp_path) if ".early." in p]
+
+
+def test_an_early_start_removes_what_a_killed_runs_early_process_left(tmp_path):
+    """A run killed while its changes were being made early leaves their temporary
+    files; the next early start removes them (and only them)."""
+    from swgpu_tools.steps import history
+
+    info = tmp_path / "database.json"
+    info.write_text(json.dumps({"content_blake2b": "cd" * 32, "sequences": 1, "residues": 9}))
+    hits = tmp_path / "hits.tsv"
+    hits.write_text("qseqid\tsseqid\tqacc\tsacc\tscore\tevalue\tslen\n")
+    left = ["changes.tsv.early.999.tmp", ".changes.tsv.early.999.tmp.x1y2.tmp"]
+    kept = ["changes.tsv.old", "other.early.1.tmp"]
+    for name in left + kept:
+        (tmp_path / name).write_text("x")
+    out = tmp_path / "changes.tsv"
+    history.start_changes_early(hits, info, tmp_path / "history", out)
+    assert history.take_changes_early(out, history.release_name(json.loads(info.read_text())), None)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert not set(left) & set(names) and set(kept) <= set(names), names
+    assert out.read_text().startswith("qseqid\t")

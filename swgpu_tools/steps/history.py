@@ -248,11 +248,19 @@ def start_changes_early(
     ]
     prev = others[-1] if others else None
     out = os.fspath(out_path)
+    folder, base = os.path.split(out)
+    for name in os.listdir(folder or "."):  # what a killed run's early process left
+        if name.startswith((f"{base}.early.", f".{base}.early.")):
+            _discard(os.path.join(folder, name))
     tmp = f"{out}.early.{os.getpid()}.tmp"
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: its changes, then out without the parent's clean-up
         status = 1
         try:
+            _end_with_parent()
+            if os.getppid() != parent:  # it ended before the line above
+                os._exit(1)
             _write_changes_against(hits_path, current, prev, tmp, queries_path, shown=out)
             status = 0
         except BaseException:  # noqa: BLE001 - reported; the release step writes them
@@ -262,6 +270,18 @@ def start_changes_early(
         finally:
             os._exit(status)
     _EARLY[os.path.realpath(out)] = (pid, tmp, current, prev["release"] if prev else None)
+
+
+def _end_with_parent() -> None:
+    """Linux: this (forked) process is killed when the process that forked it ends,
+    so that a killed step leaves no early work running.  Elsewhere nothing."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _discard(tmp: str) -> None:
