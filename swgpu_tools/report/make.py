@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..cpus import usable_cpus
+from ..forked import end_with_parent
 from ..io.atomic import atomic_write
 from ..logs import get_logger
 from . import OUTPUTS, data, html, plots
@@ -77,6 +78,7 @@ def _fork(groups: list[list]) -> list[tuple[int, list]]:
     matplotlib, imported here first.  A group that cannot be forked is drawn here."""
     plots.preload()
     children = []
+    me = os.getpid()
     for group in groups:
         try:
             pid = os.fork()
@@ -84,16 +86,19 @@ def _fork(groups: list[list]) -> list[tuple[int, list]]:
             render(group)
             continue
         if pid == 0:
-            _child_runs(render, group)
+            _child_runs(me, render, group)
         children.append((pid, group))
     return children
 
 
-def _child_runs(work, *args) -> None:
-    """In a forked child: ``work(*args)``, then leave without the parent's clean-up,
-    with status 0, or 1 after printing the error."""
+def _child_runs(parent: int, work, *args) -> None:
+    """In a child forked by ``parent``: ``work(*args)``, then leave without the
+    parent's clean-up, with status 0, or 1 after printing the error.  The child is
+    killed when ``parent`` ends (a killed step leaves no drawing process)."""
     status = 1
     try:
+        if not end_with_parent(parent):
+            return
         work(*args)
         status = 0
     except BaseException:
@@ -238,9 +243,10 @@ def start_early(hits_path, stats_paths, out_dir, queries_path=None, workers=None
         render(groups[0])
         _wait(children)
 
+    me = os.getpid()
     pid = os.fork()
     if pid == 0:
-        _child_runs(draw)
+        _child_runs(me, draw)
     _EARLY[os.path.realpath(out_dir)] = _Early(pid, [out[name] for name in EARLY])
 
 

@@ -29,6 +29,7 @@ import time
 import uuid
 
 from ..errors import InputError
+from ..forked import end_with_parent
 from ..io.atomic import atomic_write, write_json
 from ..logs import get_logger
 from .changes import CHANGES_COLUMNS
@@ -258,8 +259,7 @@ def start_changes_early(
     if pid == 0:  # the child: its changes, then out without the parent's clean-up
         status = 1
         try:
-            _end_with_parent()
-            if os.getppid() != parent:  # it ended before the line above
+            if not end_with_parent(parent):  # it ended already
                 os._exit(1)
             _write_changes_against(hits_path, current, prev, tmp, queries_path, shown=out)
             status = 0
@@ -270,18 +270,6 @@ def start_changes_early(
         finally:
             os._exit(status)
     _EARLY[os.path.realpath(out)] = (pid, tmp, current, prev["release"] if prev else None)
-
-
-def _end_with_parent() -> None:
-    """Linux: this (forked) process is killed when the process that forked it ends,
-    so that a killed step leaves no early work running.  Elsewhere nothing."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def _discard(tmp: str) -> None:
