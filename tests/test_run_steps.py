@@ -301,3 +301,44 @@ def test_an_early_start_removes_what_a_killed_runs_early_process_left(tmp_path):
     names = sorted(p.name for p in tmp_path.iterdir())
     assert not set(left) & set(names) and set(kept) <= set(names), names
     assert out.read_text().startswith("qseqid\t")
+
+
+def test_a_forked_helper_ends_with_the_step_that_forked_it(tmp_path):
+    """The early changes' and the pictures' processes are killed when the step's
+    process is: a parent that forks a helper (as `report.make` does) and is then
+    killed leaves no helper running."""
+    import os
+    import time
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import os, signal, time\n"
+        "from swgpu_tools.report import make\n"
+        "me = os.getpid()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    null = os.open(os.devnull, os.O_WRONLY)  # not the parent's pipes\n"
+        "    os.dup2(null, 1)\n"
+        "    os.dup2(null, 2)\n"
+        "    make._child_runs(me, time.sleep, 60)\n"
+        "print(pid, flush=True)\n"
+        "time.sleep(0.3)\n"
+        "os.kill(me, signal.SIGKILL)\n"
+    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    child = int(proc.stdout.split()[0])
+
+    def running() -> bool:
+        try:
+            with open(f"/proc/{child}/stat") as fh:
+                return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        except FileNotFoundError:
+            return False
+
+    deadline = time.monotonic() + 5
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = running()
+    if alive:
+        os.kill(child, 9)
+    assert not alive, "the helper outlived the step that forked it"
