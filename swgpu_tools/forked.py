@@ -19,3 +19,20 @@ def end_with_parent(parent: int) -> bool:
     except (OSError, AttributeError):
         pass
     return os.getppid() == parent
+
+
+def run_child(parent: int, work, *args) -> None:
+    """In a child forked by ``parent``: ``work(*args)``, then leave without the
+    parent's clean-up, with status 0, or 1 after printing the error.  The child is
+    killed when ``parent`` ends (:func:`end_with_parent`).  Never returns."""
+    status = 1
+    try:
+        if end_with_parent(parent):
+            work(*args)
+            status = 0
+    except BaseException:  # noqa: BLE001 - printed; the parent sees the status
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(status)

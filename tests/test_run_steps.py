@@ -306,21 +306,21 @@ def test_an_early_start_removes_what_a_killed_runs_early_process_left(tmp_path):
 def test_a_forked_helper_ends_with_the_step_that_forked_it(tmp_path):
     """The early changes' and the pictures' processes are killed when the step's
     process is: a parent that forks a helper (as `report.make` does) and is then
-    killed leaves no helper running."""
+    killed leaves no helper running (``forked.run_child``, which both use)."""
     import os
     import time
 
     script = tmp_path / "parent.py"
     script.write_text(
         "import os, signal, time\n"
-        "from swgpu_tools.report import make\n"
+        "from swgpu_tools.forked import run_child\n"
         "me = os.getpid()\n"
         "pid = os.fork()\n"
         "if pid == 0:\n"
         "    null = os.open(os.devnull, os.O_WRONLY)  # not the parent's pipes\n"
         "    os.dup2(null, 1)\n"
         "    os.dup2(null, 2)\n"
-        "    make._child_runs(me, time.sleep, 60)\n"
+        "    run_child(me, time.sleep, 60)\n"
         "print(pid, flush=True)\n"
         "time.sleep(0.3)\n"
         "os.kill(me, signal.SIGKILL)\n"

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..cpus import usable_cpus
-from ..forked import end_with_parent
+from ..forked import run_child
 from ..io.atomic import atomic_write
 from ..logs import get_logger
 from . import OUTPUTS, data, html, plots
@@ -86,27 +86,9 @@ def _fork(groups: list[list]) -> list[tuple[int, list]]:
             render(group)
             continue
         if pid == 0:
-            _child_runs(me, render, group)
+            run_child(me, render, group)
         children.append((pid, group))
     return children
-
-
-def _child_runs(parent: int, work, *args) -> None:
-    """In a child forked by ``parent``: ``work(*args)``, then leave without the
-    parent's clean-up, with status 0, or 1 after printing the error.  The child is
-    killed when ``parent`` ends (a killed step leaves no drawing process)."""
-    status = 1
-    try:
-        if not end_with_parent(parent):
-            return
-        work(*args)
-        status = 0
-    except BaseException:
-        import traceback
-
-        traceback.print_exc()
-    finally:
-        os._exit(status)
 
 
 def _wait(children: list[tuple[int, list]]) -> None:
@@ -246,7 +228,7 @@ def start_early(hits_path, stats_paths, out_dir, queries_path=None, workers=None
     me = os.getpid()
     pid = os.fork()
     if pid == 0:
-        _child_runs(me, draw)
+        run_child(me, draw)
     _EARLY[os.path.realpath(out_dir)] = _Early(pid, [out[name] for name in EARLY])
 
 

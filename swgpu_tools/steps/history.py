@@ -29,7 +29,7 @@ import time
 import uuid
 
 from ..errors import InputError
-from ..forked import end_with_parent
+from ..forked import run_child
 from ..io.atomic import atomic_write, write_json
 from ..logs import get_logger
 from .changes import CHANGES_COLUMNS
@@ -153,15 +153,17 @@ def find_release(history_dir, name: str) -> dict:
     raise InputError(f"{history_dir}: no kept release '{name}' (kept: {known})")
 
 
-def previous_release(history_dir, current: str) -> dict | None:
-    """The newest kept release other than ``current`` scanned before it."""
+def previous_release(history_dir, current: str, kept_at: float | None = None) -> dict | None:
+    """The newest kept release other than ``current`` scanned before it; ``kept_at``:
+    as if ``current`` were kept at that time (a release not kept yet)."""
     kept = releases(history_dir)
-    cur = next((m for m in kept if m["release"] == current), None)
+    if kept_at is None:
+        cur = next((m for m in kept if m["release"] == current), None)
+        kept_at = None if cur is None else cur.get("scanned_unix", 0)
     before = [
         m
         for m in kept
-        if m["release"] != current
-        and (cur is None or m.get("scanned_unix", 0) <= cur.get("scanned_unix", 0))
+        if m["release"] != current and (kept_at is None or m.get("scanned_unix", 0) <= kept_at)
     ]
     return before[-1] if before else None
 
@@ -241,44 +243,34 @@ def start_changes_early(
     from ..io.shardfile import read_database_info
 
     current = release_name(read_database_info(database_info_path), release)
-    now = time.time()
-    others = [
-        m
-        for m in releases(history_dir)
-        if m["release"] != current and m.get("scanned_unix", 0) <= now
-    ]
-    prev = others[-1] if others else None
+    prev = previous_release(history_dir, current, kept_at=time.time())
     out = os.fspath(out_path)
     folder, base = os.path.split(out)
     for name in os.listdir(folder or "."):  # what a killed run's early process left
         if name.startswith((f"{base}.early.", f".{base}.early.")):
-            _discard(os.path.join(folder, name))
-    tmp = f"{out}.early.{os.getpid()}.tmp"
+            _unlink(os.path.join(folder, name))
     parent = os.getpid()
+    tmp = f"{out}.early.{parent}.tmp"
     pid = os.fork()
-    if pid == 0:  # the child: its changes, then out without the parent's clean-up
-        status = 1
-        try:
-            if not end_with_parent(parent):  # it ended already
-                os._exit(1)
-            _write_changes_against(hits_path, current, prev, tmp, queries_path, shown=out)
-            status = 0
-        except BaseException:  # noqa: BLE001 - reported; the release step writes them
-            import traceback
-
-            traceback.print_exc()
-        finally:
-            os._exit(status)
+    if pid == 0:  # the child: its changes into tmp (the log names out)
+        run_child(parent, _write_changes_against, hits_path, current, prev, tmp, queries_path, out)
     _EARLY[os.path.realpath(out)] = (pid, tmp, current, prev["release"] if prev else None)
 
 
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def _discard(tmp: str) -> None:
+    """Remove ``tmp`` and what an atomic write of it left (``.<name>.*``)."""
     folder, base = os.path.split(tmp)
-    for name in [base] + [n for n in os.listdir(folder or ".") if n.startswith(f".{base}.")]:
-        try:
-            os.unlink(os.path.join(folder, name))
-        except OSError:
-            pass
+    _unlink(tmp)
+    for name in os.listdir(folder or "."):
+        if name.startswith(f".{base}."):
+            _unlink(os.path.join(folder, name))
 
 
 def take_changes_early(out_path, current: str, prev: dict | None) -> bool:
