@@ -29,6 +29,8 @@
 #          and in s16 and h16 on a database of 2,048-aa subjects (multi-pass kernels).
 # PHASE=GT: precompile and the GPU tests only.
 # WARM_START=false: config warm_start false in S and F4; WARM_AB=1: S with false, then true.
+# PLUGIN_AB=1: S, then S again without snakemake-executor-plugin-slurm; S_REPEAT=N: N more
+# 20-query runs after each.  NO_SLURM_PLUGIN=1: remove the plugin before any phase.
 # PHASE="S D": D, after S, times process starts on the host (python3, swgpu, nvidia-smi -L,
 # Snakemake's import and a dry run of the 20-query folder).
 # PHASE=GK: GT, then the 20-query kernel benchmark (gpu_bench.py).
@@ -56,6 +58,10 @@ if [ ! -f /tmp/site/.done ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target $SITE \
     .whl-smk/*.whl || exit 1
   touch /tmp/site/.done
+fi
+if [ "${NO_SLURM_PLUGIN:-0}" = 1 ]; then  # a GPU install ('.[cuda13]') has no SLURM plugin
+  rm -rf $SITE/snakemake_executor_plugin_slurm $SITE/snakemake_executor_plugin_slurm_jobstep \
+    $SITE/snakemake_executor_plugin_slurm-*.dist-info $SITE/snakemake_executor_plugin_slurm_jobstep-*.dist-info
 fi
 # numba-cuda 0.30 uses numpy.row_stack, gone in numpy 2.5 (the image has 2.5.2): alias it
 # when Numba is first imported, not in every Python process (the workflow's job processes
@@ -383,6 +389,28 @@ if has_phase S; then
       --json "$OUT/scale_S_$warm.json" 2>&1 | tee -a "$OUT/log.txt"
     tar czf "$OUT/stats_S_$warm.tgz" -C /tmp/scaleS_$warm q20/results/stats q500/results/stats \
       q500/snakemake.log q20/snakemake.log q20/results/logs q500/results/logs 2>/dev/null
+  done
+  # PLUGIN_AB=1: then the same again with snakemake-executor-plugin-slurm removed from
+  # the carried site (a GPU install, '.[cuda13]', has no SLURM plugin; with it, Snakemake
+  # imports the plugin, and pandas with it, at every start); S_REPEAT=N: N more 20-query
+  # runs after each
+  for plug in $([ "${PLUGIN_AB:-0}" = 1 ] && echo "with without" || echo "as-carried"); do
+    if [ "$plug" = without ]; then
+      rm -rf $SITE/snakemake_executor_plugin_slurm $SITE/snakemake_executor_plugin_slurm_jobstep \
+        $SITE/snakemake_executor_plugin_slurm-*.dist-info $SITE/snakemake_executor_plugin_slurm_jobstep-*.dist-info
+      echo "== SLURM plugin removed from $SITE" | tee -a "$OUT/log.txt"
+      timeout 240 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
+        --queries 20=$BD/bench_queries.fasta --queries 500=$D/uniprot_queries500.fasta.gz \
+        --cores 16 --threads 16 --shards 1 --workdir /tmp/scaleS_noplugin \
+        --json "$OUT/scale_S_noplugin.json" 2>&1 | tee -a "$OUT/log.txt"
+    fi
+    for n in $(seq 1 "${S_REPEAT:-0}"); do
+      echo "== 20 queries again ($plug SLURM plugin), run $n" | tee -a "$OUT/log.txt"
+      timeout 60 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
+        --queries 20=$BD/bench_queries.fasta --cores 16 --threads 16 --shards 1 \
+        --workdir /tmp/scaleR_${plug}_$n --json /tmp/scaleR_${plug}_$n.json 2>&1 \
+        | grep -A12 "== q20" | tee -a "$OUT/log.txt"
+    done
   done
   if [ "${WARM_AB:-0}" = 1 ]; then
     for q in q20 q500; do for t in hits.tsv alignments.tsv changes.tsv; do
