@@ -78,6 +78,7 @@ class SubsetSearch:
         self.cells = 0.0
         self.seconds = 0.0
         self.calls = 0
+        self.backend_s: dict[str, float] = {}  # a GPU backend's setup, plan and scan seconds
 
     @property
     def d_enc(self) -> EncodedSequences:
@@ -100,6 +101,8 @@ class SubsetSearch:
         t = time.perf_counter()
         hits = self.searcher.search(q, d, self.scheme, k, progress=self.progress)
         self.seconds += time.perf_counter() - t
+        for key, value in (getattr(self.searcher, "last_times", None) or {}).items():
+            self.backend_s[key] = self.backend_s.get(key, 0.0) + value
         self.cells += float(q.lengths.sum()) * float(d.total_residues)
         self.calls += 1
         return lists_of(hits, len(qi), None if si is None else np.asarray(si, np.int64))
@@ -299,6 +302,7 @@ def scan_shards(
                     "search": round(search.seconds, 4),
                     "lists": round(t_table - start - search.seconds, 4),
                     "table": round(time.perf_counter() - t_table, 4),
+                    **{f"gpu_{k}": round(v, 4) for k, v in search.backend_s.items()},
                 },
             )
             if joint.group_of[i] is not None:

@@ -109,6 +109,10 @@ class GpuBackend:
         self.max_resident_bytes = max_resident_bytes
         self._searcher: GpuSearcher | None = None
         self._key: tuple | None = None
+        #: seconds of the last :meth:`search`: the database's upload and layout (0 when
+        #: the kept one was used), the plans, and the scans (for the step statistics)
+        self.last_times: dict[str, float] = {}
+        self._setup_s = 0.0
 
     def _bind(self) -> None:
         if self.device is not None:
@@ -125,6 +129,7 @@ class GpuBackend:
             )
             self._searcher._database_ref = database  # keeps id(database) unique while kept
             self._key = key
+            self._setup_s += self._searcher.setup_seconds
         return self._searcher
 
     def search(
@@ -139,14 +144,27 @@ class GpuBackend:
         """Top ``top_k`` exact Smith-Waterman hits of each query (see :mod:`swgpu_tools.kernels`);
         ``segments``: in one batched search where the searcher batches, else one
         search per segment."""
+        self._setup_s = 0.0
         searcher = self.searcher(database, scheme)
         if segments is None or batched.use_batches(searcher, queries.lengths):
-            return searcher.search(queries, top_k, progress=progress, segments=segments)
+            hits = searcher.search(queries, top_k, progress=progress, segments=segments)
+            self._note(searcher.plan_seconds, searcher.scan_seconds)
+            return hits
+        plan_s, scan_s = [0.0], [0.0]
 
         def one(q, part, k, pr):
-            return self.searcher(part, scheme).search(q, k, progress=pr)
+            s = self.searcher(part, scheme)
+            out = s.search(q, k, progress=pr)
+            plan_s[0] += s.plan_seconds
+            scan_s[0] += s.scan_seconds
+            return out
 
-        return by_segment(one, queries, database, top_k, segments, progress)
+        hits = by_segment(one, queries, database, top_k, segments, progress)
+        self._note(plan_s[0], scan_s[0])
+        return hits
+
+    def _note(self, plan_s: float, scan_s: float) -> None:
+        self.last_times = {"setup": self._setup_s, "plan": plan_s, "scan": scan_s}
 
     def pair_regions(
         self,
