@@ -43,6 +43,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -237,6 +238,8 @@ class GpuSearcher:
         self._nmax = self.n if self._stream is None else self._stream.max_subjects
         self._slots = []
         self._parts = {}
+        self._plans_ahead: dict = {}  # plan key -> Future of host partitions
+        self._planner_pool = None
         self._plan_stream = None
         self._tables = {}
         self.pipeline_depth = PIPELINE_DEPTH
@@ -317,25 +320,66 @@ class GpuSearcher:
         key = (mode, Lr, batched)
         if subset is None and key in self._parts:
             return self._parts[key]
-        if subset is None:
-            order = self.order
+        ahead = self._plans_ahead.pop(key, None) if subset is None else None
+        if ahead is not None:  # planned on the planning thread (see _plan_ahead)
+            parts = ahead.result()
         else:
-            subset = np.asarray(subset, dtype=np.int64)
-            order = subset[np.argsort(self.lengths[subset], kind="stable")]
-        one, multi = self.shapes(mode, batched)
-        parts = planner.plan(self.lengths, order, mode, Lr, one, multi, sim=SIM)
+            parts = self._host_plan(mode, Lr, batched, subset)
         # uploaded on a stream of their own: a legacy default-stream copy would wait
-        # for the kernels of the queries in flight
+        # for the kernels of the queries in flight.  One allocation and one copy per
+        # array kind; each partition gets a view (allocations and frees may wait for
+        # the GPU)
         if self._plan_stream is None:
             self._plan_stream = 0 if SIM else nonblocking_stream()
-        for p in parts:
-            p.items = cuda.to_device(p.items, stream=self._plan_stream)
-            p.wnpass = cuda.to_device(p.wnpass, stream=self._plan_stream)
+        for name in ("items", "wnpass"):
+            arrays = [getattr(p, name) for p in parts]
+            if not arrays:
+                continue
+            d_all = cuda.to_device(np.concatenate(arrays), stream=self._plan_stream)
+            start = 0
+            for p, a in zip(parts, arrays):
+                setattr(p, name, d_all[start : start + len(a)])
+                start += len(a)
         if not SIM:
             self._plan_stream.synchronize()
         if subset is None:
             self._parts[key] = parts
         return parts
+
+    def _host_plan(self, mode, Lr, batched=False, subset=None, lengths=None, order=None):
+        """:func:`.planner.plan` for the plan bucket ``Lr`` (host arrays only: no CUDA
+        call, so it may run on another thread, given ``lengths`` and ``order``)."""
+        lengths = self.lengths if lengths is None else lengths
+        if subset is not None:
+            subset = np.asarray(subset, dtype=np.int64)
+            order = subset[np.argsort(lengths[subset], kind="stable")]
+        elif order is None:
+            order = self.order
+        one, multi = self.shapes(mode, batched)
+        return planner.plan(lengths, order, mode, Lr, one, multi, sim=SIM)
+
+    def _plan_ahead(self, mode, qlens, batched=False) -> None:
+        """Start planning, on a thread, the plan buckets of ``qlens`` not planned yet,
+        in the order the queries need them, so that the plans of later queries are
+        made while the GPU scores earlier ones (:meth:`plan` takes them; it waits
+        for one not finished yet).  numpy lets go of the GIL in the planner's large
+        array operations."""
+        if self.batches is not None:
+            return  # streamed: each batch plans its own subjects as it comes
+        keys = []
+        for v in qlens:
+            if v:
+                key = (mode, self._lrep(int(v)), batched)
+                if key not in self._parts and key not in self._plans_ahead and key not in keys:
+                    keys.append(key)
+        if not keys:
+            return
+        if self._planner_pool is None:
+            self._planner_pool = ThreadPoolExecutor(1, thread_name_prefix="swgpu-plan")
+        for key in keys:
+            self._plans_ahead[key] = self._planner_pool.submit(
+                self._host_plan, *key, lengths=self.lengths, order=self.order
+            )
 
     # -- per-search tables ------------------------------------------------
     def _table(self, mode, qletters):
@@ -608,6 +652,7 @@ class GpuSearcher:
             raise ValueError("a search by segments needs the batched path")
         tables = self._query_tables(qcodes)
         self._compile_ahead(qlens)
+        self._plan_ahead(self.mode, qlens)
         self.plan_seconds = 0.0
         tq = [0.0] * nq
         hits_i = [[] for _ in range(nq)]
