@@ -137,3 +137,42 @@ def test_length_bucket(L):
     assert 2 ** (-1 / 6) - 1e-9 <= b / L <= 2 ** (1 / 6) + 1e-9
     assert planner.length_bucket(L + 1) >= b  # monotone
     assert planner.length_bucket(5000) == planner.length_bucket(4096) == 4096
+
+
+def test_plans_made_ahead_on_threads_are_the_plans_and_each_is_made_once():
+    """PlansAhead (the GPU search's plans made while earlier queries score): what it
+    hands out for a key is planner.plan's plan for it, each key is made once however
+    often it is started, a key never started gives None, and an error in a plan is
+    raised where it is taken."""
+    rng = np.random.default_rng(7)
+    lengths = rng.integers(1, 3000, 5000).astype(np.int64)
+    order = np.argsort(lengths, kind="stable")
+    one, multi = planner.menu("s16")
+    made = []
+
+    def make(mode, L):
+        made.append((mode, L))
+        return planner.plan(lengths, order, mode, L, one, multi)
+
+    ahead = planner.PlansAhead()
+    keys = [("s16", 144), ("s16", 1000), ("s16", 5478)]
+    ahead.start(keys, make)
+    ahead.start(keys[:2], make)  # already started: not made again
+    for key in reversed(keys):
+        got = ahead.take(key)
+        want = planner.plan(lengths, order, *key, one, multi)
+        assert [(p.G, p.R, p.n_items, p.max_passes, p.cells) for p in got] == [
+            (p.G, p.R, p.n_items, p.max_passes, p.cells) for p in want
+        ]
+        for a, b in zip(got, want):
+            assert np.array_equal(a.items, b.items) and np.array_equal(a.wnpass, b.wnpass)
+        assert ahead.take(key) is None  # taken: gone
+    assert sorted(made) == sorted(keys)
+    assert ahead.take(("s16", 7)) is None
+
+    def broken(mode, L):
+        raise ValueError(f"no plan for {L}")
+
+    ahead.start([("s16", 9)], broken)
+    with pytest.raises(ValueError, match="no plan for 9"):
+        ahead.take(("s16", 9))

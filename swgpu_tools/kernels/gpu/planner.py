@@ -240,3 +240,33 @@ def plan(
     # fills up around them), then by total work
     parts.sort(key=lambda p: (-p.critical, -p.cells))
     return parts
+
+
+#: Threads of :class:`PlansAhead`: two made bench200M's 12 plans in 0.10 s against
+#: 0.17 s with one (2-core VM); three gained nothing.
+PLAN_THREADS = 2
+
+
+class PlansAhead:
+    """Plans made on threads before a search needs them, by key.  :func:`plan` is
+    host-only numpy, which lets go of the GIL in its large array operations."""
+
+    def __init__(self, threads: int = PLAN_THREADS):
+        self.threads = threads
+        self._pool = None
+        self._futures: dict = {}
+
+    def start(self, keys, make) -> None:
+        """Start ``make(*key)`` for each of ``keys`` not started yet, in order."""
+        keys = [k for k in keys if k not in self._futures]
+        if keys and self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="swgpu-plan")
+        for key in keys:
+            self._futures[key] = self._pool.submit(make, *key)
+
+    def take(self, key):
+        """The plan made for ``key`` (waiting for it), or None if none was started."""
+        future = self._futures.pop(key, None)
+        return None if future is None else future.result()

@@ -43,7 +43,6 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -119,11 +118,6 @@ def kernel_mode(matrix: np.ndarray, gap_open: int, gap_extend: int, mode: str = 
     if mode == "h16" and compute_capability() < (8, 0):
         raise ValueError("h16 (binary16) kernels need a GPU of compute capability 8.0 or newer")
     return mode
-
-
-#: Threads that make a search's plans ahead (:meth:`GpuSearcher._plan_ahead`): two made
-#: bench200M's 12 plans in 0.10 s against 0.17 s with one (2-core VM); more gained nothing.
-PLAN_THREADS = 2
 
 
 class GpuSearcher:
@@ -243,8 +237,7 @@ class GpuSearcher:
         self._nmax = self.n if self._stream is None else self._stream.max_subjects
         self._slots = []
         self._parts = {}
-        self._plans_ahead: dict = {}  # plan key -> Future of host partitions
-        self._planner_pool = None
+        self._ahead = planner.PlansAhead()  # plans made on threads (see _plan_ahead)
         self._plan_stream = None
         self._tables = {}
         self.pipeline_depth = PIPELINE_DEPTH
@@ -325,10 +318,8 @@ class GpuSearcher:
         key = (mode, Lr, batched)
         if subset is None and key in self._parts:
             return self._parts[key]
-        ahead = self._plans_ahead.pop(key, None) if subset is None else None
-        if ahead is not None:  # planned on the planning thread (see _plan_ahead)
-            parts = ahead.result()
-        else:
+        parts = self._ahead.take(key) if subset is None else None
+        if parts is None:
             parts = self._host_plan(mode, Lr, batched, subset)
         # uploaded on a stream of their own: a legacy default-stream copy would wait
         # for the kernels of the queries in flight.  One allocation and one copy per
@@ -364,26 +355,15 @@ class GpuSearcher:
         return planner.plan(lengths, order, mode, Lr, one, multi, sim=SIM)
 
     def _plan_ahead(self, mode, qlens, batched=False) -> None:
-        """Start planning, on a thread, the plan buckets of ``qlens`` not planned yet,
-        in the order the queries need them, so that the plans of later queries are
-        made while the GPU scores earlier ones (:meth:`plan` takes them; it waits
-        for one not finished yet).  numpy lets go of the GIL in the planner's large
-        array operations, so :data:`PLAN_THREADS` threads plan side by side."""
-        if self.batches is not None:
-            return  # streamed: each batch plans its own subjects as it comes
-        keys = []
-        for v in qlens:
-            if v:
-                key = (mode, self._lrep(int(v)), batched)
-                if key not in self._parts and key not in self._plans_ahead and key not in keys:
-                    keys.append(key)
-        if not keys:
-            return
-        if self._planner_pool is None:
-            self._planner_pool = ThreadPoolExecutor(PLAN_THREADS, thread_name_prefix="swgpu-plan")
-        for key in keys:
-            self._plans_ahead[key] = self._planner_pool.submit(
-                self._host_plan, *key, lengths=self.lengths, order=self.order
+        """Start making the plans of ``qlens``' buckets on threads, in the order the
+        queries need them, while the GPU scores earlier queries (:meth:`plan` takes
+        them).  Not when streamed: each batch plans its own subjects."""
+        if self.batches is None:
+            keys = dict.fromkeys((mode, self._lrep(int(v)), batched) for v in qlens if v)
+            lengths, order = self.lengths, self.order
+            self._ahead.start(
+                [k for k in keys if k not in self._parts],
+                lambda *key: self._host_plan(*key, lengths=lengths, order=order),
             )
 
     # -- per-search tables ------------------------------------------------
