@@ -59,10 +59,12 @@ if [ ! -f /tmp/site/.done ]; then
     .whl-smk/*.whl || exit 1
   touch /tmp/site/.done
 fi
-if [ "${NO_SLURM_PLUGIN:-0}" = 1 ]; then  # a GPU install ('.[cuda13]') has no SLURM plugin
+# a GPU install ('.[cuda13]') has no SLURM executor plugin: remove the carried one
+remove_slurm_plugin() {
   rm -rf $SITE/snakemake_executor_plugin_slurm $SITE/snakemake_executor_plugin_slurm_jobstep \
     $SITE/snakemake_executor_plugin_slurm-*.dist-info $SITE/snakemake_executor_plugin_slurm_jobstep-*.dist-info
-fi
+}
+[ "${NO_SLURM_PLUGIN:-0}" = 1 ] && remove_slurm_plugin
 # numba-cuda 0.30 uses numpy.row_stack, gone in numpy 2.5 (the image has 2.5.2): alias it
 # when Numba is first imported, not in every Python process (the workflow's job processes
 # import nothing heavy before they hand their command to the warm-start process)
@@ -396,8 +398,7 @@ if has_phase S; then
   # runs after each
   for plug in $([ "${PLUGIN_AB:-0}" = 1 ] && echo "with without" || echo "as-carried"); do
     if [ "$plug" = without ]; then
-      rm -rf $SITE/snakemake_executor_plugin_slurm $SITE/snakemake_executor_plugin_slurm_jobstep \
-        $SITE/snakemake_executor_plugin_slurm-*.dist-info $SITE/snakemake_executor_plugin_slurm_jobstep-*.dist-info
+      remove_slurm_plugin
       echo "== SLURM plugin removed from $SITE" | tee -a "$OUT/log.txt"
       timeout 240 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
         --queries 20=$BD/bench_queries.fasta --queries 500=$D/uniprot_queries500.fasta.gz \
