@@ -29,6 +29,7 @@
 #          and in s16 and h16 on a database of 2,048-aa subjects (multi-pass kernels).
 # PHASE=GT: precompile and the GPU tests only.
 # WARM_START=false: config warm_start false in S and F4; WARM_AB=1: S with false, then true.
+# STANDBY_AB=N: after S, N pairs of 20-query runs with the GPU standby off, then on.
 # PLUGIN_AB=1: S, then S again without snakemake-executor-plugin-slurm; S_REPEAT=N: N more
 # 20-query runs after each.  NO_SLURM_PLUGIN=1: remove the plugin before any phase.
 # PHASE="S D": D, after S, times process starts on the host (python3, swgpu, nvidia-smi -L,
@@ -413,6 +414,33 @@ if has_phase S; then
         | grep -A12 "== q20" | tee -a "$OUT/log.txt"
     done
   done
+  # STANDBY_AB=N: N pairs of 20-query runs, the warm process's GPU standby off, then on
+  # (SWGPU_GPU_STANDBY), on this machine; the tables of the last pair compared
+  for n in $(seq 1 "${STANDBY_AB:-0}"); do
+    for sb in 0 1; do
+      echo "== 20 queries, GPU standby $sb, pair $n" | tee -a "$OUT/log.txt"
+      SWGPU_GPU_STANDBY=$sb timeout 60 python3 benchmarks/workflow_scale.py \
+        --database $BD/bench_db.fasta --queries 20=$BD/bench_queries.fasta --cores 16 \
+        --threads 16 --shards 1 --workdir /tmp/scaleSB_${sb}_$n \
+        --json /tmp/scaleSB_${sb}_$n.json 2>&1 | grep -A12 "== q20" | tee -a "$OUT/log.txt"
+      python3 -c "
+import glob, json
+for f in glob.glob('/tmp/scaleSB_${sb}_$n/q20/results/stats/score_shard/*.json'):
+    r = json.load(open(f))
+    print('score_shard', r.get('wall_s'), 'phases', r.get('phases_s'), 'startup',
+          r.get('startup_s'), 'wait', r.get('startup_wait_s'), 'read', r.get('read_s'))
+" 2>&1 | tee -a "$OUT/log.txt"
+    done
+  done
+  if [ "${STANDBY_AB:-0}" -gt 0 ]; then
+    n=$STANDBY_AB
+    for t in hits.tsv alignments.tsv; do
+      cmp -s /tmp/scaleSB_0_$n/q20/results/$t /tmp/scaleSB_1_$n/q20/results/$t \
+        && echo "standby A/B: $t identical" || echo "standby A/B: $t DIFFERS"
+    done | tee -a "$OUT/log.txt"
+    tar czf "$OUT/stats_SB.tgz" -C /tmp scaleSB_0_$n/q20/results/stats \
+      scaleSB_1_$n/q20/results/stats scaleSB_1_$n/q20/results/logs 2>/dev/null
+  fi
   if [ "${WARM_AB:-0}" = 1 ]; then
     for q in q20 q500; do for t in hits.tsv alignments.tsv changes.tsv; do
       cmp -s /tmp/scaleS_false/$q/results/$t /tmp/scaleS_true/$q/results/$t \

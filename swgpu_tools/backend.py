@@ -361,9 +361,47 @@ def _init_gpu_typing_beside():
     return thread
 
 
+#: A start made ahead by :func:`prestart` (the warm process's GPU standby), with its scheme.
+_PRESTARTED: list = []
+
+
+def prestart(scheme=None) -> BackendStart:
+    """Start the backend now, on a thread (``auto``: the GPU where one is usable, with
+    ``scheme``'s cached scoring kernels), for a command this process runs later:
+    that command's :func:`start_backend` with ``device="auto"`` and a backend other
+    than ``cpu`` takes it (once) instead of starting again."""
+    start = BackendStart("auto", "auto", background=True, scheme=scheme)
+    _PRESTARTED[:] = [(start, scheme)]
+    return start
+
+
+def _take_prestarted(backend: str, device, scheme) -> StartedBackend | None:
+    if not _PRESTARTED or backend == "cpu" or device != "auto":
+        return None
+    start, pre_scheme = _PRESTARTED.pop()
+    t = time.perf_counter()
+    started = start.result()  # its error, if any, is the one this start would have met
+    steps = {"prestarted wait": time.perf_counter() - t}
+    if started.name != "gpu":
+        choose_backend(backend)  # "gpu" asked for: the same error as a fresh start
+        return StartedBackend(started.choice, None, steps)
+    bind_gpu(started.gpu_id)  # current on this thread too
+    if scheme is not None and (pre_scheme is None or scheme != pre_scheme):
+        from .kernels import gpu as gpu_kernels
+
+        t = time.perf_counter()
+        gpu_kernels.preload_kernels(scheme)
+        steps["scoring kernels"] = time.perf_counter() - t
+    return StartedBackend(started.choice, started.gpu_id, steps)
+
+
 def start_backend(backend: str = "auto", device="auto", scheme=None) -> StartedBackend:
     """Choose the backend; for the GPU: lock and bind one, open its context, load helpers
-    (and, given the :class:`~swgpu_tools.scoring.ScoringScheme`, the cached scoring kernels)."""
+    (and, given the :class:`~swgpu_tools.scoring.ScoringScheme`, the cached scoring kernels).
+    A start made ahead (:func:`prestart`) is taken where it fits."""
+    pre = _take_prestarted(backend, device, scheme)
+    if pre is not None:
+        return pre
     steps: dict[str, float] = {}
     t = time.perf_counter()
     gpu_id = None

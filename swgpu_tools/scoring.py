@@ -236,12 +236,16 @@ class ScoringScheme:
         """Cost of one gap of ``length`` residues."""
         return self.gap_open + length * self.gap_extend if length > 0 else 0
 
+    def code_table(self) -> np.ndarray:
+        """Each byte's matrix code (uint8, 256 entries); 255 for a letter it cannot score."""
+        return np.array([int(c) if c >= 0 else 255 for c in self.codes_of_letters], dtype=np.uint8)
+
     def encode(self, sequences: SequenceSet, source: str = "input") -> EncodedSequences:
         """Map stored letters to matrix codes; InputError for letters the matrix cannot score."""
         # bytearray.translate: one C pass over the residues (a letter without a
         # code -> 255), into a writable buffer: a read-only array is another
         # Numba type, and the kernels compiled for it would miss the disk cache
-        table = bytes(int(c) if c >= 0 else 255 for c in self.codes_of_letters)
+        table = self.code_table().tobytes()
         raw = bytearray(memoryview(np.ascontiguousarray(sequences.residues))).translate(table)
         if b"\xff" in raw:
             codes = self.codes_of_letters[sequences.residues]

@@ -58,3 +58,33 @@ def test_known_values_do_not_change_between_releases():
 
 
 KNOWN_MKV = 4651391989132590780
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.binary(min_size=0, max_size=50), min_size=0, max_size=25),
+    st.integers(1, 4),
+    st.sampled_from(["BLOSUM62", "PAM30", "NUC.4.4"]),
+)
+def test_hashes_and_codes_in_one_pass_equal_the_two_passes(blobs, threads, matrix):
+    """The scoring job's fused pass (hashes and matrix codes at once): the same
+    hashes as hash_ranges, the same codes as the bytes.translate of
+    ScoringScheme.encode, and the first position of a byte without a code."""
+    from swgpu_tools.scoring import ScoringScheme
+
+    scheme = ScoringScheme(matrix)
+    table = scheme.code_table()
+    residues = np.frombuffer(b"".join(blobs), dtype=np.uint8).copy()
+    offsets = np.concatenate([[0], np.cumsum([len(b) for b in blobs])]).astype(np.int64)
+    old = seqhash.CHUNK_RESIDUES
+    try:
+        seqhash.CHUNK_RESIDUES = 5  # many chunks, some of them empty
+        hashes, codes, bad = seqhash.hash_and_translate(residues, offsets, table, threads)
+    finally:
+        seqhash.CHUNK_RESIDUES = old
+    assert np.array_equal(hashes, seqhash.hash_ranges(residues, offsets, 1))
+    want = bytearray(residues.tobytes()).translate(table.tobytes())
+    assert codes.tobytes() == bytes(want)
+    assert bad == want.find(b"\xff")
+    own = scheme.codes_of_letters
+    assert table.tolist() == [int(c) if c >= 0 else 255 for c in own]

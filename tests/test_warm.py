@@ -46,11 +46,18 @@ def _wait_for(predicate, timeout=60.0, what="condition"):
 class Warm:
     """A warm process started as the Snakefile starts it, its log, its socket."""
 
-    def __init__(self, tmp_path: Path, parent_cmd: list[str] | None = None, gpu: bool = False):
+    def __init__(
+        self,
+        tmp_path: Path,
+        parent_cmd: list[str] | None = None,
+        gpu: bool = False,
+        standby: str | None = None,
+    ):
         self.log = tmp_path / "warm.log"
         self.socket = str(tmp_path / "s")
         env = {k: v for k, v in os.environ.items() if k != ENV}
         args = [SWGPU, "warm-serve", "--socket", self.socket] + (["--gpu"] if gpu else [])
+        args += ["--gpu-standby", standby] if standby else []
         if parent_cmd is None:
             args += ["--parent", str(os.getpid())]
             self.proc = subprocess.Popen(
@@ -395,4 +402,119 @@ def test_a_childs_status_reaches_its_job_before_the_child_ends(bare_server):
         assert pid not in srv.children and pid not in srv.reports
     finally:
         os.close(w)
+        job.close()
+
+
+def test_which_scoring_jobs_the_gpu_standby_may_take():
+    from swgpu_tools.warm.standby import eligible
+
+    env = {"CUDA_DEVICE_MAX_CONNECTIONS": "32", "PATH": "/bin"}
+
+    def job(*argv, **extra):
+        return {"argv": list(argv), "env": {**env, **extra}}
+
+    assert eligible(job("score-shard", "a.swdb", "--queries", "q"), env)
+    assert eligible(job("score-shard", "a", "--backend", "gpu", "--device", "auto"), env)
+    assert eligible(job("score-shard", "a", "--backend=auto"), env)
+    assert eligible(job("score-shard", "a", PATH="/usr/bin"), env)  # not a CUDA setting
+    assert not eligible(job("score-shard", "a", "--backend", "cpu"), env)
+    assert not eligible(job("score-shard", "a", "--backend=cpu"), env)
+    assert not eligible(job("score-shard", "a", "--device", "1"), env)
+    assert not eligible(job("score-shard", "a", "--device=0"), env)
+    assert not eligible(job("search", "q", "db"), env)
+    assert not eligible(job("score-shard", "a", CUDA_VISIBLE_DEVICES="1"), env)
+    assert not eligible(job("score-shard", "a", CUDA_DEVICE_MAX_CONNECTIONS="8"), env)
+    assert not eligible({"argv": ["score-shard", "a"], "env": {}}, env)  # CUDA_* unset there
+
+
+def _score_shard_job(env, tmp_path, shard, name, *extra) -> dict:
+    out, stats = tmp_path / f"{name}.npz", tmp_path / f"{name}.json"
+    proc = subprocess.run(
+        [SWGPU, "score-shard", str(shard), "--queries", str(DATA / "example_queries.fasta")]
+        + ["--out", str(out), "--stats", str(stats), "--top-k", "20", "--threads", "2", *extra],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return {"hits": out.read_bytes(), "stats": json.loads(stats.read_text())}
+
+
+def test_the_gpu_standby_takes_the_first_scoring_job_that_may_use_it(tmp_path):
+    """The warm process forks a standby that starts the backend at once; the first
+    score-shard job that may use it runs in it (its start-up is then the wait for
+    the standby's), with the same hits as in its own process; a --backend cpu job
+    is not given to it, and a later job runs in a child as before.  (Here, without
+    a GPU, the standby's start chooses the CPU: the hand-over is the same.)"""
+    from swgpu_tools.io.hitsfile import read_shard_hits
+
+    shards = tmp_path / "shards"
+    subprocess.run(
+        [SWGPU, "shard", str(DATA / "example_database.fasta.gz"), "--shards", "1"]
+        + ["--out-dir", str(shards)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    shard = shards / "shard-0000.swdb"
+    own_env = {k: v for k, v in os.environ.items() if k != ENV}
+    own = _score_shard_job(own_env, tmp_path, shard, "own")
+    w = Warm(tmp_path, gpu=True, standby="BLOSUM62:11:1")
+    try:
+        _wait_for(lambda: "GPU standby: pid" in w.text(), what="the standby")
+        pid = int(re.search(r"GPU standby: pid (\d+)", w.text()).group(1))
+        assert _alive(pid)
+        cpu = _score_shard_job(w.env(), tmp_path, shard, "cpu", "--backend", "cpu")
+        assert "the GPU standby takes" not in w.text() and _alive(pid)
+        took = _score_shard_job(w.env(), tmp_path, shard, "standby")
+        assert f"pid {pid}: the GPU standby takes the job" in w.text()
+        assert "prestarted wait" in took["stats"]["startup_s"]
+        assert "prestarted wait" not in cpu["stats"]["startup_s"]
+        _wait_for(lambda: not _alive(pid), timeout=20, what="the standby's end")
+        later = _score_shard_job(w.env(), tmp_path, shard, "later")
+        jobs = w.children("score-shard")  # the cpu job's child, the standby, a new child
+        assert len(jobs) == 3 and jobs[1] == pid and pid not in (jobs[0], jobs[2])
+        assert "prestarted wait" not in later["stats"]["startup_s"]
+    finally:
+        w.stop()
+
+    def rows(name):
+        h = read_shard_hits(tmp_path / f"{name}.npz")
+        return [(h.queries[q], h.subjects[s], int(x)) for q, s, x in zip(h.q, h.s, h.score)]
+
+    expected = rows("own")
+    assert len(expected) > 50
+    for name in ("cpu", "standby", "later"):
+        assert rows(name) == expected, name
+    assert own["stats"]["hits"] == took["stats"]["hits"] > 0
+
+
+def test_a_job_on_the_standby_that_ends_without_a_status_gets_one(bare_server):
+    """The standby is not the serving process's child (waitpid never reports it): if
+    its pipe closes with no status (killed), its job is answered "exit 1" at once,
+    not left waiting."""
+    import selectors
+    import socket
+
+    from swgpu_tools.warm.protocol import receive
+
+    srv = bare_server
+    job, conn = socket.socketpair()
+    r, w = os.pipe()
+    pid = 999_998
+    try:
+        srv.children[pid] = conn
+        srv.reports[pid] = r
+        srv.adopted.add(pid)
+        srv.sel.register(r, selectors.EVENT_READ, ("report", pid))
+        os.close(w)
+        w = None
+        srv.poll(1.0)
+        job.settimeout(5)
+        assert receive(job)[0] == {"exit": 1}
+        assert pid not in srv.children and pid not in srv.adopted
+    finally:
+        if w is not None:
+            os.close(w)
         job.close()

@@ -199,6 +199,15 @@ def add_steps(sub) -> None:
     p.add_argument(
         "--gpu", action="store_true", help="also load numba-cuda's typing (scoring on a GPU)"
     )
+    p.add_argument(
+        "--gpu-standby",
+        metavar="MATRIX:OPEN:EXTEND",
+        default=None,
+        help="with --gpu: also fork a GPU standby, a process that starts the GPU at once "
+        "(with this scoring's kernels) and runs the first scoring job that may use it "
+        "(no --backend cpu, --device auto); it ends after two minutes without one. "
+        "SWGPU_GPU_STANDBY=0 turns it off",
+    )
     p.set_defaults(run=run_warm_serve)
 
     p = _parser(
@@ -345,8 +354,15 @@ def run_receipt(args) -> int:
 def run_warm_serve(args) -> int:
     from ..warm.server import serve
 
+    standby = None
+    if args.gpu_standby is not None and os.environ.get("SWGPU_GPU_STANDBY", "1") != "0":
+        matrix, _, gaps = args.gpu_standby.partition(":")
+        gap_open, _, gap_extend = gaps.partition(":")
+        standby = {"matrix": matrix, "gap_open": gap_open, "gap_extend": gap_extend}
     # the children run commands as `swgpu` does (cli.run_command, set by cli.build_parser)
-    return serve(args.socket, args.command_runner, parent=args.parent, gpu=args.gpu)
+    return serve(
+        args.socket, args.command_runner, parent=args.parent, gpu=args.gpu, standby=standby
+    )
 
 
 def run_check_shards(args) -> int:

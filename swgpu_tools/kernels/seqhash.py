@@ -44,6 +44,38 @@ def _hash_chunk(c, nchunks, residues, offsets, bounds, out):  # pragma: no cover
         out[i] = h ^ (h >> np.uint64(31))
 
 
+@njit(cache=True, nogil=True, boundscheck=False)
+def _hash_encode_chunk(
+    c, nchunks, residues, offsets, bounds, table, out, codes, bad
+):  # pragma: no cover - compiled
+    prime = np.uint64(0x100000001B3)
+    first_bad = -1
+    for i in range(bounds[c], bounds[c + 1]):
+        a, b = offsets[i], offsets[i + 1]
+        h = np.uint64(0xCBF29CE484222325) ^ (np.uint64(b - a) * np.uint64(0x9E3779B97F4A7C15))
+        for p in range(a, b):
+            x = residues[p]
+            h = (h ^ np.uint64(x)) * prime
+            code = table[x]
+            codes[p] = code
+            if code == 255 and first_bad < 0:
+                first_bad = p
+        h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        out[i] = h ^ (h >> np.uint64(31))
+    bad[c] = first_bad
+
+
+def _chunk_bounds(offsets: np.ndarray, n: int, threads: int) -> np.ndarray:
+    """Chunk c: the sequences from the first one starting at or after its share of residues."""
+    total = int(offsets[-1] - offsets[0])
+    nchunks = max(1, min(n, total // CHUNK_RESIDUES + 1, 8 * max(1, threads)))
+    marks = offsets[0] + (total * np.arange(nchunks + 1, dtype=np.int64)) // nchunks
+    bounds = np.searchsorted(offsets[:-1], marks, side="left").astype(np.int64)
+    bounds[0], bounds[-1] = 0, n
+    return bounds
+
+
 def hash_ranges(residues: np.ndarray, offsets: np.ndarray, threads: int = 1) -> np.ndarray:
     """uint64 hash of ``residues[offsets[i]:offsets[i + 1]]`` for every i."""
     residues = np.ascontiguousarray(residues, dtype=np.uint8)
@@ -52,19 +84,40 @@ def hash_ranges(residues: np.ndarray, offsets: np.ndarray, threads: int = 1) -> 
     out = np.empty(max(n, 0), dtype=np.uint64)
     if n <= 0:
         return out
-    total = int(offsets[-1] - offsets[0])
-    nchunks = max(1, min(n, total // CHUNK_RESIDUES + 1, 8 * max(1, threads)))
-    # chunk c: the sequences from the first one starting at or after its share of residues
-    marks = offsets[0] + (total * np.arange(nchunks + 1, dtype=np.int64)) // nchunks
-    bounds = np.searchsorted(offsets[:-1], marks, side="left").astype(np.int64)
-    bounds[0], bounds[-1] = 0, n
-    run_chunks(_hash_chunk, nchunks, threads, residues, offsets, bounds, out)
+    bounds = _chunk_bounds(offsets, n, threads)
+    run_chunks(_hash_chunk, len(bounds) - 1, threads, residues, offsets, bounds, out)
     return out
+
+
+def hash_and_translate(
+    residues: np.ndarray, offsets: np.ndarray, table: np.ndarray, threads: int = 1
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`hash_ranges`, and in the same pass ``table[residues]`` (uint8; 255 marks
+    a letter without a code): (hashes, codes, position of the first 255 or -1).
+    The residues must be exactly the sequences' (``offsets[0] == 0``,
+    ``offsets[-1] == len(residues)``)."""
+    residues = np.ascontiguousarray(residues, dtype=np.uint8)
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    table = np.ascontiguousarray(table, dtype=np.uint8)
+    n = len(offsets) - 1
+    if len(table) != 256 or (n >= 0 and (offsets[0] != 0 or offsets[-1] != len(residues))):
+        raise ValueError("hash_and_translate: a 256-entry table and whole residues")
+    out = np.empty(max(n, 0), dtype=np.uint64)
+    codes = np.empty(len(residues), dtype=np.uint8)
+    if n <= 0:
+        return out, codes, -1
+    bounds = _chunk_bounds(offsets, n, threads)
+    bad = np.full(len(bounds) - 1, -1, dtype=np.int64)
+    run_chunks(
+        _hash_encode_chunk, len(bad), threads, residues, offsets, bounds, table, out, codes, bad
+    )
+    found = bad[bad >= 0]
+    return out, codes, int(found.min()) if len(found) else -1
 
 
 def entry_points():
     """The Numba functions of this module (for the precompile and the cold-cache notice)."""
-    return (_hash_chunk,)
+    return (_hash_chunk, _hash_encode_chunk)
 
 
 def reference_hash(letters: bytes) -> int:

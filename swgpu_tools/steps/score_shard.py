@@ -24,6 +24,7 @@ from ..io.statefile import read_state, sequence_hashes, write_state
 from ..io.stepstats import StepTimer
 from ..logs import get_logger
 from ..scoring import ScoringScheme
+from ..sequences import EncodedSequences
 
 log = get_logger(__name__)
 
@@ -91,22 +92,27 @@ class _Prefetch:
         t1 = time.perf_counter()
         state = read_state(self.states[i]) if self.states[i] else None
         t2 = time.perf_counter()
-        hashes = sequence_hashes(shard)
+        encoded = None
+        if state is not None:  # a re-scan encodes only its delta
+            hashes = sequence_hashes(shard)
+        else:
+            from ..kernels.seqhash import hash_and_translate
+
+            # a shard without a state is scored whole: its residues as the kernels
+            # take them, coded in the hashes' pass (all cores, without the GIL)
+            hashes, codes, bad = hash_and_translate(
+                shard.residues, shard.offsets, self.scheme.code_table(), usable_cpus()
+            )
+            if bad >= 0:
+                self.scheme.encode(shard, "database")  # raises, naming the record
+            encoded = EncodedSequences(codes, shard.offsets.copy())
         t3 = time.perf_counter()
-        # a shard without a state is scored whole: its residues as the kernels
-        # take them (a re-scan encodes only its delta)
-        encoded = None if state is not None else self.scheme.encode(shard, "database")
-        seconds = {
-            "shard": t1 - t0,
-            "state": t2 - t1,
-            "hashes": t3 - t2,
-            "encode": time.perf_counter() - t3,
-        }
+        seconds = {"shard": t1 - t0, "state": t2 - t1, "hashes_encode": t3 - t2}
         return shard, encoded, hashes, state, {k: round(v, 4) for k, v in seconds.items()}
 
     def get(self, i: int):
         """(shard ``i``, its encoded residues or None, its hashes, its state, the
-        reading thread's seconds: shard, state, hashes, encode), waiting for
+        reading thread's seconds: shard, state, hashes_encode), waiting for
         them; starts on shard ``i + 1``."""
         current = self._futures.pop(i, None) or self._pool.submit(self._load, i)
         self._submit_from(i + 1)

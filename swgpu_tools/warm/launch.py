@@ -22,12 +22,15 @@ class WarmProcess:
     socket: str
 
 
-def start(log_path: str, gpu: bool, parent: int | None = None) -> WarmProcess | None:
+def start(
+    log_path: str, gpu: bool, parent: int | None = None, standby: str | None = None
+) -> WarmProcess | None:
     """Start ``swgpu warm-serve`` (the ``swgpu`` on PATH, the jobs' one) and set
     ``$SWGPU_WARM`` in this process, so that the jobs it starts from now on use
     it; None (and nothing set) if there is no ``swgpu`` on PATH.  Its log goes
     to ``log_path``.  ``parent``: the process whose end ends it (default: this
-    one)."""
+    one).  ``standby`` (``MATRIX:OPEN:EXTEND``, with ``gpu``): a GPU standby
+    started for the scoring job (:mod:`.standby`)."""
     exe = shutil.which("swgpu")
     if exe is None:
         return None
@@ -38,7 +41,9 @@ def start(log_path: str, gpu: bool, parent: int | None = None) -> WarmProcess | 
     with open(log_path, "ab") as log:
         args = [exe, "warm-serve", "--socket", path, "--parent", str(parent or os.getpid())]
         process = subprocess.Popen(
-            args + (["--gpu"] if gpu else []),
+            args
+            + (["--gpu"] if gpu else [])
+            + (["--gpu-standby", standby] if gpu and standby else []),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

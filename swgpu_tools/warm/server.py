@@ -33,7 +33,8 @@ import sys
 import time
 import traceback
 
-from .protocol import ENV, fingerprint, receive, send
+from .protocol import fingerprint, receive, send
+from .standby import Standby, fork_standby, run_job
 
 #: Seconds without any command after which the process ends on its own.
 IDLE_S = 3600.0
@@ -148,12 +149,24 @@ def cuda_started() -> bool:
 
 
 class _Server:
-    def __init__(self, path, run_command, parent: int | None, gpu: bool, idle_s: float):
+    def __init__(
+        self,
+        path,
+        run_command,
+        parent: int | None,
+        gpu: bool,
+        idle_s: float,
+        standby: dict | None = None,
+    ):
         self.path = path
         self.run_command = run_command
         self.parent = parent
         self.gpu = gpu
         self.idle_s = idle_s
+        self.standby_scheme = standby  # a GPU standby's scoring (matrix, gaps), or None
+        self.standby: Standby | None = None
+        self.standby_ours = False  # whether it is this process's child (waitpid reports it)
+        self.adopted: set[int] = set()  # jobs' pids that are not this process's children
         self.fingerprint = fingerprint()
         self.children: dict[int, socket.socket] = {}  # child pid -> its job's connection
         self.reports: dict[int, int] = {}  # child pid -> the pipe its status comes by
@@ -202,6 +215,8 @@ class _Server:
         gens = generations(self.gpu)
         while True:
             self._load(gens[self.generation])
+            if self.generation == 0 and self.gpu and self.standby_scheme is not None:
+                self._fork_standby()
             if self.stopping or self.refuse or self.generation + 1 == len(gens):
                 break
             if not self._fork_successor():
@@ -222,6 +237,17 @@ class _Server:
                 self._log(f"{self.refuse}: every command runs in its own process")
                 return
 
+    def _fork_standby(self) -> None:
+        """Fork the GPU standby (:mod:`.standby`): it starts the GPU now, for the
+        first scoring job that may use it; the next generations keep its handle."""
+        if self.refuse:
+            return
+        scheme = self.standby_scheme if isinstance(self.standby_scheme, dict) else None
+        self.standby = fork_standby(self._close_inherited, self.run_command, scheme)
+        self.standby_ours = self.standby is not None
+        if self.standby is not None:
+            self._log(f"GPU standby: pid {self.standby.pid}")
+
     def _fork_successor(self) -> bool:
         """Fork the process that loads the next generation; True in that process."""
         r, w = os.pipe()
@@ -235,6 +261,7 @@ class _Server:
         if self.to_predecessor is not None:
             os.close(self.to_predecessor)
         self.to_predecessor = w
+        self.standby_ours = False
         self.sel.close()  # the predecessor's (an epoll instance is shared across a fork)
         self.sel = selectors.DefaultSelector()
         os.close(self.wake_r)
@@ -334,14 +361,16 @@ class _Server:
                 send(conn, {"retry": "the imports it needs are loading"})
                 conn.close()
                 return
-            sys.stdout.flush()
-            sys.stderr.flush()
-            report_r, report_w = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                os.close(report_r)
-                self._child(conn, request, fds, report_w)  # never returns
-            os.close(report_w)
+            pid, report_r = self._to_standby(request, fds)
+            if pid is None:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                report_r, report_w = os.pipe()
+                pid = os.fork()
+                if pid == 0:
+                    os.close(report_r)
+                    self._child(conn, request, fds, report_w)  # never returns
+                os.close(report_w)
         finally:
             for fd in fds:
                 os.close(fd)
@@ -358,6 +387,21 @@ class _Server:
         self._log(
             f"pid {pid}: swgpu {' '.join(request['argv'][:1])} (job pid {request.get('pid')})"
         )
+
+    def _to_standby(self, request: dict, fds: list[int]) -> tuple[int | None, int | None]:
+        """(pid, report pipe) of the GPU standby if it took the request, else (None, None)."""
+        standby = self.standby
+        if standby is None or (request.get("argv") or [""])[0] != "score-shard":
+            return None, None
+        report_r = standby.offer(request, fds)
+        if standby.sock is None:
+            self.standby = None  # used, or gone
+        if report_r is None:
+            return None, None
+        if not self.standby_ours:
+            self.adopted.add(standby.pid)
+        self._log(f"pid {standby.pid}: the GPU standby takes the job")
+        return standby.pid, report_r
 
     def _later_generation_loading(self, request: dict) -> bool:
         """Whether the request's command needs a later generation than this
@@ -410,10 +454,15 @@ class _Server:
         os.close(self.reports.pop(pid))
         if len(data) == 4 and pid in self.children:
             self._reply(pid, {"exit": struct.unpack("!i", data)[0]})
+        elif pid in self.adopted and pid in self.children:
+            # not this process's child: no waitpid will say how it ended
+            self._log(f"pid {pid}: ended without a status")
+            self._reply(pid, {"exit": 1})
 
     def _reply(self, pid: int, reply: dict) -> None:
         """Send a child's status to its job and forget the child."""
         conn = self.children.pop(pid)
+        self.adopted.discard(pid)
         self.last = time.monotonic()
         self._log(f"pid {pid}: {reply}")
         try:
@@ -428,58 +477,35 @@ class _Server:
 
     # -- the child --------------------------------------------------------------
 
-    def _child(self, conn: socket.socket, request: dict, fds: list[int], report: int) -> None:
-        status = 1
-        try:
-            signal.set_wakeup_fd(-1)
-            for signum in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP, signal.SIGQUIT):
-                signal.signal(signum, signal.SIG_DFL)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            self.sel.close()
-            self.listener.close()
+    def _close_inherited(self, conn: socket.socket | None = None) -> None:
+        """In a forked child: reset the signals and close what belongs to the warm process."""
+        signal.set_wakeup_fd(-1)
+        for signum in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP, signal.SIGQUIT):
+            signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.sel.close()
+        self.listener.close()
+        if conn is not None:
             conn.close()
-            for other in self.children.values():
-                other.close()
-            for fd in self.reports.values():
+        for other in self.children.values():
+            other.close()
+        for fd in self.reports.values():
+            os.close(fd)
+        os.close(self.wake_r)
+        os.close(self.wake_w)
+        for fd in (self.from_successor, self.to_predecessor):
+            if fd is not None:
                 os.close(fd)
-            os.close(self.wake_r)
-            os.close(self.wake_w)
-            for fd in (self.from_successor, self.to_predecessor):
-                if fd is not None:
-                    os.close(fd)
-            for target, fd in zip(request["fds"], fds):
-                if fd != target:
-                    os.dup2(fd, target)
-            for fd in fds:
-                if fd not in request["fds"]:
-                    os.close(fd)
-            sys.stdin = os.fdopen(0, "r", closefd=False)
-            sys.stdout = os.fdopen(1, "w", buffering=1 if os.isatty(1) else -1, closefd=False)
-            sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False, errors="backslashreplace")
-            os.chdir(request["cwd"])
-            os.umask(int(request["umask"]))
-            env = {str(k): str(v) for k, v in request["env"].items() if k != ENV}
-            os.environ.clear()
-            os.environ.update(env)
-            argv = [str(a) for a in request["argv"]]
-            sys.argv = ["swgpu", *argv]
-            status = self.run_command(argv)
-        except SystemExit as exc:
-            status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if self.standby is not None:
+            self.standby.close()
+
+    def _child(self, conn: socket.socket, request: dict, fds: list[int], report: int) -> None:
+        try:
+            self._close_inherited(conn)
         except BaseException:
             traceback.print_exc()
-            status = 1
-        finally:
-            try:
-                import logging
-
-                sys.stdout.flush()
-                sys.stderr.flush()
-                logging.shutdown()
-                # the status now (the outputs are complete), the exit after it
-                os.write(report, struct.pack("!i", status if isinstance(status, int) else 1))
-            finally:
-                os._exit(status)
+            os._exit(1)
+        run_job(request, fds, report, self.run_command)  # never returns
 
     # -- the end ----------------------------------------------------------------
 
@@ -487,6 +513,8 @@ class _Server:
         if self.draining and not self.stopping:
             self._log("ended (its children done)")
             return 0
+        if self.standby is not None:
+            self.standby.close()  # it ends once no warm process holds its socket
         try:
             self.listener.close()
             os.unlink(self.path)
@@ -508,13 +536,21 @@ class _Server:
 
 
 def serve(
-    path: str, run_command, parent: int | None = None, gpu: bool = False, idle_s: float = IDLE_S
+    path: str,
+    run_command,
+    parent: int | None = None,
+    gpu: bool = False,
+    idle_s: float = IDLE_S,
+    standby: dict | None = None,
 ) -> int:
     """Run the warm process on the Unix socket ``path`` until ``parent`` (a
     process id: its Snakemake) ends, SIGTERM, or ``idle_s`` seconds without a
     command.  Each child runs ``run_command(argv)`` (``swgpu argv``: the CLI's
     :func:`~swgpu_tools.cli.run_command`) and exits with its status.  ``gpu``:
-    also load numba-cuda's typing (scoring jobs on a GPU)."""
+    also load numba-cuda's typing (scoring jobs on a GPU); ``standby`` (with
+    ``gpu``): fork a GPU standby (:mod:`.standby`) that preloads the scoring
+    kernels of this scoring (``matrix``, ``gap_open``, ``gap_extend``; ``{}``:
+    none)."""
     for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(name, "1")  # no thread pools in a process that forks
-    return _Server(path, run_command, parent, gpu, idle_s).run()
+    return _Server(path, run_command, parent, gpu, idle_s, standby).run()

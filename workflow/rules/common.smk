@@ -150,7 +150,15 @@ def start_warm_process():
         return
     from swgpu_tools.warm.launch import start
 
-    _WARM.append(start("results/logs/warm-start.log", gpu=bool(SCORE_GPUS)))
+    # with a GPU: a standby process starts it at once, for the first scoring job
+    standby = f"{config['matrix']}:{config['gap_open']}:{config['gap_extend']}"
+    _WARM.append(
+        start(
+            "results/logs/warm-start.log",
+            gpu=bool(SCORE_GPUS),
+            standby=standby if config["backend"] != "cpu" else None,
+        )
+    )
 
 
 def stop_warm_process():

@@ -1,0 +1,221 @@
+"""The GPU standby: a child of the warm process that starts the GPU before a scoring job comes.
+
+A scoring job's GPU start (its lock, the CUDA driver and context, the helper
+and scoring kernels from the disk cache) takes about 0.9 s on an H100 host.
+The job overlaps it with reading its shard, but the start is the longer of
+the two.  The warm process itself must never start CUDA (a context does not
+survive a fork), so it forks one *standby* as soon as it runs: a process that
+starts the GPU at once (:func:`swgpu_tools.backend.prestart`) and then waits
+for one command.  The first ``score-shard`` command that may run on it (no
+``--backend cpu``, ``--device auto``, the same ``CUDA_*`` environment) is
+handed to it instead of a new child; it becomes that job's ``swgpu``
+exactly as a child does (:func:`run_job`), with its GPU already started.
+
+The standby takes one command and ends with it.  It ends without one after
+:data:`IDLE_S` seconds (so a run that scores on the CPU, or nothing, does not
+keep a GPU locked for long), when the warm processes are gone (its socket
+closes), or on SIGTERM with their process group.
+
+The hand-over: the warm process sends the request and the job's file
+descriptors, with the write end of a pipe, over a socket pair.  The standby's
+reader answers on the pipe at once: ``y`` (taken; the pipe then brings the
+exit status, as a child's report pipe does) or ``n`` (not for it).  Nothing,
+or a closed pipe, means it is gone: the warm process forks a child as usual.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import traceback
+
+from .protocol import ENV, receive, send
+
+#: Seconds the standby waits for a command before it ends (and frees its GPU).
+IDLE_S = 120.0
+
+#: Seconds the warm process waits for the standby's answer to a hand-over.
+ANSWER_S = 5.0
+
+
+def eligible(request: dict, env=None) -> bool:
+    """Whether a request may run on the standby: ``swgpu score-shard`` that may use
+    a GPU (no ``--backend cpu``), on any GPU (``--device auto``, the default), with
+    the ``CUDA_*`` environment the standby's GPU started under (``env``: default
+    this process's)."""
+    argv = [str(a) for a in request.get("argv") or []]
+    if argv[:1] != ["score-shard"]:
+        return False
+    options = {"--backend": "auto", "--device": "auto"}
+    for i, arg in enumerate(argv):
+        name, eq, value = arg.partition("=")
+        if name in options:
+            if not eq:
+                value = argv[i + 1] if i + 1 < len(argv) else ""
+            options[name] = value
+    if options["--backend"] == "cpu" or options["--device"] != "auto":
+        return False
+    env = os.environ if env is None else env
+    theirs = request.get("env") or {}
+    cuda = {k for k in (*env, *theirs) if k.startswith("CUDA_")}
+    return all(env.get(k) == theirs.get(k) for k in cuda)
+
+
+class Standby:
+    """The warm process's handle on its standby (one command, then gone)."""
+
+    def __init__(self, pid: int, sock: socket.socket):
+        self.pid = pid
+        self.sock: socket.socket | None = sock
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    def offer(self, request: dict, fds: list[int]) -> int | None:
+        """Hand a request (and the job's file descriptors) to the standby: the read
+        end of the pipe its status will come by, or None (not for it, or gone)."""
+        if self.sock is None:
+            return None
+        r, w = os.pipe()
+        try:
+            send(self.sock, request, [*fds, w])
+        except OSError:  # it ended, or took another command
+            os.close(r)
+            self.close()
+            return None
+        finally:
+            os.close(w)
+        answer = b""
+        if select.select([r], [], [], ANSWER_S)[0]:
+            try:
+                answer = os.read(r, 1)
+            except OSError:
+                pass
+        if answer == b"y":
+            self.close()  # one command per standby
+            return r
+        os.close(r)
+        if answer != b"n":
+            self.close()  # gone, or not answering: never asked again
+            if not answer:
+                try:
+                    os.kill(self.pid, signal.SIGTERM)
+                except OSError:
+                    pass
+        return None
+
+
+def fork_standby(close_inherited, run_command, scheme_args: dict | None) -> Standby | None:
+    """Fork the standby (in the warm process: ``close_inherited`` closes, in the
+    child, what it must not keep of the warm process's); None if fork fails."""
+    parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        pid = os.fork()
+    except OSError:
+        parent_end.close()
+        child_end.close()
+        return None
+    if pid:
+        child_end.close()
+        return Standby(pid, parent_end)
+    status = 1
+    try:
+        parent_end.close()
+        close_inherited()
+        status = _standby_main(child_end, run_command, scheme_args)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        os._exit(status)
+
+
+def _scheme(scheme_args: dict | None):
+    if not scheme_args:
+        return None
+    from ..scoring import ScoringScheme
+
+    try:
+        return ScoringScheme(
+            scheme_args["matrix"], int(scheme_args["gap_open"]), int(scheme_args["gap_extend"])
+        )
+    except Exception:  # the job's own start loads its kernels then
+        return None
+
+
+def _standby_main(sock: socket.socket, run_command, scheme_args: dict | None) -> int:
+    from .. import backend
+
+    for signum in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the job, not this
+    print(f"[swgpu warm] GPU standby: starting, pid {os.getpid()}", file=sys.stderr, flush=True)
+    env = dict(os.environ)  # before the start sets its defaults (CUDA_DEVICE_MAX_CONNECTIONS)
+    backend.prestart(_scheme(scheme_args))
+    sock.settimeout(IDLE_S)
+    while True:
+        try:
+            request, fds = receive(sock, max_fds=8)
+        except (OSError, EOFError, ValueError):  # idle, or the warm processes are gone
+            return 0
+        if not fds:
+            continue
+        *job_fds, answer = fds
+        if not eligible(request, env):
+            os.write(answer, b"n")
+            for fd in fds:
+                os.close(fd)
+            continue
+        os.write(answer, b"y")
+        sock.close()  # later offers fail at once
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        run_job(request, job_fds, answer, run_command)  # never returns
+
+
+def run_job(request: dict, fds: list[int], report: int, run_command) -> None:
+    """Become the job's ``swgpu``: its standard streams (``fds``, placed at
+    ``request["fds"]``), folder, umask, environment and arguments; run the
+    command, write its status to ``report`` (the outputs are complete then),
+    and exit with it.  Never returns."""
+    status = 1
+    try:
+        for target, fd in zip(request["fds"], fds):
+            if fd != target:
+                os.dup2(fd, target)
+        for fd in fds:
+            if fd not in request["fds"]:
+                os.close(fd)
+        sys.stdin = os.fdopen(0, "r", closefd=False)
+        sys.stdout = os.fdopen(1, "w", buffering=1 if os.isatty(1) else -1, closefd=False)
+        sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False, errors="backslashreplace")
+        os.chdir(request["cwd"])
+        os.umask(int(request["umask"]))
+        env = {str(k): str(v) for k, v in request["env"].items() if k != ENV}
+        os.environ.clear()
+        os.environ.update(env)
+        argv = [str(a) for a in request["argv"]]
+        sys.argv = ["swgpu", *argv]
+        status = run_command(argv)
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    finally:
+        try:
+            import logging
+
+            sys.stdout.flush()
+            sys.stderr.flush()
+            logging.shutdown()
+            # the status now (the outputs are complete), the exit after it
+            os.write(report, struct.pack("!i", status if isinstance(status, int) else 1))
+        finally:
+            os._exit(status if isinstance(status, int) else 1)
