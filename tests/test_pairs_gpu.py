@@ -126,6 +126,7 @@ def test_pair_kernel_source():
             assert ("so - j" in src) == kind.endswith("_rev")
 
 
+@pytest.mark.slow  # 25-30 s on the 2-core machine; .ci/run runs the slow tests too
 def test_simulator_pair_ends_and_alignments_match_cpu():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(ROOT))
     proc = subprocess.run(
