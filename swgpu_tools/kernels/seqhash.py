@@ -115,6 +115,16 @@ def hash_and_translate(
     return out, codes, int(found.min()) if len(found) else -1
 
 
+def preload() -> None:
+    """Load this module's compiled functions (from Numba's disk cache) for the arrays a
+    scoring job passes, by calling them on one residue: a process that forks jobs, or
+    waits for one, then has them ready (they are serial: no thread pool starts)."""
+    residues = np.zeros(1, dtype=np.uint8)
+    offsets = np.array([0, 1], dtype=np.int64)
+    hash_ranges(residues, offsets, 1)
+    hash_and_translate(residues, offsets, np.zeros(256, dtype=np.uint8), 1)
+
+
 def entry_points():
     """The Numba functions of this module (for the precompile and the cold-cache notice)."""
     return (_hash_chunk, _hash_encode_chunk)

@@ -48,6 +48,20 @@ def _stage_numba() -> None:
     cpu_target.target_context.refresh()
 
 
+def _stage_scoring() -> None:
+    importlib.import_module("swgpu_tools.kernels.cpu")
+    from ..kernels import seqhash
+
+    seqhash.preload()  # serial functions: loading them starts no threads
+
+
+def standby_preload() -> None:
+    """What the scoring generation loads but numba-cuda (the GPU standby's own
+    start loads that): Numba's CPU typing and the scoring job's CPU functions."""
+    _stage_numba()
+    _stage_scoring()
+
+
 def _stage_cuda(gpu: bool):
     def load() -> None:
         importlib.import_module("numba.cuda")  # imported by every scoring job (its check)
@@ -84,7 +98,7 @@ def generations(gpu: bool) -> list[list[tuple[str, object]]]:
     ]
     scoring = [
         ("numba", _stage_numba),
-        ("scoring", _modules("swgpu_tools.kernels.cpu", "swgpu_tools.kernels.seqhash")),
+        ("scoring", _stage_scoring),
         ("cuda", _stage_cuda(gpu)),
     ]
     finish = [
@@ -243,7 +257,9 @@ class _Server:
         if self.refuse:
             return
         scheme = self.standby_scheme if isinstance(self.standby_scheme, dict) else None
-        self.standby = fork_standby(self._close_inherited, self.run_command, scheme)
+        self.standby = fork_standby(
+            self._close_inherited, self.run_command, scheme, standby_preload
+        )
         self.standby_ours = self.standby is not None
         if self.standby is not None:
             self._log(f"GPU standby: pid {self.standby.pid}")

@@ -111,9 +111,12 @@ class Standby:
         return None
 
 
-def fork_standby(close_inherited, run_command, scheme_args: dict | None) -> Standby | None:
+def fork_standby(
+    close_inherited, run_command, scheme_args: dict | None, preload=None
+) -> Standby | None:
     """Fork the standby (in the warm process: ``close_inherited`` closes, in the
-    child, what it must not keep of the warm process's); None if fork fails."""
+    child, what it must not keep of the warm process's; ``preload`` loads, beside
+    the GPU's start, what a scoring job needs on the CPU); None if fork fails."""
     parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -130,7 +133,7 @@ def fork_standby(close_inherited, run_command, scheme_args: dict | None) -> Stan
     try:
         parent_end.close()
         close_inherited()
-        status = _standby_main(child_end, run_command, scheme_args)
+        status = _standby_main(child_end, run_command, scheme_args, preload)
     except BaseException:
         traceback.print_exc()
     finally:
@@ -150,7 +153,7 @@ def _scheme(scheme_args: dict | None):
         return None
 
 
-def _standby_main(sock: socket.socket, run_command, scheme_args: dict | None) -> int:
+def _standby_main(sock: socket.socket, run_command, scheme_args: dict | None, preload) -> int:
     from .. import backend
 
     for signum in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP, signal.SIGQUIT):
@@ -159,6 +162,11 @@ def _standby_main(sock: socket.socket, run_command, scheme_args: dict | None) ->
     print(f"[swgpu warm] GPU standby: starting, pid {os.getpid()}", file=sys.stderr, flush=True)
     env = dict(os.environ)  # before the start sets its defaults (CUDA_DEVICE_MAX_CONNECTIONS)
     backend.prestart(_scheme(scheme_args))
+    if preload is not None:
+        try:
+            preload()
+        except Exception as exc:  # the job loads it then
+            print(f"[swgpu warm] GPU standby: preload: {exc}", file=sys.stderr, flush=True)
     sock.settimeout(IDLE_S)
     while True:
         try:
