@@ -140,8 +140,9 @@ def test_template_language(tmp_path, monkeypatch):
 def test_the_s16_variant_switches_parse_and_change_only_s16():
     from swgpu_tools.kernels.gpu import codegen
 
-    assert codegen._variant("") == codegen.S16_DEFAULT == {"LOB": True, "U": 2, "B": 3}
-    assert codegen._variant("nolob, u1,b0") == {"LOB": False, "U": 1, "B": 0}
+    assert codegen._variant("") == codegen.S16_DEFAULT == {"LOB": True, "U": 2, "B": 3, "PROBE": ""}
+    assert codegen._variant("nolob, u1,b0") == {"LOB": False, "U": 1, "B": 0, "PROBE": ""}
+    assert codegen._variant("nof,cf")["PROBE"] == "cf,nof"
     for bad in ("eshift", "u3", "b2", "lob=1"):
         with pytest.raises(ValueError, match="SWGPU_KERNEL_VARIANT"):
             codegen._variant(bad)
@@ -153,6 +154,13 @@ def test_the_s16_variant_switches_parse_and_change_only_s16():
             "kb" not in old and "vaddmax2_relu(h0, sc1, f1)" in old and "LAUNCH_BOUNDS" not in old
         )
         assert ("s16", False) not in codegen.LAUNCH_BOUNDS
+        for m in ("h16", "s32"):
+            assert codegen.kernel_source(m, 8, 5, sim=False) == before[m]
+        # the speed-of-light probes (timing only): s16's table addresses and F chain
+        codegen.set_variant("cf,nof")
+        probe = codegen.kernel_source("s16", 8, 5, sim=False)
+        assert "((tid + 4) & 31) * 4 + sbase" in probe and "f4 = t" in probe
+        assert "(ca * D + cb)" not in probe and "(ca * D + cb)" in before["s16"]
         for m in ("h16", "s32"):
             assert codegen.kernel_source(m, 8, 5, sim=False) == before[m]
     finally:

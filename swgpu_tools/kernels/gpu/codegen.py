@@ -61,7 +61,13 @@ LAUNCH_BOUNDS = {k: v for k, v in LAUNCH_BOUNDS.items() if v}
 #: pipe and the floor at 0 joins H's max3 (4.5 instead of 5.5 DPX per packed cell); U = 2,
 #: the multi-pass kernels' step loop unrolled twice; B = 3, launch bounds (128 threads, 3
 #: blocks per SM).  Together +3 % on long subjects (multi-pass), neutral on single-pass.
-S16_DEFAULT = {"LOB": True, "U": 2, "B": 3}
+S16_DEFAULT = {"LOB": True, "U": 2, "B": 3, "PROBE": ""}
+
+#: Speed-of-light probes (issue 14; timing only, the scores are WRONG): ``cf`` gives every
+#: lane a bank of its own for its pair-table loads (same instructions, no bank conflicts);
+#: ``nof`` drops the F chain's DPX (one of 4.5 per packed cell).  Never in the cache of a
+#: real search: the variant is part of every kernel's cache key.
+PROBES = ("cf", "nof")
 
 
 def _variant(text: str) -> dict:
@@ -76,9 +82,12 @@ def _variant(text: str) -> dict:
             out["U"] = int(item[1])
         elif item in ("b0", "b3", "b4"):
             out["B"] = int(item[1])
+        elif item in PROBES:
+            out["PROBE"] = ",".join(sorted(set(filter(None, out["PROBE"].split(","))) | {item}))
         else:
             raise ValueError(
-                f"SWGPU_KERNEL_VARIANT: cannot read {item!r} (lob, nolob, u1, u2, b0, b3, b4)"
+                f"SWGPU_KERNEL_VARIANT: cannot read {item!r} (lob, nolob, u1, u2, b0, b3, b4; "
+                f"probes, wrong scores: {', '.join(PROBES)})"
             )
     return out
 
@@ -343,6 +352,8 @@ def kernel_source(
         XOP="vaddmax2" if lob else ops["ADDMAXR"],
         LOWFIX=" - kb" if lob else "",
         U=unroll,
+        PROBE_CF=s16 and "cf" in VARIANT["PROBE"].split(","),
+        PROBE_NOF=s16 and "nof" in VARIANT["PROBE"].split(","),
         NSTEPS=f"L + {G - 1}" if unroll == 1 else f"(L + {G}) & -2",
         **ops,
     )
