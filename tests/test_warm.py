@@ -445,8 +445,22 @@ def test_the_gpu_standby_takes_the_first_scoring_job_that_may_use_it(tmp_path):
     """The warm process forks a standby that starts the backend at once; the first
     score-shard job that may use it runs in it (its start-up is then the wait for
     the standby's), with the same hits as in its own process; a --backend cpu job
-    is not given to it, and a later job runs in a child as before.  (Here, without
-    a GPU, the standby's start chooses the CPU: the hand-over is the same.)"""
+    is not given to it, and a later job runs in a child as before.  (Without a GPU,
+    the standby's start chooses the CPU: the hand-over is the same.)"""
+    _standby_case(tmp_path)
+
+
+@pytest.mark.gpu
+def test_the_gpu_standby_scores_on_the_gpu_it_started(tmp_path):
+    from swgpu_tools.backend import gpu_status
+
+    if not gpu_status()[0]:
+        pytest.skip(f"no usable GPU: {gpu_status()[1]}")
+    took, later = _standby_case(tmp_path)
+    assert took["stats"]["backend"] == later["stats"]["backend"] == "gpu"
+
+
+def _standby_case(tmp_path):
     from swgpu_tools.io.hitsfile import read_shard_hits
 
     shards = tmp_path / "shards"
@@ -488,6 +502,7 @@ def test_the_gpu_standby_takes_the_first_scoring_job_that_may_use_it(tmp_path):
     for name in ("cpu", "standby", "later"):
         assert rows(name) == expected, name
     assert own["stats"]["hits"] == took["stats"]["hits"] > 0
+    return took, later
 
 
 def test_a_job_on_the_standby_that_ends_without_a_status_gets_one(bare_server):
