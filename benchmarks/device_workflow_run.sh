@@ -378,7 +378,7 @@ print('top hits equal across menus:', all(h == hits[0] for h in hits))
 " 2>&1 | tee -a "$OUT/log.txt"
 fi
 if has_phase GT || has_phase GK; then
-  precompile_all; gpu_tests 300
+  precompile_all; gpu_tests 360
   has_phase GK && kernel_bench
 fi
 if has_phase S; then
