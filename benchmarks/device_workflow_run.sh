@@ -14,7 +14,8 @@
 # PHASE=F3: a 2e9-residue database (bench200M ten times over with renamed ids:
 #          synth_db.py --residues 2e9 takes minutes) with 8 shards and with 2; shard_db's
 #          speed and memory on bench200M and on it.
-# PHASE=F4: issue 12's release re-scan with 5,000 queries (the GPU scan dominates).
+# PHASE=F4: issue 12's release re-scan with 5,000 queries (the GPU scan dominates);
+#          RESCAN_STANDBY_AB=1: first with the GPU standby off, then on (same machine).
 # PHASE=G: precompile, GPU tests, the kernel benchmark, and many queries per launch
 #          against one at a time (benchmarks/gpu_batch_bench.py) on a re-scan-sized
 #          delta and on uniprot20k.
@@ -242,6 +243,14 @@ from pathlib import Path
 from workflow_scale import query_file
 query_file($RESCAN_QUERIES, '$D/uniprot_queries500.fasta.gz', '$BD/bench_db.fasta', Path('/tmp/q$RESCAN_QUERIES.fasta'))
 "
+  # RESCAN_STANDBY_AB=1: first with the warm process's GPU standby off (SWGPU_GPU_STANDBY=0)
+  if [ "${RESCAN_STANDBY_AB:-0}" = 1 ]; then
+    echo "== the same, GPU standby off" | tee -a "$OUT/log.txt"
+    SWGPU_GPU_STANDBY=0 timeout 280 python3 benchmarks/workflow_rescan.py --database $BD/bench_db.fasta \
+      --queries /tmp/q$RESCAN_QUERIES.fasta --shards 4 --cores 16 --threads 16 --backend gpu \
+      --warm-start true --workdir /tmp/rescan_nosb$RESCAN_QUERIES 2>&1 | tee -a "$OUT/log.txt"
+    echo "== the same, GPU standby on" | tee -a "$OUT/log.txt"
+  fi
   timeout 560 python3 benchmarks/workflow_rescan.py --database $BD/bench_db.fasta \
     --queries /tmp/q$RESCAN_QUERIES.fasta --shards 4 --cores 16 --threads 16 --backend gpu \
     --warm-start ${WARM_START:-true} --workdir /tmp/rescan$RESCAN_QUERIES --json "$OUT/rescan_$RESCAN_QUERIES.json" 2>&1 | tee -a "$OUT/log.txt"
