@@ -63,7 +63,7 @@ def _unavailable() -> str | None:
     if SNAKEMAKE is None:
         return "snakemake is not installed"
     if importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:
-        return "snakemake-executor-plugin-slurm is not installed (pip install -e '.[test]')"
+        return "snakemake-executor-plugin-slurm is not installed (pip install -e '.[slurm]')"
     if os.geteuid() != 0:
         return "starting the SLURM daemons needs root"
     missing = [
