@@ -65,9 +65,10 @@ S16_DEFAULT = {"LOB": True, "U": 2, "B": 3, "PROBE": ""}
 
 #: Speed-of-light probes (issue 14; timing only, the scores are WRONG): ``cf`` gives every
 #: lane a bank of its own for its pair-table loads (same instructions, no bank conflicts);
-#: ``nof`` drops the F chain's DPX (one of 4.5 per packed cell).  Never in the cache of a
-#: real search: the variant is part of every kernel's cache key.
-PROBES = ("cf", "nof")
+#: ``nof`` drops the F chain's DPX (one of 4.5 per packed cell); ``fmax`` takes H's and the
+#: best's 3-input maxima as binary16 maxima (the FP pipe) on the same bits.  Never in the
+#: cache of a real search: the variant is part of every kernel's cache key.
+PROBES = ("cf", "nof", "fmax")
 
 
 def _variant(text: str) -> dict:
@@ -354,6 +355,7 @@ def kernel_source(
         U=unroll,
         PROBE_CF=s16 and "cf" in VARIANT["PROBE"].split(","),
         PROBE_NOF=s16 and "nof" in VARIANT["PROBE"].split(","),
+        PROBE_FMAX=s16 and lob and "fmax" in VARIANT["PROBE"].split(","),
         NSTEPS=f"L + {G - 1}" if unroll == 1 else f"(L + {G}) & -2",
         **ops,
     )
