@@ -209,6 +209,7 @@ def test_a_failing_step_after_the_merge_leaves_no_pictures(scored, tmp_path):
     assert [p.name for p in tmp_path.iterdir() if "changes" in p.name] == []
 
 
+@pytest.mark.slow  # four chained step runs, ~10 s; .ci/run runs the slow tests too
 def test_changes_made_beside_the_traceback_equal_the_release_steps_own(scored, tmp_path):
     """Two releases in a row, chained: the second's changes.tsv (against the first)
     is computed after the merge, beside the traceback, and equals the one the
