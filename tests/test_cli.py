@@ -387,3 +387,19 @@ def test_score_shard_on_a_missing_gpu_fails_clearly(tmp_path):
     )
     assert r.returncode == 2 and "no GPU is usable" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "h.npz").exists()
+
+
+def test_the_installed_version_is_the_one_swgpu_version_prints(capsys):
+    """pyproject takes its version from swgpu_tools.__version__: `pip show swgpu` and
+    `swgpu --version` agree (they said 0.1.0 and 0.2.0)."""
+    import importlib.metadata
+
+    import swgpu_tools
+    from swgpu_tools.cli import main
+
+    assert importlib.metadata.version("swgpu") == swgpu_tools.__version__
+    try:
+        main(["--version"])
+    except SystemExit:
+        pass
+    assert capsys.readouterr().out.split() == ["swgpu", swgpu_tools.__version__]
