@@ -30,29 +30,42 @@ _FNV_PRIME = np.uint64(0x100000001B3)
 CHUNK_RESIDUES = 4_000_000
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _start(length):  # pragma: no cover - compiled
+    """The FNV offset basis mixed with the sequence's length."""
+    return np.uint64(0xCBF29CE484222325) ^ (np.uint64(length) * np.uint64(0x9E3779B97F4A7C15))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _finish(h):  # pragma: no cover - compiled
+    """splitmix64's finaliser."""
+    h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return h ^ (h >> np.uint64(31))
+
+
 @njit(cache=True, nogil=True, boundscheck=False)
 def _hash_chunk(c, nchunks, residues, offsets, bounds, out):  # pragma: no cover - compiled
     prime = np.uint64(0x100000001B3)
     for i in range(bounds[c], bounds[c + 1]):
         a, b = offsets[i], offsets[i + 1]
-        h = np.uint64(0xCBF29CE484222325) ^ (np.uint64(b - a) * np.uint64(0x9E3779B97F4A7C15))
+        h = _start(b - a)
         for p in range(a, b):
             h = (h ^ np.uint64(residues[p])) * prime
-        # splitmix64's finaliser
-        h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        out[i] = h ^ (h >> np.uint64(31))
+        out[i] = _finish(h)
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
 def _hash_encode_chunk(
     c, nchunks, residues, offsets, bounds, table, out, codes, bad
 ):  # pragma: no cover - compiled
+    """:func:`_hash_chunk`, and each residue's code (``table``) into ``codes``; the
+    chunk's first residue without one (code 255) into ``bad[c]`` (-1: none)."""
     prime = np.uint64(0x100000001B3)
     first_bad = -1
     for i in range(bounds[c], bounds[c + 1]):
         a, b = offsets[i], offsets[i + 1]
-        h = np.uint64(0xCBF29CE484222325) ^ (np.uint64(b - a) * np.uint64(0x9E3779B97F4A7C15))
+        h = _start(b - a)
         for p in range(a, b):
             x = residues[p]
             h = (h ^ np.uint64(x)) * prime
@@ -60,9 +73,7 @@ def _hash_encode_chunk(
             codes[p] = code
             if code == 255 and first_bad < 0:
                 first_bad = p
-        h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        out[i] = h ^ (h >> np.uint64(31))
+        out[i] = _finish(h)
     bad[c] = first_bad
 
 
