@@ -321,6 +321,10 @@ def kernel_source(
     ops = {"s16": _S16_OPS, "h16": _H16_OPS, "s32": _S32_OPS}[mode]
     s16 = mode == "s16"  # the bias needs two's-complement halves; u2 was measured on s16 only
     lob = VARIANT["LOB"] and s16
+    probes = set(VARIANT["PROBE"].split(",")) if s16 else set()
+    fmax = "fmax" in probes and lob
+    if fmax:  # H's and the best's max3 as binary16 maxima
+        ops = {**ops, "MAX3": "hmax3_2"}
     # unrolled: the multi-pass kernels only (their gain; twice the code to load elsewhere)
     unroll = VARIANT["U"] if s16 and multipass else 1
     offsets = []
@@ -353,9 +357,9 @@ def kernel_source(
         XOP="vaddmax2" if lob else ops["ADDMAXR"],
         LOWFIX=" - kb" if lob else "",
         U=unroll,
-        PROBE_CF=s16 and "cf" in VARIANT["PROBE"].split(","),
-        PROBE_NOF=s16 and "nof" in VARIANT["PROBE"].split(","),
-        PROBE_FMAX=s16 and lob and "fmax" in VARIANT["PROBE"].split(","),
+        PROBE_CF="cf" in probes,
+        PROBE_NOF="nof" in probes,
+        PROBE_FMAX=fmax,
         NSTEPS=f"L + {G - 1}" if unroll == 1 else f"(L + {G}) & -2",
         **ops,
     )
