@@ -386,7 +386,7 @@ def _take_prestarted(backend: str, device, scheme) -> StartedBackend | None:
         choose_backend(backend)  # "gpu" asked for: the same error as a fresh start
         return StartedBackend(started.choice, None, steps)
     bind_gpu(started.gpu_id)  # current on this thread too
-    if scheme is not None and (pre_scheme is None or scheme != pre_scheme):
+    if scheme is not None and scheme != pre_scheme:  # (a scheme never equals None)
         from .kernels import gpu as gpu_kernels
 
         t = time.perf_counter()

@@ -354,11 +354,7 @@ def run_receipt(args) -> int:
 def run_warm_serve(args) -> int:
     from ..warm.server import serve
 
-    standby = None
-    if args.gpu_standby is not None and os.environ.get("SWGPU_GPU_STANDBY", "1") != "0":
-        matrix, _, gaps = args.gpu_standby.partition(":")
-        gap_open, _, gap_extend = gaps.partition(":")
-        standby = {"matrix": matrix, "gap_open": gap_open, "gap_extend": gap_extend}
+    standby = args.gpu_standby if os.environ.get("SWGPU_GPU_STANDBY", "1") != "0" else None
     # the children run commands as `swgpu` does (cli.run_command, set by cli.build_parser)
     return serve(
         args.socket, args.command_runner, parent=args.parent, gpu=args.gpu, standby=standby

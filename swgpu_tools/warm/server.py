@@ -170,14 +170,14 @@ class _Server:
         parent: int | None,
         gpu: bool,
         idle_s: float,
-        standby: dict | None = None,
+        standby: str | None = None,
     ):
         self.path = path
         self.run_command = run_command
         self.parent = parent
         self.gpu = gpu
         self.idle_s = idle_s
-        self.standby_scheme = standby  # a GPU standby's scoring (matrix, gaps), or None
+        self.standby_scheme = standby  # a GPU standby's MATRIX:OPEN:EXTEND, or None
         self.standby: Standby | None = None
         self.standby_ours = False  # whether it is this process's child (waitpid reports it)
         self.adopted: set[int] = set()  # jobs' pids that are not this process's children
@@ -256,9 +256,8 @@ class _Server:
         first scoring job that may use it; the next generations keep its handle."""
         if self.refuse:
             return
-        scheme = self.standby_scheme if isinstance(self.standby_scheme, dict) else None
         self.standby = fork_standby(
-            self._close_inherited, self.run_command, scheme, standby_preload
+            self._close_inherited, self.run_command, self.standby_scheme, standby_preload
         )
         self.standby_ours = self.standby is not None
         if self.standby is not None:
@@ -557,7 +556,7 @@ def serve(
     parent: int | None = None,
     gpu: bool = False,
     idle_s: float = IDLE_S,
-    standby: dict | None = None,
+    standby: str | None = None,
 ) -> int:
     """Run the warm process on the Unix socket ``path`` until ``parent`` (a
     process id: its Snakemake) ends, SIGTERM, or ``idle_s`` seconds without a
@@ -565,8 +564,7 @@ def serve(
     :func:`~swgpu_tools.cli.run_command`) and exits with its status.  ``gpu``:
     also load numba-cuda's typing (scoring jobs on a GPU); ``standby`` (with
     ``gpu``): fork a GPU standby (:mod:`.standby`) that preloads the scoring
-    kernels of this scoring (``matrix``, ``gap_open``, ``gap_extend``; ``{}``:
-    none)."""
+    kernels of this scoring (``MATRIX:OPEN:EXTEND``; ``""``: none)."""
     for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(name, "1")  # no thread pools in a process that forks
     return _Server(path, run_command, parent, gpu, idle_s, standby).run()

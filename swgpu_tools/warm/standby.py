@@ -111,12 +111,12 @@ class Standby:
         return None
 
 
-def fork_standby(
-    close_inherited, run_command, scheme_args: dict | None, preload=None
-) -> Standby | None:
+def fork_standby(close_inherited, run_command, scoring: str, preload=None) -> Standby | None:
     """Fork the standby (in the warm process: ``close_inherited`` closes, in the
-    child, what it must not keep of the warm process's; ``preload`` loads, beside
-    the GPU's start, what a scoring job needs on the CPU); None if fork fails."""
+    child, what it must not keep of the warm process's and restores the signals'
+    defaults; ``scoring``, ``MATRIX:OPEN:EXTEND``: the scoring kernels to load;
+    ``preload`` loads, beside the GPU's start, what a scoring job needs on the
+    CPU); None if fork fails."""
     parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -133,35 +133,36 @@ def fork_standby(
     try:
         parent_end.close()
         close_inherited()
-        status = _standby_main(child_end, run_command, scheme_args, preload)
+        status = _standby_main(child_end, run_command, scoring, preload)
     except BaseException:
         traceback.print_exc()
     finally:
         os._exit(status)
 
 
-def _scheme(scheme_args: dict | None):
-    if not scheme_args:
+def _scheme(scoring: str):
+    """The ScoringScheme of ``MATRIX:OPEN:EXTEND`` (None for none, or one it cannot make:
+    the job's own start loads its kernels then)."""
+    matrix, _, gaps = scoring.partition(":")
+    gap_open, _, gap_extend = gaps.partition(":")
+    if not matrix:
         return None
     from ..scoring import ScoringScheme
 
     try:
-        return ScoringScheme(
-            scheme_args["matrix"], int(scheme_args["gap_open"]), int(scheme_args["gap_extend"])
-        )
-    except Exception:  # the job's own start loads its kernels then
+        return ScoringScheme(matrix, int(gap_open), int(gap_extend))
+    except Exception:
         return None
 
 
-def _standby_main(sock: socket.socket, run_command, scheme_args: dict | None, preload) -> int:
+def _standby_main(sock: socket.socket, run_command, scoring: str, preload) -> int:
     from .. import backend
 
-    for signum in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP, signal.SIGQUIT):
-        signal.signal(signum, signal.SIG_DFL)
+    # (close_inherited restored the other signals' defaults)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the job, not this
     print(f"[swgpu warm] GPU standby: starting, pid {os.getpid()}", file=sys.stderr, flush=True)
     env = dict(os.environ)  # before the start sets its defaults (CUDA_DEVICE_MAX_CONNECTIONS)
-    backend.prestart(_scheme(scheme_args))
+    backend.prestart(_scheme(scoring))
     if preload is not None:
         try:
             preload()
