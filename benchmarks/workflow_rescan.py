@@ -101,6 +101,8 @@ def run(workdir: Path, database, args) -> dict:
         "shards_per_job": args.shards_per_job,
         "warm_start": args.warm_start,
     }
+    if args.max_evalue is not None:
+        cfg["max_evalue"] = args.max_evalue
     (workdir / "config.yaml").write_text("".join(f"{k}: {v}\n" for k, v in cfg.items()))
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
     if env.get("SWGPU_PROFILE"):  # each run's step profiles apart: inc-v1, inc-v2, scratch-v2
@@ -201,6 +203,9 @@ def main():
     ap.add_argument("--backend", default="cpu")
     ap.add_argument(
         "--warm-start", default="true", choices=["true", "false"], help="config warm_start"
+    )
+    ap.add_argument(
+        "--max-evalue", type=float, default=None, help="config max_evalue (default: the config's)"
     )
     ap.add_argument("--changed", type=float, default=0.01)
     ap.add_argument("--removed", type=float, default=0.005)

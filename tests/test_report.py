@@ -376,3 +376,50 @@ def test_pictures_started_early_equal_those_drawn_at_the_end(tmp_path):
             assert (work / "early" / name).read_bytes() == a, (extra, name)
         assert set(EARLY) <= set(OUTPUTS)
         assert not [p for p in (work / "early").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_the_step_that_starts_the_pictures_early_never_imports_matplotlib(tmp_path):
+    """After start_early the early process draws every picture (make_report sends it
+    the rest), so the step's own process (rule finish: its traceback waits on it)
+    never imports matplotlib; the pictures equal those of make_report alone."""
+    import subprocess
+
+    hits, changes = random_scan(tmp_path, 20, 6, seed=5)
+    stats = shard_stats(tmp_path / "stats", 2)
+    make_report(hits, changes, stats, tmp_path / "alone")
+    args = f"{str(hits)!r}, {[str(p) for p in stats]!r}, {str(tmp_path / 'early')!r}"
+    script = (
+        "import sys\n"
+        "from swgpu_tools.report.make import start_early, make_report\n"
+        f"start_early({args})\n"
+        f"make_report({str(hits)!r}, {str(changes)!r}, {args.split(', ', 1)[1]})\n"
+        "print('matplotlib' in sys.modules)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False"], proc.stdout + proc.stderr
+    for name in OUTPUTS:
+        a = (tmp_path / "alone" / name).read_bytes()
+        assert (tmp_path / "early" / name).read_bytes() == a, name
+
+
+def test_pictures_of_an_early_process_that_died_are_drawn_at_the_end(tmp_path, caplog):
+    """The early process killed before make_report: make_report draws every picture
+    itself, the same files as alone."""
+    import signal
+
+    from swgpu_tools.report import make
+
+    hits, changes = random_scan(tmp_path, 20, 6, seed=6)
+    stats = shard_stats(tmp_path / "stats", 2)
+    make_report(hits, changes, stats, tmp_path / "alone")
+    make.start_early(hits, stats, tmp_path / "early")
+    (early,) = make._EARLY.values()
+    os.kill(early.pid, signal.SIGKILL)
+    make_report(hits, changes, stats, tmp_path / "early")
+    assert "the early plotting process ended" in caplog.text
+    for name in OUTPUTS:
+        a = (tmp_path / "alone" / name).read_bytes()
+        assert (tmp_path / "early" / name).read_bytes() == a, name

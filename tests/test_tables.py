@@ -602,4 +602,5 @@ def test_output_columns_compile_one_signature_for_any_array_origin():
         got = align_many(enc, enc, [0], [1], scheme)
         outs.append(fields.alignment_fields(seqs, seqs, [0], [1], got, scheme))
     assert len(fields._columns_kernel.signatures) == 1
+    assert len(fields._consumed.signatures) == 1
     assert outs[0]["cigar"] == outs[1]["cigar"] and outs[0]["cigar"][0]

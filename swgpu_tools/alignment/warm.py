@@ -26,6 +26,7 @@ def entry_points(kind: str):
             query_lanes.fits_int16,
             hits.hits_chunk,
             batch.traceback_chunk,
+            fields._consumed,
             fields._columns_kernel,
         )
     if kind == "pairs":

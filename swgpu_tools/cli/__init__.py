@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 
 from .. import __version__
 from ..errors import InputError
@@ -104,6 +105,7 @@ def run_steps(argv: list[str]) -> int:
                 file=sys.stderr,
             )
             return 2
+    warming = _warm_traceback(steps)
     try:
         for k, step in enumerate(steps):
             status = main(step)
@@ -111,6 +113,8 @@ def run_steps(argv: list[str]) -> int:
                 return status
             previous_step_ended()
             if step[0] == "merge":
+                if warming is not None:  # done before forking: no import half made
+                    warming.join()
                 _changes_early(step, steps[k + 1 :])
                 _plots_early(step, steps[k + 1 :])
     finally:
@@ -119,6 +123,29 @@ def run_steps(argv: list[str]) -> int:
         if "swgpu_tools.steps.history" in sys.modules:  # nor changes
             sys.modules["swgpu_tools.steps.history"].cancel_changes_early()
     return 0
+
+
+def _warm_traceback(steps: list[list[str]]):
+    """With a merge before a traceback: a thread that loads what the traceback
+    needs (Numba, its kernels: 0.4-0.7 s) while the merge runs; else None.  Best
+    effort: what fails to load here is loaded by the traceback."""
+    names = [s[0] for s in steps]
+    if "merge" not in names or "traceback" not in names[names.index("merge") :]:
+        return None
+
+    def load() -> None:
+        try:
+            from ..steps.traceback import preload
+
+            preload()
+        except Exception as exc:  # noqa: BLE001 - the traceback loads it itself
+            from ..logs import get_logger
+
+            get_logger(__name__).debug(f"traceback not preloaded: {exc}")
+
+    thread = threading.Thread(target=load, daemon=True)
+    thread.start()
+    return thread
 
 
 def _start_early(merge: list[str], later: list[list[str]], name: str, what: str, start) -> None:

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import time
 
 import numpy as np
 
 from ..errors import InputError
-from ..io.fields import FIELDS, alignment_fields
+from ..io.fields import FIELDS, fields_of_arrays
 from ..logs import get_logger
 from ..scoring import ScoringScheme
 from ..sequences import SequenceSet
@@ -85,37 +84,46 @@ def _align_sources() -> list[str]:
     return out
 
 
-_CIGAR = re.compile(r"(\d+)([=XID])")
-
-
-def _ops_from_cigar(cigar: str) -> bytes:
-    if cigar == "*":
-        return b""
-    parts = []
-    for n, op in _CIGAR.findall(cigar):
-        parts.append((b"M" if op in "=X" else op.encode()) * int(n))
-    return b"".join(parts)
-
-
-_CIGAR_OK = re.compile(r"(?:\d+[=XID])*")
-
-
-def _ops_from_cigars(cigars: list[str]) -> tuple[list[bytes], np.ndarray, np.ndarray]:
-    """:func:`_ops_from_cigar` of many CIGARs at once (numpy over their concatenation),
-    with each one's query and subject span (residues of M+I and of M+D columns).
-    CIGARs that are not well formed come back as b"" with spans -1."""
+def _ops_from_cigars(cigars: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The alignment operations of stored CIGARs (``=``/``X`` runs as M, I, D; ``*``
+    is empty), all at once (numpy over their concatenation):
+    (operations of all, one after another (uint8), each one's start in them (n + 1
+    offsets), its query span and its subject span (residues of M+I and of M+D
+    columns)).  A CIGAR that is not well formed (runs of ASCII digits, each followed
+    by one of ``=XID``) has no operations and spans -1."""
     n = len(cigars)
     texts = ["" if c == "*" else c for c in cigars]
-    good = np.fromiter((_CIGAR_OK.fullmatch(t) is not None for t in texts), dtype=bool, count=n)
-    texts = [t if ok else "" for t, ok in zip(texts, good)]
-    ops: list[bytes] = [b""] * n
+    lens = np.fromiter((len(t) for t in texts), dtype=np.int64, count=n)
+    ends = np.cumsum(lens)  # each CIGAR's end in buf
+    buf = np.frombuffer("".join(texts).encode("ascii", "replace"), dtype=np.uint8)
     qspan = np.zeros(n, dtype=np.int64)
     sspan = np.zeros(n, dtype=np.int64)
-    qspan[~good] = sspan[~good] = -1
-    buf = np.frombuffer("".join(texts).encode("ascii"), dtype=np.uint8)
+    offsets = np.zeros(n + 1, dtype=np.int64)
     if not len(buf):
-        return ops, qspan, sspan
-    op_pos = np.flatnonzero((buf < 48) | (buf > 57))
+        return np.zeros(0, np.uint8), offsets, qspan, sspan
+    # well formed: runs of (digits, one of =XID); a letter follows a digit, a CIGAR ends
+    # with a letter; anything else marks its CIGAR as bad
+    digit = (buf >= 48) & (buf <= 57)
+    is_letter = np.zeros(256, dtype=bool)
+    is_letter[list(b"=XID")] = True
+    letter = is_letter[buf]
+    first = np.zeros(len(buf), dtype=bool)
+    first[(ends - lens)[lens > 0]] = True  # each CIGAR's first character
+    after_digit = np.concatenate(([False], digit[:-1])) & ~first
+    wrong = ~(digit | letter) | (letter & ~after_digit)
+    last = ends[lens > 0] - 1
+    which = np.searchsorted(ends, np.flatnonzero(wrong), side="right")
+    good = np.ones(n, dtype=bool)
+    good[which] = False
+    good[np.flatnonzero(lens > 0)[~letter[last]]] = False
+    if not good.all():  # the bad ones' characters out: their CIGARs count as empty
+        keep = np.repeat(good, lens)
+        buf, digit, lens = buf[keep], digit[keep], np.where(good, lens, 0)
+        ends = np.cumsum(lens)
+    qspan[~good] = sspan[~good] = -1
+    if not len(buf):
+        return np.zeros(0, np.uint8), offsets, qspan, sspan
+    op_pos = np.flatnonzero(~digit)
     starts = np.concatenate(([0], op_pos[:-1] + 1))  # each number follows the previous op
     ndig = op_pos - starts
     counts = np.zeros(len(op_pos), dtype=np.int64)
@@ -126,19 +134,16 @@ def _ops_from_cigars(cigars: list[str]) -> tuple[list[bytes], np.ndarray, np.nda
     is_q = codes != ord("D")
     is_s = codes != ord("I")
     codes = np.where((codes == ord("=")) | (codes == ord("X")), ord("M"), codes).astype(np.uint8)
-    columns = np.repeat(codes, counts).tobytes()
-    ends = np.cumsum([len(t) for t in texts])  # each CIGAR's end in buf
+    columns = np.repeat(codes, counts)
     op_end = np.searchsorted(op_pos, ends)  # its ops are [op_end[i-1], op_end[i])
     op_start = np.concatenate(([0], op_end[:-1]))
     col = np.concatenate(([0], np.cumsum(counts)))
     qcol = np.concatenate(([0], np.cumsum(counts * is_q)))
     scol = np.concatenate(([0], np.cumsum(counts * is_s)))
-    a, b = col[op_start], col[op_end]
     qspan[good] = (qcol[op_end] - qcol[op_start])[good]
     sspan[good] = (scol[op_end] - scol[op_start])[good]
-    for i in np.flatnonzero(good & (b > a)).tolist():
-        ops[i] = columns[a[i] : b[i]]
-    return ops, qspan, sspan
+    offsets[1:] = col[op_end]
+    return columns, offsets, qspan, sspan
 
 
 def _reuse_rows(hits, scores, qhash, shash, previous) -> tuple[list, np.ndarray]:
@@ -183,7 +188,7 @@ def traceback(
     """
     import pandas as pd
 
-    from ..alignment import Alignment, align_many
+    from ..alignment import align_many
 
     q_index = {q: i for i, q in enumerate(queries.ids)}
     s_index = {s: i for i, s in enumerate(subjects.ids)}
@@ -206,7 +211,12 @@ def traceback(
     qhash = sequence_hashes(queries, qi)
     shash = sequence_hashes(subjects, si)
     scores = hits["score"].to_numpy(np.int64)
-    alignments: list = [None] * n
+    # every alignment as arrays: score, spans, where its operations are in ``blobs``
+    got = np.zeros(n, dtype=np.int64)
+    q0, q1, s0, s1 = (np.zeros(n, dtype=np.int64) for _ in range(4))
+    op_start, op_len = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    have = np.zeros(n, dtype=bool)
+    blobs: list[np.ndarray] = []
     reused = 0
     marks.append(("hashes", time.perf_counter()))
     if previous is not None and previous_code is not None and len(previous) and n:
@@ -215,21 +225,23 @@ def traceback(
             log.info("previous alignments not reused: scoring scheme or alignment code changed")
         else:
             ks, rows = _reuse_rows(hits, scores, qhash, shash, previous)
-            ops, qspan, sspan = _ops_from_cigars(previous["cigar"].to_numpy()[rows].tolist())
+            ops, off, qspan, sspan = _ops_from_cigars(previous["cigar"].to_numpy()[rows].tolist())
             qs = previous["qstart"].to_numpy(np.int64)[rows]
             ss = previous["sstart"].to_numpy(np.int64)[rows]
             qe = previous["qend"].to_numpy(np.int64)[rows]
             se = previous["send"].to_numpy(np.int64)[rows]
-            q0, s0 = np.where(qs != 0, qs - 1, 0), np.where(ss != 0, ss - 1, 0)
-            whole = (qspan == qe - q0) & (sspan == se - s0)  # else a damaged row: aligned again
-            got = previous["score"].to_numpy(np.int64)[rows]
-            for j in np.flatnonzero(whole).tolist():
-                alignments[ks[j]] = Alignment(
-                    int(got[j]), int(q0[j]), int(qe[j]), int(s0[j]), int(se[j]), ops[j]
-                )
+            a, b = np.where(qs != 0, qs - 1, 0), np.where(ss != 0, ss - 1, 0)
+            whole = (qspan == qe - a) & (sspan == se - b)  # else a damaged row: aligned again
+            k = np.asarray(ks, dtype=np.int64)[whole]
+            got[k] = previous["score"].to_numpy(np.int64)[rows][whole]
+            q0[k], q1[k], s0[k], s1[k] = a[whole], qe[whole], b[whole], se[whole]
+            op_start[k] = off[:-1][whole]
+            op_len[k] = np.diff(off)[whole]
+            have[k] = True
+            blobs.append(ops)
             reused = int(whole.sum())
     marks.append(("reuse", time.perf_counter()))
-    todo = np.array([k for k in range(n) if alignments[k] is None], dtype=np.int64)
+    todo = np.flatnonzero(~have)
     t0 = time.perf_counter()
     if len(todo):
         q_enc = scheme.encode(queries, "queries")
@@ -246,18 +258,31 @@ def traceback(
             threads=threads,
             backend="cpu",
         )
-        for k, aln in zip(todo.tolist(), done):
-            alignments[k] = aln
+        m = len(todo)
+        got[todo] = np.fromiter((a.score for a in done), dtype=np.int64, count=m)
+        q0[todo] = np.fromiter((a.query_start for a in done), dtype=np.int64, count=m)
+        q1[todo] = np.fromiter((a.query_end for a in done), dtype=np.int64, count=m)
+        s0[todo] = np.fromiter((a.subject_start for a in done), dtype=np.int64, count=m)
+        s1[todo] = np.fromiter((a.subject_end for a in done), dtype=np.int64, count=m)
+        lens = np.fromiter((len(a.operations) for a in done), dtype=np.int64, count=m)
+        base = sum(len(x) for x in blobs)
+        op_start[todo] = base + np.cumsum(lens) - lens
+        op_len[todo] = lens
+        blobs.append(np.frombuffer(b"".join(a.operations for a in done), dtype=np.uint8))
     align_s = time.perf_counter() - t0
     log.info(f"aligned {len(todo):,} hits in {align_s:.2f} s; reused {reused:,} alignments")
-    for k in range(n):
-        if alignments[k].score != scores[k]:
-            raise RuntimeError(
-                f"internal error: traceback score {alignments[k].score} != scan score "
-                f"{scores[k]} for {hits['qacc'].iat[k]} vs {hits['sacc'].iat[k]}"
-            )
+    wrong = np.flatnonzero(got != scores)
+    if len(wrong):
+        k = int(wrong[0])
+        raise RuntimeError(
+            f"internal error: traceback score {got[k]} != scan score "
+            f"{scores[k]} for {hits['qacc'].iat[k]} vs {hits['sacc'].iat[k]}"
+        )
     marks.append(("align", time.perf_counter()))
-    fields = alignment_fields(queries, subjects, qi, si, alignments, scheme)
+    ops = np.concatenate(blobs) if blobs else np.zeros(0, np.uint8)
+    fields = fields_of_arrays(
+        queries, subjects, qi, si, got, q0, q1, s0, s1, ops, op_start, op_len, scheme
+    )
     marks.append(("fields", time.perf_counter()))
     table = pd.DataFrame(fields)
     for c in ("qseqid", "sseqid", "qacc", "sacc", "stitle", "evalue", "bitscore"):

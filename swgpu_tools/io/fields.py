@@ -48,17 +48,48 @@ from .fieldnames import DEFAULT_COLUMNS, FIELDS, STD, Field, parse_columns  # no
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def _columns_kernel(qres, qoff, sres, soff, qidx, sidx, qstart, sstart, ops, ops_off, positive):
+def _consumed(ops, ops_start, ops_len):
+    """Per alignment (operations ``ops[ops_start[k]:][:ops_len[k]]``): the query and
+    subject residues its operations consume, and how many are not M, I or D."""
+    n = ops_start.shape[0]
+    out = np.zeros((n, 3), dtype=np.int64)
+    for k in range(n):
+        nq = 0
+        ns = 0
+        bad = 0
+        for t in range(ops_start[k], ops_start[k] + ops_len[k]):
+            op = ops[t]
+            if op == 77:  # M
+                nq += 1
+                ns += 1
+            elif op == 73:  # I
+                nq += 1
+            elif op == 68:  # D
+                ns += 1
+            else:
+                bad += 1
+        out[k, 0] = nq
+        out[k, 1] = ns
+        out[k, 2] = bad
+    return out
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _columns_kernel(
+    qres, qoff, sres, soff, qidx, sidx, qstart, sstart, ops, ops_start, ops_off, positive
+):
     """Counts, CIGAR, BTOP and aligned rows of every alignment.
 
     qres/sres: ASCII letters; alignment k aligns query qidx[k] from qstart[k]
-    and subject sidx[k] from sstart[k] (0-based) with ops[ops_off[k]:ops_off[k+1]]
-    (M, I, D).  positive: 256 x 256 uint8, 1 where a letter pair scores > 0 or
-    is identical.  Returns (counts (n, 5): nident, positive, mismatch, gaps,
+    and subject sidx[k] from sstart[k] (0-based) with the ops_off[k+1] - ops_off[k]
+    operations (M, I, D) at ops[ops_start[k]:] (alignments may share or skip parts
+    of ``ops``); its aligned rows go to [ops_off[k], ops_off[k+1]) of the query
+    and subject rows.  positive: 256 x 256 uint8, 1 where a letter pair scores > 0
+    or is identical.  Returns (counts (n, 5): nident, positive, mismatch, gaps,
     gapopen; cigar bytes, offsets; btop bytes, offsets; query row; subject row).
     """
     n = ops_off.shape[0] - 1
-    total = ops.shape[0]
+    total = ops_off[n]
     counts = np.zeros((n, 5), dtype=np.int64)
     cig = np.empty(max(1, 21 * total + n), dtype=np.uint8)
     cig_off = np.zeros(n + 1, dtype=np.int64)
@@ -76,9 +107,10 @@ def _columns_kernel(qres, qoff, sres, soff, qidx, sidx, qstart, sstart, ops, ops
         run_len = 0
         same_run = 0
         prev_gap = 0
+        shift = ops_start[k] - ops_off[k]
         for t in range(ops_off[k], ops_off[k + 1] + 1):
             if t < ops_off[k + 1]:
-                op = ops[t]
+                op = ops[t + shift]
                 if op == 77:  # M
                     a = qres[i]
                     b = sres[j]
@@ -201,6 +233,16 @@ def _read_only(a: np.ndarray) -> np.ndarray:
     return view
 
 
+def load_kernel() -> None:
+    """Load the fields kernel from Numba's cache now (and with the first such load,
+    Numba's CPU target: ~0.25 s), with the signature :func:`alignment_fields` calls:
+    ``swgpu run-steps`` does it on a thread while the merge runs."""
+    u8, i64, none = np.zeros(1, np.uint8), np.zeros(1, np.int64), np.zeros(0, np.int64)
+    args = (u8, i64, u8, i64, none, none, none, none, u8[:0], none, i64)
+    _consumed(*map(_read_only, (u8[:0], none, none)))
+    _columns_kernel(*map(_read_only, (*args, np.zeros((256, 256), np.uint8))))
+
+
 def alignment_fields(
     queries, subjects, query_index, subject_index, alignments, scheme
 ) -> dict[str, object]:
@@ -215,38 +257,77 @@ def alignment_fields(
     btop, qseq, sseq, score, qlen, slen.
     """
     n = len(alignments)
+    lengths = np.fromiter((len(a.operations) for a in alignments), dtype=np.int64, count=n)
+    starts = np.zeros(n, dtype=np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    return fields_of_arrays(
+        queries,
+        subjects,
+        query_index,
+        subject_index,
+        np.fromiter((a.score for a in alignments), dtype=np.int64, count=n),
+        np.fromiter((a.query_start for a in alignments), dtype=np.int64, count=n),
+        np.fromiter((a.query_end for a in alignments), dtype=np.int64, count=n),
+        np.fromiter((a.subject_start for a in alignments), dtype=np.int64, count=n),
+        np.fromiter((a.subject_end for a in alignments), dtype=np.int64, count=n),
+        np.frombuffer(b"".join(a.operations for a in alignments), dtype=np.uint8),
+        starts,
+        lengths,
+        scheme,
+    )
+
+
+def fields_of_arrays(
+    queries,
+    subjects,
+    query_index,
+    subject_index,
+    score,
+    q0,
+    q1,
+    s0,
+    s1,
+    ops,
+    ops_start,
+    ops_len,
+    scheme,
+) -> dict[str, object]:
+    """:func:`alignment_fields` of alignments given as arrays: alignment k has
+    ``score[k]``, spans ``[q0[k], q1[k])`` and ``[s0[k], s1[k])`` (0-based,
+    end-exclusive) and the ``ops_len[k]`` operations (M, I, D) at
+    ``ops[ops_start[k]:]`` (alignments may share parts of ``ops`` or skip some):
+    many alignments reused from a stored table need no object each."""
     qidx = np.asarray(query_index, dtype=np.int64)
     sidx = np.asarray(subject_index, dtype=np.int64)
-    score = np.fromiter((a.score for a in alignments), dtype=np.int64, count=n)
-    q0 = np.fromiter((a.query_start for a in alignments), dtype=np.int64, count=n)
-    q1 = np.fromiter((a.query_end for a in alignments), dtype=np.int64, count=n)
-    s0 = np.fromiter((a.subject_start for a in alignments), dtype=np.int64, count=n)
-    s1 = np.fromiter((a.subject_end for a in alignments), dtype=np.int64, count=n)
-    ops_off = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(
-        np.fromiter((len(a.operations) for a in alignments), dtype=np.int64, count=n),
-        out=ops_off[1:],
+    score, q0, q1, s0, s1, ops_start, ops_len = (
+        np.asarray(x, dtype=np.int64) for x in (score, q0, q1, s0, s1, ops_start, ops_len)
     )
-    ops = np.frombuffer(b"".join(a.operations for a in alignments), dtype=np.uint8)
+    ops = np.asarray(ops, dtype=np.uint8)
+    n = len(score)
+    ops_off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(ops_len, out=ops_off[1:])
     qlen = queries.lengths[qidx] if n else np.zeros(0, np.int64)
     slen = subjects.lengths[sidx] if n else np.zeros(0, np.int64)
     if n and (np.any(q1 > qlen) or np.any(s1 > slen) or np.any(q0 < 0) or np.any(s0 < 0)):
         raise ValueError("alignment coordinates do not fit the sequences")
-    bad = np.setdiff1d(np.unique(ops), np.frombuffer(b"DIM", dtype=np.uint8))
-    if len(bad):
+    if n and (
+        np.any(ops_start < 0) or np.any(ops_len < 0) or np.any(ops_start + ops_len > len(ops))
+    ):
+        raise ValueError("alignment operations out of range")
+    # what each alignment's operations consume (before the columns: they read the
+    # sequences where the operations say)
+    used = _consumed(*map(_read_only, (ops, ops_start, ops_len)))
+    if n and used[:, 2].any():
+        bad = np.setdiff1d(np.unique(ops), np.frombuffer(b"DIM", dtype=np.uint8))
         raise ValueError(f"alignment operations must be M, I or D; found {bytes(bad)!r}")
-    if n:
-        cq = np.concatenate([[0], np.cumsum((ops == 77) | (ops == 73))])
-        cs = np.concatenate([[0], np.cumsum((ops == 77) | (ops == 68))])
-        nq = cq[ops_off[1:]] - cq[ops_off[:-1]]
-        ns = cs[ops_off[1:]] - cs[ops_off[:-1]]
-        if np.any(nq != q1 - q0) or np.any(ns != s1 - s0):
-            k = int(np.flatnonzero((nq != q1 - q0) | (ns != s1 - s0))[0])
-            raise ValueError(
-                f"alignment {k}: operations consume {nq[k]} query and {ns[k]} "
-                f"subject residues, but the coordinates span {q1[k] - q0[k]} and "
-                f"{s1[k] - s0[k]}"
-            )
+    nq, ns = used[:, 0], used[:, 1]
+    if n and (np.any(nq != q1 - q0) or np.any(ns != s1 - s0)):
+        k = int(np.flatnonzero((nq != q1 - q0) | (ns != s1 - s0))[0])
+        raise ValueError(
+            f"alignment {k}: operations consume {nq[k]} query and {ns[k]} "
+            f"subject residues, but the coordinates span {q1[k] - q0[k]} and "
+            f"{s1[k] - s0[k]}"
+        )
     # read-only views: one compiled signature whatever the arrays' origin (a
     # shard's mapped bytes are read-only, a FASTA file's are not), the one that
     # `swgpu backend --precompile` compiles
@@ -263,12 +344,13 @@ def alignment_fields(
                 q0,
                 s0,
                 ops,
+                ops_start,
                 ops_off,
                 positive_table(scheme),
             ),
         )
     )
-    length = np.diff(ops_off)
+    length = ops_len
     with np.errstate(divide="ignore", invalid="ignore"):
         pident = np.where(length > 0, 100.0 * counts[:, 0] / np.maximum(length, 1), 0.0)
         ppos = np.where(length > 0, 100.0 * counts[:, 1] / np.maximum(length, 1), 0.0)

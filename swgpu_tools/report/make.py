@@ -187,6 +187,7 @@ _QUERY_LISTS = ("scores.png", "evalues.png", "hits_per_query.png", "top_queries.
 class _Early:
     pid: int
     paths: list[str]
+    send: int  # the pipe's writing end: make_report sends the other pictures' jobs
 
 
 _EARLY: dict[str, _Early] = {}  # by the output folder's real path
@@ -194,23 +195,19 @@ _EARLY: dict[str, _Early] = {}  # by the output folder's real path
 
 def start_early(hits_path, stats_paths, out_dir, queries_path=None, workers=None) -> None:
     """Fork a process that draws :data:`EARLY` into ``out_dir`` now (the arguments
-    as :func:`make_report`'s); :func:`make_report` for the same folder draws the
-    others and waits for it.  ``swgpu run-steps`` calls this after the merge, so
-    that the pictures are drawn while the traceback runs.  The forked process
-    reads its inputs itself: this one goes on at once."""
+    as :func:`make_report`'s); :func:`make_report` for the same folder sends it the
+    other pictures to draw and waits for it.  ``swgpu run-steps`` calls this after
+    the merge, so that the pictures are drawn while the traceback runs.  The forked
+    process reads its inputs and imports matplotlib itself: this one goes on at
+    once (matplotlib's import, 0.3-0.5 s, is off the traceback's path) and never
+    imports matplotlib."""
     os.makedirs(out_dir, exist_ok=True)
     out = _paths(out_dir)
     n = _n_workers(workers, len(EARLY))
-    plots.preload()
+    receive, send = os.pipe()
 
     def draw() -> None:
-        hits = data.summarize_hits(hits_path)
-        queries = data.read_query_ids(queries_path) if queries_path is not None else None
-        steps = data.read_step_records(stats_paths)
-        table = data.query_table(hits, None, queries)
-        jobs = _picture_jobs(hits, None, table, steps, out)
-        jobs = [j for j in jobs if os.path.basename(j[1]) in EARLY]
-        groups = [jobs[k::n] for k in range(n)]
+        os.close(send)
         children: list = []
 
         def stop(*_):  # cancel_early: the drawing processes end before this one
@@ -221,15 +218,59 @@ def start_early(hits_path, stats_paths, out_dir, queries_path=None, workers=None
             os._exit(1)
 
         signal.signal(signal.SIGTERM, stop)
-        children += _fork(groups[1:])
-        render(groups[0])
-        _wait(children)
+        plots.preload()
+        hits = data.summarize_hits(hits_path)
+        queries = data.read_query_ids(queries_path) if queries_path is not None else None
+        steps = data.read_step_records(stats_paths)
+        table = data.query_table(hits, None, queries)
+        jobs = _picture_jobs(hits, None, table, steps, out)
+        jobs = [j for j in jobs if os.path.basename(j[1]) in EARLY]
+        for later in (jobs, None):  # EARLY now; then what make_report sends
+            later = _receive(receive) if later is None else later
+            m = max(1, min(n, len(later)))
+            groups = [later[k::m] for k in range(m)]
+            children[:] = _fork(groups[1:])
+            render(groups[0])
+            _wait(children)
 
     me = os.getpid()
     pid = os.fork()
     if pid == 0:
         run_child(me, draw)
-    _EARLY[os.path.realpath(out_dir)] = _Early(pid, [out[name] for name in EARLY])
+    os.close(receive)
+    _EARLY[os.path.realpath(out_dir)] = _Early(pid, [out[name] for name in EARLY], send)
+
+
+def _receive(fd: int) -> list:
+    """The jobs :func:`_send` wrote to the pipe ``fd`` (none if it was closed without)."""
+    import pickle
+
+    chunks = []
+    with os.fdopen(fd, "rb") as fh:
+        while chunk := fh.read(1 << 16):
+            chunks.append(chunk)
+    return pickle.loads(b"".join(chunks)) if chunks else []
+
+
+def _send(early: _Early, jobs: list):
+    """Send ``jobs`` to the early process and close the pipe, on a thread (the pipe
+    holds 64 KiB and the process reads when its first pictures are drawn): the
+    thread, to join.  A process that ended already is seen at its wait."""
+    import pickle
+    import threading
+
+    payload = pickle.dumps(jobs, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def write() -> None:
+        try:
+            with os.fdopen(early.send, "wb") as fh:
+                fh.write(payload)
+        except OSError:  # it ended (and is drawn again here)
+            pass
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    return thread
 
 
 def cancel_early() -> None:
@@ -237,6 +278,10 @@ def cancel_early() -> None:
     remove what they wrote."""
     while _EARLY:
         _, early = _EARLY.popitem()
+        try:
+            os.close(early.send)
+        except OSError:
+            pass
         try:
             os.kill(early.pid, signal.SIGTERM)
             os.waitpid(early.pid, 0)
@@ -252,16 +297,9 @@ def cancel_early() -> None:
                     pass
 
 
-def _wait_early(early: _Early, hits, changes, queries) -> set[str]:
-    """Wait for the early process; the paths to draw here: all of its pictures if
-    it failed, those that list the queries if changes.tsv adds queries."""
-    _, status = os.waitpid(early.pid, 0)
-    if status != 0:
-        log.warning(
-            f"the early plotting process ended (exit status "
-            f"{os.waitstatus_to_exitcode(status)}); drawing its pictures here"
-        )
-        return set(early.paths)
+def _redrawn(early: _Early, hits, changes, queries) -> set[str]:
+    """The early pictures to draw again: those that list the queries if changes.tsv
+    names a query that neither the query file nor hits.tsv has."""
     known = set(hits.ids) | (set(queries[0]) if queries is not None else set())
     if changes is not None and not set(changes.ids) <= known:
         return {p for p in early.paths if os.path.basename(p) in _QUERY_LISTS}
@@ -305,31 +343,43 @@ def make_report(
     out = _paths(out_dir)
     jobs = _picture_jobs(hits, changes, table, steps, out)
     early = _EARLY.pop(os.path.realpath(out_dir), None)
-    if early is not None:  # being drawn since the merge (see start_early)
-        later = [j for j in jobs if j[1] in early.paths]
-        jobs = [j for j in jobs if j[1] not in early.paths]
-    n = _n_workers(workers, len(jobs))
-    if "fork" not in multiprocessing.get_all_start_methods():
-        n = 1
-    groups = [jobs[k::n] for k in range(n)]
-    with timer.phase("plots"):
-        children = _fork(groups[1:])
-    try:
+    if early is not None:  # drawing since the merge (start_early): it draws the rest too
+        redo = _redrawn(early, hits, changes, queries)
+        sent = [j for j in jobs if j[1] not in early.paths or j[1] in redo]
         with timer.phase("plots"):
-            render(groups[0])
+            sending = _send(early, sent)
         with timer.phase("tables"):
             _write_tables(table, steps, out)
-    except BaseException:
-        for pid, _ in children:  # reap them; the error stands
-            os.waitpid(pid, 0)
-        raise
-    with timer.phase("plots"):
-        _wait(children)
-        if early is not None:
+        with timer.phase("plots"):
             t = time.perf_counter()
-            redo = _wait_early(early, hits, changes, queries)
+            sending.join()
+            _, status = os.waitpid(early.pid, 0)
             timer.fields["early_wait_s"] = round(time.perf_counter() - t, 4)
-            render([j for j in later if j[1] in redo])
+            if status != 0:
+                log.warning(
+                    f"the early plotting process ended (exit status "
+                    f"{os.waitstatus_to_exitcode(status)}); drawing its pictures here"
+                )
+                again = set(early.paths) | {j[1] for j in sent}
+                render([j for j in jobs if j[1] in again])
+    else:
+        n = _n_workers(workers, len(jobs))
+        if "fork" not in multiprocessing.get_all_start_methods():
+            n = 1
+        groups = [jobs[k::n] for k in range(n)]
+        with timer.phase("plots"):
+            children = _fork(groups[1:])
+        try:
+            with timer.phase("plots"):
+                render(groups[0])
+            with timer.phase("tables"):
+                _write_tables(table, steps, out)
+        except BaseException:
+            for pid, _ in children:  # reap them; the error stands
+                os.waitpid(pid, 0)
+            raise
+        with timer.phase("plots"):
+            _wait(children)
     timer.fields.update(
         early=early is not None,
         queries=len(table),

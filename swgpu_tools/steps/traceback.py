@@ -30,6 +30,18 @@ from ..sequences import SequenceSet
 log = get_logger(__name__)
 
 
+def preload() -> None:
+    """Import and load what this step's first call would (pandas, Numba, the
+    alignment package, the fields kernel): ``swgpu run-steps`` calls it on a thread
+    while the merge runs, so that the traceback starts warm."""
+    import pandas  # noqa: F401
+
+    from .. import alignment  # noqa: F401
+    from ..io.fields import load_kernel
+
+    load_kernel()
+
+
 def read_hits(path):
     return read_table(path, HITS_COLUMNS, what="hits table")
 
