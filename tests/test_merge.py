@@ -73,6 +73,36 @@ def test_merge_equals_brute_force_for_any_batching(data, n_queries, n_parts, top
     pd.testing.assert_frame_equal(tables[1], tables[2])
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.data(), st.integers(1, 4), st.integers(0, 5), st.integers(1, 6))
+def test_merge_with_an_evalue_cut_equals_brute_force(data, n_queries, n_parts, top_k):
+    """The last cut leaves out hits that cannot pass the E-value cut only after every
+    hit took its place in the top k (a tie at the cut is decided by accession):
+    the table equals sorting every hit, keeping the top k, then filtering by
+    E-value, on sizes where E-values straddle the cut-off."""
+    from swgpu_tools import stats
+
+    qids, parts, rows = make_parts(data, n_queries, n_parts)
+    queries = SequenceSet.from_sequences(qids, ["MKVLA" * 8] * n_queries)
+    db = data.draw(st.sampled_from([30, 60, 120, 400]))
+    max_e = data.draw(st.sampled_from([0.5, 2.0, 10.0]))
+    params = stats.lookup("BLOSUM62", 11, 1)
+    want = []
+    for qi in qids:
+        mine = sorted((r for r in rows if r[0] == qi), key=lambda r: (-r[1], r[2]))[:top_k]
+        for r in mine:
+            e = float(
+                np.asarray(
+                    stats.spouge_evalue(float(r[1]), 40, 30 + len(r[2]), db, params)
+                ).reshape(-1)[0]
+            )
+            if e <= max_e:
+                want.append(r)
+    for b in (1, 3, 10**9):
+        got = merge(iter(parts), queries, db, SCHEME, top_k, max_e, batch_rows=b)
+        assert list(zip(got["qacc"], got["score"], got["sacc"])) == want
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     n=st.integers(0, 60),

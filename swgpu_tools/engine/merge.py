@@ -47,42 +47,51 @@ def merge(
     (written as NA) and no E-value filter applies.
 
     ``parts`` may be a generator: they are taken a batch at a time (about
-    ``batch_rows`` hits, default :data:`BATCH_ROWS`) and each batch is cut, with
-    the running result, to the top ``top_k`` per query.  The order above is a
+    ``batch_rows`` hits, default :data:`BATCH_ROWS`, and the next part read ahead)
+    and each batch is cut, with the running result, to the top ``top_k`` per
+    query; the last cut leaves out the hits whose E-value floor is above
+    ``max_evalue`` (after they took their places in the top k), so that only the
+    few that can pass are ordered by accession.  The order above is a
     total order, so the top-k of the union equals the top-k of the union of
     top-k's: the result does not depend on the batches, and memory holds one
     batch and the queries' top-k, whatever the number of parts.
     """
     budget = BATCH_ROWS if batch_rows is None else max(1, int(batch_rows))
     order_of_query = {q: i for i, q in enumerate(queries.ids)}
+    params = stats.lookup(scheme.matrix_name, scheme.gap_open, scheme.gap_extend)
+    passes = None
+    if params is not None and max_evalue is not None:
+        qlens = queries.lengths.astype(np.int64)
+
+        def passes(q, score, slen):  # the E-value floor: a hit above it can never pass
+            low = stats.spouge_evalue_floor(
+                score.astype(np.float64), qlens[q], slen, db_residues, params
+            ).reshape(-1)
+            return ~(low > max_evalue * (1 + 1e-6))
+
     top = None
     batch: list[ShardHits] = []
     rows = 0
-    for part in parts:
+    ahead = iter(parts)
+    following = next(ahead, None)
+    while following is not None:  # one part looked ahead: the last one is cut below
+        part, following = following, next(ahead, None)
         batch.append(_in_query_order(part, queries, order_of_query))
         rows += len(part)
-        if rows >= budget:
+        if rows >= budget and following is not None:
             top = _cut(([top] if top is not None else []) + batch, queries, top_k)
             batch, rows = [], 0
-    if batch or top is None:  # (a last batch cut already is the result)
-        top = _cut(([top] if top is not None else []) + batch, queries, top_k)
+    # the last cut keeps only the top hits that can pass the E-value cut
+    top = _cut(([top] if top is not None else []) + batch, queries, top_k, passes)
     q = top.q.astype(np.int64)
     score = top.score.astype(np.int64)
     s = top.s.astype(np.int64)
     qlen = queries.lengths[q].astype(np.int64)
     sl = top.slen[s].astype(np.int64)
-    params = stats.lookup(scheme.matrix_name, scheme.gap_open, scheme.gap_extend)
     if params is None:
         bits = np.full(len(q), np.nan)
         evalue = np.full(len(q), np.nan)
     else:
-        if max_evalue is not None:
-            # hits far above the cut-off go before the exact E-values are computed
-            low = stats.spouge_evalue_floor(
-                score.astype(np.float64), qlen, sl, db_residues, params
-            ).reshape(-1)
-            ok = ~(low > max_evalue * (1 + 1e-6))
-            q, score, s, qlen, sl = (x[ok] for x in (q, score, s, qlen, sl))
         raw = score.astype(np.float64)
         bits = np.asarray(stats.bit_score(raw, params), dtype=np.float64).reshape(-1)
         evalue = np.asarray(
@@ -159,13 +168,12 @@ def _sort_order(q: np.ndarray, score: np.ndarray, rank: np.ndarray) -> np.ndarra
     return np.argsort(key, kind="stable")
 
 
-def _accession_ranks(acc: np.ndarray) -> np.ndarray:
+def _accession_ranks(acc) -> np.ndarray:
     """Each accession's place among the distinct accessions, in string order (equal
-    accessions share one).  A stable sort: each part's subjects come sorted (a
-    shard's order), so it merges a few sorted runs."""
+    accessions share one)."""
     if not len(acc):
         return np.zeros(0, np.int64)
-    text = acc.astype(str)
+    text = np.asarray(acc, dtype=object).astype(str)
     order = np.argsort(text, kind="stable")
     ordered = text[order]
     rank = np.empty(len(text), np.int64)
@@ -173,43 +181,106 @@ def _accession_ranks(acc: np.ndarray) -> np.ndarray:
     return rank
 
 
-def _cut(parts: list[ShardHits], queries: SequenceSet, top_k: int) -> ShardHits:
+def _top_members(q, score, n_queries: int, top_k: int, accession_of, passes=None) -> np.ndarray:
+    """The rows among each query's ``top_k`` best by (score desc, accession asc), as a
+    mask; with ``passes`` (``passes(rows)``: a mask of which of those rows may pass a
+    later filter; asked only about rows that can be in the top k) only those of
+    them that pass.
+
+    One integer sort by (query, score) (the parts come as sorted runs, which the
+    stable sort merges) gives each query's k-th best score S: rows above S are in,
+    rows below out.  Rows equal to S compete for the places left by accession
+    (``accession_of(rows)``: their accessions), looked up only where such a tie
+    straddles the cut and one of its rows passes: a tie at the cut is usually far
+    below the E-value cut, so few accessions are ever compared."""
+    n = len(q)
+    counts = np.bincount(q, minlength=n_queries)
+    over = counts > top_k
+    if not over.any():
+        return np.ones(n, dtype=bool) if passes is None else passes(np.arange(n))
+    smin, smax = int(score.min()), int(score.max())
+    key = q * (smax - smin + 1) + (smax - score)
+    order = np.argsort(key, kind="stable")
+    starts = np.cumsum(counts) - counts
+    kth = np.full(n_queries, np.iinfo(np.int64).min, dtype=np.int64)
+    kth[over] = score[order[starts[over] + top_k - 1]]
+    cut = kth[q]
+    ok = np.ones(n, dtype=bool)
+    if passes is not None:  # asked about the rows at or above their query's cut only
+        ok[:] = False
+        ask = np.flatnonzero(score >= cut)
+        ok[ask] = passes(ask)
+    above = score > cut
+    tie = (score == cut) & over[q]
+    member = (above | ~over[q]) & ok
+    places = top_k - np.bincount(q[above], minlength=n_queries)  # left for the ties
+    tied = np.bincount(q[tie], minlength=n_queries)
+    straddles = tied > places  # else every tied row is in
+    member |= tie & ~straddles[q] & ok
+    contest = np.flatnonzero(tie & straddles[q])
+    if len(contest):  # only queries where a tied row passes need the accessions
+        wanted = np.zeros(n_queries, dtype=bool)
+        wanted[q[contest[ok[contest]]]] = True
+        contest = contest[wanted[q[contest]]]
+    if len(contest):
+        rank = _accession_ranks(accession_of(contest))
+        cq = q[contest]
+        o = np.lexsort((contest, rank, cq))  # by query, accession, then position
+        contest, cq = contest[o], cq[o]
+        c = np.bincount(cq, minlength=n_queries)
+        first = np.cumsum(c) - c
+        within = np.arange(len(contest)) - first[cq]
+        member[contest[(within < places[cq]) & ok[contest]]] = True
+    return member
+
+
+def _cut(parts: list[ShardHits], queries: SequenceSet, top_k: int, passes=None) -> ShardHits:
     """The top ``top_k`` hits per query of ``parts`` (query indices in the query file's
     order), sorted by query, descending score, ascending subject accession; only
-    the subjects still hit are kept."""
-    q = np.concatenate([p.q.astype(np.int64) for p in parts]) if parts else np.zeros(0, np.int64)
-    score = (
-        np.concatenate([p.score.astype(np.int64) for p in parts])
-        if parts
-        else np.zeros(0, np.int64)
-    )
+    the subjects still hit are kept.  ``passes(q, score, slen)``: a mask of the rows
+    that may pass a later filter (the E-value cut); the others are left out (after
+    they took their places in the top ``top_k``)."""
+    if not parts:
+        parts = [ShardHits(queries.ids, np.zeros(0, np.int64), np.zeros(0, np.int64),
+                           np.zeros(0, np.int64), [], [], np.zeros(0, np.int64))]  # fmt: skip
+    q = np.concatenate([p.q.astype(np.int64) for p in parts])
+    score = np.concatenate([p.score.astype(np.int64) for p in parts])
     sub_off = np.cumsum([0] + [len(p.subjects) for p in parts])
-    s = (
-        np.concatenate([p.s.astype(np.int64) + o for p, o in zip(parts, sub_off)])
-        if parts
-        else np.zeros(0, np.int64)
+    s = np.concatenate([p.s.astype(np.int64) + o for p, o in zip(parts, sub_off)])
+    slen = np.concatenate([p.slen.astype(np.int64) for p in parts])
+
+    def accessions(subjects: np.ndarray) -> list[str]:  # of subjects by index, ascending
+        bounds = np.searchsorted(subjects, sub_off).tolist()
+        return [
+            p.subjects[i]
+            for k, p in enumerate(parts)
+            for i in (subjects[bounds[k] : bounds[k + 1]] - sub_off[k]).tolist()
+        ]
+
+    def accession_of(rows: np.ndarray) -> list[str]:
+        used, at = used_and_index(s[rows], int(sub_off[-1]))
+        names = accessions(used)
+        return [names[i] for i in at.tolist()]
+
+    def ok(rows: np.ndarray) -> np.ndarray:
+        return passes(q[rows], score[rows], slen[s[rows]])
+
+    member = (
+        _top_members(q, score, len(queries), top_k, accession_of, ok if passes else None)
+        if len(q)
+        else q > 0
     )
-    acc = np.asarray([a for p in parts for a in p.subjects], dtype=object)
-    rank = _accession_ranks(acc)  # ties by accession with an integer sort
-    order = _sort_order(q, score, rank[s] if len(s) else s)
-    # each query's rows are consecutive in ``order``: keep its first top_k
-    counts = np.bincount(q, minlength=len(queries)) if len(q) else np.zeros(0, np.int64)
-    starts = np.cumsum(counts) - counts
-    keep = np.arange(len(q)) - np.repeat(starts, counts) < top_k
-    idx = order[keep]
-    q, score, s = q[idx], score[idx], s[idx]
-    used, s_new = used_and_index(s, int(sub_off[-1]))
-    ul = used.tolist()
-    headers = Lines.concat([p.headers for p in parts])
-    slen = (
-        np.concatenate([p.slen.astype(np.int64) for p in parts]) if parts else np.zeros(0, np.int64)
-    )
+    idx = np.flatnonzero(member)
+    used, s_new = used_and_index(s[idx], int(sub_off[-1]))
+    names = accessions(used)
+    order = _sort_order(q[idx], score[idx], _accession_ranks(names)[s_new])
+    idx, s_new = idx[order], s_new[order]
     return ShardHits(
         queries.ids,
-        q,
+        q[idx],
         s_new.reshape(-1).astype(np.int64),
-        score,
-        [acc[i] for i in ul],
-        headers.take(used),
+        score[idx],
+        names,
+        Lines.concat([p.headers for p in parts]).take(used),
         slen[used],
     )
