@@ -343,3 +343,31 @@ def test_a_forked_helper_ends_with_the_step_that_forked_it(tmp_path):
     if alive:
         os.kill(child, 9)
     assert not alive, "the helper outlived the step that forked it"
+
+
+def test_the_warm_process_loads_every_kernel_the_traceback_calls(scored, tmp_path):
+    """The warm process's finish generation loads the traceback's kernels from the
+    disk cache (``alignment.warmup.load_hits_kernels``, before it forks, so with
+    no thread): after it, the traceback step of a scan loads no other compiled
+    function.  (The first step run fills the cache if it is cold.)"""
+    root, tables = scored
+    steps = _steps(root, tmp_path, tables)
+    _ok(swgpu(*_chain(steps[:2])))
+    script = (
+        "import sys, numba\n"
+        "from swgpu_tools.alignment.warmup import load_hits_kernels\n"
+        "from swgpu_tools.cli import main\n"
+        "def loaded():\n"
+        "    return sum(len(v.signatures) for m in list(sys.modules.values())\n"
+        "               if getattr(m, '__name__', '').startswith('swgpu_tools')\n"
+        "               for v in vars(m).values() if isinstance(v, numba.core.registry.CPUDispatcher))\n"
+        "import threading\n"
+        "assert load_hits_kernels()\n"
+        "assert threading.active_count() == 1, 'a thread was started'\n"
+        "before = loaded()\n"
+        f"assert main({steps[1]!r}) == 0\n"
+        "print(before, loaded())\n"
+    )
+    proc = _ok(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True))
+    before, after = map(int, proc.stdout.split())
+    assert before > 0 and after == before, proc.stdout

@@ -29,6 +29,33 @@ def _output_columns(queries, db, qi, si, alignments, scheme) -> None:
     alignment_fields(as_set(queries), as_set(db), qi, si, alignments, scheme)
 
 
+def load_hits_kernels() -> bool:
+    """Load the kernels the traceback step calls first (database hits in int16 lanes,
+    their output columns) from the disk cache, on one thread (no thread is
+    started: the warm process loads them before it forks).  False, loading
+    nothing, when the cache does not hold them (compiling is left to the step)."""
+    from ..io.fields import load_kernel
+    from ..scoring import ScoringScheme
+    from ..sequences import EncodedSequences
+    from .api import align_many
+
+    if not is_compiled("hits"):
+        return False
+    scheme = ScoringScheme("BLOSUM62", 11, 1)
+    rng = np.random.default_rng(2)
+    query = rng.integers(0, 20, 120).astype(np.uint8)
+    # one query's hits (in query lanes, as a database's): strong ones (bands) and
+    # weak ones (traced back in pair lanes)
+    subjects = [query.copy(), np.concatenate([query[:50], query[60:]])]
+    subjects += [rng.integers(0, 20, int(n)).astype(np.uint8) for n in (40, 90, 130, 70, 110, 60)]
+    queries = EncodedSequences(query, np.array([0, len(query)]))
+    db = EncodedSequences(np.concatenate(subjects), np.r_[0, np.cumsum([len(x) for x in subjects])])
+    qi, si = np.zeros(len(subjects), np.int64), np.arange(len(subjects), dtype=np.int64)
+    align_many(queries, db, qi, si, scheme, threads=1, backend="cpu")
+    load_kernel()
+    return True
+
+
 def precompile(log=None) -> dict:
     """Compile (or load from the disk cache) every CPU alignment kernel a run may need.
 

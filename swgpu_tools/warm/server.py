@@ -74,6 +74,16 @@ def _stage_cuda(gpu: bool):
     return load
 
 
+def _stage_alignment() -> None:
+    """The traceback's alignment kernels and its output columns' kernel, loaded from
+    the disk cache (serial functions: loading them starts no threads); nothing
+    where the cache lacks them (the step compiles them, with its notice)."""
+    from ..alignment.warmup import load_hits_kernels
+
+    if not load_hits_kernels():
+        raise RuntimeError("not in the kernel cache yet")
+
+
 def _stage_plots() -> None:
     from ..report import plots
 
@@ -91,7 +101,7 @@ def _modules(*names: str):
 def generations(gpu: bool) -> list[list[tuple[str, object]]]:
     """Stages, (name, loader), in generations: what the shard step needs (a
     fraction of a second); the scoring job (Numba; numba-cuda and its typing
-    with ``gpu``); rule finish (pandas, the traceback, the pictures)."""
+    with ``gpu``); rule finish (pandas, the traceback and its kernels, the pictures)."""
     first = [
         ("numpy", _modules("numpy")),
         ("steps", _modules("swgpu_tools.steps.shard_db", "swgpu_tools.steps.score_shard")),
@@ -112,6 +122,7 @@ def generations(gpu: bool) -> list[list[tuple[str, object]]]:
                 "swgpu_tools.report.make",
             ),
         ),
+        ("alignment", _stage_alignment),
         ("plots", _stage_plots),
     ]
     return [first, scoring, finish]
