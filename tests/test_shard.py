@@ -71,17 +71,24 @@ def test_new_release_changes_only_affected_shards(tmp_path):
     assert changed == {shard_of(s, 8) for s in ("S00010", "S00020", "NEW0001")}
 
 
+@pytest.mark.parametrize("bisect_max", [0, 10**6])  # one sorted search; a bisection each
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_reading_some_records_equals_reading_all_then_choosing(tmp_path, seed):
+def test_reading_some_records_equals_reading_all_then_choosing(
+    tmp_path, seed, bisect_max, monkeypatch
+):
+    from swgpu_tools.io import shardfile
+
+    monkeypatch.setattr(shardfile, "_BISECT_MAX", bisect_max)
     rng = np.random.default_rng(seed)
     db = random_db(300, seed)
-    db.update({f"{p}{rng.integers(1000)}": "MKV" for p in ("a", "Z", "sp|Q", "~")})
+    db.update({f"{p}{rng.integers(1000)}": "MKV" for p in ("a", "Z", "sp|Q", "~", "S0")})
     write_fasta(tmp_path / "db.fa", db)
     shard_database(tmp_path / "db.fa", tmp_path / "s", 1)
     path = tmp_path / "s" / "shard-0000.swdb"
     full = read_shard(path)
     idx = np.sort(rng.choice(len(full), int(rng.integers(0, 40)), replace=False))
-    wanted = {full.ids[i] for i in idx} | {"absent", "S99999", ""}
+    # absent ones too: before the first id, after the last, between, a prefix of one
+    wanted = {full.ids[i] for i in idx} | {"absent", "S99999", "", "\x00", "\U0010ffff", "S0"}
     got = read_shard_records(path, wanted)
     ref = full.subset(idx)
     assert got.ids == ref.ids and got.headers == ref.headers

@@ -25,6 +25,7 @@ never trusted.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import hashlib
 import json
@@ -396,12 +397,25 @@ def read_shard_records(path, wanted, trusted: bool = False) -> SequenceSet:
         return _records(shard, wanted)
 
 
+#: Up to this many wanted records are found by one bisection each (about 10 us
+#: each); more, by one sorted search over an array of every id (0.1 s for 439,226
+#: ids, whatever the number wanted).
+_BISECT_MAX = 10_000
+
+
 def _records(shard: _ShardBody, wanted) -> SequenceSet:
     blob = shard.ids_blob()
     ids = _TextLines(blob)
     found: list[int] = []
     want = sorted({a.encode("utf-8") for a in wanted})
-    if want and len(ids):
+    if want and len(ids) and len(want) <= _BISECT_MAX:
+        # a few: one bisection each over the lines (no array of every id)
+        lines = ids.raw
+        for w in want:
+            k = bisect.bisect_left(lines, w)
+            if k < len(lines) and lines[k] == w:
+                found.append(k)
+    elif want and len(ids):
         # the ids as one numpy byte-string array, searched for all wanted at once
         # (one bisection per accession in Python took ~0.3 s for 20,000 hits)
         keys = np.array(blob.split(b"\n")[: len(ids)], dtype=bytes)

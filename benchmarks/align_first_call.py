@@ -1,0 +1,72 @@
+"""The traceback's first alignment call in a new process, as rule finish makes it.
+
+    python benchmarks/align_first_call.py RESULTS_DIR QUERIES [--threads 16]
+
+For the hits of a finished run (RESULTS_DIR/hits.tsv, its shards), in a process
+forked the way the warm-start process forks a job (the parent imported the
+traceback step and, with ``--preload``, loaded its kernels:
+``alignment.warmup.load_hits_kernels``), times ``align_many`` three times and
+the making of the Alignment objects, and prints them.  Where the first call
+costs more than the others, the difference is the process's first-call cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import time
+
+import numpy as np
+
+
+def child(results: str, queries_path: str, threads: int) -> None:
+    from swgpu_tools.alignment import align_many
+    from swgpu_tools.io.fasta import read_fasta
+    from swgpu_tools.scoring import ScoringScheme
+    from swgpu_tools.steps.traceback import load_subjects, read_hits
+
+    scheme = ScoringScheme()
+    hits = read_hits(os.path.join(results, "hits.tsv"))
+    queries = read_fasta(queries_path)
+    shards = sorted(glob.glob(os.path.join(results, "shards", "shard-*.swdb")))
+    t = time.perf_counter()
+    subjects = load_subjects(shards, set(hits["sacc"]))
+    print(f"  subjects read: {time.perf_counter() - t:.3f} s ({len(hits):,} hits)")
+    qi = hits["qacc"].map({q: i for i, q in enumerate(queries.ids)}).to_numpy(np.int64)
+    si = hits["sacc"].map({s: i for i, s in enumerate(subjects.ids)}).to_numpy(np.int64)
+    q, s = scheme.encode(queries, "queries"), scheme.encode(subjects, "database")
+    for k in range(3):
+        t = time.perf_counter()
+        align_many(q, s, qi, si, scheme.matrix, 11, 1, threads=threads, backend="cpu")
+        print(f"  align_many call {k + 1}: {time.perf_counter() - t:.3f} s")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("results")
+    ap.add_argument("queries")
+    ap.add_argument("--threads", type=int, default=16)
+    args = ap.parse_args()
+    import swgpu_tools.steps.traceback  # noqa: F401  (as the warm process's generation)
+
+    for preload in (False, True):
+        if preload:
+            from swgpu_tools.alignment.warmup import load_hits_kernels
+
+            t = time.perf_counter()
+            print(
+                f"kernels loaded in the parent: {load_hits_kernels()}, {time.perf_counter() - t:.3f} s"
+            )
+        pid = os.fork()
+        if pid == 0:
+            print(f"child, preloaded {preload}:", flush=True)
+            try:
+                child(args.results, args.queries, args.threads)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+
+
+if __name__ == "__main__":
+    main()
