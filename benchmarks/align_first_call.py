@@ -33,8 +33,10 @@ def child(results: str, queries_path: str, threads: int) -> None:
     t = time.perf_counter()
     subjects = load_subjects(shards, set(hits["sacc"]))
     print(f"  subjects read: {time.perf_counter() - t:.3f} s ({len(hits):,} hits)")
-    qi = hits["qacc"].map({q: i for i, q in enumerate(queries.ids)}).to_numpy(np.int64)
-    si = hits["sacc"].map({s: i for i, s in enumerate(subjects.ids)}).to_numpy(np.int64)
+    # writable copies, as the step passes them (pandas hands out read-only arrays: another
+    # Numba type, another compiled specialization)
+    qi = hits["qacc"].map({q: i for i, q in enumerate(queries.ids)}).to_numpy(np.int64).copy()
+    si = hits["sacc"].map({s: i for i, s in enumerate(subjects.ids)}).to_numpy(np.int64).copy()
     q, s = scheme.encode(queries, "queries"), scheme.encode(subjects, "database")
     for k in range(3):
         t = time.perf_counter()

@@ -71,14 +71,12 @@ def test_new_release_changes_only_affected_shards(tmp_path):
     assert changed == {shard_of(s, 8) for s in ("S00010", "S00020", "NEW0001")}
 
 
-@pytest.mark.parametrize("bisect_max", [0, 10**6])  # one sorted search; a bisection each
+@pytest.mark.parametrize("ratio", [10**6, 0])  # one sorted search; a bisection each
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_reading_some_records_equals_reading_all_then_choosing(
-    tmp_path, seed, bisect_max, monkeypatch
-):
+def test_reading_some_records_equals_reading_all_then_choosing(tmp_path, seed, ratio, monkeypatch):
     from swgpu_tools.io import shardfile
 
-    monkeypatch.setattr(shardfile, "_BISECT_MAX", bisect_max)
+    monkeypatch.setattr(shardfile, "_BISECT_RATIO", ratio)
     rng = np.random.default_rng(seed)
     db = random_db(300, seed)
     db.update({f"{p}{rng.integers(1000)}": "MKV" for p in ("a", "Z", "sp|Q", "~", "S0")})

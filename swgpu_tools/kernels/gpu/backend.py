@@ -113,6 +113,7 @@ class GpuBackend:
         #: the kept one was used), the plans, and the scans (for the step statistics)
         self.last_times: dict[str, float] = {}
         self._setup_s = 0.0
+        self._setup_parts: dict[str, float] = {}
 
     def _bind(self) -> None:
         if self.device is not None:
@@ -130,6 +131,13 @@ class GpuBackend:
             self._searcher._database_ref = database  # keeps id(database) unique while kept
             self._key = key
             self._setup_s += self._searcher.setup_seconds
+            # its parts (times since the upload began, each after the one before)
+            at = self._searcher.setup_times
+            marks = [k for k in ("upload_codes", "alphabet", "layout") if k in at]
+            before = 0.0
+            for k in marks:
+                self._setup_parts[k] = self._setup_parts.get(k, 0.0) + at[k] - before
+                before = at[k]
         return self._searcher
 
     def search(
@@ -145,6 +153,7 @@ class GpuBackend:
         ``segments``: in one batched search where the searcher batches, else one
         search per segment."""
         self._setup_s = 0.0
+        self._setup_parts = {}
         searcher = self.searcher(database, scheme)
         if segments is None or batched.use_batches(searcher, queries.lengths):
             hits = searcher.search(queries, top_k, progress=progress, segments=segments)
@@ -165,6 +174,7 @@ class GpuBackend:
 
     def _note(self, plan_s: float, scan_s: float) -> None:
         self.last_times = {"setup": self._setup_s, "plan": plan_s, "scan": scan_s}
+        self.last_times.update({f"setup_{k}": v for k, v in self._setup_parts.items()})
 
     def pair_regions(
         self,
