@@ -170,6 +170,13 @@ def _reuse_rows(hits, scores, qhash, shash, previous) -> tuple[list, np.ndarray]
     return both["_k"].to_numpy(np.int64).tolist(), both["_i"].to_numpy(np.int64)
 
 
+def _kernels_loaded() -> int:
+    """Compiled versions of the database hits' alignment kernels in this process."""
+    from ..alignment.warm import entry_points
+
+    return sum(len(f.signatures) for f in entry_points("hits"))
+
+
 def traceback(
     hits,
     queries: SequenceSet,
@@ -243,6 +250,7 @@ def traceback(
     marks.append(("reuse", time.perf_counter()))
     todo = np.flatnonzero(~have)
     t0 = time.perf_counter()
+    loaded = _kernels_loaded()
     if len(todo):
         q_enc = scheme.encode(queries, "queries")
         s_enc = scheme.encode(subjects, "database")
@@ -297,6 +305,9 @@ def traceback(
     marks.append(("table", time.perf_counter()))
     if stats is not None:
         stats.update(alignments=n, aligned=int(len(todo)), reused=reused, align_s=align_s)
+        # compiled versions of the hits' kernels in this process before and after the
+        # alignments (loaded ahead by the warm process: the same numbers)
+        stats["kernels_loaded"] = [loaded, _kernels_loaded()]
         stats["align_phases_s"] = {
             name: round(t - marks[i][1], 4) for i, (name, t) in enumerate(marks[1:])
         }
