@@ -31,6 +31,7 @@
 # PHASE=GT: precompile and the GPU tests only.
 # WARM_START=false: config warm_start false in S and F4; WARM_AB=1: S with false, then true.
 # STANDBY_AB=N: after S, N pairs of 20-query runs with the GPU standby off, then on.
+# AB_VAR=NAME AB_PAIRS=N: after S, N pairs of 20-query runs with NAME=0, then NAME unset.
 # PLUGIN_AB=1: S, then S again without snakemake-executor-plugin-slurm; S_REPEAT=N: N more
 # 20-query runs after each.  NO_SLURM_PLUGIN=1: remove the plugin before any phase.
 # PHASE="S D": D, after S, times process starts on the host (python3, swgpu, nvidia-smi -L,
@@ -421,6 +422,20 @@ if has_phase S; then
         --queries 20=$BD/bench_queries.fasta --cores 16 --threads 16 --shards 1 \
         --workdir /tmp/scaleR_${plug}_$n --json /tmp/scaleR_${plug}_$n.json 2>&1 \
         | grep -A12 "== q20" | tee -a "$OUT/log.txt"
+    done
+  done
+  # AB_VAR=NAME AB_PAIRS=N: N pairs of 20-query runs with NAME=0, then unset (the default)
+  for n in $(seq 1 "${AB_PAIRS:-0}"); do
+    for v in 0 default; do
+      echo "== 20 queries, ${AB_VAR}=$v, pair $n" | tee -a "$OUT/log.txt"
+      ( [ "$v" = default ] && unset "$AB_VAR" || export "$AB_VAR=$v"
+        timeout 60 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
+          --queries 20=$BD/bench_queries.fasta --cores 16 --threads 16 --shards 1 \
+          --workdir /tmp/scaleAB_${v}_$n --json /tmp/scaleAB_${v}_$n.json 2>&1 \
+          | grep -A12 "== q20" | tee -a "$OUT/log.txt" )
+      python3 -c "
+import json; d = json.load(open('/tmp/scaleAB_${v}_$n/q20/results/stats/traceback.json'))
+print('   traceback align_s', round(d['align_s'], 3), 'phases', d['phases_s'])" | tee -a "$OUT/log.txt"
     done
   done
   # STANDBY_AB=N: N pairs of 20-query runs, the warm process's GPU standby off, then on
