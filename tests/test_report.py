@@ -423,3 +423,32 @@ def test_pictures_of_an_early_process_that_died_are_drawn_at_the_end(tmp_path, c
     for name in OUTPUTS:
         a = (tmp_path / "alone" / name).read_bytes()
         assert (tmp_path / "early" / name).read_bytes() == a, name
+
+
+def test_pictures_whose_inputs_are_ready_are_drawn_ahead(tmp_path):
+    """The early process draws the changes' picture as soon as the early changes
+    file exists, and the steps' picture when told the step statistics are complete
+    (``traceback_done``); make_report's jobs then leave it nothing to draw, and the
+    files equal those drawn alone."""
+    import subprocess
+
+    hits, changes = random_scan(tmp_path, 20, 6, seed=7)
+    stats = shard_stats(tmp_path / "stats", 2)
+    make_report(hits, changes, stats, tmp_path / "alone")
+    args = f"{str(hits)!r}, {[str(p) for p in stats]!r}, {str(tmp_path / 'early')!r}"
+    script = (
+        "from swgpu_tools.logs import configure\n"
+        "from swgpu_tools.report.make import start_early, make_report, traceback_done\n"
+        "configure(1)\n"
+        f"start_early({args}, changes_path={str(changes)!r})\n"
+        "traceback_done()\n"
+        f"make_report({str(hits)!r}, {str(changes)!r}, {args.split(', ', 1)[1]})\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "pictures drawn at the end: 0 of 7" in proc.stderr, proc.stderr
+    for name in OUTPUTS:
+        a = (tmp_path / "alone" / name).read_bytes()
+        assert (tmp_path / "early" / name).read_bytes() == a, name

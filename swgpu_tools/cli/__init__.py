@@ -117,6 +117,8 @@ def run_steps(argv: list[str]) -> int:
                     warming.join()
                 _changes_early(step, steps[k + 1 :])
                 _plots_early(step, steps[k + 1 :])
+            if step[0] == "traceback" and "swgpu_tools.report.make" in sys.modules:
+                sys.modules["swgpu_tools.report.make"].traceback_done()
     finally:
         if "swgpu_tools.report.make" in sys.modules:  # a step failed: no pictures left behind
             sys.modules["swgpu_tools.report.make"].cancel_early()
@@ -187,8 +189,10 @@ def _plots_early(merge: list[str], later: list[list[str]]) -> None:
 
     def start(p):
         from ..report.make import start_early
+        from ..steps.history import early_changes_file
 
-        start_early(p.hits, p.step_stats, p.out_dir, queries_path=p.queries)
+        changes = early_changes_file(p.changes) if p.changes else None
+        start_early(p.hits, p.step_stats, p.out_dir, queries_path=p.queries, changes_path=changes)
 
     _start_early(merge, later, "plots", "pictures", start)
 

@@ -176,11 +176,9 @@ def _picture_jobs(hits, changes, table, steps, out) -> list[tuple[str, str, tupl
 
 #: The pictures that need only hits.tsv, the queries and the scoring jobs'
 #: statistics: rule finish draws them while its traceback runs (:func:`start_early`).
+#: Those that list the queries are drawn again when changes.tsv names a query that
+#: neither the query file nor hits.tsv has (their arguments differ then).
 EARLY = ("scores.png", "evalues.png", "hits_per_query.png", "top_queries.png", "shards.png")
-#: ... of which these list the queries, so they change when changes.tsv names a
-#: query that neither the query file nor hits.tsv has (a query file changed
-#: since the previous release): then they are drawn again.
-_QUERY_LISTS = ("scores.png", "evalues.png", "hits_per_query.png", "top_queries.png")
 
 
 @dataclass
@@ -193,14 +191,24 @@ class _Early:
 _EARLY: dict[str, _Early] = {}  # by the output folder's real path
 
 
-def start_early(hits_path, stats_paths, out_dir, queries_path=None, workers=None) -> None:
+def start_early(
+    hits_path, stats_paths, out_dir, queries_path=None, workers=None, changes_path=None
+) -> None:
     """Fork a process that draws :data:`EARLY` into ``out_dir`` now (the arguments
     as :func:`make_report`'s); :func:`make_report` for the same folder sends it the
     other pictures to draw and waits for it.  ``swgpu run-steps`` calls this after
     the merge, so that the pictures are drawn while the traceback runs.  The forked
     process reads its inputs and imports matplotlib itself: this one goes on at
     once (matplotlib's import, 0.3-0.5 s, is off the traceback's path) and never
-    imports matplotlib."""
+    imports matplotlib.
+
+    The other pictures are drawn ahead too where their inputs are ready before
+    :func:`make_report`: the changes' as soon as ``changes_path`` (the early
+    changes' file, :func:`swgpu_tools.steps.history.early_changes_file`) is
+    written, the steps' when :func:`traceback_done` says the step statistics are.
+    :func:`make_report` then sends every picture it would draw; the process draws
+    those whose figure arguments differ from what it drew ahead (so the files are
+    the same as drawn at the end)."""
     os.makedirs(out_dir, exist_ok=True)
     out = _paths(out_dir)
     n = _n_workers(workers, len(EARLY))
@@ -208,10 +216,6 @@ def start_early(hits_path, stats_paths, out_dir, queries_path=None, workers=None
 
     def draw() -> None:
         os.close(send)
-        # below the step's own work (the traceback's threads use every core the job
-        # has): the pictures take the cores it leaves (run 107: the 20 queries'
-        # alignments took 0.43-0.72 s beside them, 0.26-0.32 s alone)
-        _lower_priority()
         children: list = []
 
         def stop(*_):  # cancel_early: the drawing processes end before this one
@@ -228,14 +232,43 @@ def start_early(hits_path, stats_paths, out_dir, queries_path=None, workers=None
         steps = data.read_step_records(stats_paths)
         table = data.query_table(hits, None, queries)
         jobs = _picture_jobs(hits, None, table, steps, out)
-        jobs = [j for j in jobs if os.path.basename(j[1]) in EARLY]
-        for later in (jobs, None):  # EARLY now; then what make_report sends
-            later = _receive(receive) if later is None else later
-            m = max(1, min(n, len(later)))
-            groups = [later[k::m] for k in range(m)]
+        drawn: dict[str, bytes] = {}  # picture -> its job's digest
+
+        def draw_all(todo: list) -> None:
+            m = max(1, min(n, len(todo)))
+            groups = [todo[k::m] for k in range(m)]
             children[:] = _fork(groups[1:])
             render(groups[0])
             _wait(children)
+            drawn.update({j[1]: _digest(j) for j in todo})
+
+        draw_all([j for j in jobs if os.path.basename(j[1]) in EARLY])
+        changes, pending = None, changes_path
+        inbox = _Inbox(receive)
+        while True:
+            if pending is not None and os.path.exists(pending):  # the early changes
+                try:
+                    changes = data.count_changes(pending)
+                except Exception:  # noqa: BLE001 - moved by the release step meanwhile
+                    changes = None  # (or unreadable): drawn at the end
+                pending = None
+                if changes is not None:
+                    table = data.query_table(hits, changes, queries)
+                    ahead = _picture_jobs(hits, changes, table, steps, out)
+                    draw_all([j for j in ahead if drawn.get(j[1]) != _digest(j)])
+            kind, payload = inbox.next(timeout=0.02 if pending is not None else None)
+            if kind == "wait":
+                continue
+            if kind == "stats":  # the step statistics are complete: the steps' picture
+                steps = data.read_step_records(stats_paths)
+                ahead = _picture_jobs(hits, changes, table, steps, out)
+                draw_all([j for j in ahead if os.path.basename(j[1]) == "steps.png"])
+                continue
+            # the end (make_report's jobs: those not drawn with the same arguments)
+            last = [j for j in (payload or []) if drawn.get(j[1]) != _digest(j)]
+            log.debug(f"pictures drawn at the end: {len(last)} of {len(payload or [])}")
+            draw_all(last)
+            return
 
     me = os.getpid()
     pid = os.fork()
@@ -245,43 +278,75 @@ def start_early(hits_path, stats_paths, out_dir, queries_path=None, workers=None
     _EARLY[os.path.realpath(out_dir)] = _Early(pid, [out[name] for name in EARLY], send)
 
 
-#: How much lower the early pictures' processes run (``os.nice``; the environment's
-#: ``SWGPU_EARLY_NICENESS`` instead, where set: 0 to compare).
-EARLY_NICENESS = 10
+def traceback_done() -> None:
+    """Tell the early pictures' processes that the step statistics are complete
+    (``swgpu run-steps``, after the traceback): they draw the steps' picture now."""
+    for early in _EARLY.values():
+        _post(early.send, ("stats", None))
 
 
-def _lower_priority() -> None:
+def _digest(job) -> bytes:
+    """A picture job's identity: its function, output and arguments."""
+    import hashlib
+    import pickle
+
+    return hashlib.blake2b(pickle.dumps(job, protocol=4), digest_size=16).digest()
+
+
+def _post(fd: int, message) -> None:
+    """One message on a pipe (length, then the pickle); best effort."""
+    import pickle
+    import struct
+
+    payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    buf = memoryview(struct.pack("<Q", len(payload)) + payload)
     try:
-        os.nice(int(os.environ.get("SWGPU_EARLY_NICENESS", EARLY_NICENESS)))
-    except (OSError, AttributeError, ValueError):  # not allowed, or no nice(): as is
+        while len(buf):
+            buf = buf[os.write(fd, buf) :]
+    except OSError:  # the process ended (its pictures are drawn at the end)
         pass
 
 
-def _receive(fd: int) -> list:
-    """The jobs :func:`_send` wrote to the pipe ``fd`` (none if it was closed without)."""
-    import pickle
+class _Inbox:
+    """The messages :func:`_post` wrote to a pipe: ("stats", None), ("jobs", [...]),
+    then the end ("end", None) when the writer closes it; ("wait", None) when
+    none came within ``timeout`` seconds."""
 
-    chunks = []
-    with os.fdopen(fd, "rb") as fh:
-        while chunk := fh.read(1 << 16):
-            chunks.append(chunk)
-    return pickle.loads(b"".join(chunks)) if chunks else []
+    def __init__(self, fd: int):
+        self.fd = fd  # read unbuffered: select() sees every byte not yet taken
+
+    def _read(self, size: int) -> bytes:
+        parts = []
+        while size > 0 and (part := os.read(self.fd, min(size, 1 << 20))):
+            parts.append(part)
+            size -= len(part)
+        return b"".join(parts)
+
+    def next(self, timeout=None):
+        import pickle
+        import select
+        import struct
+
+        if timeout is not None and not select.select([self.fd], [], [], timeout)[0]:
+            return "wait", None
+        head = self._read(8)
+        if len(head) < 8:
+            return "end", None
+        (size,) = struct.unpack("<Q", head)
+        return pickle.loads(self._read(size))
 
 
 def _send(early: _Early, jobs: list):
     """Send ``jobs`` to the early process and close the pipe, on a thread (the pipe
-    holds 64 KiB and the process reads when its first pictures are drawn): the
+    holds 64 KiB and the process reads when its pictures so far are drawn): the
     thread, to join.  A process that ended already is seen at its wait."""
-    import pickle
     import threading
 
-    payload = pickle.dumps(jobs, protocol=pickle.HIGHEST_PROTOCOL)
-
     def write() -> None:
+        _post(early.send, ("jobs", jobs))
         try:
-            with os.fdopen(early.send, "wb") as fh:
-                fh.write(payload)
-        except OSError:  # it ended (and is drawn again here)
+            os.close(early.send)
+        except OSError:
             pass
 
     thread = threading.Thread(target=write, daemon=True)
@@ -311,15 +376,6 @@ def cancel_early() -> None:
                     os.unlink(p)
                 except OSError:
                     pass
-
-
-def _redrawn(early: _Early, hits, changes, queries) -> set[str]:
-    """The early pictures to draw again: those that list the queries if changes.tsv
-    names a query that neither the query file nor hits.tsv has."""
-    known = set(hits.ids) | (set(queries[0]) if queries is not None else set())
-    if changes is not None and not set(changes.ids) <= known:
-        return {p for p in early.paths if os.path.basename(p) in _QUERY_LISTS}
-    return set()
 
 
 def make_report(
@@ -360,10 +416,8 @@ def make_report(
     jobs = _picture_jobs(hits, changes, table, steps, out)
     early = _EARLY.pop(os.path.realpath(out_dir), None)
     if early is not None:  # drawing since the merge (start_early): it draws the rest too
-        redo = _redrawn(early, hits, changes, queries)
-        sent = [j for j in jobs if j[1] not in early.paths or j[1] in redo]
         with timer.phase("plots"):
-            sending = _send(early, sent)
+            sending = _send(early, jobs)  # it draws those it has not drawn alike
         with timer.phase("tables"):
             _write_tables(table, steps, out)
         with timer.phase("plots"):
@@ -376,8 +430,7 @@ def make_report(
                     f"the early plotting process ended (exit status "
                     f"{os.waitstatus_to_exitcode(status)}); drawing its pictures here"
                 )
-                again = set(early.paths) | {j[1] for j in sent}
-                render([j for j in jobs if j[1] in again])
+                render(jobs)
     else:
         n = _n_workers(workers, len(jobs))
         if "fork" not in multiprocessing.get_all_start_methods():

@@ -257,6 +257,13 @@ def start_changes_early(
     _EARLY[os.path.realpath(out)] = (pid, tmp, current, prev["release"] if prev else None)
 
 
+def early_changes_file(out_path) -> str | None:
+    """The file :func:`start_changes_early`'s process writes ``out_path``'s changes
+    into (it exists once they are whole), or None when none was started."""
+    item = _EARLY.get(os.path.realpath(os.fspath(out_path)))
+    return item[1] if item else None
+
+
 def _unlink(path: str) -> None:
     try:
         os.unlink(path)
