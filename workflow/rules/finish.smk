@@ -36,8 +36,10 @@
 #    per-shard seconds and GCUPS, seconds per step, changes since the previous
 #    release; per query and per step, a sortable table (HTML, shown in the
 #    report) and the same as TSV.  Every picture has a fixed size (<= 2000 px a
-#    side) whatever the number of queries or shards.  Captions are in
-#    workflow/report/.
+#    side) whatever the number of queries or shards.  `swgpu run-steps` draws
+#    them ahead in a forked process (the hits' after the merge, the changes'
+#    and the steps' as soon as their inputs are written); the step draws what
+#    is left.  Captions are in workflow/report/.
 #
 # Inputs are receipts (see shard_db.smk): Snakemake checksums every input once
 # for each of this job's ~20 outputs.  The scoring jobs' hit tables (50 MB for
