@@ -184,7 +184,7 @@ EARLY = ("scores.png", "evalues.png", "hits_per_query.png", "top_queries.png", "
 @dataclass
 class _Early:
     pid: int
-    paths: list[str]
+    paths: list[str]  # the pictures it may write
     send: int  # the pipe's writing end: make_report sends the other pictures' jobs
 
 
@@ -275,7 +275,9 @@ def start_early(
     if pid == 0:
         run_child(me, draw)
     os.close(receive)
-    _EARLY[os.path.realpath(out_dir)] = _Early(pid, [out[name] for name in EARLY], send)
+    # every picture it may draw (ahead, or at the end): what cancel_early removes
+    pictures = [out[name] for name in OUTPUTS if name.endswith(".png")]
+    _EARLY[os.path.realpath(out_dir)] = _Early(pid, pictures, send)
 
 
 def traceback_done() -> None:
