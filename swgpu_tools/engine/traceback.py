@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 from ..errors import InputError
-from ..io.fields import FIELDS, fields_of_arrays
+from ..io.fields import FIELDS, alignment_arrays, fields_of_arrays
 from ..logs import get_logger
 from ..scoring import ScoringScheme
 from ..sequences import SequenceSet
@@ -266,17 +266,12 @@ def traceback(
             threads=threads,
             backend="cpu",
         )
-        m = len(todo)
-        got[todo] = np.fromiter((a.score for a in done), dtype=np.int64, count=m)
-        q0[todo] = np.fromiter((a.query_start for a in done), dtype=np.int64, count=m)
-        q1[todo] = np.fromiter((a.query_end for a in done), dtype=np.int64, count=m)
-        s0[todo] = np.fromiter((a.subject_start for a in done), dtype=np.int64, count=m)
-        s1[todo] = np.fromiter((a.subject_end for a in done), dtype=np.int64, count=m)
-        lens = np.fromiter((len(a.operations) for a in done), dtype=np.int64, count=m)
         base = sum(len(x) for x in blobs)
-        op_start[todo] = base + np.cumsum(lens) - lens
-        op_len[todo] = lens
-        blobs.append(np.frombuffer(b"".join(a.operations for a in done), dtype=np.uint8))
+        got[todo], q0[todo], q1[todo], s0[todo], s1[todo], ops, starts, op_len[todo] = (
+            alignment_arrays(done)
+        )
+        op_start[todo] = base + starts
+        blobs.append(ops)
     align_s = time.perf_counter() - t0
     log.info(f"aligned {len(todo):,} hits in {align_s:.2f} s; reused {reused:,} alignments")
     wrong = np.flatnonzero(got != scores)

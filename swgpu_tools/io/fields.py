@@ -256,15 +256,20 @@ def alignment_fields(
     positive, mismatch, gaps, gapopen, pident, ppos, qcovhsp, qcovs, cigar,
     btop, qseq, sseq, score, qlen, slen.
     """
+    return fields_of_arrays(
+        queries, subjects, query_index, subject_index, *alignment_arrays(alignments), scheme
+    )
+
+
+def alignment_arrays(alignments) -> tuple[np.ndarray, ...]:
+    """Alignment objects as :func:`fields_of_arrays` takes them: score, query start
+    and end, subject start and end (int64 each), their operations one after another
+    (uint8), each one's start in them and its number of operations."""
     n = len(alignments)
     lengths = np.fromiter((len(a.operations) for a in alignments), dtype=np.int64, count=n)
     starts = np.zeros(n, dtype=np.int64)
     np.cumsum(lengths[:-1], out=starts[1:])
-    return fields_of_arrays(
-        queries,
-        subjects,
-        query_index,
-        subject_index,
+    return (
         np.fromiter((a.score for a in alignments), dtype=np.int64, count=n),
         np.fromiter((a.query_start for a in alignments), dtype=np.int64, count=n),
         np.fromiter((a.query_end for a in alignments), dtype=np.int64, count=n),
@@ -273,7 +278,6 @@ def alignment_fields(
         np.frombuffer(b"".join(a.operations for a in alignments), dtype=np.uint8),
         starts,
         lengths,
-        scheme,
     )
 
 
