@@ -185,7 +185,7 @@ EARLY = ("scores.png", "evalues.png", "hits_per_query.png", "top_queries.png", "
 class _Early:
     pid: int
     paths: list[str]  # the pictures it may write
-    send: int  # the pipe's writing end: make_report sends the other pictures' jobs
+    send: int  # the pipe's writing end: run-steps and make_report send it messages
 
 
 _EARLY: dict[str, _Early] = {}  # by the output folder's real path
@@ -252,10 +252,17 @@ def start_early(
                 except Exception:  # noqa: BLE001 - moved by the release step meanwhile
                     changes = None  # (or unreadable): drawn at the end
                 pending = None
-                if changes is not None:
+                if changes is not None:  # its picture, and those whose query list grew
                     table = data.query_table(hits, changes, queries)
                     ahead = _picture_jobs(hits, changes, table, steps, out)
-                    draw_all([j for j in ahead if drawn.get(j[1]) != _digest(j)])
+                    draw_all(
+                        [
+                            j
+                            for j in ahead
+                            if os.path.basename(j[1]) != "steps.png"  # (its statistics later)
+                            and drawn.get(j[1]) != _digest(j)
+                        ]
+                    )
             kind, payload = inbox.next(timeout=0.02 if pending is not None else None)
             if kind == "wait":
                 continue
