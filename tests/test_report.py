@@ -349,6 +349,35 @@ def test_a_dead_plotting_process_is_replaced(tmp_path, monkeypatch, caplog):
             assert png_size(path)[0] > 0
 
 
+def _same_pictures(alone, early, label=None) -> None:
+    """Every output of make_report in ``early`` equals the one in ``alone``."""
+    for name in OUTPUTS:
+        assert (early / name).read_bytes() == (alone / name).read_bytes(), (label, name)
+
+
+def _early_in_a_process(tmp_path, seed: int, head: str, start: str, middle: str, tail: str):
+    """A random scan's pictures drawn alone, then by a new process's start_early (with
+    the extra arguments ``start``) and make_report into ``early``; ``head``,
+    ``middle`` and ``tail``: that process's lines before, between and after.  The
+    process's result (it succeeded)."""
+    import subprocess
+
+    hits, changes = random_scan(tmp_path, 20, 6, seed=seed)
+    stats = shard_stats(tmp_path / "stats", 2)
+    make_report(hits, changes, stats, tmp_path / "alone")
+    rest = f"{[str(p) for p in stats]!r}, {str(tmp_path / 'early')!r}"
+    script = (
+        f"{head}from swgpu_tools.report.make import start_early, make_report\n"
+        f"start_early({str(hits)!r}, {rest}{start})\n{middle}"
+        f"make_report({str(hits)!r}, {str(changes)!r}, {rest})\n{tail}"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
 def test_pictures_started_early_equal_those_drawn_at_the_end(tmp_path):
     """start_early (rule finish: after the merge, beside the traceback) draws the
     pictures of the hits before changes.tsv exists; make_report then draws the
@@ -371,9 +400,7 @@ def test_pictures_started_early_equal_those_drawn_at_the_end(tmp_path):
         make_report(hits, changes, stats, work / "alone", queries_path=fasta)
         start_early(hits, stats, work / "early", queries_path=fasta)
         make_report(hits, changes, stats, work / "early", queries_path=fasta)
-        for name in OUTPUTS:
-            a = (work / "alone" / name).read_bytes()
-            assert (work / "early" / name).read_bytes() == a, (extra, name)
+        _same_pictures(work / "alone", work / "early", extra)
         assert set(EARLY) <= set(OUTPUTS)
         assert not [p for p in (work / "early").iterdir() if p.name.endswith(".tmp")]
 
@@ -382,27 +409,11 @@ def test_the_step_that_starts_the_pictures_early_never_imports_matplotlib(tmp_pa
     """After start_early the early process draws every picture (make_report sends it
     the rest), so the step's own process (rule finish: its traceback waits on it)
     never imports matplotlib; the pictures equal those of make_report alone."""
-    import subprocess
-
-    hits, changes = random_scan(tmp_path, 20, 6, seed=5)
-    stats = shard_stats(tmp_path / "stats", 2)
-    make_report(hits, changes, stats, tmp_path / "alone")
-    args = f"{str(hits)!r}, {[str(p) for p in stats]!r}, {str(tmp_path / 'early')!r}"
-    script = (
-        "import sys\n"
-        "from swgpu_tools.report.make import start_early, make_report\n"
-        f"start_early({args})\n"
-        f"make_report({str(hits)!r}, {str(changes)!r}, {args.split(', ', 1)[1]})\n"
-        "print('matplotlib' in sys.modules)\n"
+    proc = _early_in_a_process(
+        tmp_path, 5, "import sys\n", "", "", "print('matplotlib' in sys.modules)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["False"], proc.stdout + proc.stderr
-    for name in OUTPUTS:
-        a = (tmp_path / "alone" / name).read_bytes()
-        assert (tmp_path / "early" / name).read_bytes() == a, name
+    _same_pictures(tmp_path / "alone", tmp_path / "early")
 
 
 def test_pictures_of_an_early_process_that_died_are_drawn_at_the_end(tmp_path, caplog):
@@ -420,9 +431,7 @@ def test_pictures_of_an_early_process_that_died_are_drawn_at_the_end(tmp_path, c
     os.kill(early.pid, signal.SIGKILL)
     make_report(hits, changes, stats, tmp_path / "early")
     assert "the early plotting process ended" in caplog.text
-    for name in OUTPUTS:
-        a = (tmp_path / "alone" / name).read_bytes()
-        assert (tmp_path / "early" / name).read_bytes() == a, name
+    _same_pictures(tmp_path / "alone", tmp_path / "early")
 
 
 def test_pictures_whose_inputs_are_ready_are_drawn_ahead(tmp_path):
@@ -430,25 +439,14 @@ def test_pictures_whose_inputs_are_ready_are_drawn_ahead(tmp_path):
     file exists, and the steps' picture when told the step statistics are complete
     (``traceback_done``); make_report's jobs then leave it nothing to draw, and the
     files equal those drawn alone."""
-    import subprocess
-
-    hits, changes = random_scan(tmp_path, 20, 6, seed=7)
-    stats = shard_stats(tmp_path / "stats", 2)
-    make_report(hits, changes, stats, tmp_path / "alone")
-    args = f"{str(hits)!r}, {[str(p) for p in stats]!r}, {str(tmp_path / 'early')!r}"
-    script = (
-        "from swgpu_tools.logs import configure\n"
-        "from swgpu_tools.report.make import start_early, make_report, traceback_done\n"
-        "configure(1)\n"
-        f"start_early({args}, changes_path={str(changes)!r})\n"
-        "traceback_done()\n"
-        f"make_report({str(hits)!r}, {str(changes)!r}, {args.split(', ', 1)[1]})\n"
+    changes = tmp_path / "changes.tsv"  # random_scan writes it there
+    proc = _early_in_a_process(
+        tmp_path,
+        7,
+        "from swgpu_tools.logs import configure\nconfigure(1)\n",
+        f", changes_path={str(changes)!r}",
+        "from swgpu_tools.report.make import traceback_done\ntraceback_done()\n",
+        "",
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 0, proc.stderr
     assert "pictures drawn at the end: 0 of 7" in proc.stderr, proc.stderr
-    for name in OUTPUTS:
-        a = (tmp_path / "alone" / name).read_bytes()
-        assert (tmp_path / "early" / name).read_bytes() == a, name
+    _same_pictures(tmp_path / "alone", tmp_path / "early")
