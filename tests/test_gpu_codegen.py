@@ -140,19 +140,8 @@ def test_template_language(tmp_path, monkeypatch):
 def test_the_s16_variant_switches_parse_and_change_only_s16():
     from swgpu_tools.kernels.gpu import codegen
 
-    assert (
-        codegen._variant("")
-        == codegen.S16_DEFAULT
-        == {"LOB": True, "U": 2, "B": 3, "PROBE": "", "ECH": False}
-    )
-    assert codegen._variant("nolob, u1,b0") == {
-        "LOB": False,
-        "U": 1,
-        "B": 0,
-        "PROBE": "",
-        "ECH": False,
-    }
-    assert codegen._variant("ech")["ECH"] is True
+    assert codegen._variant("") == codegen.S16_DEFAULT == {"LOB": True, "U": 2, "B": 3, "PROBE": ""}
+    assert codegen._variant("nolob, u1,b0") == {"LOB": False, "U": 1, "B": 0, "PROBE": ""}
     assert codegen._variant("nof,cf")["PROBE"] == "cf,nof"
     for bad in ("eshift", "u3", "b2", "lob=1"):
         with pytest.raises(ValueError, match="SWGPU_KERNEL_VARIANT"):

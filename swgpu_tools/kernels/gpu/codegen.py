@@ -61,11 +61,7 @@ LAUNCH_BOUNDS = {k: v for k, v in LAUNCH_BOUNDS.items() if v}
 #: pipe and the floor at 0 joins H's max3 (4.5 instead of 5.5 DPX per packed cell); U = 2,
 #: the multi-pass kernels' step loop unrolled twice; B = 3, launch bounds (128 threads, 3
 #: blocks per SM).  Together +3 % on long subjects (multi-pass), neutral on single-pass.
-S16_DEFAULT = {"LOB": True, "U": 2, "B": 3, "PROBE": "", "ECH": False}
-
-#: The gap costs (open, extend; BLAST's sense) the ``ech`` variant's kernels are compiled
-#: for: its E chain adds multiples of them as constants.
-ECH_GAPS = (11, 1)
+S16_DEFAULT = {"LOB": True, "U": 2, "B": 3, "PROBE": ""}
 
 #: Speed-of-light probes (issue 14; timing only, the scores are WRONG): ``cf`` gives every
 #: lane a bank of its own for its pair-table loads (same instructions, no bank conflicts);
@@ -83,8 +79,6 @@ def _variant(text: str) -> dict:
     for item in filter(None, (t.strip() for t in text.split(","))):
         if item in ("lob", "nolob"):
             out["LOB"] = item == "lob"
-        elif item in ("ech", "noech"):
-            out["ECH"] = item == "ech"
         elif item in ("u1", "u2"):
             out["U"] = int(item[1])
         elif item in ("b0", "b3", "b4"):
@@ -302,12 +296,6 @@ _S32_OPS = dict(
 )
 
 
-def _pack_s16(v: int) -> int:
-    """(v, v) as two int16 halves of one int32."""
-    u = ((v & 0xFFFF) << 16) | (v & 0xFFFF)
-    return u - (1 << 32) if u >= 1 << 31 else u
-
-
 def kernel_source(
     mode: str, G: int, R: int, sim: bool = SIM, multipass: bool = True, batched: bool = False
 ) -> str:
@@ -333,8 +321,6 @@ def kernel_source(
     ops = {"s16": _S16_OPS, "h16": _H16_OPS, "s32": _S32_OPS}[mode]
     s16 = mode == "s16"  # the bias needs two's-complement halves; u2 was measured on s16 only
     lob = VARIANT["LOB"] and s16
-    ech = VARIANT["ECH"] and lob
-    oe, ext = ECH_GAPS[0] + ECH_GAPS[1], ECH_GAPS[1]
     probes = set(VARIANT["PROBE"].split(",")) if s16 else set()
     fmax = "fmax" in probes and lob
     if fmax:  # H's and the best's max3 as binary16 maxima
@@ -371,11 +357,6 @@ def kernel_source(
         XOP="vaddmax2" if lob else ops["ADDMAXR"],
         LOWFIX=" - kb" if lob else "",
         U=unroll,
-        ECH=ech,
-        # packed (c, c) constants: C[r] = (r + 1) * extend - (open + extend) for the s16x2
-        # add-max; SUB[r] = -(r * extend) in both halves as one 32-bit add (no borrow)
-        ECH_C=[_pack_s16(k * ext - oe) for k in range(1, R + 1)],
-        ECH_SUB=[-(r * ext) * 65536 - r * ext for r in range(R + 1)],
         PROBE_CF="cf" in probes,
         PROBE_NOF="nof" in probes,
         PROBE_FMAX=fmax,

@@ -50,7 +50,7 @@ from ...logs import get_logger
 from .. import TopHits
 from ..gpu_intrinsics import SIM, hpack2, pack2, used_codes
 from . import batched, cache, planner
-from .codegen import ECH_GAPS, HIST_BINS, LAUNCH_BOUNDS, MODES, PADQ, PAIRED_MODES, VARIANT, WARP
+from .codegen import HIST_BINS, LAUNCH_BOUNDS, MODES, PADQ, PAIRED_MODES, VARIANT, WARP
 from .device import (
     bind,
     compute_capability,
@@ -170,15 +170,6 @@ class GpuSearcher:
         #: a packed kernel's score at or above this is re-scored with the 32-bit kernel
         # (the low-half bias of the 'lob' variant takes open + extend off the s16 range)
         s16_limit = 32767 - self.smax - (self.oe if VARIANT["LOB"] else 0)
-        if VARIANT["LOB"] and VARIANT["ECH"]:
-            # bias 2 (open + extend); the chain holds E + r * extend, E <= H - open - extend
-            # (R <= 64 registers per lane in every shape)
-            s16_limit = 32767 - self.smax - max(2 * self.oe, self.oe + 64 * self.gap_extend)
-            if (self.oe - self.gap_extend, self.gap_extend) != tuple(ECH_GAPS):
-                raise ValueError(
-                    f"SWGPU_KERNEL_VARIANT=ech: kernels compiled for gap costs {ECH_GAPS}, "
-                    f"not ({self.oe - self.gap_extend}, {self.gap_extend})"
-                )
         self.overflow_limit = {"s16": s16_limit, "h16": H16_OVERFLOW}.get(mode, 2**31 - 1)
         self.pad_score = min(int(matrix.min()), 0) - 1
 
