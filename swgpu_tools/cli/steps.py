@@ -174,12 +174,16 @@ def add_steps(sub) -> None:
     p = _parser(
         sub,
         "receipt",
-        "Write the receipt of a database file that the workflow found changed: its "
-        "path, size and time, and when the receipt was written.  The workflow's "
-        "shard step takes the receipt as its input instead of the database, so "
-        "that Snakemake checksums the database once, not once per output.",
+        "Write the receipt of a database file: its path, size and content digest "
+        "(the same content, the same receipt).  The workflow's shard step takes the "
+        "receipt as its input instead of the database, and the workflow passes the "
+        "digest as a parameter, so that Snakemake never checksums the database.",
     )
     p.add_argument("database", help="the database file")
+    p.add_argument(
+        "--content",
+        help="the file's content digest, as the workflow computed it (default: compute it here)",
+    )
     p.add_argument("--out", required=True, help="the receipt to write (JSON)")
     p.set_defaults(run=run_receipt)
 
@@ -345,9 +349,9 @@ def run_traceback(args) -> int:
 
 
 def run_receipt(args) -> int:
-    from ..steps.receipt import write_source_receipt
+    from ..steps.receipt import content_digest, write_source_receipt
 
-    write_source_receipt(args.database, args.out)
+    write_source_receipt(args.database, args.out, args.content or content_digest(args.database))
     return 0
 
 

@@ -39,6 +39,13 @@ def _input_path(key):
 DATABASE = _input_path("database")
 QUERIES = _input_path("queries")
 
+# The database's content digest, a parameter of rule database_source (see
+# shard_db.smk): computed only when the file's size, times or inode changed since
+# the digest noted in results/shards/source-stamp.json.
+from swgpu_tools.steps.receipt import database_content
+
+DATABASE_CONTENT = database_content(DATABASE, "results/shards/source-stamp.json")
+
 
 # ---------------------------------------------------------------------------
 # shards

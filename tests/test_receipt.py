@@ -1,0 +1,87 @@
+"""The database's receipt and content digest (rule database_source; swgpu_tools/steps/receipt.py).
+
+The workflow passes the digest as a parameter instead of letting Snakemake checksum
+the database, so the digest must change with any change of content, stay the same
+for the same content, and be computed again only when the file's stamp changed.
+"""
+
+import hashlib
+import json
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from swgpu_tools.steps import receipt
+
+
+def _reference(data: bytes, piece: int) -> str:
+    """The digest's definition, one piece at a time."""
+    total = hashlib.sha256(f"{receipt.DIGEST_NAME} {len(data)}\n".encode())
+    for k in range(0, len(data), piece):
+        total.update(hashlib.sha256(data[k : k + piece]).digest())
+    return f"{receipt.DIGEST_NAME}:{total.hexdigest()}"
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.binary(max_size=200), threads=st.integers(1, 5))
+def test_content_digest_equals_its_definition(tmp_path_factory, data, threads):
+    """Pieces of 16 bytes (so that files of 0, 1, exactly k and k + 1 pieces all
+    occur), hashed by several threads: the same digest as one piece at a time."""
+    path = tmp_path_factory.mktemp("d") / "db.fasta"
+    path.write_bytes(data)
+    old = receipt.PIECE_BYTES
+    receipt.PIECE_BYTES = 16
+    try:
+        got = receipt.content_digest(path, threads=threads)
+    finally:
+        receipt.PIECE_BYTES = old
+    assert got == _reference(data, 16)
+
+
+def test_database_content_is_computed_again_only_when_the_stamp_changes(tmp_path, monkeypatch):
+    db = tmp_path / "db.fasta"
+    db.write_bytes(b">a\nACDE\n>b\nKLMN\n")
+    note = tmp_path / "results/shards/source-stamp.json"
+    calls = []
+    real = receipt.content_digest
+    monkeypatch.setattr(receipt, "content_digest", lambda p: calls.append(p) or real(p))
+
+    first = receipt.database_content(db, note)
+    assert first == real(db) and len(calls) == 1
+    assert json.loads(note.read_text())["content"] == first
+    assert receipt.database_content(db, note) == first and len(calls) == 1  # noted
+    # touched: computed again, the same digest
+    st = os.stat(db)
+    os.utime(db, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert receipt.database_content(db, note) == first and len(calls) == 2
+    # the same size, one letter changed, the modification time set back: the change
+    # time still moved, so the new content is seen
+    st = os.stat(db)
+    db.write_bytes(b">a\nACDE\n>b\nKLMQ\n")
+    os.utime(db, ns=(st.st_atime_ns, st.st_mtime_ns))
+    changed = receipt.database_content(db, note)
+    assert changed != first and changed == real(db) and len(calls) == 3
+    # a note that cannot be read only costs the digest again
+    note.write_text("{not json")
+    assert receipt.database_content(db, note) == changed and len(calls) == 4
+
+
+def test_receipt_holds_the_content_not_the_time(tmp_path):
+    """Two receipts of the same content are the same bytes (so the shard step, whose
+    input the receipt is, does not run again); another content, another receipt."""
+    db = tmp_path / "db.fasta"
+    db.write_bytes(b">a\nACDE\n")
+    a, b, c = (tmp_path / f"{n}.json" for n in "abc")
+    receipt.write_source_receipt(db, a, receipt.content_digest(db))
+    receipt.write_source_receipt(db, b, receipt.content_digest(db))
+    assert a.read_bytes() == b.read_bytes()
+    db.write_bytes(b">a\nACDF\n")
+    receipt.write_source_receipt(db, c, receipt.content_digest(db))
+    assert json.loads(c.read_text())["content"] != json.loads(a.read_text())["content"]
+
+
+def test_missing_database_is_an_error(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        receipt.database_content(tmp_path / "none.fasta", tmp_path / "note.json")
