@@ -43,7 +43,7 @@ def test_content_digest_equals_its_definition(tmp_path_factory, data, threads):
 def test_database_content_is_computed_again_only_when_the_stamp_changes(tmp_path, monkeypatch):
     db = tmp_path / "db.fasta"
     db.write_bytes(b">a\nACDE\n>b\nKLMN\n")
-    note = tmp_path / "results/shards/source-stamp.json"
+    note = tmp_path / ".snakemake/swgpu/database-stamp.json"
     calls = []
     real = receipt.content_digest
     monkeypatch.setattr(receipt, "content_digest", lambda p: calls.append(p) or real(p))
@@ -56,6 +56,7 @@ def test_database_content_is_computed_again_only_when_the_stamp_changes(tmp_path
     st = os.stat(db)
     os.utime(db, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     assert receipt.database_content(db, note) == first and len(calls) == 2
+    assert receipt.database_content(db, note) == first and len(calls) == 2
     # the same size, one letter changed, the modification time set back: the change
     # time still moved, so the new content is seen
     st = os.stat(db)
@@ -63,9 +64,14 @@ def test_database_content_is_computed_again_only_when_the_stamp_changes(tmp_path
     os.utime(db, ns=(st.st_atime_ns, st.st_mtime_ns))
     changed = receipt.database_content(db, note)
     assert changed != first and changed == real(db) and len(calls) == 3
+    # another file at the same path (a new inode), same content: computed again
+    copy = tmp_path / "copy.fasta"
+    copy.write_bytes(db.read_bytes())
+    os.replace(copy, db)
+    assert receipt.database_content(db, note) == changed and len(calls) == 4
     # a note that cannot be read only costs the digest again
     note.write_text("{not json")
-    assert receipt.database_content(db, note) == changed and len(calls) == 4
+    assert receipt.database_content(db, note) == changed and len(calls) == 5
 
 
 def test_receipt_holds_the_content_not_the_time(tmp_path):

@@ -160,7 +160,7 @@ def test_release_digest_ignores_compression_and_line_width(tmp_path):
         fh.write(wrapped)
     (tmp_path / "c.fa").write_text("".join(f">{h}\n{s}W\n" for h, s in recs))
     digests = [
-        shard_database(tmp_path / f, tmp_path / f"o{f}", 2)["content_blake2b"]
+        shard_database(tmp_path / f, tmp_path / f"o{f}", 2)["content_sha256"]
         for f in ("a.fa", "b.fa.gz", "c.fa")
     ]
     assert digests[0] == digests[1] != digests[2]

@@ -47,7 +47,9 @@ def release_name(info: dict, release: str | None = None) -> str:
         if not name or "/" in name or name.startswith("."):
             raise InputError(f"release: '{release}' cannot name a folder")
         return name
-    digest = info.get("content_blake2b")
+    # content_blake2b: the shard steps before 2026-11-25 (the same release then gets
+    # another name once, after an upgrade)
+    digest = info.get("content_sha256") or info.get("content_blake2b")
     if not digest:
         raise InputError("database.json has no content digest: re-run the shard step")
     return f"db-{digest[:12]}"
@@ -93,7 +95,11 @@ def record_release(
             "scanned": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "scanned_unix": time.time(),
             "database": {
-                "content_blake2b": info.get("content_blake2b"),
+                **{
+                    k: info[k]
+                    for k in ("content_sha256", "content_blake2b")
+                    if info.get(k) is not None
+                },
                 "sequences": info["sequences"],
                 "residues": info["residues"],
                 "path": info.get("path"),

@@ -90,8 +90,10 @@ def content_digest(path, threads: int | None = None) -> str:
 
 def database_content(database, note_path) -> str:
     """The database file's content digest.  It is computed only when the file's
-    stamp differs from the one in ``note_path`` (a small JSON file, rewritten then);
-    a note that cannot be read or written only costs the digest again."""
+    stamp differs from the one in ``note_path`` (a small JSON file, written then;
+    the workflow keeps it under ``.snakemake/``, so that a dry run in a new
+    folder makes no ``results/``).  A note that cannot be read or written only
+    costs the digest again."""
     stamp = file_stamp(database)
     path = os.path.abspath(os.fspath(database))
     try:
@@ -125,5 +127,8 @@ def write_source_receipt(database, out_path, content: str) -> dict:
         "content": content,
     }
     write_json(out_path, receipt)
-    log.info(f"{receipt['database']}: {receipt['bytes']:,} bytes, content {content}: {out_path}")
+    log.info(
+        f"{receipt['database']}: {receipt['bytes']:,} bytes, new or changed (content "
+        f"{content}): {out_path}"
+    )
     return receipt

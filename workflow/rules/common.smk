@@ -41,10 +41,10 @@ QUERIES = _input_path("queries")
 
 # The database's content digest, a parameter of rule database_source (see
 # shard_db.smk): computed only when the file's size, times or inode changed since
-# the digest noted in results/shards/source-stamp.json.
+# the digest noted in .snakemake/swgpu/database-stamp.json.
 from swgpu_tools.steps.receipt import database_content
 
-DATABASE_CONTENT = database_content(DATABASE, "results/shards/source-stamp.json")
+DATABASE_CONTENT = database_content(DATABASE, ".snakemake/swgpu/database-stamp.json")
 
 
 # ---------------------------------------------------------------------------
