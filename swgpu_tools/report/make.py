@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import signal
@@ -186,6 +187,8 @@ class _Early:
     pid: int
     paths: list[str]  # the pictures it may write
     send: int  # the pipe's writing end: run-steps and make_report send it messages
+    started: float  # time.time() at the fork
+    timeline: str  # where it writes when it did what (seconds from the fork; JSON)
 
 
 _EARLY: dict[str, _Early] = {}  # by the output folder's real path
@@ -213,6 +216,12 @@ def start_early(
     out = _paths(out_dir)
     n = _n_workers(workers, len(EARLY))
     receive, send = os.pipe()
+    started = time.time()
+    timeline_path = os.path.join(out_dir, f".early-timeline.{os.getpid()}.json")
+    marks: dict[str, float] = {}
+
+    def mark(name: str) -> None:
+        marks[name] = round(time.time() - started, 3)
 
     def draw() -> None:
         os.close(send)
@@ -233,6 +242,7 @@ def start_early(
         table = data.query_table(hits, None, queries)
         jobs = _picture_jobs(hits, None, table, steps, out)
         drawn: dict[str, bytes] = {}  # picture -> its job's digest
+        mark("inputs")
 
         def draw_all(todo: list) -> None:
             m = max(1, min(n, len(todo)))
@@ -243,6 +253,7 @@ def start_early(
             drawn.update({j[1]: _digest(j) for j in todo})
 
         draw_all([j for j in jobs if os.path.basename(j[1]) in EARLY])
+        mark("early_pictures")
         changes, pending = None, changes_path
         inbox = _Inbox(receive)
         while True:
@@ -263,18 +274,29 @@ def start_early(
                             and drawn.get(j[1]) != _digest(j)
                         ]
                     )
+                    mark("changes_pictures")
             kind, payload = inbox.next(timeout=0.02 if pending is not None else None)
             if kind == "wait":
                 continue
             if kind == "stats":  # the step statistics are complete: the steps' picture
+                mark("stats_message")
                 steps = data.read_step_records(stats_paths)
                 ahead = _picture_jobs(hits, changes, table, steps, out)
                 draw_all([j for j in ahead if os.path.basename(j[1]) == "steps.png"])
+                mark("steps_picture")
                 continue
             # the end (make_report's jobs: those not drawn with the same arguments)
+            mark("end_message")
             last = [j for j in (payload or []) if drawn.get(j[1]) != _digest(j)]
             log.debug(f"pictures drawn at the end: {len(last)} of {len(payload or [])}")
             draw_all(last)
+            mark("end")
+            marks["drawn_at_end"] = len(last)
+            try:  # for make_report's statistics; best effort
+                with open(timeline_path, "w", encoding="utf-8") as fh:
+                    json.dump(marks, fh)
+            except OSError:
+                pass
             return
 
     me = os.getpid()
@@ -284,7 +306,7 @@ def start_early(
     os.close(receive)
     # every picture it may draw (ahead, or at the end): what cancel_early removes
     pictures = [out[name] for name in OUTPUTS if name.endswith(".png")]
-    _EARLY[os.path.realpath(out_dir)] = _Early(pid, pictures, send)
+    _EARLY[os.path.realpath(out_dir)] = _Early(pid, pictures, send, started, timeline_path)
 
 
 def traceback_done() -> None:
@@ -377,7 +399,7 @@ def cancel_early() -> None:
             os.waitpid(early.pid, 0)
         except OSError:
             pass
-        for path in early.paths:  # what they wrote, and their temporary files
+        for path in [*early.paths, early.timeline]:  # what they wrote, and temporary files
             folder, name = os.path.split(path)
             stray = [f for f in os.listdir(folder) if f.startswith(f".{name}.")]
             for p in [path, *(os.path.join(folder, f) for f in stray if f.endswith(".tmp"))]:
@@ -385,6 +407,20 @@ def cancel_early() -> None:
                     os.unlink(p)
                 except OSError:
                     pass
+
+
+def _timeline(early: _Early, report_at: float) -> dict:
+    """When the early process did what (seconds from its fork: inputs read, early
+    pictures drawn, the changes' and the steps' pictures, the end's message and the
+    end), with when this step began; its file removed."""
+    try:
+        with open(early.timeline, encoding="utf-8") as fh:
+            marks = json.load(fh)
+        os.unlink(early.timeline)
+    except (OSError, ValueError):
+        marks = {}
+    marks["plots_step_began"] = round(report_at - early.started, 3)
+    return marks
 
 
 def make_report(
@@ -412,6 +448,7 @@ def make_report(
     from ..io.stepstats import StepTimer
 
     timer = StepTimer("plots")
+    report_at = time.time()
     os.makedirs(out_dir, exist_ok=True)
     with timer.phase("read"):
         hits = data.summarize_hits(hits_path)
@@ -434,6 +471,7 @@ def make_report(
             sending.join()
             _, status = os.waitpid(early.pid, 0)
             timer.fields["early_wait_s"] = round(time.perf_counter() - t, 4)
+            timer.fields["early_timeline_s"] = _timeline(early, report_at)
             if status != 0:
                 log.warning(
                     f"the early plotting process ended (exit status "
