@@ -215,6 +215,7 @@ def start_early(
     os.makedirs(out_dir, exist_ok=True)
     out = _paths(out_dir)
     n = _n_workers(workers, len(EARLY))
+    slots = _n_workers(workers, MAX_WORKERS)  # drawing processes at once
     receive, send = os.pipe()
     started = time.time()
     timeline_path = os.path.join(out_dir, f".early-timeline.{os.getpid()}.json")
@@ -225,12 +226,12 @@ def start_early(
 
     def draw() -> None:
         os.close(send)
-        children: list = []
+        running: list[tuple[int, list]] = []  # the children drawing now: (pid, jobs)
 
         def stop(*_):  # cancel_early: the drawing processes end before this one
-            for pid, _ in children:
+            for pid, _ in running:
                 os.kill(pid, signal.SIGKILL)
-            for pid, _ in children:
+            for pid, _ in running:
                 os.waitpid(pid, 0)
             os._exit(1)
 
@@ -241,19 +242,30 @@ def start_early(
         steps = data.read_step_records(stats_paths)
         table = data.query_table(hits, None, queries)
         jobs = _picture_jobs(hits, None, table, steps, out)
-        drawn: dict[str, bytes] = {}  # picture -> its job's digest
+        drawn: dict[str, bytes] = {}  # picture -> the digest of the job drawing it
         mark("inputs")
 
-        def draw_all(todo: list) -> None:
-            m = max(1, min(n, len(todo)))
-            groups = [todo[k::m] for k in range(m)]
-            children[:] = _fork(groups[1:])
-            render(groups[0])
-            _wait(children)
+        def reap(child) -> None:
+            running.remove(child)
+            _wait([child])  # (a child that failed: its pictures drawn here)
+
+        def start(todo: list, groups: int = 1) -> None:
+            """Draw ``todo`` in new children (``groups`` of them), without waiting: the
+            changes' and steps' pictures are drawn beside the early ones.  A picture
+            still being drawn with other arguments: that child is waited for first."""
+            todo = [j for j in todo if drawn.get(j[1]) != _digest(j)]
+            if not todo:
+                return
+            paths = {j[1] for j in todo}
+            for child in [c for c in running if paths & {j[1] for j in c[1]}]:
+                reap(child)
+            m = max(1, min(groups, len(todo)))
+            while running and len(running) + m > slots:  # no more at once than CPUs
+                reap(running[0])
+            running.extend(_fork([todo[k::m] for k in range(m)]))
             drawn.update({j[1]: _digest(j) for j in todo})
 
-        draw_all([j for j in jobs if os.path.basename(j[1]) in EARLY])
-        mark("early_pictures")
+        start([j for j in jobs if os.path.basename(j[1]) in EARLY], groups=n)
         changes, pending = None, changes_path
         inbox = _Inbox(receive)
         while True:
@@ -266,15 +278,9 @@ def start_early(
                 if changes is not None:  # its picture, and those whose query list grew
                     table = data.query_table(hits, changes, queries)
                     ahead = _picture_jobs(hits, changes, table, steps, out)
-                    draw_all(
-                        [
-                            j
-                            for j in ahead
-                            if os.path.basename(j[1]) != "steps.png"  # (its statistics later)
-                            and drawn.get(j[1]) != _digest(j)
-                        ]
-                    )
-                    mark("changes_pictures")
+                    mark("changes")
+                    # (the steps' picture: its statistics come later)
+                    start([j for j in ahead if os.path.basename(j[1]) != "steps.png"])
             kind, payload = inbox.next(timeout=0.02 if pending is not None else None)
             if kind == "wait":
                 continue
@@ -282,14 +288,15 @@ def start_early(
                 mark("stats_message")
                 steps = data.read_step_records(stats_paths)
                 ahead = _picture_jobs(hits, changes, table, steps, out)
-                draw_all([j for j in ahead if os.path.basename(j[1]) == "steps.png"])
-                mark("steps_picture")
+                start([j for j in ahead if os.path.basename(j[1]) == "steps.png"])
                 continue
             # the end (make_report's jobs: those not drawn with the same arguments)
             mark("end_message")
             last = [j for j in (payload or []) if drawn.get(j[1]) != _digest(j)]
             log.debug(f"pictures drawn at the end: {len(last)} of {len(payload or [])}")
-            draw_all(last)
+            start(last, groups=n)
+            while running:
+                reap(running[0])
             mark("end")
             marks["drawn_at_end"] = len(last)
             try:  # for make_report's statistics; best effort
