@@ -145,6 +145,7 @@ def shard_database(
             with timer.phase("write"):
                 per_shard = _write(run, workers, database, read, n_shards, spill_dir, spill_path)
                 shard_s = [p.pop("seconds") for p in per_shard]
+                shard_t = [p.pop("timings", None) or {} for p in per_shard]
             with timer.phase("digest"):  # what the release digest's thread has left
                 content = release.hexdigest()
             with timer.phase("commit"):
@@ -179,6 +180,8 @@ def shard_database(
         # on each shard (the longest)
         pieces_s=round(read["piece_s"], 3),
         shard_max_s=round(max(shard_s), 3),
+        # the longest shard's body: seconds hashing and writing (each on a thread)
+        shard_max_body_s=shard_t[max(range(len(shard_s)), key=shard_s.__getitem__)],
     )
     rec = timer.write(stats_path)
     log.info(
@@ -465,6 +468,7 @@ def _write(
                 "residues": out["residues"],
                 "digest": out["digest"],
                 "seconds": out["seconds"],
+                "timings": out.get("timings"),
             }
         )
     return per_shard

@@ -311,6 +311,7 @@ def write_shard_from_spill(job: WriteJob) -> dict:
 
 
 def _write_shard(job: WriteJob, mm: mmap.mmap) -> dict:
+    timings: dict = {}
     parts = _parts(mm, job.regions, job.k)
     ids = b"".join([mm[s[0] : s[0] + z[0]] for _, s, z in parts]).split(b"\n")[:-1]
     n = len(ids)
@@ -338,6 +339,7 @@ def _write_shard(job: WriteJob, mm: mmap.mmap) -> dict:
                 [view[s[3] : s[3] + z[3]] for _, s, z in parts],
                 [view[s[1] : s[1] + z[1]] for _, s, z in parts],
                 headers_bytes=heads_bytes,
+                timings=timings,
             )
         finally:
             view.release()
@@ -373,12 +375,14 @@ def _write_shard(job: WriteJob, mm: mmap.mmap) -> dict:
             _batches(mm, res_begin, res_end, order),
             _batches(mm, head_begin, head_end, order),
             headers_bytes=heads_bytes,
+            timings=timings,
         )
     return {
         "k": job.k,
         "sequences": header["sequences"],
         "residues": header["residues"],
         "digest": f"{DIGEST}:{header[DIGEST]}",
+        "timings": timings,  # (not in the receipt: the shard step takes it out)
     }
 
 
