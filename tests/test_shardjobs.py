@@ -252,3 +252,48 @@ def test_score_shard_checks_each_shards_digest_before_it_writes(tmp_path, byte):
     with pytest.raises(InputError, match="shard-0000.swdb: shard checksum mismatch"):
         score_shard(path, tmp_path / "q.fa", out, **kw)
     assert not out.exists() and not stats.exists()
+
+
+def test_hit_tables_the_merge_read_are_not_read_again_by_the_health_check(tmp_path, monkeypatch):
+    """The merge reads every scoring job's hit table in full and notes it; the next
+    start-of-run check then does not read it (it did, at every re-scan's start).  A
+    table changed afterwards (a new stamp) is read again, and removed if damaged."""
+    import json
+    import os
+
+    from swgpu_tools import health
+    from swgpu_tools.io import hitsfile
+    from swgpu_tools.io.shardfile import write_shard
+    from swgpu_tools.scoring import ScoringScheme
+    from swgpu_tools.steps.merge_hits import merge_hits
+
+    results = tmp_path / "results"
+    (results / "shards").mkdir(parents=True)
+    info = results / "shards" / "database.json"
+    info.write_text(json.dumps({"sequences": 2, "residues": 2000}))
+    (results / "shards" / "source.json").write_text("{}")
+    (results / "shards" / "shard-0000.json").write_text("{}")
+    write_shard(results / "shards" / "shard-0000.swdb", ["s1", "s2"], [b"ACDEFG", b"KLMN"])
+    (results / "stats" / "score_shard").mkdir(parents=True)
+    table = results / "hits" / "shard-0000.npz"
+    write_shard_hits(table, _hits(["qa"], [(0, 0, 50), (0, 1, 20)], ["s1", "s2"]))
+    (results / "stats" / "score_shard" / "shard-0000.json").write_text("{}")
+    os.utime(table, ns=(7, 7))  # what Snakemake may do to a job's output
+    queries = tmp_path / "q.fasta"
+    queries.write_text(">qa\nACDEFGHIKLMNPQRSTVWY\n")
+    reads = []
+    real = hitsfile.read_shard_hits
+    monkeypatch.setattr(hitsfile, "read_shard_hits", lambda p: reads.append(p) or real(p))
+    # without the merge's note the check reads the table
+    assert health.check_shards(str(results), 1) == [] and len(reads) == 1
+    (results / "shards" / "verified.json").unlink()
+    reads.clear()
+    merge_hits([table], queries, info, results / "hits.tsv", ScoringScheme(), top_k=5)
+    assert health.check_shards(str(results), 1) == [] and reads == []
+    # changed afterwards and damaged: read again, and removed
+    data = bytearray(table.read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 64] = b"\0" * 64
+    table.write_bytes(bytes(data))
+    done = health.check_shards(str(results), 1)
+    assert [os.path.basename(p) for p in reads] == ["shard-0000.npz"]
+    assert any("shard-0000.npz, damaged" in d for d in done), done

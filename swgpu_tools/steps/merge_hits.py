@@ -8,6 +8,7 @@ import os
 import threading
 
 from ..engine.merge import merge
+from ..health import note_hit_tables
 from ..io.fasta import read_fasta
 from ..io.hitsfile import read_shard_hits
 from ..io.shardfile import read_database_info
@@ -45,9 +46,13 @@ def merge_hits(
     residues = int(dbsize) if dbsize else int(info["residues"])
     sizes: list[int] = []
 
+    stamps: dict = {}  # each table's stat before it was read in full
+
     def tables():  # one shard's hits at a time: the merge keeps only the running top-k
         for p in hit_paths:
+            st = os.stat(p)
             t = read_shard_hits(p)
+            stamps[p] = st
             sizes.append(len(t))
             yield t
 
@@ -55,6 +60,7 @@ def merge_hits(
         hits = merge(tables(), queries, residues, scheme, top_k, max_evalue)
     with timer.phase("write"):
         write_table(hits, out_path, HITS_COLUMNS)
+        note_hit_tables(stamps)  # the next run's start-up check need not read them
     timer.fields.update(
         shard_hits=sum(sizes),
         hits=len(hits),
