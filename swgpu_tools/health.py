@@ -31,7 +31,8 @@ from when they were last found whole (``results/shards/verified.json``, the
 manifests); a flipped bit that leaves both unchanged is caught when the file
 is next read (shards carry a digest that every reader checks).  The traceback
 step, which reads and checks the shards that hold hits, notes them too (after
-Snakemake touched them), so the next run does not read them again here.
+Snakemake touched them), and the merge notes the hit tables it read
+(:func:`note_hit_tables`), so the next run does not read them again here.
 """
 
 from __future__ import annotations
