@@ -69,7 +69,7 @@ def note_hit_tables(stamps: dict) -> None:
     The start-up check then need not read them again (:func:`check_shards`; it read
     every table a re-scan found, 0.2-0.6 s of its start on bench200M's 2,000
     queries).  Best effort: a note that cannot be written only costs that check."""
-    from .io.shardfile import read_verified, write_verified
+    from .io.shardfile import add_verified
 
     by_results: dict = {}
     for path, st in stamps.items():
@@ -85,9 +85,7 @@ def note_hit_tables(stamps: dict) -> None:
         if not os.path.isdir(shards):
             continue
         try:
-            verified = read_verified(shards)
-            verified.update(notes)
-            write_verified(shards, verified)
+            add_verified(shards, notes)
         except OSError:
             pass
 

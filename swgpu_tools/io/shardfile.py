@@ -504,9 +504,15 @@ def note_verified(stamps: dict) -> None:
             os.path.basename(os.fspath(path))
         ] = [st.st_size, st.st_mtime_ns]
     for folder, notes in by_dir.items():
-        verified = read_verified(folder)
-        verified.update(notes)
-        write_verified(folder, verified)
+        add_verified(folder, notes)
+
+
+def add_verified(folder, notes: dict) -> None:
+    """Add ``notes`` ({name: [size, mtime_ns]}) to ``folder``'s :data:`VERIFIED_FILE`.
+    OSError where the note cannot be written."""
+    verified = read_verified(folder)
+    verified.update(notes)
+    write_verified(folder, verified)
 
 
 def read_database_info(path) -> dict:

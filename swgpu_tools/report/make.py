@@ -249,13 +249,15 @@ def start_early(
             running.remove(child)
             _wait([child])  # (a child that failed: its pictures drawn here)
 
-        def start(todo: list, groups: int = 1) -> None:
-            """Draw ``todo`` in new children (``groups`` of them), without waiting: the
-            changes' and steps' pictures are drawn beside the early ones.  A picture
-            still being drawn with other arguments: that child is waited for first."""
-            todo = [j for j in todo if drawn.get(j[1]) != _digest(j)]
+        def start(todo: list, groups: int = 1) -> int:
+            """Draw those of ``todo`` not drawn alike in new children (``groups`` of
+            them), without waiting: the changes' and steps' pictures are drawn beside
+            the early ones.  A picture still being drawn with other arguments: that
+            child is waited for first.  Returns how many pictures it started."""
+            new = [(j, d) for j, d in ((j, _digest(j)) for j in todo) if drawn.get(j[1]) != d]
+            todo = [j for j, _ in new]
             if not todo:
-                return
+                return 0
             paths = {j[1] for j in todo}
             for child in [c for c in running if paths & {j[1] for j in c[1]}]:
                 reap(child)
@@ -263,7 +265,8 @@ def start_early(
             while running and len(running) + m > slots:  # no more at once than CPUs
                 reap(running[0])
             running.extend(_fork([todo[k::m] for k in range(m)]))
-            drawn.update({j[1]: _digest(j) for j in todo})
+            drawn.update({j[1]: d for j, d in new})
+            return len(todo)
 
         start([j for j in jobs if os.path.basename(j[1]) in EARLY], groups=n)
         changes, pending = None, changes_path
@@ -292,13 +295,12 @@ def start_early(
                 continue
             # the end (make_report's jobs: those not drawn with the same arguments)
             mark("end_message")
-            last = [j for j in (payload or []) if drawn.get(j[1]) != _digest(j)]
-            log.debug(f"pictures drawn at the end: {len(last)} of {len(payload or [])}")
-            start(last, groups=n)
+            last = start(payload or [], groups=n)
+            log.debug(f"pictures drawn at the end: {last} of {len(payload or [])}")
             while running:
                 reap(running[0])
             mark("end")
-            marks["drawn_at_end"] = len(last)
+            marks["drawn_at_end"] = last
             try:  # for make_report's statistics; best effort
                 with open(timeline_path, "w", encoding="utf-8") as fh:
                     json.dump(marks, fh)
@@ -417,9 +419,9 @@ def cancel_early() -> None:
 
 
 def _timeline(early: _Early, report_at: float) -> dict:
-    """When the early process did what (seconds from its fork: inputs read, early
-    pictures drawn, the changes' and the steps' pictures, the end's message and the
-    end), with when this step began; its file removed."""
+    """When the early process did what (seconds from its fork: inputs read, the early
+    changes read, the stats message, the end's message and the end, when every
+    picture was drawn), with when this step began; its file removed."""
     try:
         with open(early.timeline, encoding="utf-8") as fh:
             marks = json.load(fh)

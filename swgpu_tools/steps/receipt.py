@@ -23,8 +23,8 @@ import hashlib
 import json
 import mmap
 import os
-import threading
 
+from ..cpus import usable_cpus
 from ..io.atomic import write_json
 from ..logs import get_logger
 
@@ -43,45 +43,25 @@ def file_stamp(path) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
 
 
-def _threads() -> int:
-    try:
-        n = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        n = os.cpu_count() or 1
-    return max(1, min(n, 16))
-
-
 def content_digest(path, threads: int | None = None) -> str:
     """``sha256-16MiB:<hex>``: the sha256 of the file's size and of the sha256 of each
     16 MiB piece in order, the pieces hashed by ``threads`` threads (hashlib lets
     go of the interpreter while it hashes)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     size = os.path.getsize(path)
     n = -(-size // PIECE_BYTES)
-    digests: list[bytes] = [b""] * n
-    with open(path, "rb") as f:
-        view = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-        try:
-            nxt = iter(range(n))
-            lock = threading.Lock()
+    digests: list[bytes] = []
+    if n:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
 
-            def work():
-                while True:
-                    with lock:
-                        k = next(nxt, None)
-                    if k is None:
-                        return
-                    piece = memoryview(view)[k * PIECE_BYTES : (k + 1) * PIECE_BYTES]
-                    digests[k] = hashlib.sha256(piece).digest()
-                    piece.release()
+            def piece(k: int) -> bytes:
+                with memoryview(view)[k * PIECE_BYTES : (k + 1) * PIECE_BYTES] as part:
+                    return hashlib.sha256(part).digest()
 
-            pool = [threading.Thread(target=work) for _ in range(min(threads or _threads(), n))]
-            for t in pool:
-                t.start()
-            for t in pool:
-                t.join()
-        finally:
-            if size:
-                view.close()
+            workers = min(threads or min(usable_cpus(), 16), n)
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                digests = list(pool.map(piece, range(n)))
     total = hashlib.sha256(f"{DIGEST_NAME} {size}\n".encode())
     for d in digests:
         total.update(d)
