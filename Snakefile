@@ -98,7 +98,11 @@ onerror:
 
 
 onsuccess:
+    from swgpu_tools.health import note_outputs
+
     stop_warm_process()
+    # the tables as Snakemake left them (touched): the next start need not digest them
+    note_outputs("results")
     print(
         "swgpu finished:\n"
         f"  hits:       {Path('results/hits.tsv').resolve()}\n"

@@ -32,10 +32,19 @@ log = get_logger(__name__)
 
 MANIFEST = "swgpu-run.json"
 LOCK = ".swgpu.lock"
+#: Notes of files that a manifest lists, found whole since (``{name: [size,
+#: mtime_ns]}``, as the shards' :data:`swgpu_tools.io.shardfile.VERIFIED_FILE`):
+#: the workflow's ``results/`` and ``results/history/`` (:mod:`swgpu_tools.health`).
+NOTES = ".verified.json"
+
+
+def new_digest():
+    """The manifests' digest (blake2b, 16 bytes), to be fed."""
+    return hashlib.blake2b(digest_size=16)
 
 
 def _digest(path: str) -> str:
-    h = hashlib.blake2b(digest_size=16)
+    h = new_digest()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
@@ -142,6 +151,8 @@ def write_manifest(path, files) -> dict:
         entries[rel] = {
             "bytes": st.st_size,
             "mtime_ns": st.st_mtime_ns,
+            # which file it is, whatever touches it later (swgpu_tools.health.note_outputs)
+            "ino": st.st_ino,
             "blake2b": _digest(os.fspath(f)),
         }
     manifest = {

@@ -467,11 +467,12 @@ def boot_id() -> str | None:
         return None
 
 
-def read_verified(folder) -> dict:
+def read_verified(folder, name: str = VERIFIED_FILE) -> dict:
     """The notes of ``folder``'s :data:`VERIFIED_FILE` ({shard file name: [size, mtime_ns]});
-    empty where the file is missing or unreadable, or written in another boot."""
+    empty where the file is missing or unreadable, or written in another boot.
+    ``name``: another notes file of the same kind (:mod:`swgpu_tools.health`)."""
     try:
-        with open(os.path.join(folder, VERIFIED_FILE)) as fh:
+        with open(os.path.join(folder, name)) as fh:
             notes = json.load(fh)
     except (OSError, ValueError):
         return {}
@@ -480,9 +481,9 @@ def read_verified(folder) -> dict:
     return notes
 
 
-def write_verified(folder, notes: dict) -> None:
+def write_verified(folder, notes: dict, name: str = VERIFIED_FILE) -> None:
     """Replace ``folder``'s notes with ``notes`` (of this boot)."""
-    write_json(os.path.join(folder, VERIFIED_FILE), {**notes, _BOOT_KEY: boot_id()})
+    write_json(os.path.join(folder, name), {**notes, _BOOT_KEY: boot_id()})
 
 
 def is_noted(path, st: os.stat_result, notes: dict | None = None) -> bool:
@@ -507,12 +508,12 @@ def note_verified(stamps: dict) -> None:
         add_verified(folder, notes)
 
 
-def add_verified(folder, notes: dict) -> None:
-    """Add ``notes`` ({name: [size, mtime_ns]}) to ``folder``'s :data:`VERIFIED_FILE`.
-    OSError where the note cannot be written."""
-    verified = read_verified(folder)
+def add_verified(folder, notes: dict, name: str = VERIFIED_FILE) -> None:
+    """Add ``notes`` ({name: [size, mtime_ns]}) to ``folder``'s :data:`VERIFIED_FILE`
+    (or the notes file ``name``).  OSError where the note cannot be written."""
+    verified = read_verified(folder, name)
     verified.update(notes)
-    write_verified(folder, verified)
+    write_verified(folder, verified, name)
 
 
 def read_database_info(path) -> dict:

@@ -55,9 +55,17 @@ def release_name(info: dict, release: str | None = None) -> str:
     return f"db-{digest[:12]}"
 
 
-def _copy(src, dst) -> None:
+def _copy(src, dst) -> str:
+    """Copy ``src`` to ``dst``; returns the copy's digest (as the manifests'), taken
+    from the bytes written, so the copy is not read again."""
+    from ..io.outputset import new_digest
+
+    h = new_digest()
     with open(src, "rb") as fin, atomic_write(dst, "wb") as fout:
-        shutil.copyfileobj(fin, fout, 1 << 20)
+        for chunk in iter(lambda: fin.read(1 << 20), b""):
+            h.update(chunk)
+            fout.write(chunk)
+    return h.hexdigest()
 
 
 def record_release(
@@ -81,16 +89,17 @@ def record_release(
     tmp = os.path.join(history_dir, f".{name}.{uuid.uuid4().hex[:8]}.tmp")
     os.makedirs(tmp)
     try:
-        for key, src in (
-            ("hits", hits_path),
-            ("alignments", alignments_path),
-            ("internal", internal_path),
-        ):
-            _copy(src, os.path.join(tmp, FILES[key]))
-        from ..io.outputset import _digest
-
+        digests = {
+            FILES[key]: _copy(src, os.path.join(tmp, FILES[key]))
+            for key, src in (
+                ("hits", hits_path),
+                ("alignments", alignments_path),
+                ("internal", internal_path),
+            )
+        }
+        stamps = {f: os.stat(os.path.join(tmp, f)) for f in FILES.values()}
         manifest = {
-            "files": {f: _digest(os.path.join(tmp, f)) for f in FILES.values()},
+            "files": digests,
             "release": name,
             "scanned": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "scanned_unix": time.time(),
@@ -120,9 +129,26 @@ def record_release(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    _note_kept(history_dir, name, stamps)
     write_json(marker_path, {"release": name, "path": final})
     log.info(f"kept release {name} in {final}")
     return manifest
+
+
+def _note_kept(history_dir, name: str, stamps: dict) -> None:
+    """Note the files just kept as whole, so that the next start-up check does not
+    digest them (:func:`swgpu_tools.health.check_history`)."""
+    from ..io.outputset import NOTES
+    from ..io.shardfile import add_verified
+
+    try:
+        add_verified(
+            history_dir,
+            {f"{name}/{f}": [st.st_size, st.st_mtime_ns] for f, st in stamps.items()},
+            NOTES,
+        )
+    except OSError:
+        pass  # best effort: costs one digest at the next start
 
 
 def releases(history_dir) -> list[dict]:
