@@ -38,6 +38,7 @@
 # Snakemake's import and a dry run of the 20-query folder).
 # PHASE=GK: GT, then the 20-query kernel benchmark (gpu_bench.py).
 # PHASE=NCU: ncu of the s16 kernels (NCU_VARIANTS), shared-memory wavefronts and pipes.
+# PHASE=AT: after S: the 20 queries' alignments alone with 16, 8 and 4 threads.
 # PHASE=DIAG: after S: micro-timings of this host (pandas import, 200 MB written, hashed, read)
 #          and the 20-query run again under cProfile (Snakemake and every swgpu process).
 # PHASE=MENU: gpu_bench.py with the shape menus MENU_CONFIGS (SWGPU_CONFIGS values, "-" = default).
@@ -482,6 +483,16 @@ if has_phase D; then
     t=$( { time (eval "$c" > /dev/null 2>&1) ; } 2>&1 | tr '\n' ' ')
     t2=$( { time (eval "$c" > /dev/null 2>&1) ; } 2>&1 | tr '\n' ' ')
     echo "startup: $t$t2 s: $c" | tee -a "$OUT/log.txt"
+  done
+fi
+if has_phase AT; then
+  # after S: the 20 queries' alignments alone (align_first_call.py on S's results) with
+  # 16, 8 and 4 threads: does the traceback's align phase scale with threads, or does a
+  # long query's few alignments bound it?
+  for th in 16 8 4; do
+    echo "== align_first_call.py, $th threads" | tee -a "$OUT/log.txt"
+    timeout 120 python3 benchmarks/align_first_call.py /tmp/scaleS_true/q20/results \
+      $BD/bench_queries.fasta --threads $th 2>&1 | tee -a "$OUT/log.txt"
   done
 fi
 if has_phase DIAG; then

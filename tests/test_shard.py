@@ -1,6 +1,7 @@
 """Shards are stable (a sequence's shard depends only on its id), byte-identical
 when their content is unchanged, and checked on load."""
 
+import json
 import os
 
 import numpy as np
@@ -186,23 +187,30 @@ def test_shard_receipts_change_only_with_their_shards_content(tmp_path):
         assert json.loads(ra) == a["shards"][k]
 
 
-def test_a_format_2_shard_still_reads_and_its_blake2b_is_still_checked(tmp_path):
-    """Shards written before format 3 (blake2b; tests/data/shard_format2.swdb was
-    written by e11f155's code) read as before, and damage in one is still found."""
+@pytest.mark.parametrize("version", [2, 3])
+def test_older_shard_formats_still_read_and_their_digests_are_still_checked(tmp_path, version):
+    """Shards written before format 4 (tests/data/shard_format2.swdb, blake2b, by
+    e11f155's code; shard_format3.swdb, one sha256, by 7f8d1e1's) read as before,
+    and damage in one is still found."""
     import shutil
     from pathlib import Path
 
+    from swgpu_tools.io.piecedigest import digest_of
     from swgpu_tools.io.shardfile import FORMAT_VERSION, read_shard_unverified, write_shard
 
-    old = Path(__file__).parent / "data" / "shard_format2.swdb"
-    assert b'"format": 2' in old.read_bytes()[:200] and FORMAT_VERSION == 3
+    old = Path(__file__).parent / "data" / f"shard_format{version}.swdb"
+    assert f'"format": {version}'.encode() in old.read_bytes()[:200] and FORMAT_VERSION == 4
     got = read_shard(old)
     assert list(got.ids) == ["P1", "P2", "Q9"] and list(got.headers)[1] == "P2 second"
     assert bytes(got.residues[20:40]) == b"ACDEFGHIKLMNPQRSTVWY"
-    # the same records written now: format 3, a sha256, the same content
+    # the same records written now: format 4, the digest over pieces, the same content
     seqs = [got.sequence(i).encode() for i in range(3)]
     write_shard(tmp_path / "new.swdb", list(got.ids), seqs, list(got.headers))
-    assert b'"sha256": "' in (tmp_path / "new.swdb").read_bytes()[:300]
+    new = (tmp_path / "new.swdb").read_bytes()
+    hlen = int.from_bytes(new[8:16], "little")
+    header = json.loads(new[16 : 16 + hlen])
+    assert header["format"] == 4 and header["sha256-16MiB"] == digest_of(new[16 + hlen :])
+    assert new[16 + hlen :] == old.read_bytes()[-len(new) + 16 + hlen :]
     assert list(read_shard(tmp_path / "new.swdb").ids) == list(got.ids)
     for name in ("old.swdb", "new.swdb"):
         path = tmp_path / name

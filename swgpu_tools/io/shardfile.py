@@ -10,9 +10,10 @@ File format, all integers little-endian::
 
     b"SWGPUDB1"                      magic
     uint64 header_length
-    header: JSON (utf-8, sorted keys): format (3), sequences, residues,
-            ids_bytes, headers_bytes, sha256 (hex digest of everything after
-            the header; formats 1 and 2: blake2b, 32 bytes)
+    header: JSON (utf-8, sorted keys): format (4), sequences, residues,
+            ids_bytes, headers_bytes, sha256-16MiB (hex digest of everything
+            after the header, :mod:`swgpu_tools.io.piecedigest`; format 3:
+            sha256; formats 1 and 2: blake2b, 32 bytes)
     ids:      utf-8 accessions, each followed by b"\\n"
     offsets:  int64 x (sequences + 1)
     residues: uint8 canonical letters (see swgpu_tools.alphabet)
@@ -39,21 +40,31 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ..cpus import usable_cpus
 from ..errors import InputError
 from ..sequences import SequenceSet
+from . import piecedigest
 from .atomic import atomic_write, write_json
 
 MAGIC = b"SWGPUDB1"
-FORMAT_VERSION = 3
-#: The digest of a shard's body that format 3 records (sha256: hashlib's runs at
-#: about twice blake2b's speed where the CPU has SHA instructions, most x86 since
-#: 2017; a 200 MB shard's digest took 0.4-0.55 s with blake2b on an H100 host).
-DIGEST = "sha256"
+FORMAT_VERSION = 4
+#: The digest of a shard's body that format 4 records: sha256 over 16 MiB pieces,
+#: hashed on several threads (format 3: one sha256, 0.17-0.41 s for a 200 MB shard
+#: on one thread, which bounded the shard step's write of one shard; formats 1 and
+#: 2: blake2b, about half sha256's speed where the CPU has SHA instructions).
+DIGEST = piecedigest.NAME
+#: Threads that hash one shard's pieces (when writing and when checking).
+DIGEST_THREADS = 8
+
+#: Each format's digest (the header key names it too).
+_ALGORITHMS = {1: "blake2b", 2: "blake2b", 3: "sha256", 4: DIGEST}
 
 
 def _new_digest(algorithm: str):
-    """A hashlib object for a shard body's digest: ``DIGEST``, or the 32-byte blake2b
-    of formats 1 and 2."""
+    """An object with hashlib's ``update``/``hexdigest`` for a shard body's digest:
+    ``DIGEST``, format 3's sha256, or the 32-byte blake2b of formats 1 and 2."""
+    if algorithm == DIGEST:
+        return piecedigest.PieceDigest(min(DIGEST_THREADS, usable_cpus()))
     return hashlib.blake2b(digest_size=32) if algorithm == "blake2b" else hashlib.new(algorithm)
 
 
@@ -113,8 +124,9 @@ def write_shard_blobs(
     residues.  ``residues`` and ``headers_blob`` are bytes-like, or iterables of
     bytes-like pieces (made while the earlier ones are hashed and written), then
     of ``offsets[-1]`` and ``headers_bytes`` bytes in all.  Atomic; returns the
-    header.  ``timings``: filled with the seconds spent hashing (``hash_s``) and
-    writing (``write_s``) the body, each on its own thread from 4 MiB on."""
+    header.  ``timings``: filled with the seconds spent handing the body's pieces to
+    the digest's threads and waiting for them at the end (``hash_s``), and writing
+    (``write_s``) the body, each on its own thread from 4 MiB on."""
     offsets = np.ascontiguousarray(offsets, dtype="<i8")
     if headers_bytes is None:
         headers_bytes = memoryview(headers_blob).nbytes
@@ -151,9 +163,11 @@ def write_shard_blobs(
             sink.close(check=False)
             raise
         sink.close()
+        t = time.perf_counter()
+        header[DIGEST] = digest.hexdigest()  # waits for the pieces' threads
         if timings is not None:
-            timings.update(hash_s=round(sink.busy[0], 4), write_s=round(sink.busy[1], 4))
-        header[DIGEST] = digest.hexdigest()
+            hash_s = sink.busy[0] + time.perf_counter() - t
+            timings.update(hash_s=round(hash_s, 4), write_s=round(sink.busy[1], 4))
         header_bytes = json.dumps(header, sort_keys=True).encode("utf-8")
         assert len(header_bytes) == hlen
         fh.seek(0)
@@ -262,7 +276,7 @@ class _ShardBody:
             self.n_head = int(header.get("headers_bytes", 0))
         except (ValueError, KeyError, TypeError, AttributeError):
             raise InputError(f"{name}: corrupt shard header; re-run the shard step") from None
-        if self.version not in (1, 2, 3):
+        if self.version not in _ALGORITHMS:
             raise InputError(
                 f"{name}: shard format {self.version} is not known to this swgpu; "
                 "re-run the shard step"
@@ -274,7 +288,7 @@ class _ShardBody:
                 f"{name}: shard is truncated or corrupt ({len(body)} bytes of data, "
                 f"expected {expected}); re-run the shard step"
             )
-        self._algorithm = DIGEST if self.version >= 3 else "blake2b"
+        self._algorithm = _ALGORITHMS[self.version]
         self._expected_digest = header.get(self._algorithm)
         self._digest: list[str] = []
         self._hasher = None

@@ -26,14 +26,11 @@ import os
 
 from ..cpus import usable_cpus
 from ..io.atomic import write_json
+from ..io.piecedigest import NAME as DIGEST_NAME
+from ..io.piecedigest import PIECE_BYTES, combine
 from ..logs import get_logger
 
 log = get_logger(__name__)
-
-#: Bytes per piece of the content digest (each piece's sha256 goes into the digest).
-PIECE_BYTES = 16 << 20
-#: The content digest's name, part of its value.
-DIGEST_NAME = "sha256-16MiB"
 
 
 def file_stamp(path) -> list[int]:
@@ -44,9 +41,9 @@ def file_stamp(path) -> list[int]:
 
 
 def content_digest(path, threads: int | None = None) -> str:
-    """``sha256-16MiB:<hex>``: the sha256 of the file's size and of the sha256 of each
-    16 MiB piece in order, the pieces hashed by ``threads`` threads (hashlib lets
-    go of the interpreter while it hashes)."""
+    """``sha256-16MiB:<hex>`` (:mod:`swgpu_tools.io.piecedigest`): the sha256 of the
+    file's size and of the sha256 of each 16 MiB piece in order, the pieces hashed
+    by ``threads`` threads (hashlib lets go of the interpreter while it hashes)."""
     from concurrent.futures import ThreadPoolExecutor
 
     size = os.path.getsize(path)
@@ -62,10 +59,7 @@ def content_digest(path, threads: int | None = None) -> str:
             workers = min(threads or min(usable_cpus(), 16), n)
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 digests = list(pool.map(piece, range(n)))
-    total = hashlib.sha256(f"{DIGEST_NAME} {size}\n".encode())
-    for d in digests:
-        total.update(d)
-    return f"{DIGEST_NAME}:{total.hexdigest()}"
+    return f"{DIGEST_NAME}:{combine(size, digests)}"
 
 
 def database_content(database, note_path) -> str:
