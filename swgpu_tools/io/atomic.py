@@ -31,6 +31,11 @@ __all__ = ["atomic_write", "describe_os_error"]
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 
+#: ``SWGPU_FSYNC=0``: no fsync at all (the renames stay atomic).  For measuring what
+#: the fsyncs cost (benchmarks/workflow_rescan.py); not for results that must
+#: survive a machine's crash.
+_FSYNC = os.environ.get("SWGPU_FSYNC", "1") != "0"
+
 
 def describe_os_error(exc: OSError) -> str:
     """A short human reason for an OSError (disk full, permission denied, ...)."""
@@ -86,7 +91,7 @@ def atomic_write(
         with fh:
             yield fh
             fh.flush()
-            if durable:
+            if durable and _FSYNC:
                 os.fsync(fh.fileno())
         try:
             fmode = os.stat(path).st_mode & 0o7777
@@ -114,6 +119,8 @@ def write_json(path, obj) -> None:
 
 
 def _fsync_directory(directory: str) -> None:
+    if not _FSYNC:
+        return
     try:
         dfd = os.open(directory, os.O_RDONLY)
     except OSError:
