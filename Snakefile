@@ -25,8 +25,10 @@ import sys
 from pathlib import Path
 
 from snakemake.utils import min_version
+from swgpu_tools.io.stepstats import mark_start
 
 min_version("9.0")
+mark_start("parse_start")
 
 
 # config/config.yaml is read when it exists relative to the working directory.
@@ -77,14 +79,19 @@ rule all:
 
 
 onstart:
+    from swgpu_tools.io.stepstats import write_start_marks
     from swgpu_tools.warm.launch import preload_late_imports
 
+    mark_start("onstart")
     # jobs run here: no job-rate limiter, whose last timer delays the exit by ~1 s
     rate_limiter_off_where_jobs_run_here()
     # what Snakemake imports between jobs (pandas), on a thread while the first run
     preload_late_imports()
     # one process with the steps' imports loaded; jobs' commands run in its children
     start_warm_process()
+    mark_start("warm_started")
+    # where the time before the first job went (Snakemake's start as data)
+    write_start_marks("results/stats/snakemake_start.json")
 
 
 onerror:
@@ -114,3 +121,7 @@ onsuccess:
     )
     for line in scoring_backends_used():
         print(f"  scoring:    {line}")
+
+
+# the Snakefile's parse ends here (results/stats/snakemake_start.json)
+mark_start("parse_end")

@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from workflow_scale import finish_steps  # benchmarks/, the script's folder
+from workflow_scale import finish_steps, start_marks  # benchmarks/, the script's folder
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -179,6 +179,7 @@ def run(workdir: Path, database, args) -> dict:
         "wall_s": wall,
         "sync_before_s": sync_s,
         "snakemake_around_steps": around,
+        "start_marks_s": start_marks(workdir / "results", start_epoch),
         "steps": steps,
         "finish_steps": finish_steps(workdir / "results"),
         "jobs": jobs,
@@ -273,6 +274,10 @@ def main():
     print(
         "Snakemake around the steps (start -> first step's process, last step's end -> exit), "
         f"incremental {r2['snakemake_around_steps']}, scratch {r3['snakemake_around_steps']}"
+    )
+    print(
+        "Snakemake's start (s from the command: process, parse, onstart, warm process), "
+        f"incremental {r2['start_marks_s']}, scratch {r3['start_marks_s']}"
     )
     print(f"tables byte-identical (incremental vs scratch): {same}")
     if args.json:

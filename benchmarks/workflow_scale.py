@@ -119,6 +119,20 @@ def peak_memory(results: Path, steps: dict) -> None:
 FINISH_STEPS = ("merge_hits", "traceback", "plots")
 
 
+def start_marks(results: Path, start_epoch: float) -> dict:
+    """Snakemake's own start (results/stats/snakemake_start.json), in seconds from the
+    benchmark's start of the command: its process started, the Snakefile's parse
+    began and ended, onstart began, the warm process started."""
+    try:
+        d = json.loads((results / "stats" / "snakemake_start.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    began = d["process_start_epoch"] - start_epoch
+    return {"process": round(began, 3)} | {
+        k: round(began + v, 3) for k, v in d.get("marks_s", {}).items()
+    }
+
+
 def finish_steps(results: Path) -> dict:
     """Seconds of each step inside the finish job (its start-up included), from
     the steps' statistics files."""
@@ -180,6 +194,7 @@ def run(label: str, queries: Path, args) -> dict:
         "label": label,
         "wall_s": wall,
         "before_first_job_s": None if first is None else first - start_epoch,
+        "start_marks_s": start_marks(results, start_epoch),
         "after_last_job_s": None if last is None else start_epoch + wall - last,
         "steps": steps,
         "finish_steps": finish_steps(results),
@@ -223,6 +238,8 @@ def show(r: dict) -> None:
             f"process (Snakemake's start, the receipt job), {r['after_last_job_s']:.2f} s "
             "after the last step (Snakemake's end)"
         )
+    if r.get("start_marks_s"):
+        print(f"   Snakemake's start (s from the command): {r['start_marks_s']}")
     for job in r.get("score_start", []):
         print(f"   scoring job's start: {json.dumps(job)}")
 

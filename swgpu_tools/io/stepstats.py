@@ -122,10 +122,40 @@ def process_age() -> float | None:
         return None
 
 
-def write_step_stats(path, record: dict) -> None:
+#: Marks of the Snakemake process's own start (its epoch seconds), in order.
+_START_MARKS: dict[str, float] = {}
+
+
+def mark_start(name: str) -> None:
+    """Note the time of a point of the workflow's start in Snakemake's process
+    (the Snakefile's parse began and ended, ``onstart`` began, the warm process
+    started); :func:`write_start_marks` saves them."""
+    _START_MARKS[name] = time.time()
+
+
+def write_start_marks(path) -> None:
+    """Save the marks as step statistics (``step`` "snakemake_start"): the process's
+    start and each mark, as seconds since the process started, so that a run's time
+    before its first job is attributed (Python and Snakemake's imports, the
+    Snakefile's parse, the DAG, the warm start).  Best effort."""
+    age = process_age()
+    started = time.time() - age if age is not None else min(_START_MARKS.values(), default=0.0)
+    record = {
+        "step": "snakemake_start",
+        "format": FORMAT,
+        "process_start_epoch": round(started, 3),
+        "marks_s": {k: round(v - started, 3) for k, v in _START_MARKS.items()},
+    }
+    try:
+        write_step_stats(path, record, durable=False)
+    except OSError:
+        pass
+
+
+def write_step_stats(path, record: dict, durable: bool = True) -> None:
     """Write one step's statistics (a JSON object) atomically."""
     os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
-    with atomic_write(path) as fh:
+    with atomic_write(path, durable=durable) as fh:
         json.dump(record, fh, indent=1, sort_keys=True, default=_jsonable)
         fh.write("\n")
 
