@@ -281,9 +281,11 @@ for f in glob.glob('$SWGPU_PROFILE/inc-v2/score-shard-*.prof'):
   if [ -n "${SMK_PROFILE:-}" ]; then  # Snakemake's own process in the incremental run
     python3 -c "
 import glob, pstats
-for f in glob.glob('$SMK_PROFILE/inc-*v2*.prof'):
-    st = pstats.Stats(f); st.sort_stats('cumulative').print_stats(60)
-" 2>&1 | cut -c1-170 | tee "$OUT/profile_inc_snakemake.txt" | head -90
+for f in sorted(glob.glob('$SMK_PROFILE/*.prof')):
+    print('=====', f)
+    st = pstats.Stats(f); st.sort_stats('cumulative').print_stats('snakemake/(dag|persistence|jobs|io|rules)|swgpu_tools|smk|Snakefile', 45)
+    st.sort_stats('tottime').print_stats(25)
+" 2>&1 | cut -c1-170 | tee "$OUT/profile_inc_snakemake.txt" | grep -A60 "inc-v2" | head -90
     tar czf "$OUT/smk_profiles.tgz" -C "$SMK_PROFILE" . 2>/dev/null
   fi
   # what the workflow's parse runs on this host: nvidia-smi -L (workflow_gpus)
