@@ -30,13 +30,6 @@ from swgpu_tools.io.stepstats import mark_start
 min_version("9.0")
 mark_start("parse_start")
 
-# what Snakemake's own process imports later (pandas: when it checks or records
-# a job's params), on a thread from now on (swgpu_tools/warm/launch.py)
-if workflow.is_main_process:
-    from swgpu_tools.warm.launch import preload_late_imports
-
-    preload_late_imports()
-
 
 # config/config.yaml is read when it exists relative to the working directory.
 # Elsewhere, give the configuration explicitly:
@@ -87,10 +80,13 @@ rule all:
 
 onstart:
     from swgpu_tools.io.stepstats import write_start_marks
+    from swgpu_tools.warm.launch import preload_late_imports
 
     mark_start("onstart")
     # jobs run here: no job-rate limiter, whose last timer delays the exit by ~1 s
     rate_limiter_off_where_jobs_run_here()
+    # what Snakemake imports between jobs (pandas), on a thread while the first run
+    preload_late_imports()
     # one process with the steps' imports loaded; jobs' commands run in its children
     start_warm_process()
     mark_start("warm_started")

@@ -89,19 +89,10 @@ def stop(warm: WarmProcess | None, timeout: float = 15.0) -> None:
 SNAKEMAKE_LATE_IMPORTS = ("pandas",)
 
 
-_PRELOAD: list[threading.Thread] = []
-
-
 def preload_late_imports(names=SNAKEMAKE_LATE_IMPORTS) -> threading.Thread:
     """Import ``names`` on a daemon thread of this process (Snakemake's: called
-    when the Snakefile's parse begins), so that the import is not on the way to
-    the first job (a run over existing results: Snakemake checks each job's
-    params while it builds the DAG, and that imports pandas, 0.37-0.55 s of an
-    H100 host's re-scan, run 4 of the eighteenth session) nor between a job's end
-    and the next job's start.  Once per process: a second call returns the first
-    call's thread."""
-    if _PRELOAD:
-        return _PRELOAD[0]
+    from onstart), while its first jobs run and it waits for them, so that the
+    import is not between a job's end and the next job's start."""
 
     def run():
         import importlib
@@ -114,5 +105,4 @@ def preload_late_imports(names=SNAKEMAKE_LATE_IMPORTS) -> threading.Thread:
 
     thread = threading.Thread(target=run, name="swgpu-preload", daemon=True)
     thread.start()
-    _PRELOAD.append(thread)
     return thread
