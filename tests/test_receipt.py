@@ -91,18 +91,3 @@ def test_receipt_holds_the_content_not_the_time(tmp_path):
 def test_missing_database_is_an_error(tmp_path):
     with pytest.raises(FileNotFoundError):
         receipt.database_content(tmp_path / "none.fasta", tmp_path / "note.json")
-
-
-def test_a_receipt_of_another_release_is_dropped_and_only_that(tmp_path):
-    db = tmp_path / "db.fasta"
-    db.write_bytes(b">a\nACDE\n")
-    content = receipt.content_digest(db)
-    out = tmp_path / "source.json"
-    receipt.write_source_receipt(db, out, content)
-    assert not receipt.drop_stale_receipt(out, content) and out.exists()
-    db.write_bytes(b">a\nACDF\n")  # the next release
-    assert receipt.drop_stale_receipt(out, receipt.content_digest(db))
-    assert not out.exists()
-    assert not receipt.drop_stale_receipt(out, content)  # none there
-    out.write_text("not json")  # left for Snakemake's own checks
-    assert not receipt.drop_stale_receipt(out, content) and out.exists()

@@ -86,31 +86,6 @@ def database_content(database, note_path) -> str:
     return content
 
 
-def drop_stale_receipt(receipt_path, content: str) -> bool:
-    """Remove the receipt at ``receipt_path`` where it names another content than
-    ``content`` (a new release); True if removed.
-
-    The workflow calls this when it is parsed.  A new release then shows as the
-    receipt missing, not as rule database_source's parameter changed: Snakemake
-    checks a job's parameters only for a job that nothing else makes run, and
-    its first check imports pandas in its own process, on the way to the first
-    job (0.37-0.55 s of a re-scan's start on an H100 host; the receipt made every
-    later job run, so it was the only check).  A receipt that cannot be read is
-    left for Snakemake's own checks."""
-    try:
-        with open(receipt_path, encoding="utf-8") as f:
-            recorded = json.load(f).get("content")
-    except (OSError, ValueError, AttributeError):
-        return False
-    if recorded is None or recorded == content:
-        return False
-    try:
-        os.unlink(receipt_path)
-    except OSError:
-        return False
-    return True
-
-
 def write_source_receipt(database, out_path, content: str) -> dict:
     """Write ``out_path``, the receipt of a database file: its path, size and content
     digest (:func:`database_content`).  The same content gives the same receipt, so

@@ -72,14 +72,6 @@ if workflow.is_main_process and not workflow.dryrun:
     for _line in check_results("results", config["shards"]):
         print(f"swgpu: {_line}", file=sys.stderr)
 
-# A receipt of another release than the database's goes: the shard step then runs
-# because its input is missing, and Snakemake checks no job's parameters on the
-# way to the first job (swgpu_tools/steps/receipt.py: drop_stale_receipt).
-if workflow.is_main_process:
-    from swgpu_tools.steps.receipt import drop_stale_receipt
-
-    drop_stale_receipt("results/shards/source.json", DATABASE_CONTENT)
-
 
 def shard_files():
     """The shard files written by rule shard_db, in shard order."""
