@@ -316,6 +316,10 @@ def test_damaged_outputs_after_a_complete_scan_are_made_again(tmp_path):
     (release / "hits.tsv").write_text("damaged\n")
     a = work / "results/alignments.tsv"
     a.write_text(a.read_text()[:200])
+    # a dry run changes nothing, damaged files included
+    before = {p: p.read_bytes() for p in (shard, t, release / "hits.tsv", a)}
+    _snakemake(work, "-n")
+    assert {p: p.read_bytes() for p in before} == before
     proc = _snakemake(work)
     out = proc.stdout + proc.stderr
     assert "shard-0001.swdb is damaged" in out

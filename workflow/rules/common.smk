@@ -63,10 +63,20 @@ MANIFEST = "results/swgpu-run.json"
 #: Separates the steps of `swgpu run-steps` (rule finish).
 from swgpu_tools.cli import STEP_SEPARATOR
 
+
+def dry_run():
+    """Whether this is a dry run.  While the Snakefile is parsed, workflow.dryrun is
+    still False (Snakemake sets it when the run starts); the output settings
+    already say it."""
+    settings = getattr(workflow, "output_settings", None)
+    return bool(getattr(settings, "dryrun", False)) or workflow.dryrun
+
+
 # Damaged results of earlier runs (a corrupt shard, a truncated table, a kept
 # release that differs from its manifest) are found now and removed, so that
-# this run makes them again (swgpu_tools/health.py).
-if workflow.is_main_process and not workflow.dryrun:
+# this run makes them again (swgpu_tools/health.py).  Not in a dry run, which
+# changes nothing.
+if workflow.is_main_process and not dry_run():
     from swgpu_tools.health import check_results
 
     for _line in check_results("results", config["shards"]):
