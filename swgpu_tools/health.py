@@ -47,7 +47,7 @@ import os
 import shutil
 import time
 
-from .errors import InputError
+from .errors import InputError, OutputError
 from .io.outputset import NOTES
 from .logs import get_logger
 
@@ -70,7 +70,7 @@ def _save_notes(folder: str, notes: dict) -> None:
 
     try:
         write_verified(folder, notes, NOTES)
-    except OSError:
+    except (OSError, OutputError):
         pass  # best effort: a note that cannot be written only costs a digest
 
 
@@ -105,7 +105,7 @@ def note_hit_tables(stamps: dict) -> None:
             continue
         try:
             add_verified(shards, notes)
-        except OSError:
+        except (OSError, OutputError):
             pass
 
 

@@ -512,7 +512,7 @@ def note_verified(stamps: dict) -> None:
     """Note shards known whole (just written, or read with their digest checked) in
     their folder's :data:`VERIFIED_FILE`: ``stamps`` maps a shard's path to its
     ``os.stat`` (for a read, taken before it, so a change during or after the read
-    is still caught).  OSError where the note cannot be written."""
+    is still caught).  OutputError (or OSError) where the note cannot be written."""
     by_dir: dict = {}
     for path, st in stamps.items():
         by_dir.setdefault(os.path.dirname(os.fspath(path)) or ".", {})[
@@ -524,7 +524,7 @@ def note_verified(stamps: dict) -> None:
 
 def add_verified(folder, notes: dict, name: str = VERIFIED_FILE) -> None:
     """Add ``notes`` ({name: [size, mtime_ns]}) to ``folder``'s :data:`VERIFIED_FILE`
-    (or the notes file ``name``).  OSError where the note cannot be written."""
+    (or the notes file ``name``).  OutputError where the note cannot be written."""
     verified = read_verified(folder, name)
     verified.update(notes)
     write_verified(folder, verified, name)

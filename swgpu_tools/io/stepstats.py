@@ -20,7 +20,7 @@ import socket
 import sys
 import time
 
-from ..errors import InputError
+from ..errors import InputError, OutputError
 from .atomic import atomic_write
 
 FORMAT = 1
@@ -148,7 +148,7 @@ def write_start_marks(path) -> None:
     }
     try:
         write_step_stats(path, record, durable=False)
-    except OSError:
+    except (OSError, OutputError):
         pass
 
 

@@ -28,7 +28,7 @@ import signal
 import time
 import uuid
 
-from ..errors import InputError
+from ..errors import InputError, OutputError
 from ..forked import run_child
 from ..io.atomic import atomic_write, write_json
 from ..logs import get_logger
@@ -147,7 +147,7 @@ def _note_kept(history_dir, name: str, stamps: dict) -> None:
             {f"{name}/{f}": [st.st_size, st.st_mtime_ns] for f, st in stamps.items()},
             NOTES,
         )
-    except OSError:
+    except (OSError, OutputError):
         pass  # best effort: costs one digest at the next start
 
 

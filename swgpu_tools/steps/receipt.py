@@ -25,6 +25,7 @@ import mmap
 import os
 
 from ..cpus import usable_cpus
+from ..errors import OutputError
 from ..io.atomic import write_json
 from ..io.piecedigest import NAME as DIGEST_NAME
 from ..io.piecedigest import PIECE_BYTES, combine
@@ -81,7 +82,7 @@ def database_content(database, note_path) -> str:
     try:
         os.makedirs(os.path.dirname(os.path.abspath(note_path)), exist_ok=True)
         write_json(note_path, {"database": path, "stamp": stamp, "content": content})
-    except OSError:
+    except (OSError, OutputError):
         pass
     return content
 

@@ -17,6 +17,7 @@ from ..backend import BackendStart, driver_installed
 from ..cpus import usable_cpus
 from ..engine.increment import GPU_START_S, group_cells, plan_shard, rescan_on_cpu
 from ..engine.scan import ShardInput, scan_shards
+from ..errors import OutputError
 from ..io.fasta import read_fasta
 from ..io.hitsfile import concat_shard_hits, write_shard_hits
 from ..io.shardfile import note_verified, read_shard_unverified
@@ -129,7 +130,7 @@ class _Prefetch:
             check()
         try:
             note_verified({path: before for path, before, _ in checks})
-        except OSError:
+        except (OSError, OutputError):
             pass
 
 

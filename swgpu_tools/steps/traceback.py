@@ -16,7 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ..engine.traceback import REUSE_COLUMNS, code_digest, traceback
-from ..errors import InputError
+from ..errors import InputError, OutputError
 from ..io.fasta import read_fasta
 from ..io.fields import parse_columns
 from ..io.formats import FORMATS, write_pairwise, write_parquet, write_sam
@@ -89,7 +89,7 @@ def load_subjects(shard_paths, wanted: set, stats: dict | None = None) -> Sequen
     # best effort: a note that cannot be written only costs a check later
     try:
         note_verified({p: st for p, st in stamps.items() if not trusted[p]})
-    except OSError:
+    except (OSError, OutputError):
         pass
     return SequenceSet.concat([p for p in parts if len(p)])
 
