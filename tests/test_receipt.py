@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from swgpu_tools.io import piecedigest
 from swgpu_tools.steps import receipt
 
 
@@ -31,12 +32,12 @@ def test_content_digest_equals_its_definition(tmp_path_factory, data, threads):
     occur), hashed by several threads: the same digest as one piece at a time."""
     path = tmp_path_factory.mktemp("d") / "db.fasta"
     path.write_bytes(data)
-    old = receipt.PIECE_BYTES
-    receipt.PIECE_BYTES = 16
+    old = piecedigest.PIECE_BYTES
+    piecedigest.PIECE_BYTES = 16
     try:
         got = receipt.content_digest(path, threads=threads)
     finally:
-        receipt.PIECE_BYTES = old
+        piecedigest.PIECE_BYTES = old
     assert got == _reference(data, 16)
 
 

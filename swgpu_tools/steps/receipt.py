@@ -19,7 +19,6 @@ job, and each import is time on the way to the first result.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import mmap
 import os
@@ -28,7 +27,7 @@ from ..cpus import usable_cpus
 from ..errors import OutputError
 from ..io.atomic import write_json
 from ..io.piecedigest import NAME as DIGEST_NAME
-from ..io.piecedigest import PIECE_BYTES, combine
+from ..io.piecedigest import digest_of
 from ..logs import get_logger
 
 log = get_logger(__name__)
@@ -45,22 +44,11 @@ def content_digest(path, threads: int | None = None) -> str:
     """``sha256-16MiB:<hex>`` (:mod:`swgpu_tools.io.piecedigest`): the sha256 of the
     file's size and of the sha256 of each 16 MiB piece in order, the pieces hashed
     by ``threads`` threads (hashlib lets go of the interpreter while it hashes)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    size = os.path.getsize(path)
-    n = -(-size // PIECE_BYTES)
-    digests: list[bytes] = []
-    if n:
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
-
-            def piece(k: int) -> bytes:
-                with memoryview(view)[k * PIECE_BYTES : (k + 1) * PIECE_BYTES] as part:
-                    return hashlib.sha256(part).digest()
-
-            workers = min(threads or min(usable_cpus(), 16), n)
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                digests = list(pool.map(piece, range(n)))
-    return f"{DIGEST_NAME}:{combine(size, digests)}"
+    threads = threads or min(usable_cpus(), 16)
+    if not os.path.getsize(path):  # (an empty file cannot be mapped)
+        return f"{DIGEST_NAME}:{digest_of(b'', threads)}"
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        return f"{DIGEST_NAME}:{digest_of(view, threads)}"
 
 
 def database_content(database, note_path) -> str:
