@@ -48,7 +48,7 @@ import shutil
 import time
 
 from .errors import InputError, OutputError
-from .io.outputset import NOTES
+from .io.outputset import MANIFEST, NOTES
 from .logs import get_logger
 
 log = get_logger(__name__)
@@ -59,10 +59,6 @@ def _move_aside(path: str, folder: str) -> str:
     dest = os.path.join(folder, f"{os.path.basename(path)}.{int(time.time() * 1000)}")
     os.replace(path, dest)
     return dest
-
-
-def _stamp(st: os.stat_result) -> list[int]:
-    return [st.st_size, st.st_mtime_ns]
 
 
 def _save_notes(folder: str, notes: dict) -> None:
@@ -88,7 +84,7 @@ def note_hit_tables(stamps: dict) -> None:
     The start-up check then need not read them again (:func:`check_shards`; it read
     every table a re-scan found, 0.2-0.6 s of its start on bench200M's 2,000
     queries).  Best effort: a note that cannot be written only costs that check."""
-    from .io.shardfile import add_verified
+    from .io.shardfile import add_verified, note_stamp
 
     by_results: dict = {}
     for path, st in stamps.items():
@@ -96,10 +92,8 @@ def note_hit_tables(stamps: dict) -> None:
         if os.path.basename(hits_dir) != "hits":
             continue
         shards = os.path.join(os.path.dirname(hits_dir), "shards")
-        by_results.setdefault(shards, {})[f"hits/{os.path.basename(os.fspath(path))}"] = [
-            st.st_size,
-            st.st_mtime_ns,
-        ]
+        key = f"hits/{os.path.basename(os.fspath(path))}"
+        by_results.setdefault(shards, {})[key] = note_stamp(st)
     for shards, notes in by_results.items():
         if not os.path.isdir(shards):
             continue
@@ -113,6 +107,7 @@ def check_shards(results: str, n_shards: int) -> list[str]:
     """Shard files and the scoring jobs' hit tables (see the module doc); returns what was done."""
     from .io.hitsfile import read_shard_hits
     from .io.shardfile import (
+        note_stamp,
         read_shard,
         read_verified,
         receipt_name,
@@ -136,8 +131,7 @@ def check_shards(results: str, n_shards: int) -> list[str]:
         if not os.path.exists(path):
             bad = "missing"
         else:
-            st = os.stat(path)
-            stamp = [st.st_size, st.st_mtime_ns]
+            stamp = note_stamp(os.stat(path))
             if verified.get(name) != stamp:
                 try:
                     read_shard(path, headers=False)
@@ -182,12 +176,12 @@ def check_shards(results: str, n_shards: int) -> list[str]:
                 if _remove(p):
                     done.append(f"removed {p}, to score the rebuilt shard")
             continue
-        st = os.stat(hits)
-        if verified.get(key) == [st.st_size, st.st_mtime_ns]:
+        stamp = note_stamp(os.stat(hits))
+        if verified.get(key) == stamp:
             continue
         try:
             read_shard_hits(hits)
-            verified[key] = [st.st_size, st.st_mtime_ns]
+            verified[key] = stamp
         except InputError as exc:
             _remove(hits)
             _remove(os.path.join(stats_dir, f"shard-{job}.json"))  # its receipt
@@ -214,7 +208,7 @@ def check_outputs(results: str) -> list[str]:
     """The workflow's manifest against its files (see the module doc)."""
     from .io.outputset import _digest
 
-    path = os.path.join(results, "swgpu-run.json")
+    path = os.path.join(results, MANIFEST)
     try:
         with open(path) as fh:
             manifest = json.load(fh)
@@ -223,7 +217,7 @@ def check_outputs(results: str) -> list[str]:
     except (OSError, ValueError):
         _remove(path)
         return [f"removed {path} (unreadable)"]
-    from .io.shardfile import read_verified
+    from .io.shardfile import note_stamp, read_verified
 
     notes = read_verified(results, NOTES)
     done, noted = [], False
@@ -231,7 +225,7 @@ def check_outputs(results: str) -> list[str]:
         p = os.path.join(results, name)
         if not os.path.exists(p):
             continue
-        stamp = _stamp(os.stat(p))
+        stamp = note_stamp(os.stat(p))
         if stamp in ([entry.get("bytes"), entry.get("mtime_ns")], notes.get(name)):
             continue  # as written, or as found whole since
         if stamp[0] != entry.get("bytes") or _digest(p) != entry.get("blake2b"):
@@ -255,10 +249,10 @@ def note_outputs(results: str) -> None:
     start would digest every table).  A file is noted only where it is the one the
     manifest describes (its size and inode) and was not set back in time.  Best
     effort, as the other notes."""
-    from .io.shardfile import read_verified
+    from .io.shardfile import note_stamp, read_verified
 
     try:
-        with open(os.path.join(results, "swgpu-run.json")) as fh:
+        with open(os.path.join(results, MANIFEST)) as fh:
             files = json.load(fh).get("files", {})
     except (OSError, ValueError, AttributeError):
         return
@@ -273,15 +267,16 @@ def note_outputs(results: str) -> None:
             and st.st_ino == entry.get("ino")
             and st.st_mtime_ns >= entry.get("mtime_ns", st.st_mtime_ns + 1)
         ):
-            notes[name] = _stamp(st)
+            notes[name] = note_stamp(st)
     _save_notes(results, notes)
 
 
 def check_history(results: str) -> list[str]:
     """Kept releases against their manifests (see the module doc)."""
     from .io.outputset import _digest
-    from .io.shardfile import read_verified
-    from .steps.history import FILES, MANIFEST
+    from .io.shardfile import note_stamp, read_verified
+    from .steps.history import FILES
+    from .steps.history import MANIFEST as RELEASE_MANIFEST
 
     history = os.path.join(results, "history")
     if not os.path.isdir(history):
@@ -304,10 +299,10 @@ def check_history(results: str) -> list[str]:
             continue
         problem = None
         try:
-            with open(os.path.join(folder, MANIFEST)) as fh:
+            with open(os.path.join(folder, RELEASE_MANIFEST)) as fh:
                 m = json.load(fh)
         except (OSError, ValueError):
-            problem = f"no readable {MANIFEST}"
+            problem = f"no readable {RELEASE_MANIFEST}"
             m = {}
         digests = m.get("files", {})
         for f in FILES.values():
@@ -317,7 +312,7 @@ def check_history(results: str) -> list[str]:
             if not os.path.exists(p):
                 problem = f"{f} is missing"
                 continue
-            stamp = _stamp(os.stat(p))
+            stamp = note_stamp(os.stat(p))
             if f not in digests or notes.get(f"{name}/{f}") == stamp:
                 continue  # found whole since it was last changed
             if _digest(p) != digests[f]:

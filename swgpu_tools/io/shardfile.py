@@ -500,12 +500,17 @@ def write_verified(folder, notes: dict, name: str = VERIFIED_FILE) -> None:
     write_json(os.path.join(folder, name), {**notes, _BOOT_KEY: boot_id()})
 
 
+def note_stamp(st: os.stat_result) -> list[int]:
+    """What a note records of a file (its ``os.stat``): size and modification time."""
+    return [st.st_size, st.st_mtime_ns]
+
+
 def is_noted(path, st: os.stat_result, notes: dict | None = None) -> bool:
     """Whether a note of this boot vouches for the shard at ``path`` as it is
     (``st``: its ``os.stat``); ``notes``: its folder's, if already read."""
     if notes is None:
         notes = read_verified(os.path.dirname(os.fspath(path)) or ".")
-    return notes.get(os.path.basename(os.fspath(path))) == [st.st_size, st.st_mtime_ns]
+    return notes.get(os.path.basename(os.fspath(path))) == note_stamp(st)
 
 
 def note_verified(stamps: dict) -> None:
@@ -517,7 +522,7 @@ def note_verified(stamps: dict) -> None:
     for path, st in stamps.items():
         by_dir.setdefault(os.path.dirname(os.fspath(path)) or ".", {})[
             os.path.basename(os.fspath(path))
-        ] = [st.st_size, st.st_mtime_ns]
+        ] = note_stamp(st)
     for folder, notes in by_dir.items():
         add_verified(folder, notes)
 

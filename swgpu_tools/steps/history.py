@@ -139,13 +139,11 @@ def _note_kept(history_dir, name: str, stamps: dict) -> None:
     """Note the files just kept as whole, so that the next start-up check does not
     digest them (:func:`swgpu_tools.health.check_history`)."""
     from ..io.outputset import NOTES
-    from ..io.shardfile import add_verified
+    from ..io.shardfile import add_verified, note_stamp
 
     try:
         add_verified(
-            history_dir,
-            {f"{name}/{f}": [st.st_size, st.st_mtime_ns] for f, st in stamps.items()},
-            NOTES,
+            history_dir, {f"{name}/{f}": note_stamp(st) for f, st in stamps.items()}, NOTES
         )
     except (OSError, OutputError):
         pass  # best effort: costs one digest at the next start
