@@ -62,6 +62,13 @@ resource_scopes:
 
 
 include: "workflow/rules/common.smk"
+
+
+# A run of jobs here: the warm process (and its GPU standby) starts now, beside
+# the rest of the parse and the making of the DAG; otherwise from onstart.
+start_warm_process(early=True)
+
+
 include: "workflow/rules/shard_db.smk"
 include: "workflow/rules/score_shard.smk"
 include: "workflow/rules/finish.smk"
@@ -88,8 +95,8 @@ onstart:
     # what Snakemake imports between jobs (pandas), on a thread while the first run
     preload_late_imports()
     # one process with the steps' imports loaded; jobs' commands run in its children
+    # (started here unless the parse started it: see above)
     start_warm_process()
-    mark_start("warm_started")
     # where the time before the first job went (Snakemake's start as data)
     write_start_marks("results/stats/snakemake_start.json")
 

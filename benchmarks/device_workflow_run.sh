@@ -14,7 +14,8 @@
 # PHASE=F3: a 2e9-residue database (bench200M ten times over with renamed ids:
 #          synth_db.py --residues 2e9 takes minutes) with 8 shards and with 2; shard_db's
 #          speed and memory on bench200M and on it.
-# (F4: RESCAN_SYNC=1 syncs before each run; RESCAN_FSYNC_AB=1 repeats it with SWGPU_FSYNC=0.)
+# (F4: RESCAN_SYNC=1 syncs before each run; RESCAN_FSYNC_AB=1 repeats it with SWGPU_FSYNC=0;
+#  RESCAN_AB_VAR=NAME repeats it with NAME=0.)
 # PHASE=F4: issue 12's release re-scan with 5,000 queries (the GPU scan dominates);
 #          RESCAN_STANDBY_AB=1: first with the GPU standby off, then on (same machine).
 # PHASE=G: precompile, GPU tests, the kernel benchmark, and many queries per launch
@@ -266,6 +267,14 @@ query_file($RESCAN_QUERIES, '$D/uniprot_queries500.fasta.gz', '$BD/bench_db.fast
       --queries /tmp/q$RESCAN_QUERIES.fasta --shards 4 --cores 16 --threads 16 --backend gpu $SYNC \
       --warm-start ${WARM_START:-true} --workdir /tmp/rescan_nofsync$RESCAN_QUERIES \
       --json "$OUT/rescan_nofsync_$RESCAN_QUERIES.json" 2>&1 | tee -a "$OUT/log.txt"
+  fi
+  # RESCAN_AB_VAR=NAME: the same again with NAME=0, another folder
+  if [ -n "${RESCAN_AB_VAR:-}" ]; then
+    echo "== the same, ${RESCAN_AB_VAR}=0" | tee -a "$OUT/log.txt"
+    env "$RESCAN_AB_VAR=0" timeout ${RESCAN_TIMEOUT:-560} python3 benchmarks/workflow_rescan.py --database $BD/bench_db.fasta \
+      --queries /tmp/q$RESCAN_QUERIES.fasta --shards 4 --cores 16 --threads 16 --backend gpu $SYNC \
+      --warm-start ${WARM_START:-true} --workdir /tmp/rescan_ab$RESCAN_QUERIES \
+      --json "$OUT/rescan_ab_$RESCAN_QUERIES.json" 2>&1 | tee -a "$OUT/log.txt"
   fi
   tar czf "$OUT/rescan_$RESCAN_QUERIES.tgz" -C /tmp/rescan$RESCAN_QUERIES --exclude='*.swdb' --exclude='*.fasta' \
     --exclude='state' --exclude='*.tsv' --exclude='*.npz' --exclude='history' . 2>/dev/null

@@ -382,6 +382,9 @@ def _take_prestarted(backend: str, device, scheme) -> StartedBackend | None:
     t = time.perf_counter()
     started = start.result()  # its error, if any, is the one this start would have met
     steps = {"prestarted wait": time.perf_counter() - t}
+    # the start made ahead: how long before it was taken it began, and its own steps
+    steps["prestarted before"] = t - start.began
+    steps.update({f"prestarted {k}": v for k, v in started.steps.items()})
     if started.name != "gpu":
         choose_backend(backend)  # "gpu" asked for: the same error as a fresh start
         return StartedBackend(started.choice, None, steps)
@@ -436,7 +439,8 @@ class BackendStart:
         self._result: StartedBackend | None = None
         self._error: BaseException | None = None
         self._thread = None
-        self._t0 = time.perf_counter()
+        #: when the start began (``time.perf_counter``)
+        self.began = time.perf_counter()
         if background:
             self._thread = threading.Thread(
                 target=self._run, name="swgpu-backend-start", daemon=True
@@ -455,7 +459,7 @@ class BackendStart:
         """About how long until :meth:`result` is ready, for a start-up expected to
         take ``expected`` seconds: 0 once done, infinity if it failed."""
         if self._thread is not None and self._thread.is_alive():
-            return max(0.0, expected - (time.perf_counter() - self._t0))
+            return max(0.0, expected - (time.perf_counter() - self.began))
         return float("inf") if self._error is not None else 0.0
 
     def result(self) -> StartedBackend:

@@ -533,3 +533,52 @@ def test_a_job_on_the_standby_that_ends_without_a_status_gets_one(bare_server):
         if w is not None:
             os.close(w)
         job.close()
+
+
+def _called_from_snakemakes_cli(argv: list[str]) -> bool:
+    """snakemake_runs_jobs_here() as the Snakefile's parse calls it: below a function
+    ``args_to_api`` of the module ``snakemake.cli``, with Snakemake's own parse of
+    ``argv`` as its ``args``."""
+    from snakemake.cli import get_argument_parser
+
+    args = get_argument_parser().parse_args(argv)
+    if args.executor is None:  # as args_to_api sets it first
+        args.executor = "local"
+    scope = {"__name__": "snakemake.cli", "launch": launch}
+    exec("def args_to_api(args):\n    return launch.snakemake_runs_jobs_here()\n", scope)
+    return scope["args_to_api"](args)
+
+
+@pytest.mark.parametrize(
+    "argv, runs",
+    [
+        (["--cores", "2"], True),
+        (["--cores", "2", "--rerun-incomplete", "--keep-going"], True),
+        (["--cores", "2", "-n"], False),
+        (["--cores", "2", "--touch"], False),
+        (["--unlock"], False),
+        (["--summary"], False),
+        (["--list-rules"], False),
+        (["--dag"], False),
+        (["--report", "r.html"], False),
+        (["--delete-all-output"], False),
+        (["--lint"], False),
+        (["--executor", "slurm", "--jobs", "4"], False),
+    ],
+)
+def test_the_warm_process_starts_at_the_parse_only_for_a_run_of_jobs_here(argv, runs):
+    # --executor slurm needs its plugin to parse; without it, the case cannot be made
+    if "slurm" in argv:
+        pytest.importorskip("snakemake_executor_plugin_slurm")
+    assert _called_from_snakemakes_cli(argv) is runs
+
+
+def test_the_early_start_knows_every_option_it_names_and_is_off_outside_the_cli():
+    from snakemake.cli import get_argument_parser
+
+    args = get_argument_parser().parse_args([])
+    # an option Snakemake renamed would never stop the early start: name them all
+    missing = [name for name in launch.NOT_A_RUN if not hasattr(args, name)]
+    assert not missing
+    # Snakemake's Python API (no command line up the stack): onstart starts it
+    assert launch.snakemake_runs_jobs_here() is False

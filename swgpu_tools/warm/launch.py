@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -20,6 +21,67 @@ class WarmProcess:
     process: subprocess.Popen
     folder: str  # private (mode 0700): holds the socket
     socket: str
+
+
+#: Snakemake's command-line options (their ``argparse`` names) that make it do
+#: something other than run the workflow's jobs: list, draw, report, lint, unlock,
+#: clean up, or run nothing (a dry run, ``--touch``)
+NOT_A_RUN = (
+    "dryrun",
+    "touch",
+    "lint",
+    "list_target_rules",
+    "list_rules",
+    "print_compilation",
+    "dag",
+    "rulegraph",
+    "filegraph",
+    "d3dag",
+    "containerize",
+    "report",
+    "reporter",
+    "generate_unit_tests",
+    "unlock",
+    "cleanup_metadata",
+    "conda_cleanup_envs",
+    "conda_create_envs_only",
+    "list_conda_envs",
+    "cleanup_shadow",
+    "container_cleanup_images",
+    "list_changes",
+    "list_input_changes",
+    "list_params_changes",
+    "list_untracked",
+    "summary",
+    "detailed_summary",
+    "archive",
+    "delete_all_output",
+    "delete_temp_output",
+)
+
+
+def snakemake_runs_jobs_here() -> bool:
+    """Whether Snakemake's command line (``snakemake.cli.args_to_api``, up the
+    stack: call this while the Snakefile is parsed) asks it to run the workflow's
+    jobs on this machine: the local executor and none of :data:`NOT_A_RUN`.  False
+    wherever it cannot tell (Snakemake's Python API; the warm process then starts
+    from ``onstart``, as it always may).  ``SWGPU_WARM_EARLY=0`` says False (for
+    measuring what the early start gains)."""
+    if os.environ.get("SWGPU_WARM_EARLY") == "0":
+        return False
+    frame = sys._getframe(1)
+    while frame is not None:
+        if (
+            frame.f_code.co_name == "args_to_api"
+            and frame.f_globals.get("__name__") == "snakemake.cli"
+            and "args" in frame.f_locals
+        ):
+            args = frame.f_locals["args"]
+            if getattr(args, "executor", None) not in (None, "local"):
+                return False
+            return not any(getattr(args, name, None) for name in NOT_A_RUN)
+        frame = frame.f_back
+    return False
 
 
 def start(

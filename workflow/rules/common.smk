@@ -160,10 +160,19 @@ def rate_limiter_off_where_jobs_run_here():
 _WARM = []
 
 
-def start_warm_process():
-    """Start `swgpu warm-serve` for a local run's jobs (called from onstart, so
-    only when jobs will run).  A cluster run's jobs run elsewhere: nothing."""
-    if not config["warm_start"] or not workflow.local_exec or workflow.remote_exec:
+def start_warm_process(early=False):
+    """Start `swgpu warm-serve` for a local run's jobs, once: while the Snakefile is
+    parsed (early) where Snakemake parses it to run jobs here, so that its GPU
+    standby starts beside the DAG's making; else from onstart (only when jobs
+    will run).  A cluster run's jobs run elsewhere: nothing."""
+    if _WARM or not config["warm_start"]:
+        return
+    if early:
+        from swgpu_tools.warm.launch import snakemake_runs_jobs_here
+
+        if not workflow.is_main_process or dry_run() or not snakemake_runs_jobs_here():
+            return
+    elif not workflow.local_exec or workflow.remote_exec:
         return
     from swgpu_tools.warm.launch import start
 
@@ -176,6 +185,7 @@ def start_warm_process():
             standby=standby if config["backend"] != "cpu" else None,
         )
     )
+    mark_start("warm_started")
 
 
 def stop_warm_process():
