@@ -141,17 +141,6 @@ COMMAND_GENERATION = {
     "plots": 2,
 }
 
-
-def _standby_generation() -> int:
-    """The generation that forks the GPU standby: the scoring job's, once its
-    imports (Numba, numba-cuda and its typing, the CPU functions) are loaded, so
-    that the standby's own work is the driver, the context and the kernels, and
-    none of it waits on the job's reading for the interpreter.
-    ``SWGPU_STANDBY_LATE=0``: the first generation, as soon as the warm process
-    runs (the standby then imports all of it itself; for measuring)."""
-    return 0 if os.environ.get("SWGPU_STANDBY_LATE") == "0" else COMMAND_GENERATION["score-shard"]
-
-
 #: How long a loading generation may keep requests waiting (then they are served
 #: by the processes already loaded).
 RETRY_S = 20.0
@@ -204,7 +193,6 @@ class _Server:
         self.standby_ours = False  # whether it is this process's child (waitpid reports it)
         self.adopted: set[int] = set()  # jobs' pids that are not this process's children
         self.fingerprint = fingerprint()
-        self.start_env = dict(os.environ)  # before the stages' imports set their defaults
         self.children: dict[int, socket.socket] = {}  # child pid -> its job's connection
         self.reports: dict[int, int] = {}  # child pid -> the pipe its status comes by
         self.stopping = False
@@ -252,11 +240,7 @@ class _Server:
         gens = generations(self.gpu)
         while True:
             self._load(gens[self.generation])
-            if (
-                self.generation == _standby_generation()
-                and self.gpu
-                and self.standby_scheme is not None
-            ):
+            if self.generation == 0 and self.gpu and self.standby_scheme is not None:
                 self._fork_standby()
             if self.stopping or self.refuse or self.generation + 1 == len(gens):
                 break
@@ -284,11 +268,7 @@ class _Server:
         if self.refuse:
             return
         self.standby = fork_standby(
-            self._close_inherited,
-            self.run_command,
-            self.standby_scheme,
-            standby_preload if self.generation == 0 else None,
-            env=self.start_env,
+            self._close_inherited, self.run_command, self.standby_scheme, standby_preload
         )
         self.standby_ours = self.standby is not None
         if self.standby is not None:

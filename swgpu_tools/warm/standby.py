@@ -4,13 +4,9 @@ A scoring job's GPU start (its lock, the CUDA driver and context, the helper
 and scoring kernels from the disk cache) takes about 0.9 s on an H100 host.
 The job overlaps it with reading its shard, but the start is the longer of
 the two.  The warm process itself must never start CUDA (a context does not
-survive a fork), so the generation that loads the scoring job's imports
-forks one *standby* once they are loaded: a process that starts the GPU at
-once (:func:`swgpu_tools.backend.prestart`) and then waits for one command.
-Forked from the first generation instead (as until 2026-11-25), the standby
-imported Numba and numba-cuda itself, and that Python work shared one
-interpreter with the job's reading: it was ready 0.4-1 s after the job
-needed it.  The first ``score-shard`` command that may run on it (no
+survive a fork), so it forks one *standby* as soon as it runs: a process that
+starts the GPU at once (:func:`swgpu_tools.backend.prestart`) and then waits
+for one command.  The first ``score-shard`` command that may run on it (no
 ``--backend cpu``, ``--device auto``, the same ``CUDA_*`` environment) is
 handed to it instead of a new child; it becomes that job's ``swgpu``
 exactly as a child does (:func:`run_job`), with its GPU already started.
@@ -115,17 +111,12 @@ class Standby:
         return None
 
 
-def fork_standby(
-    close_inherited, run_command, scoring: str, preload=None, env=None
-) -> Standby | None:
+def fork_standby(close_inherited, run_command, scoring: str, preload=None) -> Standby | None:
     """Fork the standby (in the warm process: ``close_inherited`` closes, in the
     child, what it must not keep of the warm process's and restores the signals'
     defaults; ``scoring``, ``MATRIX:OPEN:EXTEND``: the scoring kernels to load;
     ``preload`` loads, beside the GPU's start, what a scoring job needs on the
-    CPU; ``env``: the environment the warm process started with, before its
-    imports set their defaults such as ``CUDA_DEVICE_MAX_CONNECTIONS``, which a
-    job's ``CUDA_*`` variables must equal (default: this process's now)); None if
-    fork fails."""
+    CPU); None if fork fails."""
     parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -142,7 +133,7 @@ def fork_standby(
     try:
         parent_end.close()
         close_inherited()
-        status = _standby_main(child_end, run_command, scoring, preload, env)
+        status = _standby_main(child_end, run_command, scoring, preload)
     except BaseException:
         traceback.print_exc()
     finally:
@@ -164,14 +155,13 @@ def _scheme(scoring: str):
         return None
 
 
-def _standby_main(sock: socket.socket, run_command, scoring: str, preload, env) -> int:
+def _standby_main(sock: socket.socket, run_command, scoring: str, preload) -> int:
     from .. import backend
 
     # (close_inherited restored the other signals' defaults)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the job, not this
     print(f"[swgpu warm] GPU standby: starting, pid {os.getpid()}", file=sys.stderr, flush=True)
-    if env is None:  # before the start sets its defaults (CUDA_DEVICE_MAX_CONNECTIONS)
-        env = dict(os.environ)
+    env = dict(os.environ)  # before the start sets its defaults (CUDA_DEVICE_MAX_CONNECTIONS)
     backend.prestart(_scheme(scoring))
     if preload is not None:
         try:
