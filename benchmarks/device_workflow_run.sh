@@ -454,8 +454,13 @@ if has_phase S; then
       ( [ "$v" = default ] && unset "$AB_VAR" || export "$AB_VAR=$v"
         timeout 60 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
           --queries 20=$BD/bench_queries.fasta --cores 16 --threads 16 --shards 1 \
-          --workdir /tmp/scaleAB_${v}_$n --json /tmp/scaleAB_${v}_$n.json 2>&1 \
-          | grep -A12 "== q20" | tee -a "$OUT/log.txt" )
+          --workdir /tmp/scaleAB_${v}_$n --json /tmp/scaleAB_${v}_$n.json > /tmp/scaleAB_${v}_$n.out 2>&1
+        grep -A12 "== q20" /tmp/scaleAB_${v}_$n.out | tee -a "$OUT/log.txt" )
+      # a run that failed: its output's end and its logs come back
+      [ -f /tmp/scaleAB_${v}_$n/q20/results/stats/traceback.json ] || {
+        tail -40 /tmp/scaleAB_${v}_$n.out | tee -a "$OUT/log.txt"
+        tar czf "$OUT/failed_AB_${v}_$n.tgz" -C /tmp/scaleAB_${v}_$n q20/results/logs q20/snakemake.log \
+          q20/.snakemake/log 2>/dev/null; }
       python3 -c "
 import json; d = json.load(open('/tmp/scaleAB_${v}_$n/q20/results/stats/traceback.json'))
 print('   traceback align_s', round(d['align_s'], 3), 'phases', d['phases_s'])" | tee -a "$OUT/log.txt"
