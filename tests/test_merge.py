@@ -3,17 +3,36 @@ the number of parts and however they are batched, equal to a brute-force sort.""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from swgpu_tools.engine import merge as merge_module
 from swgpu_tools.engine.merge import merge
 from swgpu_tools.io.hitsfile import ShardHits
 from swgpu_tools.scoring import ScoringScheme
 from swgpu_tools.sequences import SequenceSet
 
 SCHEME = ScoringScheme()
+
+
+@contextmanager
+def threads_from_one_row():
+    """Cuts of any size split over threads (by query ranges), so that small random
+    cases go through the threaded path too."""
+    old = merge_module.ROWS_PER_THREAD
+    merge_module.ROWS_PER_THREAD = 1
+    try:
+        yield
+    finally:
+        merge_module.ROWS_PER_THREAD = old
+
+
+#: (batch_rows, threads) of every merge the tests compare
+WAYS = [(1, 1), (3, 1), (10**9, 1), (1, 3), (10**9, 2), (10**9, 5)]
 
 
 def make_parts(data, n_queries, n_parts):
@@ -62,15 +81,17 @@ def test_merge_equals_brute_force_for_any_batching(data, n_queries, n_parts, top
     for qi in qids:
         mine = sorted((r for r in rows if r[0] == qi), key=lambda r: (-r[1], r[2]))
         want += mine[:top_k]
-    tables = [
-        merge(iter(parts), queries, 10**6, SCHEME, top_k, None, batch_rows=b) for b in (1, 3, 10**9)
-    ]
+    with threads_from_one_row():
+        tables = [
+            merge(iter(parts), queries, 10**6, SCHEME, top_k, None, batch_rows=b, threads=t)
+            for b, t in WAYS
+        ]
     for got in tables:
         assert list(zip(got["qacc"], got["score"], got["sacc"])) == want
         assert list(got["sseqid"]) == [f"sp|{a}|X" for a in got["sacc"]]
         assert list(got["slen"]) == [30 + len(a) for a in got["sacc"]]
-    pd.testing.assert_frame_equal(tables[0], tables[2])
-    pd.testing.assert_frame_equal(tables[1], tables[2])
+    for got in tables[:-1]:
+        pd.testing.assert_frame_equal(got, tables[-1])
 
 
 @settings(max_examples=150, deadline=None)
@@ -98,8 +119,9 @@ def test_merge_with_an_evalue_cut_equals_brute_force(data, n_queries, n_parts, t
             )
             if e <= max_e:
                 want.append(r)
-    for b in (1, 3, 10**9):
-        got = merge(iter(parts), queries, db, SCHEME, top_k, max_e, batch_rows=b)
+    for b, t in WAYS:
+        with threads_from_one_row():
+            got = merge(iter(parts), queries, db, SCHEME, top_k, max_e, batch_rows=b, threads=t)
         assert list(zip(got["qacc"], got["score"], got["sacc"])) == want
 
 

@@ -107,6 +107,13 @@ def add_steps(sub) -> None:
     p.add_argument("--database-info", required=True, help="database.json written by 'swgpu shard'")
     p.add_argument("--out", required=True, help="output hits.tsv")
     p.add_argument("--stats", default=None, metavar="JSON", help="write the step's statistics here")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="CPU threads (default: every CPU this process may use)",
+    )
     add_selection(p)
     add_scoring(p)
     p.set_defaults(run=run_merge)
@@ -307,6 +314,7 @@ def run_merge(args) -> int:
         args.max_evalue,
         args.dbsize,
         stats_path=args.stats,
+        threads=args.threads,
     )
     return 0
 

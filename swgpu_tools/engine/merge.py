@@ -11,6 +11,7 @@ so the merge holds one batch and the final top-k, whatever the number of parts.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -26,6 +27,10 @@ from ..sequences import SequenceSet
 #: at most about this many rows besides the running top-k (queries x top_k).
 BATCH_ROWS = 4_000_000
 
+#: Rows per thread below which a cut runs on one thread (the threads' start and
+#: the split cost more than they save).
+ROWS_PER_THREAD = 250_000
+
 
 def merge(
     parts: Iterable[ShardHits],
@@ -35,6 +40,7 @@ def merge(
     top_k: int = 500,
     max_evalue: float | None = 10.0,
     batch_rows: int | None = None,
+    threads: int = 1,
 ):
     """Merge per-part hits into the final hits (:data:`~swgpu_tools.io.tables.HITS_COLUMNS`).
 
@@ -55,6 +61,9 @@ def merge(
     total order, so the top-k of the union equals the top-k of the union of
     top-k's: the result does not depend on the batches, and memory holds one
     batch and the queries' top-k, whatever the number of parts.
+
+    ``threads``: each cut chooses the queries' top k on up to this many threads,
+    each over a range of queries (the same rows whatever the number).
     """
     budget = BATCH_ROWS if batch_rows is None else max(1, int(batch_rows))
     order_of_query = {q: i for i, q in enumerate(queries.ids)}
@@ -79,10 +88,10 @@ def merge(
         batch.append(_in_query_order(part, queries, order_of_query))
         rows += len(part)
         if rows >= budget and following is not None:
-            top = _cut(([top] if top is not None else []) + batch, queries, top_k)
+            top = _cut(([top] if top is not None else []) + batch, queries, top_k, None, threads)
             batch, rows = [], 0
     # the last cut keeps only the top hits that can pass the E-value cut
-    top = _cut(([top] if top is not None else []) + batch, queries, top_k, passes)
+    top = _cut(([top] if top is not None else []) + batch, queries, top_k, passes, threads)
     q = top.q.astype(np.int64)
     score = top.score.astype(np.int64)
     s = top.s.astype(np.int64)
@@ -234,7 +243,47 @@ def _top_members(q, score, n_queries: int, top_k: int, accession_of, passes=None
     return member
 
 
-def _cut(parts: list[ShardHits], queries: SequenceSet, top_k: int, passes=None) -> ShardHits:
+def _top_members_by_ranges(
+    q, score, n_queries: int, top_k: int, accession_of, passes=None, threads: int = 1
+) -> np.ndarray:
+    """:func:`_top_members` on up to ``threads`` threads, each over a range of
+    queries holding about as many rows as the others (numpy's sorts, sums and
+    comparisons leave the interpreter's lock).  Each query's rows are chosen
+    among themselves only, and the rows of a range keep their order, so the
+    mask is the one of a single call."""
+    n = len(q)
+    parts = min(int(threads), n // ROWS_PER_THREAD)
+    if parts < 2:
+        return _top_members(q, score, n_queries, top_k, accession_of, passes)
+    ends = np.cumsum(np.bincount(q, minlength=n_queries))
+    cuts = np.searchsorted(ends, np.arange(1, parts) * (n / parts), side="left") + 1
+    bounds = [0, *sorted(set(np.minimum(cuts, n_queries).tolist()) - {0, n_queries}), n_queries]
+
+    def one(a: int, b: int) -> np.ndarray:  # the chosen rows of queries [a, b)
+        rows = np.flatnonzero((q >= a) & (q < b))
+        if not len(rows):
+            return rows
+        mine = _top_members(
+            q[rows],
+            score[rows],
+            n_queries,
+            top_k,
+            lambda r: accession_of(rows[r]),
+            None if passes is None else (lambda r: passes(rows[r])),
+        )
+        return rows[mine]
+
+    with ThreadPoolExecutor(max_workers=len(bounds) - 1) as pool:
+        chosen = list(pool.map(one, bounds[:-1], bounds[1:]))
+    member = np.zeros(n, dtype=bool)
+    for rows in chosen:
+        member[rows] = True
+    return member
+
+
+def _cut(
+    parts: list[ShardHits], queries: SequenceSet, top_k: int, passes=None, threads: int = 1
+) -> ShardHits:
     """The top ``top_k`` hits per query of ``parts`` (query indices in the query file's
     order), sorted by query, descending score, ascending subject accession; only
     the subjects still hit are kept.  ``passes(q, score, slen)``: a mask of the rows
@@ -266,7 +315,9 @@ def _cut(parts: list[ShardHits], queries: SequenceSet, top_k: int, passes=None) 
         return passes(q[rows], score[rows], slen[s[rows]])
 
     member = (
-        _top_members(q, score, len(queries), top_k, accession_of, ok if passes else None)
+        _top_members_by_ranges(
+            q, score, len(queries), top_k, accession_of, ok if passes else None, threads
+        )
         if len(q)
         else q > 0
     )

@@ -7,6 +7,7 @@ import importlib
 import os
 import threading
 
+from ..cpus import usable_cpus
 from ..engine.merge import merge
 from ..health import note_hit_tables
 from ..io.fasta import read_fasta
@@ -30,11 +31,14 @@ def merge_hits(
     max_evalue: float | None = 10.0,
     dbsize: int | None = None,
     stats_path=None,
+    threads: int | None = None,
 ):
     """Merge the shard hit tables into ``out_path`` (hits.tsv).
 
     ``dbsize``: the database size (residues) for E-values, as BLAST's ``-dbsize``
-    (default: the whole database's residues from ``database.json``).
+    (default: the whole database's residues from ``database.json``).  ``threads``:
+    CPU threads for choosing the queries' top k (default: every CPU this process
+    may use).
     """
     timer = StepTimer("merge_hits")
     # pandas (0.4 s on the 2-core machine, ~1 s on an H100 host) is needed only for
@@ -57,7 +61,9 @@ def merge_hits(
             yield t
 
     with timer.phase("merge"):  # reading the shards' hits included
-        hits = merge(tables(), queries, residues, scheme, top_k, max_evalue)
+        hits = merge(
+            tables(), queries, residues, scheme, top_k, max_evalue, threads=threads or usable_cpus()
+        )
     with timer.phase("write"):
         write_table(hits, out_path, HITS_COLUMNS)
         note_hit_tables(stamps)  # the next run's start-up check need not read them

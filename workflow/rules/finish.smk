@@ -164,7 +164,7 @@ rule finish:
         " merge --queries {input.queries:q} --database-info {input.info:q}"
         " --out {output.hits:q} --stats {output.merge_stats:q} {params.scoring}"
         " --top-k {params.top_k} --max-evalue {params.max_evalue} {params.dbsize}"
-        " {params.hits:q}"
+        " --threads {threads} {params.hits:q}"
         " {params.then} traceback --hits {output.hits:q} --queries {input.queries:q}"
         " --out {output.alignments:q} {params.outputs}"
         " --internal {output.internal:q} --previous {params.history:q}"
