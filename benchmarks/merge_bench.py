@@ -1,6 +1,6 @@
 """The merge step on a synthetic re-scan-sized input, without a GPU.
 
-    python benchmarks/merge_bench.py --queries 2000 --shards 4 --top-k 500 --repeat 5
+    python benchmarks/merge_bench.py --queries 2000 --shards 4 --top-k 500 --repeat 5 [--threads N]
 
 Makes one scoring job's hit table as the workflow writes it (``results/hits/
 shard-0000-0003.npz``: each shard's top ``--top-k`` hits per query, one sorted run
@@ -79,6 +79,7 @@ def main() -> None:
     ap.add_argument("--top-k", type=int, default=500)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--check", default=None, help="write hits.tsv here")
+    ap.add_argument("--threads", type=int, default=None, help="merge threads (default: all CPUs)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         t = time.perf_counter()
@@ -92,13 +93,15 @@ def main() -> None:
             merge_hits(
                 [table], os.path.join(d, "queries.fasta"), os.path.join(d, "database.json"),
                 out, ScoringScheme(), top_k=args.top_k, max_evalue=10.0, stats_path=stats,
+                threads=args.threads,
             )  # fmt: skip
             if rep:
                 times.append(time.perf_counter() - t)
                 rec = json.load(open(stats))
                 print(f"run {rep}: {times[-1]:.3f} s, phases {rec['phases_s']}")
         print(
-            f"merge_hits of {rec['shard_hits']:,} shard hits -> {rec['hits']:,} hits: "
+            f"merge_hits of {rec['shard_hits']:,} shard hits -> {rec['hits']:,} hits, "
+            f"threads {args.threads or 'all'}: "
             f"median {sorted(times)[len(times) // 2]:.3f} s, min {min(times):.3f} s"
         )
 
