@@ -29,6 +29,7 @@ resource unless ``--resources gpu=K`` was given.
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import os
 import re
@@ -342,6 +343,28 @@ def bind_gpu(gpu_id: int) -> None:
         gpu_kernels.bind(gpu_id)
 
 
+def _start_driver_beside() -> None:
+    """The CUDA driver's own start (``cuInit`` through ctypes: no Python work, so it
+    leaves the interpreter's lock) on a thread, while this process imports numba-cuda
+    (0.5-1 s on an H100 host): numba-cuda's own ``cuInit`` then finds it done.
+    Nothing under the simulator, without an NVIDIA driver here, or with
+    ``SWGPU_CUINIT_BESIDE=0`` (for measuring what it saves)."""
+
+    def run():
+        try:
+            ctypes.CDLL("libcuda.so.1").cuInit(0)
+        except (OSError, AttributeError):  # no libcuda: the backend check says why
+            pass
+
+    if (
+        os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+        or os.environ.get("SWGPU_CUINIT_BESIDE") == "0"
+        or not driver_installed()
+    ):
+        return
+    threading.Thread(target=run, name="swgpu-cuinit", daemon=True).start()
+
+
 def _init_gpu_typing_beside():
     """Start numba-cuda's typing set-up (:func:`.kernels.gpu.cache.init_target`) on a
     thread, or None under the simulator or without an NVIDIA driver here."""
@@ -410,6 +433,7 @@ def start_backend(backend: str = "auto", device="auto", scheme=None) -> StartedB
     gpu_id = None
     typing = None
     if backend != "cpu":
+        _start_driver_beside()  # the driver's start beside numba-cuda's import
         typing = _init_gpu_typing_beside()  # Python work while the driver starts
         gpu_id = acquire_gpu(device)
         steps["lock"] = time.perf_counter() - t
