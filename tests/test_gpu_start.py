@@ -84,3 +84,41 @@ def test_generated_modules_get_bytecode_where_python_writes_none(tmp_path, monke
     assert mod.VALUE == os.getpid() * 3
     path = os.path.join(cache.kernels_dir(), cache.module_name("bytecode_probe", source) + ".py")
     assert os.path.exists(importlib.util.cache_from_source(path))
+
+
+@pytest.mark.parametrize(
+    "env, driver, calls",
+    [
+        ({}, True, [0]),  # started beside the import, once
+        ({"SWGPU_CUINIT_BESIDE": "0"}, True, []),
+        ({"NUMBA_ENABLE_CUDASIM": "1"}, True, []),
+        ({}, False, []),  # no NVIDIA driver here
+    ],
+)
+def test_the_drivers_start_runs_beside_the_import_only_where_a_driver_is(
+    monkeypatch, env, driver, calls
+):
+    """backend._start_driver_beside calls the driver's cuInit(0) through ctypes on a
+    thread where an NVIDIA driver is installed, and nowhere else."""
+    import threading
+
+    from swgpu_tools import backend
+
+    seen: list[int] = []
+    done = threading.Event()
+
+    class FakeDriver:
+        def cuInit(self, flags):  # noqa: N802 (the driver's name)
+            seen.append(flags)
+            done.set()
+            return 0
+
+    for name in ("SWGPU_CUINIT_BESIDE", "NUMBA_ENABLE_CUDASIM"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(backend, "driver_installed", lambda: driver)
+    monkeypatch.setattr(backend.ctypes, "CDLL", lambda name: FakeDriver())
+    backend._start_driver_beside()
+    done.wait(5 if calls else 0.2)
+    assert seen == calls
