@@ -75,23 +75,7 @@ remove_slurm_plugin() {
 # when Numba is first imported, not in every Python process (the workflow's job processes
 # import nothing heavy before they hand their command to the warm-start process)
 mkdir -p /tmp/sc
-cat > /tmp/sc/sitecustomize.py <<'PYEOF'
-import sys
-
-
-class _RowStack:
-    def find_spec(self, name, path=None, target=None):
-        if name == "numba" or name.startswith("numba."):
-            sys.meta_path.remove(self)
-            import numpy
-
-            if not hasattr(numpy, "row_stack"):
-                numpy.row_stack = numpy.vstack
-        return None
-
-
-sys.meta_path.insert(0, _RowStack())
-PYEOF
+cp benchmarks/device_sitecustomize.py /tmp/sc/sitecustomize.py
 export PYTHONPATH=/tmp/sc:$SITE:$PWD
 python3 -m compileall -q -j 0 $SITE swgpu_tools > /dev/null 2>&1
 # The image's numpy has no bytecode (0 of 407 modules, run 3 of 2026-11-24) and the image

@@ -1,16 +1,8 @@
+# Does the GPU machine's image hold bytecode for the packages the workflow imports, and
+# how long does each import take there, before and after compileall (run 133)?
+#     bash benchmarks/pyc_check.sh        (on the GPU machine, through the device tool)
 set -u
-mkdir -p /tmp/sc; cat > /tmp/sc/sitecustomize.py <<'PYEOF'
-import sys
-class _RowStack:
-    def find_spec(self, name, path=None, target=None):
-        if name == "numba" or name.startswith("numba."):
-            sys.meta_path.remove(self)
-            import numpy
-            if not hasattr(numpy, "row_stack"):
-                numpy.row_stack = numpy.vstack
-        return None
-sys.meta_path.insert(0, _RowStack())
-PYEOF
+mkdir -p /tmp/sc; cp benchmarks/device_sitecustomize.py /tmp/sc/sitecustomize.py
 export PYTHONPATH=/tmp/sc
 echo "PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE:-unset}"
 python3 -V
