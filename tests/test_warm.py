@@ -564,6 +564,8 @@ def _called_from_snakemakes_cli(argv: list[str]) -> bool:
         (["--delete-all-output"], False),
         (["--lint"], False),
         (["--executor", "slurm", "--jobs", "4"], False),
+        (["--cores", "2", "--mode", "remote"], False),
+        (["--cores", "2", "--mode", "subprocess"], False),
     ],
 )
 def test_the_warm_process_starts_at_the_parse_only_for_a_run_of_jobs_here(argv, runs):

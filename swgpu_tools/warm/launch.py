@@ -63,7 +63,8 @@ NOT_A_RUN = (
 def snakemake_runs_jobs_here() -> bool:
     """Whether Snakemake's command line (``snakemake.cli.args_to_api``, up the
     stack: call this while the Snakefile is parsed) asks it to run the workflow's
-    jobs on this machine: the local executor and none of :data:`NOT_A_RUN`.  False
+    jobs on this machine: the local executor, Snakemake's default mode (not a
+    cluster job's or a group's own Snakemake) and none of :data:`NOT_A_RUN`.  False
     wherever it cannot tell (Snakemake's Python API; the warm process then starts
     from ``onstart``, as it always may).  ``SWGPU_WARM_EARLY=0`` says False (for
     measuring what the early start gains)."""
@@ -78,6 +79,10 @@ def snakemake_runs_jobs_here() -> bool:
         ):
             args = frame.f_locals["args"]
             if getattr(args, "executor", None) not in (None, "local"):
+                return False
+            # a job of a cluster or a group run by Snakemake itself (--mode remote or
+            # subprocess): not the run's main process
+            if getattr(getattr(args, "mode", None), "name", "DEFAULT") != "DEFAULT":
                 return False
             return not any(getattr(args, name, None) for name in NOT_A_RUN)
         frame = frame.f_back

@@ -170,7 +170,12 @@ def start_warm_process(early=False):
     if early:
         from swgpu_tools.warm.launch import snakemake_runs_jobs_here
 
-        if not workflow.is_main_process or dry_run() or not snakemake_runs_jobs_here():
+        if (
+            not workflow.is_main_process
+            or workflow.remote_exec
+            or dry_run()
+            or not snakemake_runs_jobs_here()
+        ):
             return
     elif not workflow.local_exec or workflow.remote_exec:
         return
