@@ -72,12 +72,19 @@ def test_new_release_changes_only_affected_shards(tmp_path):
     assert changed == {shard_of(s, 8) for s in ("S00010", "S00020", "NEW0001")}
 
 
-@pytest.mark.parametrize("ratio", [10**6, 0])  # one sorted search; a bisection each
+@pytest.mark.parametrize(
+    "ratio, block",
+    [(10**6, 262_144), (10**6, 7), (0, 262_144)],  # one sorted search (ids gathered in
+    # one block, or in blocks of 7); a bisection each
+)
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_reading_some_records_equals_reading_all_then_choosing(tmp_path, seed, ratio, monkeypatch):
+def test_reading_some_records_equals_reading_all_then_choosing(
+    tmp_path, seed, ratio, block, monkeypatch
+):
     from swgpu_tools.io import shardfile
 
     monkeypatch.setattr(shardfile, "_BISECT_RATIO", ratio)
+    monkeypatch.setattr(shardfile._Lines, "BLOCK", block)
     rng = np.random.default_rng(seed)
     db = random_db(300, seed)
     db.update({f"{p}{rng.integers(1000)}": "MKV" for p in ("a", "Z", "sp|Q", "~", "S0")})
