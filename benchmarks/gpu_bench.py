@@ -307,7 +307,7 @@ def _shard(db, edb, spec):
         return db, edb
     from types import SimpleNamespace
 
-    from swgpu_tools.shard import shard_of
+    from swgpu_tools.io.shardfile import shard_of
 
     k, n = (int(v) for v in spec.split("/"))
     idx = np.array([i for i, x in enumerate(db.ids) if shard_of(x, n) == k], dtype=np.int64)

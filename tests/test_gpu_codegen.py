@@ -8,8 +8,10 @@
   so this shows the templates generate byte-identical kernels; the batched
   variants (several queries per launch) were added to it later, leaving the
   641 earlier entries unchanged, then the h16 (binary16) kernels, leaving the 881
-  earlier ones unchanged.  After a
-  deliberate kernel change: ``python benchmarks/gpu_codegen_manifest.py --write``.
+  earlier ones unchanged.  The chains of short queries (kernels/gpu/chains.py)
+  changed every scoring kernel but the batched ones, deliberately; the manifest was
+  written again then.  After a deliberate kernel change:
+  ``python benchmarks/gpu_codegen_manifest.py --write``.
 * The template language itself, on small templates of its own.
 """
 
@@ -73,20 +75,33 @@ def test_sources_are_python_and_name_their_shape():
     compile(src, "<kernel>", "exec")
     assert "G = 8\nR = 5\nW = 40\n" in src
     assert "x4 = int32((ca * D + cb) * 4 + sbase)" in src and "x5 " not in src
-    # the multi-pass step loop unrolled twice (two copies of the row), R odd
-    assert src.count("vmax3_2(best,") == 4 and src.count("best = vmax2(best, h4)") == 2
+    # the multi-pass fast step loop unrolled twice (two copies of the row) and the chain
+    # window's step once, R odd
+    assert src.count("vmax3_2(best,") == 6 and src.count("best = vmax2(best, h4)") == 3
     one = codegen.kernel_source("s16", 8, 5, sim=False, multipass=False)
-    assert one.count("vmax3_2(best,") == 2 and "nsteps = int32(L + 7)" in one and "kb" in one
+    assert one.count("vmax3_2(best,") == 4 and "nsteps = int32(L + 7)" in one and "kb" in one
     # the low half kept + (open + extend): H's max3 takes the floor kb, H - oe is a 32-bit add
     assert "h0 = vmax3_2(xx0, e, kb)" in src and "t = add32(h4, cadd)" in src
-    assert (
-        "xx1 = vaddmax2(h0, sc1, f1)" in src
-        and "scores[sa] = int32(int32(best << 16) >> 16) - kb" in src
-    )
+    assert "xx1 = vaddmax2(h0, sc1, f1)" in src
+    # a chain member's first row: only in the window's step, which resets every register
+    assert src.count("if s - lane == bst:") == 1 and one.count("if s - lane == bst:") == 1
+    window = src[src.index("if s - lane == bst:") :]
+    window = window[: window.index("sc0 = ")]
+    for r in range(5):
+        assert f"h{r} = kb" in window and f"f{r} = negb" in window
+    # each member's best and the pass's last one, stored then kept as the maximum
+    for v in ("bsave", "best"):
+        assert f"va = int32(int32({v} << 16) >> 16) - kb" in src
+        assert f"vb = int32({v} >> 16)" in src
+    assert src.count("va = max(va, scores[mbase + sa])") == 2
     assert "nsteps = int32((L + 8) & -2)" in src
     assert [ln.strip() for ln in src.splitlines() if "shfl_xor" in ln] == [
-        f"best = vmax2(best, cuda.shfl_xor_sync(0xFFFFFFFF, best, {o}))" for o in (4, 2, 1)
+        f"{v} = vmax2({v}, cuda.shfl_xor_sync(0xFFFFFFFF, {v}, {o}))"
+        for v in ("bsave", "best")
+        for o in (4, 2, 1)
     ]
+    batched = codegen.kernel_source("s16", 8, 5, sim=False, multipass=True, batched=True)
+    assert "bst" not in batched and "scores[obase + sa] = int32(int32(best << 16)" in batched
     src = codegen.pair_kernel_source(4, "local_rev", sim=True)
     compile(src, "<pair kernel>", "exec")
     assert "cm = max3_32(hl0, hl1, hl2)\n" in src and "cm = max32(cm, hl3)" in src

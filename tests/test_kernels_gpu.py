@@ -80,6 +80,9 @@ SIM_SCRIPT = textwrap.dedent(
     # batches of at most 2 queries per launch: two blocks in flight, queries of one
     # length bucket in one launch
     gpu.batched.MAX_QUERIES = 2
+    # chains (kernels/gpu/chains.py) at this scale: queries of 12 residues or more alone,
+    # the others chained, a chain closed at 3 members or 14 rows
+    gpu.chains.ALONE_ROWS, gpu.chains.CHAIN_ROWS, gpu.chains.MAX_MEMBERS = 12, 14, 3
     for mode, limit, budget, depth, *batch in json.loads(sys.argv[5]):
         batch = bool(batch and batch[0])
         s = gpu.GpuSearcher.from_scheme(edb, scheme, mode=mode, max_resident_bytes=budget,

@@ -13,11 +13,15 @@ Modules, one job each (no module imports one listed after it, except this file):
 ``planner``     which kernel shape scores which subjects (plain numpy)
 ``cache``       the kernel cache folder, loading and compiling kernels,
                 :func:`precompile`, PTX for checks
-``slots``       device buffers of one query in flight (scores, histogram,
-                candidates, temp, its stream)
+``chains``      short queries chained: which queries share one set of
+                launches, and their rows' layout
+``slots``       device buffers of one unit (a query or a chain) in flight:
+                scores, histograms, candidates, temp, its stream
+``inflight``    a unit in a slot: its start, re-scoring and top k
 ``streaming``   databases larger than the GPU memory budget, in batches
-``searcher``    :class:`GpuSearcher`: upload, launches, top-k, queries
-                pipelined; :func:`search`
+``batched``     many queries per launch against a small subject set
+``searcher``    :class:`GpuSearcher`: upload, launches, units pipelined;
+                :func:`search`
 ``pairs``       pair batches for ``swgpu align``: :func:`pair_ends`,
                 :func:`pair_regions`
 ``backend``     :class:`GpuBackend` (the contract), :func:`warm_up`

@@ -136,13 +136,16 @@ PAIR_KINDS = ("local", "semi", "local_rev", "global_rev")
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
-SCORE_SIG = (
-    "void(uint8[::1], int64[::1], int32[::1], int32[::1], int64, int32[::1], int64, "
+_SCORE_ARGS = (
+    "uint8[::1], int64[::1], int32[::1], int32[::1], int64, int32[::1], int64, "
     "int32[::1], int32, int32[::1], int32, int32, int32, int32, int32, int32[::1], "
-    "int32[::1])"
+    "int32[::1]"
 )
+#: The scoring kernels' signature; the last three arguments are the chain's: mstart
+#: (each member's first row), m (members), stride (scores of member j at j * stride).
+SCORE_SIG = f"void({_SCORE_ARGS}, int32[::1], int32, int64)"
 #: The batched kernels' (several queries per launch) extra arguments: qbase, qlens, n_q, stride.
-SCORE_SIG_BATCHED = SCORE_SIG[:-1] + ", int32[::1], int32[::1], int32, int64)"
+SCORE_SIG_BATCHED = f"void({_SCORE_ARGS}, int32[::1], int32[::1], int32, int64)"
 PAIR_SIG = (
     "void(uint8[::1], int64[::1], int32[::1], uint8[::1], int64[::1], int32[::1], int32, "
     "int32[::1], int32, int32, int32, int32, int32, int32[::1], int32[::1], int32, "

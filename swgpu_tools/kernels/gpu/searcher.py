@@ -49,8 +49,8 @@ import numpy as np
 from ...logs import get_logger
 from .. import TopHits
 from ..gpu_intrinsics import SIM, hpack2, pack2, used_codes
-from . import batched, cache, planner
-from .codegen import HIST_BINS, LAUNCH_BOUNDS, MODES, PADQ, PAIRED_MODES, VARIANT, WARP
+from . import batched, cache, chains, inflight, planner
+from .codegen import LAUNCH_BOUNDS, MODES, PADQ, PAIRED_MODES, VARIANT, WARP
 from .device import (
     bind,
     compute_capability,
@@ -399,10 +399,15 @@ class GpuSearcher:
         return entry
 
     # -- launching ---------------------------------------------------------
-    def _launch(self, mode, parts, d_qoff, L, table, slot, streams=None, batch=None):
-        """Launch ``parts`` for a query of length L into ``slot``'s scores, on ``streams``
-        (default: the slot's scan streams); returns the streams used.
+    def _launch(
+        self, mode, parts, d_qoff, L, table, slot, streams=None, batch=None, chain=None, scores=None
+    ):
+        """Launch ``parts`` for a query (or chain) of L rows into ``slot``'s scores (or
+        ``scores``), on ``streams`` (default: the slot's scan streams); returns the streams
+        used.
 
+        ``chain``: (member starts on the GPU, members) of a chain (:mod:`.chains`), member
+        j scored into the slot's scores from ``j * self.n``; None: one query.
         ``batch``: (qbase, qlens, n_q, scores) for the batched kernels: ``n_q``
         queries whose row-offset blocks start at ``d_qoff[qbase[q]]``, of lengths
         ``qlens`` (at most L), scored into ``scores[q * self.n + subject]``."""
@@ -422,10 +427,12 @@ class GpuSearcher:
         shmem = tbl_n * 4
         if streams is None:
             streams = slot.scan_streams
-        d_scores = slot.views(self.n, self._stream is not None)[0]
+        d_scores = slot.d_scores_all if scores is None else scores  # member j at j * self.n
         nq = 1
         if batch is not None:
             d_qbase, d_qlens, nq, d_scores = batch
+        elif chain is None:
+            chain = (self._one_member(), 1)
         # launch geometry and temp slices (multi-pass partitions may run concurrently)
         geo = []
         n_multi = sum(1 for p in parts if p.max_passes > 1)
@@ -477,6 +484,8 @@ class GpuSearcher:
             )
             if batch is not None:
                 args += (d_qbase, d_qlens, nq, self.n)
+            else:
+                args += (chain[0], chain[1], self.n)
             kern[grid, block, stream, shmem](*args)
             if self.record is not None:
                 ev1.record()
@@ -524,82 +533,38 @@ class GpuSearcher:
         block = 256 if not SIM else 32
         self.aux.fill_kernel[max(1, -(-n // block)), block, stream](arr, n, value)
 
-    # -- one query: start (asynchronous), finish (top hits) -------------------
-    def _start(self, q, tables, d_qoff, slot: QuerySlot) -> None:
-        """Queue the scan of query ``q`` (original codes) into ``slot`` and its score
-        histogram (and, in s16 and h16 modes, the list of pairs that may have
-        overflowed), with the histogram's copy to the host; returns without waiting."""
-        L = len(q)
-        slot.hist = None
-        slot.query = (q, L)
-        if self.n == 0:
-            return
-        d_scores, d_ovf = slot.views(self.n, self._stream is not None)
-        st = slot.stream
-        if L == 0:
-            self._fill(d_scores, self.n, 0, st)
-        else:
-            mode = self.mode
-            table = tables[mode]
-            if d_qoff is None:
-                d_qoff = self._qoff(q, table, st)
-            slot.after(self._launch(mode, self.plan(mode, L), d_qoff, L, table, slot))
-        limit = self.overflow_limit
-        self._fill(slot.d_aux, HIST_BINS + 1, 0, st)
-        grid = min(1024, -(-self.n // 256)) if not SIM else 1
-        self.aux.hist_kernel[grid, 256 if not SIM else 32, st](
-            d_scores, self.n, slot.d_aux, limit, d_ovf
-        )
-        slot.d_aux.copy_to_host(slot.h_aux, stream=st)
+    def _one_member(self):
+        """Member starts of a one-query launch (never read: one member has no window)."""
+        from numba import cuda
 
-    def _rescore(self, slot: QuerySlot, tables) -> int:
-        """Wait for ``slot``'s histogram; re-score the pairs that may have overflowed
-        the packed kernel's range with 32-bit kernels (on the slot's stream); returns how many."""
-        if self.n == 0:
-            return 0
-        slot.synchronize()
-        q, L = slot.query
-        novf = int(slot.h_aux[HIST_BINS])
-        slot.hist = slot.h_aux[:HIST_BINS].astype(np.int64)
-        if novf == 0 or L == 0:
-            return 0
-        # re-score those exactly (their scores stay in the last bin of the histogram)
-        st = slot.stream
-        d_ovf = slot.views(self.n, self._stream is not None)[1]
-        flagged = d_ovf[:novf].copy_to_host(stream=st)
-        slot.synchronize()
-        t32 = tables.get("s32")
-        if t32 is None:
-            t32 = tables["s32"] = self._table("s32", tables["letters"])
-        parts = self.plan("s32", L, subset=flagged)
-        self._launch("s32", parts, self._qoff(q, t32, st), L, t32, slot, streams=[st])
-        return novf
+        if getattr(self, "_d_one_member", None) is None:
+            self._d_one_member = cuda.to_device(np.zeros(2, np.int32))
+        return self._d_one_member
 
-    def _select(self, slot: QuerySlot, top_k):
-        """(subject indices, scores) of the best ``top_k`` in ``slot``, tie-broken."""
-        n = self.n
-        k = min(int(top_k), n)
-        if k <= 0 or slot.hist is None:
-            return np.zeros(0, np.int64), np.zeros(0, np.int32)
-        ge = np.cumsum(slot.hist[::-1])[::-1]  # ge[b] = count of scores with bin >= b
-        thr = int(np.flatnonzero(ge >= k).max()) if (ge >= k).any() else 0
-        need = int(ge[thr])
-        d_sel, h_sel = slot.sel_buffers(max(1024, 4 * k, need))
-        cap = slot.sel_cap
-        st = slot.stream
-        self._fill(d_sel, 1, 0, st)
-        grid = min(1024, -(-n // 256)) if not SIM else 1
-        d_scores = slot.views(n, self._stream is not None)[0]
-        self.aux.select_kernel[grid, 256 if not SIM else 32, st](d_scores, n, thr, d_sel, cap)
-        d_sel.copy_to_host(h_sel, stream=st)
-        slot.synchronize()
-        cnt = int(h_sel[0])
-        assert cnt == need, (cnt, need)
-        idx = h_sel[1 : 1 + cnt].astype(np.int64)
-        sc = h_sel[1 + cap : 1 + cap + cnt].copy()
-        order = np.lexsort((idx, -sc.astype(np.int64)))[:k]
-        return idx[order], sc[order]
+    def _units(self, qcodes, qoffs, tables):
+        """(units, their layout on the GPU): one query, or a chain of short ones scored
+        by one set of launches (:mod:`.chains`)."""
+        _, _, rowstride, cmap = tables[self.mode]
+        min_rows = self.min_member_rows()
+        units = chains.units(np.diff(qoffs), self._nmax, min_rows)
+        return units, chains.layout(qcodes, qoffs, units, cmap, rowstride, min_rows)
 
+    @staticmethod
+    def _unit(lay, u, qcodes, qoffs):
+        """(rows, member codes) of unit ``u`` for :func:`.inflight.start`."""
+        d_q, T, d_ms = lay.rows(u)
+        members = lay.members[u].tolist()
+        qs = [qcodes[qoffs[qi] : qoffs[qi + 1]] for qi in members]
+        return (d_q if T else None, T, d_ms if len(members) > 1 else None), qs
+
+    def min_member_rows(self) -> int:
+        """Rows a chain member takes at least (:mod:`.chains`): the widest group of the
+        shape menu, even."""
+        one, multi = self.shapes(self.mode)
+        g = max([G for G, _ in (*one, *multi)] or [2])
+        return g + (g & 1)
+
+    # -- one query at a time (tests, all_scores) ------------------------------
     def score_query(self, q, tables, d_qoff=None):
         """Score one query (original codes) against every subject into :attr:`d_scores`
         and wait for it.
@@ -608,14 +573,14 @@ class GpuSearcher:
         subjects re-scored with 32-bit kernels.
         """
         slot = self._slot(0)
-        self._start(q, tables, d_qoff, slot)
-        novf = self._rescore(slot, tables)
+        inflight.start(self, (d_qoff, len(q), None), [q], tables, slot)
+        novf = inflight.rescore(self, slot, tables)
         slot.synchronize()
         return novf
 
     def top_k(self, top_k):
         """(subject indices, scores) of the best ``top_k`` of the last :meth:`score_query`."""
-        return self._select(self._slot(0), top_k)
+        return inflight.select(self, self._slot(0), top_k)[0]
 
     def _query_tables(self, qcodes):
         qletters = sorted(set(np.flatnonzero(np.bincount(qcodes, minlength=256) > 0).tolist()))
@@ -636,52 +601,55 @@ class GpuSearcher:
         if segments is not None:
             raise ValueError("a search by segments needs the batched path")
         tables = self._query_tables(qcodes)
-        self._compile_ahead(qlens)
-        self._plan_ahead(self.mode, qlens)
+        units, lay = self._units(qcodes, qoffs, tables)
+        self._compile_ahead(lay.lengths)
+        self._plan_ahead(self.mode, lay.lengths)
         self.plan_seconds = 0.0
-        tq = [0.0] * nq
+        tq = np.zeros(nq)
         hits_i = [[] for _ in range(nq)]
         hits_s = [[] for _ in range(nq)]
-        d_qoffs, qstarts = self._qoffs_all(qcodes, qoffs, tables[self.mode])
         nb = 1 if self.batches is None else len(self.batches)
         depth = max(1, int(self.pipeline_depth)) if self.record is None else 1
         slots = [self._slot(k) for k in range(depth)]
         t_scan = time.perf_counter()
         for j in self._iter_batches():
-            pending = []  # (query, slot) in flight, oldest first
+            pending = []  # (unit, slot) in flight, oldest first
             t_last = time.perf_counter()
+            done = 0
 
             def finish():  # called within this batch's iteration: its j and pending
-                nonlocal t_last
-                qi, slot = pending.pop(0)  # noqa: B023
-                self._rescore(slot, tables)
-                idx, sc = self._select(slot, top_k)
+                nonlocal t_last, done
+                u, slot = pending.pop(0)  # noqa: B023
+                inflight.rescore(self, slot, tables)
+                got = inflight.select(self, slot, top_k)
                 now = time.perf_counter()
-                tq[qi] += now - t_last  # since the previous query's hits were back
+                members = units[u]
+                w = np.maximum(qlens[members], 1).astype(np.float64)
+                tq[members] += (now - t_last) * w / w.sum()  # since the previous unit's hits
                 t_last = now
-                if j is not None:  # noqa: B023
-                    idx = self.sel[idx]
-                hits_i[qi].append(idx)
-                hits_s[qi].append(sc)
+                for qi, (idx, sc) in zip(members.tolist(), got):
+                    if j is not None:  # noqa: B023
+                        idx = self.sel[idx]
+                    hits_i[qi].append(idx)
+                    hits_s[qi].append(sc)
+                done += len(members)
                 if progress is not None and (j is None or j == nb - 1):  # noqa: B023
-                    progress(qi + 1, nq)
+                    progress(done, nq)
 
-            for qi in range(nq):
-                q = qcodes[qoffs[qi] : qoffs[qi + 1]]
+            for u in range(len(units)):
                 t0 = time.perf_counter()
-                if len(q):
-                    self.plan(self.mode, len(q))  # cached per length bucket (per batch)
+                if lay.lengths[u]:
+                    self.plan(self.mode, int(lay.lengths[u]))  # cached per length bucket
                 self.plan_seconds += time.perf_counter() - t0
                 if len(pending) == depth:
                     finish()  # frees the oldest slot
-                d_q = d_qoffs[qstarts[qi] : qstarts[qi + 1]] if len(q) else None
-                self._start(q, tables, d_q, slots[qi % depth])
-                pending.append((qi, slots[qi % depth]))
+                inflight.start(self, *self._unit(lay, u, qcodes, qoffs), tables, slots[u % depth])
+                pending.append((u, slots[u % depth]))
             while pending:
                 finish()
             self._sync()  # this batch's work is done before the next batch's upload
         self.scan_seconds = time.perf_counter() - t_scan
-        self.timings = [(qi, int(qlens[qi]), tq[qi]) for qi in range(nq)]
+        self.timings = [(qi, int(qlens[qi]), float(tq[qi])) for qi in range(nq)]
         qi_parts, si_parts, sc_parts = [], [], []
         for qi in range(nq):
             idx = np.concatenate(hits_i[qi]).astype(np.int64)
@@ -721,21 +689,26 @@ class GpuSearcher:
         cache.compile_ahead(needed)
 
     def all_scores(self, queries) -> np.ndarray:
-        """Full (n_queries x n_subjects) int32 score array (for tests and checks)."""
+        """Full (n_queries x n_subjects) int32 score array (for tests and checks), the
+        queries scored in the units :meth:`search` uses (short ones chained)."""
         qcodes = np.ascontiguousarray(queries.codes, dtype=np.uint8)
         qoffs = np.ascontiguousarray(queries.offsets, dtype=np.int64)
-        qletters = sorted(set(np.flatnonzero(np.bincount(qcodes, minlength=256) > 0).tolist()))
-        tables = {"letters": qletters, self.mode: self._table(self.mode, qletters)}
+        tables = self._query_tables(qcodes)
+        units, lay = self._units(qcodes, qoffs, tables)
         out = np.zeros((len(queries), self.n_all), dtype=np.int32)
+        slot = self._slot(0)
         for j in self._iter_batches():
-            for qi in range(len(queries)):
-                self.score_query(qcodes[qoffs[qi] : qoffs[qi + 1]], tables)
-                if self.n:
-                    sc = self.d_scores.copy_to_host()[: self.n]
-                    if j is None:
-                        out[qi] = sc
-                    else:
-                        out[qi, self.sel] = sc
+            for u, members in enumerate(units):
+                inflight.start(self, *self._unit(lay, u, qcodes, qoffs), tables, slot)
+                inflight.rescore(self, slot, tables)
+                slot.synchronize()
+                for r, qi in enumerate(members.tolist()):
+                    if self.n:
+                        sc = slot.member(r, self.n)[0].copy_to_host()
+                        if j is None:
+                            out[qi] = sc
+                        else:
+                            out[qi, self.sel] = sc
         return out
 
 

@@ -1,14 +1,15 @@
-"""Device buffers of one query in flight (a searcher keeps one per pipeline stage).
+"""Device buffers of one unit of queries in flight (a searcher keeps one per pipeline stage).
 
-A :class:`QuerySlot` holds what a query's scan writes and what its top-k
-selection reads: the scores of every subject, the list of subjects whose
-16-bit score may have overflowed, the score histogram (device and pinned host
-copy), the selected candidates, the multi-pass temp array, and the slot's own
-stream on which the histogram, the selection, their copies and any 32-bit
-re-scoring run.  The scan's partition kernels run on the slot's own scan
-streams (so a query's long kernels never queue the next query's behind them);
-:meth:`after` makes the slot's stream wait for them (events), so the next
-query's kernels can be launched before this one is finished.
+A unit is one query, or a chain of several (:mod:`.chains`) scored by one set of
+launches.  A :class:`QuerySlot` holds, for each member of the unit, what the scan
+writes and what its top-k selection reads: the scores of every subject, the list of
+subjects whose 16-bit score may have overflowed, the score histogram (device and
+pinned host copy) and the selected candidates; and, for the unit, the multi-pass temp
+array and the slot's own stream on which the histograms, the selections, their
+copies and any 32-bit re-scoring run.  The scan's partition kernels run on the
+slot's own scan streams (so a unit's long kernels never queue the next unit's behind
+them); :meth:`after` makes the slot's stream wait for them (events), so the next
+unit's kernels can be launched before this one is finished.
 """
 
 from __future__ import annotations
@@ -37,28 +38,51 @@ class QuerySlot:
     def __init__(self, nmax: int, n_streams: int = 16):
         from numba import cuda
 
-        self.d_scores_all = cuda.device_array(max(nmax, 1), dtype=np.int32)
-        self.d_ovf_all = cuda.device_array(max(nmax, 1), dtype=np.int32)
-        self.d_aux = cuda.device_array(HIST_BINS + 1, dtype=np.int32)
-        self.h_aux = (
-            cuda.pinned_array(HIST_BINS + 1, dtype=np.int32)
-            if not SIM
-            else np.zeros(HIST_BINS + 1, np.int32)
-        )
+        self.nmax = max(nmax, 1)
+        self.capacity = 0  # members the buffers hold
+        self.reserve(1)
         self.sel_cap = 0
         self.d_sel = self.h_sel = None
         self._temp = None
         self.stream = 0 if SIM else cuda.stream()
         self.scan_streams = [0] if SIM else [cuda.stream() for _ in range(n_streams)]
         self._events: dict = {}
-        self.hist = None  # score histogram of the last query (host), None before it is back
-        self.query = None  # (codes, d_qoff) of the query in flight
+        #: per member of the unit in flight: (codes, length); and its score histogram
+        #: (host), None before it is back
+        self.queries: list = []
+        self.hists: list = []
+
+    def reserve(self, members: int) -> None:
+        """Buffers for at least ``members`` members (scores, overflow lists, histograms)."""
+        from numba import cuda
+
+        if members <= self.capacity:
+            return
+        self.d_scores_all = self.d_ovf_all = None  # free the smaller ones first
+        self.d_scores_all = cuda.device_array(members * self.nmax, dtype=np.int32)
+        self.d_ovf_all = cuda.device_array(members * self.nmax, dtype=np.int32)
+        words = members * (HIST_BINS + 1)
+        self.d_aux = cuda.device_array(words, dtype=np.int32)
+        self.h_aux = (
+            cuda.pinned_array(words, dtype=np.int32) if not SIM else np.zeros(words, np.int32)
+        )
+        self.capacity = members
 
     def views(self, n: int, batched: bool):
         """(scores, overflow) device arrays for ``n`` subjects (whole arrays if resident)."""
         if batched:
             return self.d_scores_all[:n], self.d_ovf_all[:n]
         return self.d_scores_all, self.d_ovf_all
+
+    def member(self, j: int, n: int):
+        """(scores, overflow, histogram) device arrays of member ``j`` for ``n`` subjects
+        (member j's scores start at ``j * n``)."""
+        h = HIST_BINS + 1
+        return (
+            self.d_scores_all[j * n : (j + 1) * n],
+            self.d_ovf_all[j * n : (j + 1) * n],
+            self.d_aux[j * h : (j + 1) * h],
+        )
 
     def temp(self, nwords: int):
         """The multi-pass temp array, at least ``nwords`` int32 long."""
@@ -69,17 +93,20 @@ class QuerySlot:
             self._temp = cuda.device_array(max(nwords, 1), dtype=np.int32)
         return self._temp
 
-    def sel_buffers(self, cap: int):
-        """(device, pinned host) candidate buffers of at least 1 + 2 * cap entries."""
+    def sel_buffers(self, cap: int, members: int = 1):
+        """(device, pinned host) candidate buffers of at least ``members`` regions of
+        1 + 2 * cap entries each (``sel_cap`` then says the regions' cap)."""
         from numba import cuda
 
-        if cap > self.sel_cap:
-            self.sel_cap = max(cap, 2 * self.sel_cap)
-            self.d_sel = cuda.device_array(1 + 2 * self.sel_cap, dtype=np.int32)
+        if cap > self.sel_cap or members * (1 + 2 * self.sel_cap) > len(self.h_sel):
+            self.sel_cap = max(cap, self.sel_cap)
+            size = members * (1 + 2 * self.sel_cap)
+            if self.h_sel is not None:
+                size = max(size, len(self.h_sel))
+            self.d_sel = None
+            self.d_sel = cuda.device_array(size, dtype=np.int32)
             self.h_sel = (
-                cuda.pinned_array(1 + 2 * self.sel_cap, dtype=np.int32)
-                if not SIM
-                else np.zeros(1 + 2 * self.sel_cap, np.int32)
+                cuda.pinned_array(size, dtype=np.int32) if not SIM else np.zeros(size, np.int32)
             )
         return self.d_sel, self.h_sel
 
