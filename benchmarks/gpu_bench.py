@@ -327,6 +327,13 @@ def _bench(s, db, qs, edb, eqs, args) -> dict:
         f"(plans {s.plan_seconds:.2f} s)",
         flush=True,
     )
+    chained = [len(u) for u in getattr(s, "units", []) if len(u) > 1]
+    if chained:  # a chain's time is shared among its members by length (kernels/gpu/chains.py)
+        print(
+            f"units: {len(s.units)} ({len(chained)} chains of {', '.join(map(str, chained))} "
+            f"queries; {len(s.units) - len(chained)} alone)",
+            flush=True,
+        )
     residues = edb.total_residues
     nq = len(eqs)
     times = np.zeros((args.repeat, nq))

@@ -108,3 +108,11 @@ def test_layout_puts_each_member_where_its_start_says(qlens, data, min_rows, row
                 assert (b - a) % 2 == 0 and b - a >= min_rows and b - a - qlens[q] <= min_rows
             else:  # a unit of one query: its rows exactly
                 assert b - a == qlens[q]
+
+
+def test_chains_can_be_turned_off(monkeypatch):
+    qlens = np.array([5, 7, 0, 9, 3000, 4], dtype=np.int64)
+    on = chains.units(qlens, 10, 2)
+    assert [u.tolist() for u in on] == [[0, 1, 3, 5], [2], [4]]
+    monkeypatch.setenv("SWGPU_CHAINS", "0")
+    assert [u.tolist() for u in chains.units(qlens, 10, 2)] == [[q] for q in range(6)]

@@ -270,6 +270,75 @@ def test_simulator_s16_scores_near_the_16_bit_limit(variant):
     assert any(res["limit"] <= r <= 32767 for r in ref)
 
 
+CHAINS_SCRIPT = textwrap.dedent(
+    r"""
+    import json, sys
+    import numpy as np
+    sys.setswitchinterval(0.0002)
+    sys.path.insert(0, sys.argv[1])
+    from reference import sw_score
+    from swgpu_tools.scoring import ScoringScheme
+    from swgpu_tools.sequences import SequenceSet
+    from swgpu_tools.kernels import gpu, top_k_from_scores
+    from swgpu_tools.kernels.gpu import planner
+
+    # groups of 8 and 4 lanes: a chain member's window is 8 steps, members at least 8 rows
+    planner.CONFIGS = ((8, 1), (8, 2), (4, 3))
+    gpu.chains.ALONE_ROWS, gpu.chains.CHAIN_ROWS, gpu.chains.MAX_MEMBERS = 18, 30, 4
+    rng = np.random.default_rng(int(sys.argv[2]))
+    scheme = ScoringScheme("BLOSUM62", 11, 1)
+    letters = list("ARNDCQEGHILKMFPSTWYV")
+
+    def rs(n):
+        return "".join(rng.choice(letters, n))
+
+    db = [(f"s{i}", rs(int(rng.integers(1, 40)))) for i in range(9)]
+    qs = [(f"q{i}", rs(int(rng.integers(0, 21)))) for i in range(7)]
+    qs.append(("hit", db[3][1][2:15]))  # a member whose best is far above the others
+    edb = scheme.encode(SequenceSet.from_pairs(db))
+    eqs = scheme.encode(SequenceSet.from_pairs(qs))
+    ref = np.array([[sw_score(eqs.codes[eqs.offsets[i]:eqs.offsets[i + 1]],
+                              edb.codes[edb.offsets[j]:edb.offsets[j + 1]], scheme.matrix, 11, 1)
+                     for j in range(len(edb))] for i in range(len(eqs))])
+    exp = top_k_from_scores(ref, 3)
+    out = {}
+    for mode in ("s16", "h16", "s32"):
+        s = gpu.GpuSearcher.from_scheme(edb, scheme, mode=mode, batch=False)
+        got = s.all_scores(eqs)
+        th = s.search(eqs, 3)
+        out[mode] = {
+            "scores": bool((got == ref).all()),
+            "topk": bool((th.query_index == exp.query_index).all()
+                         and (th.subject_index == exp.subject_index).all()
+                         and (th.score == exp.score).all()),
+            "units": [len(u) for u in s.units],
+            "min_rows": s.min_member_rows(),
+        }
+    print("RESULT " + json.dumps(out))
+    """
+)
+
+
+@pytest.mark.slow
+def test_simulator_chains_with_wide_groups():
+    """Chains of short queries with groups of 8 lanes (member windows of 8 steps, members
+    padded to 8 rows, subjects of up to 4 passes), in every mode: every score and the
+    top k equal the reference's, and the queries did run in chains."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-c", CHAINS_SCRIPT, str(TESTS), "7"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    res = json.loads(proc.stdout.split("RESULT ")[-1])
+    for mode, r in res.items():
+        assert r["scores"] and r["topk"], (mode, r)
+        assert r["min_rows"] == 8 and max(r["units"]) > 1, (mode, r)
+
+
 def test_kernel_source_shapes():
     from swgpu_tools.kernels import gpu
 

@@ -21,6 +21,7 @@ and cannot raise a member's best.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,8 +43,11 @@ def units(qlens: np.ndarray, nmax: int, min_rows: int) -> list[np.ndarray]:
     """Query indices of each unit, in query order: a query with no residues or at least
     :data:`ALONE_ROWS` long alone, the others chained in the order they come (a chain
     closes at :data:`CHAIN_ROWS` rows, :data:`MAX_MEMBERS` members, or
-    :data:`MEMBER_WORDS` score words for ``nmax`` subjects)."""
+    :data:`MEMBER_WORDS` score words for ``nmax`` subjects).  ``$SWGPU_CHAINS=0``:
+    every query alone (for comparisons)."""
     cap = max(1, min(MAX_MEMBERS, MEMBER_WORDS // max(int(nmax), 1)))
+    if os.environ.get("SWGPU_CHAINS", "1") == "0":
+        cap = 1
     out: list[np.ndarray] = []
     open_: list[int] = []
     rows = 0

@@ -242,6 +242,7 @@ class GpuSearcher:
         self._tables = {}
         self.pipeline_depth = PIPELINE_DEPTH
         self.timings = []  # (query index, query length, scan seconds)
+        self.units: list = []  # the last search's units: query indices each (chains.py)
         self.scan_seconds = 0.0  # wall clock of the last search's scans
         self.plan_seconds = 0.0
         if not SIM and self._stream is None:
@@ -602,6 +603,7 @@ class GpuSearcher:
             raise ValueError("a search by segments needs the batched path")
         tables = self._query_tables(qcodes)
         units, lay = self._units(qcodes, qoffs, tables)
+        self.units = units  # the last search's units (query indices each)
         self._compile_ahead(lay.lengths)
         self._plan_ahead(self.mode, lay.lengths)
         self.plan_seconds = 0.0
