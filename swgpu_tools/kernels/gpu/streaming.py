@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..gpu_intrinsics import SIM, gather_remap
+from .chains import MEMBER_WORDS
 from .device import free_memory, nonblocking_stream
 from .slots import PIPELINE_DEPTH, TEMP_LIMIT_BYTES
 
@@ -27,9 +28,9 @@ from .slots import PIPELINE_DEPTH, TEMP_LIMIT_BYTES
 #: bucket, ~12 buckets).
 BYTES_PER_SUBJECT = 72
 #: Device memory kept free for everything else (the multi-pass temp arrays of the
-#: queries in flight, tables, Numba's and the driver's own needs) when the layout
-#: budget comes from the free memory.
-GPU_RESERVE_BYTES = PIPELINE_DEPTH * TEMP_LIMIT_BYTES + (768 << 20)
+#: units in flight, the score rows of their chains' members beyond the first, tables,
+#: Numba's and the driver's own needs) when the layout budget comes from the free memory.
+GPU_RESERVE_BYTES = PIPELINE_DEPTH * (TEMP_LIMIT_BYTES + 8 * MEMBER_WORDS) + (768 << 20)
 
 
 def layout_budget(override=None) -> int:
