@@ -158,6 +158,8 @@ def test_plans_made_ahead_on_threads_are_the_plans_and_each_is_made_once():
     keys = [("s16", 144), ("s16", 1000), ("s16", 5478)]
     ahead.start(keys, make)
     ahead.start(keys[:2], make)  # already started: not made again
+    ahead.start([("s16", 222), ("s16", 222)], make)  # twice in one call: made once
+    assert ahead.take(("s16", 222)) is not None and ahead.take(("s16", 222)) is None
     for key in reversed(keys):
         got = ahead.take(key)
         want = planner.plan(lengths, order, *key, one, multi)
@@ -167,7 +169,7 @@ def test_plans_made_ahead_on_threads_are_the_plans_and_each_is_made_once():
         for a, b in zip(got, want):
             assert np.array_equal(a.items, b.items) and np.array_equal(a.wnpass, b.wnpass)
         assert ahead.take(key) is None  # taken: gone
-    assert sorted(made) == sorted(keys)
+    assert sorted(made) == sorted(keys + [("s16", 222)])
     assert ahead.take(("s16", 7)) is None
 
     def broken(mode, L):

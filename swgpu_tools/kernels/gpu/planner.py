@@ -258,7 +258,7 @@ class PlansAhead:
 
     def start(self, keys, make) -> None:
         """Start ``make(*key)`` for each of ``keys`` not started yet, in order."""
-        keys = [k for k in keys if k not in self._futures]
+        keys = [k for k in dict.fromkeys(keys) if k not in self._futures]  # each once
         if keys and self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
