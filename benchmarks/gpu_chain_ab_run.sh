@@ -2,8 +2,9 @@
 # Chains of short queries (kernels/gpu/chains.py) against the code before them, one call
 # of the device tool (repo root; carry .whl-smk, gpu_bench_data and .oldpkg):
 #   OLD=.oldpkg bash benchmarks/gpu_chain_ab_run.sh
-# .oldpkg/swgpu_tools: a copy of the package before the change (`git worktree add` of
-# the commit, then copy its swgpu_tools).  Each side gets its own kernel cache, compiled
+# .oldpkg/swgpu_tools: the package before the change; make it, and the other carried
+# folders, with `OLD_COMMIT=75cba82 bash benchmarks/device_prep.sh` here first.  Each
+# side gets its own kernel cache, compiled
 # ahead by gpu_bench.py's search; both run the same benchmark script (this tree's).
 # AB_DBS: gpu_bench.py --shard values (default "all,0/4": bench200M and a 50 M-residue
 # shard); AB_COPIES: --copies (each query searched as that many copies of itself);
