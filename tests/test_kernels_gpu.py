@@ -142,21 +142,13 @@ ALL_CASES = [
 ]
 
 
-def _run_sim(seed, go=11, ge=1, cases=ALL_CASES, full=True, variant=""):
+def _sim_child(script: str, *args, variant: str = "") -> dict:
+    """Run ``script`` (argv: the tests folder, then ``args``) under the CUDA simulator in a
+    child process, with the s16 kernel ``variant``; the JSON of its last RESULT line."""
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(ROOT))
     env["SWGPU_KERNEL_VARIANT"] = variant
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            SIM_SCRIPT,
-            str(TESTS),
-            str(seed),
-            str(go),
-            str(ge),
-            json.dumps(cases),
-            "full" if full else "top-k",
-        ],
+        [sys.executable, "-c", script, str(TESTS), *(str(a) for a in args)],
         capture_output=True,
         text=True,
         env=env,
@@ -165,6 +157,11 @@ def _run_sim(seed, go=11, ge=1, cases=ALL_CASES, full=True, variant=""):
     assert proc.returncode == 0, proc.stderr[-4000:]
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
     return json.loads(line[len("RESULT ") :])
+
+
+def _run_sim(seed, go=11, ge=1, cases=ALL_CASES, full=True, variant=""):
+    mode = "full" if full else "top-k"
+    return _sim_child(SIM_SCRIPT, seed, go, ge, json.dumps(cases), mode, variant=variant)
 
 
 def _check_sim(res, n_cases):
@@ -252,17 +249,7 @@ def test_simulator_s16_scores_near_the_16_bit_limit(variant):
     """Scores from 26,000 to 40,000 (a scheme of large scores on short sequences): the
     packed kernel with its low half biased by open + extend, and without, re-scores every
     pair whose 16-bit best may have overflowed and matches the reference everywhere."""
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(ROOT))
-    env["SWGPU_KERNEL_VARIANT"] = variant
-    proc = subprocess.run(
-        [sys.executable, "-c", NEAR_LIMIT_SCRIPT, str(TESTS), "5"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    res = json.loads(proc.stdout.split("RESULT ")[-1])
+    res = _sim_child(NEAR_LIMIT_SCRIPT, 5, variant=variant)
     ref = res["ref"]
     assert res["got"] == ref
     # the case is what it says: scores on both sides of the limit, and above int16
@@ -324,16 +311,7 @@ def test_simulator_chains_with_wide_groups():
     """Chains of short queries with groups of 8 lanes (member windows of 8 steps, members
     padded to 8 rows, subjects of up to 4 passes), in every mode: every score and the
     top k equal the reference's, and the queries did run in chains."""
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(ROOT))
-    proc = subprocess.run(
-        [sys.executable, "-c", CHAINS_SCRIPT, str(TESTS), "7"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    res = json.loads(proc.stdout.split("RESULT ")[-1])
+    res = _sim_child(CHAINS_SCRIPT, 7)
     for mode, r in res.items():
         assert r["scores"] and r["topk"], (mode, r)
         assert r["min_rows"] == 8 and max(r["units"]) > 1, (mode, r)
