@@ -89,14 +89,23 @@ def _rescore_packed(searcher, block, members, qcodes, qoffs, tables, slot) -> in
     t32 = tables.get("s32")
     if t32 is None:
         t32 = tables["s32"] = searcher._table("s32", tables["letters"])
-    d_scores = slot.views(searcher.n, False)[0]
+    d_scores = slot.member(0, searcher.n)[0]  # the re-scores' row (the slot may hold more)
     for r in np.unique(rows).tolist():
         qi = int(members[r])
         q = qcodes[qoffs[qi] : qoffs[qi + 1]]
         sub = cols[rows == r]
         parts = searcher.plan("s32", len(q), subset=sub)
         st = slot.stream
-        searcher._launch("s32", parts, searcher._qoff(q, t32, st), len(q), t32, slot, streams=[st])
+        searcher._launch(
+            "s32",
+            parts,
+            searcher._qoff(q, t32, st),
+            len(q),
+            t32,
+            slot,
+            streams=[st],
+            scores=d_scores,
+        )
         slot.synchronize()
         block[r, sub] = d_scores.copy_to_host()[sub]
     return len(rows)

@@ -292,7 +292,7 @@ class GpuSearcher:
     @property
     def d_scores(self):
         """Scores of the last query scored by :meth:`score_query` (device array)."""
-        return self._slot(0).views(self.n, self._stream is not None)[0]
+        return self._slot(0).member(0, self.n)[0]
 
     # -- partitions --------------------------------------------------------
     def shapes(self, mode, batched=False):

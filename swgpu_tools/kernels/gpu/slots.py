@@ -68,12 +68,6 @@ class QuerySlot:
         )
         self.capacity = members
 
-    def views(self, n: int, batched: bool):
-        """(scores, overflow) device arrays for ``n`` subjects (whole arrays if resident)."""
-        if batched:
-            return self.d_scores_all[:n], self.d_ovf_all[:n]
-        return self.d_scores_all, self.d_ovf_all
-
     def member(self, j: int, n: int):
         """(scores, overflow, histogram) device arrays of member ``j`` for ``n`` subjects
         (member j's scores start at ``j * n``)."""
@@ -99,7 +93,8 @@ class QuerySlot:
         from numba import cuda
 
         if cap > self.sel_cap or members * (1 + 2 * self.sel_cap) > len(self.h_sel):
-            self.sel_cap = max(cap, self.sel_cap)
+            if cap > self.sel_cap:
+                self.sel_cap = max(cap, 2 * self.sel_cap)  # grown by doubling, as before
             size = members * (1 + 2 * self.sel_cap)
             if self.h_sel is not None:
                 size = max(size, len(self.h_sel))
