@@ -16,7 +16,7 @@ PHASE=${PHASE:-AB}
 has_phase() { [[ " $PHASE " == *" $1 "* ]]; }
 export PYTHONUNBUFFERED=1 SWGPU_LOCK_DIR=/tmp/swgpu-locks
 SITE=/tmp/site
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target $SITE \
+[ -d $SITE/snakemake ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target $SITE \
   .whl-smk/*.whl || exit 1
 mkdir -p /tmp/sc
 cp benchmarks/device_sitecustomize.py /tmp/sc/sitecustomize.py
@@ -51,6 +51,11 @@ if has_phase AB; then
 fi
 if has_phase GT; then
   log "== GPU tests (this tree)"
+  # tests/test_warm.py starts the `swgpu` command: a shim, as the package is not installed
+  mkdir -p /tmp/bin
+  printf '#!/bin/sh\nexec python3 -m swgpu_tools.cli "$@"\n' > /tmp/bin/swgpu
+  chmod +x /tmp/bin/swgpu
+  export PATH=/tmp/bin:$PATH
   SWGPU_CACHE_DIR=/tmp/cache-new PYTHONPATH=/tmp/sc:$SITE:$PWD SWGPU_TEST_DATA=$D \
     SWGPU_BENCH_DB=$BD/bench_db.fasta SWGPU_BENCH_QUERIES=$BD/bench_queries.fasta \
     timeout ${GT_TIMEOUT:-400} python3 -m pytest -m gpu -q -p no:cacheprovider --durations=8 \

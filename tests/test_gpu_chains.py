@@ -116,3 +116,31 @@ def test_chains_can_be_turned_off(monkeypatch):
     assert [u.tolist() for u in on] == [[0, 1, 3, 5], [2], [4]]
     monkeypatch.setenv("SWGPU_CHAINS", "0")
     assert [u.tolist() for u in chains.units(qlens, 10, 2)] == [[q] for q in range(6)]
+
+
+def _searcher(n, residues, batch="auto"):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(n=n, total_residues=residues, batch=batch, record=None, _stream=None)
+
+
+def test_batches_for_small_databases_chains_for_shards(monkeypatch):
+    """The 'auto' choice between many queries per launch and chains, at the sizes it was
+    measured on (RESULTS-gpu.md, run 145): batches won on a re-scan's delta and on
+    uniprot20k, chains on a 50 M-residue shard of bench200M (500 UniProt queries and
+    144-aa ones); without chains, the 144-aa queries go back to batches."""
+    from swgpu_tools.kernels.gpu import batched
+
+    monkeypatch.delenv("SWGPU_CHAINS", raising=False)
+    monkeypatch.delenv("SWGPU_BATCH", raising=False)
+    q500 = np.full(500, 492)
+    short = np.full(280, 144)
+    assert batched.use_batches(_searcher(1_663, 759_240), np.full(2_000, 492))
+    assert batched.use_batches(_searcher(20_000, 9_055_569), q500)
+    assert not batched.use_batches(_searcher(109_807, 49_956_808), q500)
+    assert not batched.use_batches(_searcher(109_807, 49_956_808), short)
+    assert not batched.use_batches(_searcher(200_000, 1_000_000), short)  # too many subjects
+    monkeypatch.setenv("SWGPU_CHAINS", "0")
+    assert batched.use_batches(_searcher(109_807, 49_956_808), short)
+    monkeypatch.setenv("SWGPU_BATCH", "0")
+    assert not batched.use_batches(_searcher(20_000, 9_055_569), q500)

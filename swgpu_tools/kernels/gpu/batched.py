@@ -24,15 +24,20 @@ import numpy as np
 
 from ..gpu_intrinsics import SIM
 from ..topk import top_rows
+from . import chains
 from .codegen import PAIRED_MODES
 
 #: Largest subject count scored in batches under 'auto' (the score block of a
 #: launch is queries x subjects).
 MAX_SUBJECTS = 1 << 17
-#: Under 'auto', batches are used while one query's scan is this small
-#: (subject residues x mean query length; 2e10 cells are ~5 ms at 4 TCUPS,
-#: about the one-query path's fixed cost).
-MAX_CELLS_PER_QUERY = 2e10
+#: Under 'auto', batches are used while one unit's scan in the one-unit-at-a-time
+#: path is this small: subject residues x the unit's rows (:func:`.chains.unit_rows`:
+#: a chain of short queries, or one query).  Measured on an H100 (RESULTS-gpu.md,
+#: run 145): uniprot20k (9.1 M residues, 3.7e10 cells per chain) batched 1.2x faster
+#: than chains; a 50 M-residue shard (2.0e11) chains 1.23x faster than batches, both
+#: for the 500 UniProt queries and for 144-aa ones.  The bound lies between
+#: (about the geometric mean; not measured there).
+MAX_CELLS_PER_UNIT = 8e10
 #: Queries per launch: at most this many, and the score block at most
 #: :data:`SCORE_WORDS` int32 words.
 MAX_QUERIES = 4096
@@ -45,8 +50,8 @@ MIN_BLOCK = 64
 def use_batches(searcher, qlens) -> bool:
     """Whether ``searcher`` scores these queries in batches: its ``batch`` (True or
     False), else ``$SWGPU_BATCH`` ('0' or '1'), else by size (resident database
-    of at most :data:`MAX_SUBJECTS` subjects whose scan per query is at most
-    :data:`MAX_CELLS_PER_QUERY` cells)."""
+    of at most :data:`MAX_SUBJECTS` subjects whose scan per unit of the
+    one-unit-at-a-time path is at most :data:`MAX_CELLS_PER_UNIT` cells)."""
     if searcher.n == 0 or len(qlens) == 0 or searcher._stream is not None:
         return False
     choice = searcher.batch
@@ -57,8 +62,8 @@ def use_batches(searcher, qlens) -> bool:
         return bool(choice)
     if searcher.record is not None:  # per-partition profiling: the one-query path
         return False
-    cells = searcher.total_residues * float(np.mean(qlens))
-    return searcher.n <= MAX_SUBJECTS and cells <= MAX_CELLS_PER_QUERY
+    cells = searcher.total_residues * chains.unit_rows(float(np.mean(qlens)))
+    return searcher.n <= MAX_SUBJECTS and cells <= MAX_CELLS_PER_UNIT
 
 
 def _chunks(searcher, qlens) -> list:

@@ -46,7 +46,7 @@ def units(qlens: np.ndarray, nmax: int, min_rows: int) -> list[np.ndarray]:
     :data:`MEMBER_WORDS` score words for ``nmax`` subjects).  ``$SWGPU_CHAINS=0``:
     every query alone (for comparisons)."""
     cap = max(1, min(MAX_MEMBERS, MEMBER_WORDS // max(int(nmax), 1)))
-    if os.environ.get("SWGPU_CHAINS", "1") == "0":
+    if not enabled():
         cap = 1
     out: list[np.ndarray] = []
     open_: list[int] = []
@@ -64,6 +64,17 @@ def units(qlens: np.ndarray, nmax: int, min_rows: int) -> list[np.ndarray]:
         out.append(np.array(open_, dtype=np.int64))
     out.sort(key=lambda u: int(u[0]))  # in the order of their first query
     return out
+
+
+def enabled() -> bool:
+    """Whether short queries are chained (``$SWGPU_CHAINS=0``: no, for comparisons)."""
+    return os.environ.get("SWGPU_CHAINS", "1") != "0"
+
+
+def unit_rows(mean_qlen: float) -> float:
+    """Rows of a typical unit for queries of this mean length: a chain's
+    :data:`CHAIN_ROWS` for short queries (the query's own length without chains)."""
+    return max(float(mean_qlen), float(CHAIN_ROWS) if enabled() else 0.0)
 
 
 def padded_rows(L: int, min_rows: int) -> int:
