@@ -9,7 +9,8 @@ resident on the GPU; median of --repeat runs).  Overall: all queries' cells over
 the wall clock of the whole search.  Per query: the time from the previous
 query's top hits being back on the host to this query's (with queries
 pipelined, --pipeline 2 or 3, the next queries' kernels already run meanwhile, so
-this is an attribution; ``--copies K`` measures each query's own throughput).
+this is an attribution; ``--copies K`` measures each query's own throughput, and
+``--copies-rows 4096`` each query in a screen of its copies, at least 4,096 residues).
 ``--shard 0/4`` scores a quarter of the database picked as the workflow's shards
 are (crc32 of the id), ``--pipeline 1,2`` compares one and two queries in flight.
 
@@ -146,6 +147,13 @@ def main() -> int:
         help="also time each query as this many copies of itself in one search",
     )
     ap.add_argument(
+        "--copies-rows",
+        type=int,
+        default=0,
+        help="with --copies 0: as many copies of each query as make at least this many "
+        "residues (a screen of that query; 4096 = one chain of short queries)",
+    )
+    ap.add_argument(
         "--shard",
         default="all",
         help="databases: 'all' and/or shards 'K/N' (crc32(id) %% N == K), comma-separated",
@@ -262,7 +270,8 @@ def main() -> int:
             f"(sum of per-query times: {r['overall_sum_gcups']:.1f}), min per-query "
             f"{r['min_query_gcups']:.1f}, max {r['max_query_gcups']:.1f}"
             + (
-                f"; {args.copies} copies per query: min {min(c['gcups'] for c in r['copies']):.1f}, "
+                f"; {args.copies or 'screen'} copies per query: "
+                f"min {min(c['gcups'] for c in r['copies']):.1f}, "
                 f"max {max(c['gcups'] for c in r['copies']):.1f}"
                 if r.get("copies")
                 else ""
@@ -402,7 +411,7 @@ def _bench(s, db, qs, edb, eqs, args) -> dict:
         "min_query_gcups": min(r["gcups"] for r in rows),
         "max_query_gcups": max(r["gcups"] for r in rows),
     }
-    if args.copies:
+    if args.copies or args.copies_rows:
         out["copies"] = _copies(s, eqs, qs, residues, args)
     return out
 
@@ -411,10 +420,10 @@ def _copies(s, eqs, qs, residues, args) -> list:
     """Per-query throughput with queries in flight: each query searched as ``--copies``
     copies of itself (one search, median wall clock of ``--repeat``)."""
     rows = []
-    k = args.copies
     for qi in range(len(eqs)):
         q = eqs.codes[eqs.offsets[qi] : eqs.offsets[qi + 1]]
         L = len(q)
+        k = args.copies or max(1, -(-args.copies_rows // max(L, 1)))
         batch = eqs.__class__(np.tile(q, k), np.arange(k + 1, dtype=np.int64) * L)
         s.search(batch, args.top_k)  # warm (plans are cached per length bucket anyway)
         walls = []
@@ -432,10 +441,11 @@ def _copies(s, eqs, qs, residues, args) -> list:
             }
         )
     best = max(r["gcups"] for r in rows)
-    print(f"\n[depth {s.pipeline_depth}] per query, {k} copies in one search:")
+    what = args.copies or f"at least {args.copies_rows} residues of"
+    print(f"\n[depth {s.pipeline_depth}] per query, {what} copies in one search:")
     for r in rows:
         print(
-            f"  {r['query']:<10}{r['length']:>6}{r['gcups']:>10.1f} GCUPS "
+            f"  {r['query']:<10}{r['length']:>6} x{r['copies']:<4}{r['gcups']:>10.1f} GCUPS "
             f"({r['gcups'] / best * 100:.0f}% of the best)"
         )
     print(f"  min {min(r['gcups'] for r in rows):.1f}, max {best:.1f} GCUPS", flush=True)
