@@ -39,7 +39,18 @@ def is_compiled(kind: str = "hits") -> bool:
     return cache_warm(entry_points(kind))
 
 
+_waited: set[str] = set()
+
+
 def notice(kind: str) -> bool:
-    """Log once per process that the kernels of ``kind`` are compiling, if the cache is cold."""
+    """Log once per process that the kernels of ``kind`` are compiling, if the cache is
+    cold; first, once per process, wait for a background compile of them
+    (:mod:`.background`, started by the warm process of a first run)."""
+    if kind == "hits" and kind not in _waited:
+        _waited.add(kind)
+        if not is_compiled(kind):
+            from .background import wait
+
+            wait(kind)
     what = {"hits": "database hits", "pairs": "pairs"}[kind]
     return notice_compiling(f"CPU alignment kernels for {what}", entry_points(kind))

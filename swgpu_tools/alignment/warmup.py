@@ -56,25 +56,14 @@ def load_hits_kernels() -> bool:
     return True
 
 
-def precompile(log=None) -> dict:
-    """Compile (or load from the disk cache) every CPU alignment kernel a run may need.
-
-    Database hits (int16 and int32 lanes, bands and their scalar fallbacks,
-    weak hits in pair lanes, large regions one at a time), batches of pairs
-    in the three modes with and without pair lanes and from given end cells,
-    and single pairs, on made-up sequences.  ``log``: a callable for progress
-    lines.  Returns {"what", "seconds", "was_cached", "cache_dir"}.
-    """
+def precompile_hits():
+    """The database hits' kernels (int16 and int32 lanes, bands and their scalar
+    fallbacks, weak hits in pair lanes) and their output columns, on made-up
+    sequences; returns (query, subjects) for the pairs' part."""
     from ..scoring import ScoringScheme
     from ..sequences import EncodedSequences
-    from .api import align, align_many, align_pairs
+    from .api import align_many
 
-    t0 = time.perf_counter()
-    was = all(is_compiled(k) for k in KINDS)
-    if log:
-        log(
-            f"CPU alignment kernels: {'loading from' if was else 'compiling into'} {cache_folder()}"
-        )
     scheme = ScoringScheme("BLOSUM62", 11, 1)
     rng = np.random.default_rng(2)
     query = rng.integers(0, 20, 300).astype(np.uint8)
@@ -95,6 +84,29 @@ def precompile(log=None) -> dict:
             queries, db, qi, si, scheme, threads=1, backend="cpu", cell_limit=cell_limit
         )
     _output_columns(queries, db, qi, si, got, scheme)
+    return query, subjects
+
+
+def precompile(log=None) -> dict:
+    """Compile (or load from the disk cache) every CPU alignment kernel a run may need.
+
+    Database hits (int16 and int32 lanes, bands and their scalar fallbacks,
+    weak hits in pair lanes, large regions one at a time), batches of pairs
+    in the three modes with and without pair lanes and from given end cells,
+    and single pairs, on made-up sequences.  ``log``: a callable for progress
+    lines.  Returns {"what", "seconds", "was_cached", "cache_dir"}.
+    """
+    from ..scoring import ScoringScheme
+    from .api import align, align_pairs
+
+    t0 = time.perf_counter()
+    was = all(is_compiled(k) for k in KINDS)
+    if log:
+        log(
+            f"CPU alignment kernels: {'loading from' if was else 'compiling into'} {cache_folder()}"
+        )
+    query, subjects = precompile_hits()
+    scheme = ScoringScheme("BLOSUM62", 11, 1)
     pairs = [(query, s) for s in subjects]
     dna = ScoringScheme(match=2, mismatch=-3, gap_open=5, gap_extend=2)
     for mode in ("local", "global", "semiglobal"):

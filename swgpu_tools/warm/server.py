@@ -76,12 +76,19 @@ def _stage_cuda(gpu: bool):
 
 def _stage_alignment() -> None:
     """The traceback's alignment kernels and its output columns' kernel, loaded from
-    the disk cache (serial functions: loading them starts no threads); nothing
-    where the cache lacks them (the step compiles them, with its notice)."""
+    the disk cache (serial functions: loading them starts no threads).  Where the
+    cache lacks them, a child process compiles them meanwhile
+    (:func:`swgpu_tools.alignment.background.compile_hits`; the step waits for it)."""
     from ..alignment.warmup import load_hits_kernels
 
     if not load_hits_kernels():
-        raise RuntimeError("not in the kernel cache yet")
+        from ..alignment.background import compile_hits
+
+        pid = compile_hits()
+        raise RuntimeError(
+            "not in the kernel cache yet"
+            + (f": compiling them in the background (pid {pid})" if pid else "")
+        )
 
 
 def _stage_plots() -> None:
