@@ -56,6 +56,9 @@ def test_no_second_compile_while_one_holds_the_lock(cache, monkeypatch):
     assert background.compile_hits() == 7
     assert len(started[0]["pass_fds"]) == 1  # the lock travels with the child
     assert started[0]["env"][background.COMPILER_ENV] == "1"  # which does not wait for itself
+    # and imports this swgpu_tools, not one in the working folder (-P)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(background.__file__)))
+    assert started[0]["env"]["PYTHONPATH"].split(os.pathsep)[0] == os.path.dirname(here)
 
 
 def test_the_compiling_child_does_not_wait_for_itself(cache, monkeypatch):

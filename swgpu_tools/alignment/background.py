@@ -53,9 +53,13 @@ def compile_hits() -> int | None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return None  # another process is compiling them
+        # the same swgpu_tools as this process's, whatever the working folder holds
+        # (Numba keys its cache folders by the source files' paths)
+        pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        path = os.pathsep.join(p for p in (pkg_parent, os.environ.get("PYTHONPATH")) if p)
         child = subprocess.Popen(
-            [sys.executable, "-c", CHILD],
-            env=dict(os.environ, **{COMPILER_ENV: "1"}),
+            [sys.executable, "-P", "-c", CHILD],
+            env=dict(os.environ, PYTHONPATH=path, **{COMPILER_ENV: "1"}),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
