@@ -4,8 +4,9 @@ On a machine whose kernel cache is cold, a run compiles the GPU (or CPU) search
 kernels in its scoring job and then the CPU alignment kernels in its traceback
 step, one after the other (H100, 20 queries: 28.7 s and 17.6 s; RESULTS-workflow.md,
 run 148).  The warm process (:mod:`swgpu_tools.warm.server`) starts
-:func:`compile_hits`, which compiles the database-hit kernels in a child process
-of their own while the scoring runs; the traceback step's first alignment call
+:func:`compile_hits`, which compiles the kernels the step calls first (database
+hits in int16 lanes, their output columns) in a child process of their own while
+the scoring runs; the traceback step's first alignment call
 (:func:`swgpu_tools.alignment.warm.notice`) waits for that child
 (:func:`wait`) and then loads them from the disk cache.
 
@@ -34,7 +35,7 @@ WAIT_S = 600.0
 
 
 #: The child's program, and the variable that tells it not to wait for itself.
-CHILD = "from swgpu_tools.alignment.warmup import precompile_hits; precompile_hits()"
+CHILD = "from swgpu_tools.alignment.warmup import first_hits; first_hits()"
 COMPILER_ENV = "SWGPU_COMPILING_IN_BACKGROUND"
 
 

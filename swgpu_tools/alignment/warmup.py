@@ -33,14 +33,22 @@ def load_hits_kernels() -> bool:
     """Load the kernels the traceback step calls first (database hits in int16 lanes,
     their output columns) from the disk cache, on one thread (no thread is
     started: the warm process loads them before it forks).  False, loading
-    nothing, when the cache does not hold them (compiling is left to the step)."""
+    nothing, when the cache does not hold them (compiling is left to the step,
+    or to :func:`first_hits` in the background)."""
+    if not is_compiled("hits"):
+        return False
+    first_hits()
+    return True
+
+
+def first_hits() -> None:
+    """Run the kernels the traceback step calls first on one made-up query's hits
+    (compiling them where the disk cache lacks them)."""
     from ..io.fields import load_kernel
     from ..scoring import ScoringScheme
     from ..sequences import EncodedSequences
     from .api import align_many
 
-    if not is_compiled("hits"):
-        return False
     scheme = ScoringScheme("BLOSUM62", 11, 1)
     rng = np.random.default_rng(2)
     query = rng.integers(0, 20, 120).astype(np.uint8)
@@ -53,10 +61,9 @@ def load_hits_kernels() -> bool:
     qi, si = np.zeros(len(subjects), np.int64), np.arange(len(subjects), dtype=np.int64)
     align_many(queries, db, qi, si, scheme, threads=1, backend="cpu")
     load_kernel()
-    return True
 
 
-def precompile_hits():
+def _precompile_hits():
     """The database hits' kernels (int16 and int32 lanes, bands and their scalar
     fallbacks, weak hits in pair lanes) and their output columns, on made-up
     sequences; returns (query, subjects) for the pairs' part."""
@@ -105,7 +112,7 @@ def precompile(log=None) -> dict:
         log(
             f"CPU alignment kernels: {'loading from' if was else 'compiling into'} {cache_folder()}"
         )
-    query, subjects = precompile_hits()
+    query, subjects = _precompile_hits()
     scheme = ScoringScheme("BLOSUM62", 11, 1)
     pairs = [(query, s) for s in subjects]
     dna = ScoringScheme(match=2, mismatch=-3, gap_open=5, gap_extend=2)
