@@ -92,3 +92,86 @@ def test_receipt_holds_the_content_not_the_time(tmp_path):
 def test_missing_database_is_an_error(tmp_path):
     with pytest.raises(FileNotFoundError):
         receipt.database_content(tmp_path / "none.fasta", tmp_path / "note.json")
+
+
+# -- a release cut short is refused when the workflow is parsed (check_complete) --------
+
+records = st.lists(
+    st.tuples(st.text("abcXYZ_|", min_size=1, max_size=12), st.text("ACDEKLMW", max_size=90)),
+    min_size=1,
+    max_size=6,
+)
+
+
+def _fasta(recs) -> bytes:
+    return b"".join(f">{name}\n{seq}\n".encode() for name, seq in recs)
+
+
+def _last_record_empty(data: bytes) -> bool:
+    """The reference: split the text into records the plain way."""
+    last = data.decode().split("\n>")[-1]  # the last record (the first: with its '>')
+    _header, _, rest = last.partition("\n")
+    return not rest.strip()
+
+
+@settings(max_examples=150, deadline=None)
+@given(recs=records, frac=st.floats(0.0, 1.0))
+def test_a_plain_file_cut_anywhere_is_refused_exactly_when_its_last_record_is_empty(
+    tmp_path_factory, recs, frac
+):
+    data = _fasta(recs)
+    cut = data[: max(2, int(len(data) * frac))]  # at least '>' and one character
+    path = tmp_path_factory.mktemp("cut") / "db.fasta"
+    path.write_bytes(cut)
+    if _last_record_empty(cut):
+        with pytest.raises(receipt.InputError, match="has no residues"):
+            receipt.check_complete(path)
+    else:
+        receipt.check_complete(path)
+
+
+full_records = st.lists(
+    st.tuples(st.text("abcXYZ_|", min_size=1, max_size=12), st.text("ACDEKLMW", min_size=1)),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(recs=full_records, frac=st.floats(0.0, 0.999))
+def test_a_gzip_file_cut_short_is_refused(tmp_path_factory, recs, frac):
+    import gzip
+
+    data = gzip.compress(_fasta(recs))
+    folder = tmp_path_factory.mktemp("gz")
+    whole, cut = folder / "whole.fasta.gz", folder / "cut.fasta.gz"
+    whole.write_bytes(data)
+    receipt.check_complete(whole)
+    cut.write_bytes(data[: max(2, int(len(data) * frac))])
+    with pytest.raises(receipt.InputError, match="gzip stream is damaged or cut short"):
+        receipt.check_complete(cut)
+
+
+def test_a_gzip_file_failing_its_crc_and_a_long_last_record(tmp_path):
+    import gzip
+
+    data = bytearray(gzip.compress(b">a\nACDE\n>b\nKLMN\n"))
+    data[-8] ^= 0xFF  # the CRC32 in the trailer
+    bad = tmp_path / "bad.gz"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(receipt.InputError, match="gzip stream"):
+        receipt.check_complete(bad)
+    long = tmp_path / "long.fasta"  # the last header lies before the tail read
+    long.write_bytes(b">a\nAC\n>b\n" + b"ACDEFGHIKL\n" * (receipt.TAIL_BYTES // 8) + b"\n\n")
+    receipt.check_complete(long)
+
+
+def test_a_refused_file_leaves_no_note(tmp_path):
+    """Refused files are refused again on the next run: their stamp is not noted."""
+    db = tmp_path / "db.fasta"
+    db.write_bytes(b">a\nACDE\n>b")
+    note = tmp_path / "note.json"
+    for _ in range(2):
+        with pytest.raises(receipt.InputError, match="'>b'"):
+            receipt.database_content(db, note)
+    assert not note.exists()

@@ -617,3 +617,39 @@ def test_report_is_self_contained_with_the_plots(rescan):
         assert name in html
     assert html.count("data:image/png;") >= 5
     assert "Configuration used" in html and "database.fasta" in html
+
+
+def _snapshot(folder: Path) -> dict:
+    return {
+        str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.mark.slow
+def test_a_release_cut_short_is_refused_before_anything_changes(rescan):
+    """A new release whose file ends part-way (a gzip stream cut short; a last record
+    with no residues) is refused when the workflow is parsed: results/, the previous
+    release's shards, receipts, hits and history included, stay as they were, to the
+    byte and the modification time.  The complete file then runs nothing."""
+    import gzip
+
+    work = rescan["root"] / "cut-short"
+    _setup(work, rescan["queries"], rescan["v2"])
+    _snakemake(work)
+    before = _snapshot(work / "results")
+    good = (work / "database.fasta").read_bytes()
+    cut_header = good[: good.rfind(b"\n>") + 4]  # the last header cut after 3 letters
+    cut_gzip = gzip.compress(good)[:-100]
+    # (a gzip file this small is refused by the configuration check, which reads its start)
+    for bad, why in ((cut_header, "has no residues"), (cut_gzip, "gzip")):
+        (work / "database.fasta").write_bytes(bad)
+        proc = _snakemake(work, check=False)
+        assert proc.returncode != 0
+        assert why in proc.stdout + proc.stderr
+        assert _snapshot(work / "results") == before
+    (work / "database.fasta").write_bytes(good)
+    proc = _snakemake(work)
+    assert not _scored_shards(proc)
+    assert _tables(work) == _tables(rescan["scratch"])

@@ -11,7 +11,10 @@ rule ``database_source``:
   from the one noted with the last digest, by several threads over 16 MiB pieces;
 * a new release changes the digest, so the rule runs (Snakemake's ``params``
   trigger) and writes a new receipt: the shard step runs;
-* a touched file has a new stamp and the same digest: no job runs.
+* a touched file has a new stamp and the same digest: no job runs;
+* a new or changed file that ends part-way (a gzip stream cut short, a last record
+  with no residues) is refused here, when the workflow is parsed, before any job
+  could touch the previous release's shards (:func:`check_complete`).
 
 Standard library only: this runs when the workflow is parsed and in the first
 job, and each import is time on the way to the first result.
@@ -24,7 +27,7 @@ import mmap
 import os
 
 from ..cpus import usable_cpus
-from ..errors import OutputError
+from ..errors import InputError, OutputError
 from ..io.atomic import write_json
 from ..io.piecedigest import NAME as DIGEST_NAME
 from ..io.piecedigest import digest_of
@@ -51,6 +54,50 @@ def content_digest(path, threads: int | None = None) -> str:
         return f"{DIGEST_NAME}:{digest_of(view, threads)}"
 
 
+#: Bytes of the file's end (decompressed) that :func:`check_complete` reads.
+TAIL_BYTES = 1 << 16
+
+
+def check_complete(database) -> None:
+    """Refuse (:class:`~swgpu_tools.errors.InputError`) a database file that ends
+    part-way: a gzip stream cut short or failing its CRC (the whole file is
+    decompressed: seconds per GB), or a last record with no residues (a header cut
+    off, or no sequence after it).  A plain file cut at a line break inside a
+    sequence is still valid FASTA and cannot be told apart."""
+    path = os.fspath(database)
+    with open(path, "rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+        if not gz:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - TAIL_BYTES))
+            tail = f.read()
+    if gz:
+        import gzip
+        import zlib
+
+        tail, n = b"", 0
+        try:
+            with gzip.open(path, "rb") as g:
+                while chunk := g.read(1 << 24):
+                    n += len(chunk)
+                    tail = (tail + chunk)[-TAIL_BYTES:]
+        except (EOFError, OSError, zlib.error) as exc:
+            raise InputError(
+                f"{path}: the gzip stream is damaged or cut short after {n:,} bytes of "
+                f"FASTA ({exc}); nothing was changed.  Is the download complete?"
+            ) from None
+    body = tail.rstrip()
+    start = body.rfind(b"\n>") + 1 if b"\n>" in body else (0 if body[:1] == b">" else -1)
+    if start < 0:
+        return  # the last record began before the tail: it has residues
+    end = body.find(b"\n", start)
+    if end < 0 or not body[end:].strip():
+        header = body[start : end if end >= 0 else len(body)][:80].decode("ascii", "replace")
+        raise InputError(
+            f"{path}: its last record ({header!r}) has no residues: the file looks cut "
+            "short; nothing was changed.  Is the download complete?"
+        )
+
+
 def database_content(database, note_path) -> str:
     """The database file's content digest.  It is computed only when the file's
     stamp differs from the one in ``note_path`` (a small JSON file, written then;
@@ -66,6 +113,7 @@ def database_content(database, note_path) -> str:
             return str(note["content"])
     except (OSError, ValueError, KeyError, AttributeError):
         pass
+    check_complete(database)  # a new or changed file: refused before any job runs
     content = content_digest(database)
     try:
         os.makedirs(os.path.dirname(os.path.abspath(note_path)), exist_ok=True)
