@@ -653,3 +653,27 @@ def test_a_release_cut_short_is_refused_before_anything_changes(rescan):
     proc = _snakemake(work)
     assert not _scored_shards(proc)
     assert _tables(work) == _tables(rescan["scratch"])
+
+
+@pytest.mark.slow
+def test_prune_keeps_the_newest_releases(rescan, tmp_path):
+    """`swgpu changes --prune N` (README: release history) removes all but the N newest
+    kept releases, through the command as documented; N < 1 is refused."""
+    history = tmp_path / "history"
+    shutil.copytree(rescan["inc"] / "results" / "history", history)
+    current = json.loads((history / "current.json").read_text())["release"]
+
+    def swgpu(*args):
+        return subprocess.run(
+            [str(BIN / "swgpu"), "changes", *args, "--history", str(history)],
+            capture_output=True,
+            text=True,
+        )
+
+    listed = swgpu("--list")
+    assert listed.returncode == 0 and rescan["release_v1"] in listed.stdout + listed.stderr
+    assert swgpu("--prune", "0").returncode != 0
+    assert (history / rescan["release_v1"]).is_dir()
+    assert swgpu("--prune", "1").returncode == 0
+    assert not (history / rescan["release_v1"]).exists()
+    assert (history / current / "hits.tsv").is_file()

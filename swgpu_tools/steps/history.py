@@ -15,7 +15,7 @@ A release folder is written under a temporary name and renamed into place
 absent.  ``changes.tsv`` compares the current release with the *previous
 release* (the newest other release scanned before it), never with an earlier
 run of the same release; :func:`compare_releases` compares any two.  Old
-releases are removed with :func:`prune` (``swgpu history --prune N``) or by
+releases are removed with :func:`prune` (``swgpu changes --prune N``) or by
 deleting their folders.
 """
 
