@@ -16,8 +16,12 @@ PHASE=${PHASE:-AB}
 has_phase() { [[ " $PHASE " == *" $1 "* ]]; }
 export PYTHONUNBUFFERED=1 SWGPU_LOCK_DIR=/tmp/swgpu-locks
 SITE=/tmp/site
-[ -d $SITE/snakemake ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target $SITE \
-  .whl-smk/*.whl || exit 1
+# (the marker device_workflow_run.sh looks for, so that neither script installs twice)
+if [ ! -f $SITE/.done ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target $SITE \
+    .whl-smk/*.whl || exit 1
+  touch $SITE/.done
+fi
 mkdir -p /tmp/sc
 cp benchmarks/device_sitecustomize.py /tmp/sc/sitecustomize.py
 python3 -m compileall -q -j 0 $SITE swgpu_tools ${OLD:+$OLD} > /dev/null 2>&1
