@@ -86,9 +86,10 @@ def check_complete(database) -> None:
                 f"FASTA ({exc}); nothing was changed.  Is the download complete?"
             ) from None
     body = tail.rstrip()
-    start = body.rfind(b"\n>") + 1 if b"\n>" in body else (0 if body[:1] == b">" else -1)
-    if start < 0:
+    nl = body.rfind(b"\n>")
+    if nl < 0 and not body.startswith(b">"):
         return  # the last record began before the tail: it has residues
+    start = nl + 1  # (0: the record the tail starts with)
     end = body.find(b"\n", start)
     if end < 0 or not body[end:].strip():
         header = body[start : end if end >= 0 else len(body)][:80].decode("ascii", "replace")
