@@ -7,6 +7,10 @@
 # PHASE=B: a release of bench200M re-scanned (benchmarks/workflow_rescan.py, GPU); the
 #          20-query workflow with empty kernel caches; 5,000 queries.
 # PHASE=COLD: the 20-query workflow with empty kernel caches, then again on the filled ones.
+# PHASE=T3: issue 11's one table at one commit: the workflow with 20, 500 and 5,000 queries
+#          (one shard, warm caches: precompiles first unless GT/GK/T ran).
+# PHASE=MG: several GPUs (a multi-GPU kind): 2,000 queries, 4 shards, the workflow with
+#          --resources gpu=1, 2 and 4 (as many as the machine has), tables compared.
 # PHASE=C: a 2e9-residue database (synth_db.py --residues 2e9) through the workflow, each
 #          step's time and peak memory.
 # PHASE=F1: the final validation in one call: precompile, GPU tests, kernel benchmark,
@@ -157,6 +161,36 @@ if has_phase COLD; then
       --cores 16 --threads 16 --shards 1 --workdir /tmp/cold_$n --json "$OUT/scale_cold_$n.json" 2>&1 \
       | tee -a "$OUT/log.txt"
   done
+fi
+if has_phase T3; then
+  has_phase GT || has_phase GK || has_phase T || precompile_all
+  echo "== T3: 20, 500 and 5,000 queries, one shard, warm caches" | tee -a "$OUT/log.txt"
+  timeout 420 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
+    --queries 20=$BD/bench_queries.fasta --queries 500=$D/uniprot_queries500.fasta.gz \
+    --queries 5000=$D/uniprot_queries500.fasta.gz --cores 16 --threads 16 --shards 1 \
+    --workdir /tmp/scaleT3 --json "$OUT/scale_T3.json" 2>&1 | tee -a "$OUT/log.txt"
+  tar czf "$OUT/stats_T3.tgz" -C /tmp/scaleT3 q20/results/stats q500/results/stats \
+    q5000/results/stats q20/snakemake.log q500/snakemake.log q5000/snakemake.log 2>/dev/null
+fi
+if has_phase MG; then
+  precompile_all
+  NG=$(nvidia-smi -L | grep -c '^GPU')
+  echo "== MG: $NG GPUs; 2,000 queries, 4 shards, --resources gpu=K" | tee -a "$OUT/log.txt"
+  for k in 1 2 4; do
+    [ "$k" -le "$NG" ] || continue
+    timeout 200 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
+      --queries 2000=$D/uniprot_queries500.fasta.gz --cores $(nproc) --threads 16 --shards 4 \
+      --snakemake-arg=--resources --snakemake-arg=gpu=$k \
+      --workdir /tmp/mg$k --json "$OUT/scale_MG_gpu$k.json" 2>&1 | tee -a "$OUT/log.txt"
+    tar czf "$OUT/stats_MG_gpu$k.tgz" -C /tmp/mg$k q2000/results/stats q2000/snakemake.log 2>/dev/null
+  done
+  for k in 2 4; do
+    [ -d /tmp/mg$k/q2000/results ] || continue
+    for t in hits.tsv alignments.tsv; do
+      cmp -s /tmp/mg1/q2000/results/$t /tmp/mg$k/q2000/results/$t \
+        && echo "gpu=1 against gpu=$k: $t identical" || echo "gpu=1 against gpu=$k: $t DIFFERS"
+    done
+  done | tee -a "$OUT/log.txt"
 fi
 if has_phase C; then
   swgpu backend --precompile > /dev/null 2>&1

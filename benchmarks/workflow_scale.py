@@ -170,6 +170,7 @@ def run(label: str, queries: Path, args) -> dict:
         str(work / "config.yaml"),
         "--cores",
         str(args.cores),
+        *args.snakemake_arg,
     ]
     start = time.perf_counter()
     start_epoch = time.time()
@@ -183,6 +184,10 @@ def run(label: str, queries: Path, args) -> dict:
     peak_memory(results, steps)
     scan = [json.loads(p.read_text()) for p in (results / "stats/score_shard").glob("*.json")]
     gpu_s = sum(s.get("kernel_s", 0.0) for s in scan)
+    # the scoring jobs' span: the first one's start to the last one's end (with several
+    # GPUs the jobs overlap, and the span is what the run waits for)
+    span = [(s["start_epoch"], s["start_epoch"] + s["wall_s"]) for s in scan if "start_epoch" in s]
+    scoring_span = max(e for _, e in span) - min(b for b, _ in span) if span else None
     tb = json.loads((results / "stats/traceback.json").read_text())
     n_hits = sum(1 for _ in open(results / "hits.tsv")) - 1
     # the jobs' span: the first step's process start to the last step's end
@@ -199,6 +204,10 @@ def run(label: str, queries: Path, args) -> dict:
         "steps": steps,
         "finish_steps": finish_steps(results),
         "scan_s": gpu_s,
+        "scoring_jobs": len(scan),
+        "scoring_span_s": scoring_span,
+        "gpus": sorted({s.get("device_uuid") for s in scan if s.get("device_uuid")}),
+        "snakemake_args": list(args.snakemake_arg),
         "scan_gcups": sum(s["cells"] for s in scan) / max(gpu_s, 1e-9) / 1e9,
         "hits": n_hits,
         "traceback": tb,
@@ -244,6 +253,21 @@ def show(r: dict) -> None:
         print(f"   scoring job's start: {json.dumps(job)}")
 
 
+def summary(rows: list[dict]) -> None:
+    """One table of every query set: the whole run, the GPU scan and their share."""
+    print(
+        f"\n   {'queries':>8}{'hits':>9}{'wall s':>9}{'GPU scan s':>12}{'scan share':>12}"
+        f"{'scoring jobs':>14}{'scoring span s':>16}{'wall/scan':>11}"
+    )
+    for r in rows:
+        span = r.get("scoring_span_s")
+        print(
+            f"   {r['queries']:>8,}{r['hits']:>9,}{r['wall_s']:>9.1f}{r['scan_s']:>12.1f}"
+            f"{100 * r['scan_s'] / r['wall_s']:>11.0f}%{r['scoring_jobs']:>14}"
+            f"{'' if span is None else f'{span:.1f}':>16}{r['wall_s'] / max(r['scan_s'], 1e-9):>11.2f}"
+        )
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--database", required=True)
@@ -255,6 +279,13 @@ def main():
     ap.add_argument("--backend", default="auto")
     ap.add_argument(
         "--warm-start", default="true", choices=["true", "false"], help="config warm_start"
+    )
+    ap.add_argument(
+        "--snakemake-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="an argument for snakemake, e.g. --snakemake-arg=--resources --snakemake-arg=gpu=1",
     )
     ap.add_argument("--workdir", default="/tmp/scale")
     ap.add_argument("--json", default=None)
@@ -269,6 +300,7 @@ def main():
         out.append(r)
         if args.json:
             Path(args.json).write_text(json.dumps(out, indent=1, default=str))
+    summary(out)
 
 
 if __name__ == "__main__":
