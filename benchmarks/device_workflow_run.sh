@@ -153,13 +153,17 @@ if has_phase B; then
 fi
 if has_phase COLD; then
   # issue 11's cold start: 20 queries with empty kernel caches (nothing precompiled), then
-  # the same again on the caches that run filled (a second run on a new machine)
-  for n in cold again; do
-    echo "== 20 queries, one shard, kernel caches: $n" | tee -a "$OUT/log.txt"
-    SWGPU_CACHE_DIR=/tmp/cold-cache NUMBA_CACHE_DIR=/tmp/cold-cache/numba timeout 200 \
+  # the same again on the caches that run filled (a second run on a new machine);
+  # COLD_AB="8": then empty caches again with SWGPU_COMPILE_JOBS=8 (the cap before 2026-11-27)
+  for n in cold again ${COLD_AB:+ab}; do
+    cache=/tmp/cold-cache; [ "$n" = ab ] && cache=/tmp/cold-cache-ab
+    echo "== 20 queries, one shard, kernel caches: $n${COLD_AB:+ (ab: SWGPU_COMPILE_JOBS=$COLD_AB)}" | tee -a "$OUT/log.txt"
+    ( [ "$n" = ab ] && export SWGPU_COMPILE_JOBS=$COLD_AB
+      SWGPU_CACHE_DIR=$cache NUMBA_CACHE_DIR=$cache/numba timeout 200 \
       python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta --queries 20=$BD/bench_queries.fasta \
       --cores 16 --threads 16 --shards 1 --workdir /tmp/cold_$n --json "$OUT/scale_cold_$n.json" 2>&1 \
-      | tee -a "$OUT/log.txt"
+      | tee -a "$OUT/log.txt" )
+    tar czf "$OUT/logs_cold_$n.tgz" -C /tmp/cold_$n q20/results/logs q20/results/stats q20/snakemake.log 2>/dev/null
   done
 fi
 if has_phase T3; then

@@ -122,3 +122,34 @@ def test_the_drivers_start_runs_beside_the_import_only_where_a_driver_is(
     backend._start_driver_beside()
     done.wait(5 if calls else 0.2)
     assert seen == calls
+
+
+@pytest.mark.parametrize(
+    "tasks, cpus, jobs",
+    [(21, 16, 11), (53, 16, 14), (21, 8, 7), (3, 16, 3), (5, 2, 2), (1, 16, 1), (0, 16, 0)],
+)
+def test_kernels_compile_in_as_few_children_as_the_fewest_rounds_need(tasks, cpus, jobs):
+    from swgpu_tools.kernels.gpu.cache import compile_jobs
+
+    assert compile_jobs(tasks, cpus) == jobs
+
+
+def test_compiling_children_never_pass_the_cap():
+    from swgpu_tools.kernels.gpu.cache import MAX_COMPILE_JOBS, compile_jobs
+
+    for n in range(1, 200):
+        for cpus in (1, 2, 16, 128):
+            j = compile_jobs(n, cpus)
+            cap = min(cpus, MAX_COMPILE_JOBS)
+            assert 1 <= j <= cap
+            rounds = -(-n // j)
+            assert rounds == -(-n // cap)  # no more rounds than the cap allows
+
+
+def test_the_compiling_childrens_cap_can_be_set(monkeypatch):
+    from swgpu_tools.kernels.gpu.cache import compile_jobs
+
+    monkeypatch.setenv("SWGPU_COMPILE_JOBS", "8")
+    assert compile_jobs(21, 16) == 7  # three rounds of 7, as before run 149
+    monkeypatch.setenv("SWGPU_COMPILE_JOBS", "not a number")
+    assert compile_jobs(21, 16) == 11

@@ -40,6 +40,8 @@ def is_compiled(kind: str = "hits") -> bool:
 
 
 _waited: set[str] = set()
+#: Seconds this process waited for a background compile, by kind (its statistics).
+waited_s: dict[str, float] = {}
 
 
 def notice(kind: str) -> bool:
@@ -51,6 +53,6 @@ def notice(kind: str) -> bool:
         if not is_compiled(kind):
             from .background import wait
 
-            wait(kind)
+            waited_s[kind] = round(wait(kind), 3)
     what = {"hits": "database hits", "pairs": "pairs"}[kind]
     return notice_compiling(f"CPU alignment kernels for {what}", entry_points(kind))

@@ -303,6 +303,10 @@ def traceback(
         # compiled versions of the hits' kernels in this process before and after the
         # alignments (loaded ahead by the warm process: the same numbers)
         stats["kernels_loaded"] = [loaded, _kernels_loaded()]
+        from ..alignment.warm import waited_s
+
+        # a first run's wait for the kernels compiling in the background (:mod:`background`)
+        stats["background_compile_wait_s"] = waited_s.get("hits", 0.0)
         stats["align_phases_s"] = {
             name: round(t - marks[i][1], 4) for i, (name, t) in enumerate(marks[1:])
         }

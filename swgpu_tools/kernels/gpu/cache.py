@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 
+from ...cpus import usable_cpus
 from ...logs import get_logger
 from ..gpu_intrinsics import SIM
 from .codegen import aux_kernel_source, kernel_source, pair_kernel_source, pair_kind
@@ -196,6 +197,33 @@ def _numba_cuda_version() -> str:
         return "unknown"
 
 
+#: At most this many compiling children: each compiles on one CPU (NVVM and ptxas
+#: are single-threaded) and starts numba-cuda and a CUDA context of its own.  Run 149
+#: (RESULTS-workflow.md): 21 kernels in 8 children were three rounds of ~8 s on a
+#: 16-core host, most of a first run's 32.7 s over a warm one.  ``$SWGPU_COMPILE_JOBS``
+#: sets another cap (e.g. on a node shared with other work).
+MAX_COMPILE_JOBS = 16
+
+
+def _max_compile_jobs() -> int:
+    try:
+        return max(1, int(os.environ.get("SWGPU_COMPILE_JOBS", MAX_COMPILE_JOBS)))
+    except ValueError:
+        return MAX_COMPILE_JOBS
+
+
+def compile_jobs(n_tasks: int, cpus: int | None = None) -> int:
+    """How many children compile ``n_tasks`` kernels: as few as finish in the fewest
+    rounds that ``cpus`` (default: this process's usable CPUs, at most
+    :data:`MAX_COMPILE_JOBS` or ``$SWGPU_COMPILE_JOBS``) allow, e.g. 21 kernels on 16
+    CPUs: 2 rounds, 11 children."""
+    cap = max(1, min(usable_cpus() if cpus is None else cpus, _max_compile_jobs()))
+    if n_tasks < 1:
+        return 0
+    rounds = -(-n_tasks // cap)
+    return -(-n_tasks // rounds)
+
+
 def compile_in_children(tasks, jobs: int) -> int:
     """Compile kernels ``tasks`` ((mode, G, R, multipass[, batched]) each) into the disk cache in
     ``jobs`` child processes on this process's GPU; returns how many children failed."""
@@ -233,7 +261,7 @@ def compile_ahead(needed, jobs: int | None = None) -> None:
     todo = sorted(
         t for t in needed if not is_loaded(*t) and not os.path.exists(compiled_marker(*t))
     )
-    jobs = min(len(todo), os.cpu_count() or 1, 8) if jobs is None else jobs
+    jobs = compile_jobs(len(todo)) if jobs is None else jobs
     if jobs < 2:
         return
     t0 = time.perf_counter()
@@ -293,7 +321,7 @@ def precompile(modes=None, jobs=None, shapes=None) -> dict:
             tasks += [(mode, G, R, False, True) for G, R in BATCH_SHAPES[mode]]
             tasks += [(mode, G, R, True, True) for G, R in MULTI_SHAPES[mode]]
     if jobs is None:
-        jobs = min(len(tasks), os.cpu_count() or 1, 8)
+        jobs = compile_jobs(len(tasks))
     failed = 0
     if jobs > 1 and not SIM:
         failed = compile_in_children(tasks, jobs)
