@@ -164,6 +164,9 @@ if has_phase COLD; then
       --cores 16 --threads 16 --shards 1 --workdir /tmp/cold_$n --json "$OUT/scale_cold_$n.json" 2>&1 \
       | tee -a "$OUT/log.txt" )
     tar czf "$OUT/logs_cold_$n.tgz" -C /tmp/cold_$n q20/results/logs q20/results/stats q20/snakemake.log 2>/dev/null
+    cp $cache/numba/.compiling-hits.log "$OUT/compiling-hits_$n.log" 2>/dev/null
+    # PROFILE=1: each swgpu process's cProfile statistics of this run
+    [ -d /tmp/prof ] && { tar czf "$OUT/prof_cold_$n.tgz" -C /tmp prof; rm -rf /tmp/prof; }
   done
 fi
 if has_phase T3; then

@@ -34,13 +34,23 @@ log = get_logger(__name__)
 WAIT_S = 600.0
 
 
-#: The child's program, and the variable that tells it not to wait for itself.
-CHILD = "from swgpu_tools.alignment.warmup import first_hits; first_hits()"
+#: The child's program (its seconds and any error go to :func:`log_path`), and the
+#: variable that tells it not to wait for itself.
+CHILD = (
+    "import sys, time; t0 = time.perf_counter(); "
+    "from swgpu_tools.alignment.warmup import first_hits; first_hits(); "
+    "print(f'compiled in {time.perf_counter() - t0:.1f} s', file=sys.stderr)"
+)
 COMPILER_ENV = "SWGPU_COMPILING_IN_BACKGROUND"
 
 
 def lock_path(kind: str = "hits") -> str:
     return os.path.join(cache_folder(), f".compiling-{kind}.lock")
+
+
+def log_path(kind: str = "hits") -> str:
+    """The last background compile's standard error (its seconds, or its error)."""
+    return os.path.join(cache_folder(), f".compiling-{kind}.log")
 
 
 def compile_hits() -> int | None:
@@ -58,15 +68,16 @@ def compile_hits() -> int | None:
         # (Numba keys its cache folders by the source files' paths)
         pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         path = os.pathsep.join(p for p in (pkg_parent, os.environ.get("PYTHONPATH")) if p)
-        child = subprocess.Popen(
-            [sys.executable, "-P", "-c", CHILD],
-            env=dict(os.environ, PYTHONPATH=path, **{COMPILER_ENV: "1"}),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            pass_fds=(fd,),  # the lock goes with the child; released when it exits
-            start_new_session=True,
-        )
+        with open(log_path(), "w") as err:
+            child = subprocess.Popen(
+                [sys.executable, "-P", "-c", CHILD],
+                env=dict(os.environ, PYTHONPATH=path, **{COMPILER_ENV: "1"}),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                pass_fds=(fd,),  # the lock goes with the child; released when it exits
+                start_new_session=True,
+            )
         return child.pid
     finally:
         os.close(fd)

@@ -177,6 +177,22 @@ def _kernels_loaded() -> int:
     return sum(len(f.signatures) for f in entry_points("hits"))
 
 
+def _alignment_overloads() -> int:
+    """Compiled versions of every Numba function of the alignment code loaded in this
+    process (entry points and the functions they call that are not inlined)."""
+    import sys
+
+    from numba.core.registry import CPUDispatcher
+
+    return sum(
+        len(v.overloads)
+        for name, mod in list(sys.modules.items())
+        if name.startswith(("swgpu_tools.alignment", "swgpu_tools.io.fields"))
+        for v in list(vars(mod).values())
+        if isinstance(v, CPUDispatcher)
+    )
+
+
 def traceback(
     hits,
     queries: SequenceSet,
@@ -250,7 +266,7 @@ def traceback(
     marks.append(("reuse", time.perf_counter()))
     todo = np.flatnonzero(~have)
     t0 = time.perf_counter()
-    loaded = _kernels_loaded()
+    loaded, overloads = _kernels_loaded(), _alignment_overloads()
     if len(todo):
         q_enc = scheme.encode(queries, "queries")
         s_enc = scheme.encode(subjects, "database")
@@ -303,6 +319,9 @@ def traceback(
         # compiled versions of the hits' kernels in this process before and after the
         # alignments (loaded ahead by the warm process: the same numbers)
         stats["kernels_loaded"] = [loaded, _kernels_loaded()]
+        # every alignment function's compiled versions, before and after (a first run:
+        # what the alignments loaded from the disk cache or compiled)
+        stats["alignment_overloads"] = [overloads, _alignment_overloads()]
         from ..alignment.warm import waited_s
 
         # a first run's wait for the kernels compiling in the background (:mod:`background`)
