@@ -63,6 +63,32 @@ def first_hits() -> None:
     load_kernel()
 
 
+def first_singles() -> None:
+    """Call the traceback of regions one at a time, with checkpoints
+    (:func:`swgpu_tools.alignment.batch.traceback_singles`), on one made-up region,
+    with the argument types :func:`~swgpu_tools.alignment.batch.traceback_regions`
+    passes (compiling it where the disk cache lacks it, and nothing else): the path
+    of weak hits whose region is larger than the threads' share of the cell limit
+    (16 threads: weak hits of a 5,000-aa query)."""
+    from ..scoring import ScoringScheme
+    from .batch import traceback_singles
+    from .modes import mode_code
+    from .params import kernel_scoring
+
+    matrix, gap_open, gap_extend = kernel_scoring(ScoringScheme("BLOSUM62", 11, 1))
+    rng = np.random.default_rng(3)
+    codes = np.ascontiguousarray(rng.integers(0, 20, 60), dtype=np.uint8)
+    off = np.array([0, 30, 60], dtype=np.int64)  # a query and a subject of 30
+    one = np.zeros(1, dtype=np.int64)
+    info = np.array([[0, 0, 30, 0, 30, 0]], dtype=np.int64)  # a region (its score unchecked)
+    room = np.array([0, 60], dtype=np.int64)
+    ops = np.zeros(60, dtype=np.uint8)
+    traceback_singles(
+        0, 1, codes, off, codes, off, one, one + 1, matrix, gap_open, gap_extend,
+        200, mode_code("local"), one.copy(), info, ops, room,
+    )  # fmt: skip
+
+
 def _precompile_hits():
     """The database hits' kernels (int16 and int32 lanes, bands and their scalar
     fallbacks, weak hits in pair lanes) and their output columns, on made-up
