@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass, field
 
 from .errors import InputError
+from .io.gzipped import is_gzip
 
 #: Bytes read from the start of the database to count its records.
 SAMPLE_BYTES = 8 << 20
@@ -59,9 +60,7 @@ def _type_ok(value, spec) -> bool:
 def _peek_fasta(path: str, what: str, limit: int = 200_000):
     """(problem or None, residues sample as bytes) from the start of a FASTA file."""
     try:
-        with open(path, "rb") as fh:
-            magic = fh.read(2)
-        opener = gzip.open if magic == b"\x1f\x8b" else open
+        opener = gzip.open if is_gzip(path) else open
         with opener(path, "rb") as fh:
             head = fh.read(limit)
     except OSError as exc:
@@ -203,8 +202,7 @@ def check_config(config: dict, schema_path, workdir: str = ".") -> ConfigCheck:
 def count_records(path, sample: int = SAMPLE_BYTES) -> tuple[int, bool]:
     """(number of FASTA records, exact?): counted in the first ``sample`` bytes
     (uncompressed), extrapolated by the file size beyond that."""
-    with open(path, "rb") as fh:
-        gz = fh.read(2) == b"\x1f\x8b"
+    gz = is_gzip(path)
     opener = gzip.open if gz else open
     try:
         with opener(path, "rb") as fh:

@@ -33,6 +33,7 @@ from ..alphabet import canonical, invalid_characters
 from ..errors import InputError
 from ..ids import parse_id, seqid_of, title_of  # noqa: F401 (re-exported)
 from ..sequences import SequenceSet
+from .gzipped import GZIP_MAGIC, is_gzip
 
 _CONTROL = re.compile(rb"[\x00-\x1f\x7f]")
 _BOM = b"\xef\xbb\xbf"
@@ -52,7 +53,7 @@ def _open(path):
     if os.fspath(path) == STDIN:
         data = sys.stdin.buffer
         head = data.peek(2)[:2] if hasattr(data, "peek") else b""
-        if head == b"\x1f\x8b":
+        if head == GZIP_MAGIC:
             return gzip.open(data, "rb")
         return data
     path = os.fspath(path)
@@ -61,9 +62,7 @@ def _open(path):
     if os.path.isdir(path):
         raise InputError(f"{path}: is a directory, not a FASTA file")
     try:
-        with open(path, "rb") as fh:
-            magic = fh.read(2)
-        if magic == b"\x1f\x8b":
+        if is_gzip(path):
             return gzip.open(path, "rb")
         return open(path, "rb", buffering=1 << 20)
     except OSError as exc:

@@ -35,6 +35,7 @@ import numpy as np
 from ..alphabet import RESIDUE_LETTERS
 from ..errors import InputError
 from .fasta import STDIN, _open, records_of
+from .gzipped import GZIP_MAGIC, is_gzip
 
 BLOCK_BYTES = 16 << 20
 _BOM = b"\xef\xbb\xbf"
@@ -65,8 +66,7 @@ class Block:
 
 
 def _raw_chunks(path: str, size: int) -> Iterator[bytes]:
-    with open(path, "rb") as fh:
-        gz = fh.read(2) == b"\x1f\x8b"
+    gz = is_gzip(path)
     with open(path, "rb", buffering=0) as fh:
         if not gz:
             while True:
@@ -186,7 +186,7 @@ def plan_ranges(path, range_bytes: int) -> list[tuple[int, int]] | None:
     size = os.path.getsize(name)
     with open(name, "rb", buffering=0) as fh:
         head = fh.read(4)
-        if head[:2] == b"\x1f\x8b":
+        if head[:2] == GZIP_MAGIC:
             return None
         start = 3 if head.startswith(b"\xef\xbb\xbf") else 0
         if head[start : start + 1] != b">":

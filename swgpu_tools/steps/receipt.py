@@ -29,6 +29,7 @@ import os
 from ..cpus import usable_cpus
 from ..errors import InputError, OutputError
 from ..io.atomic import write_json
+from ..io.gzipped import GZIP_MAGIC
 from ..io.piecedigest import NAME as DIGEST_NAME
 from ..io.piecedigest import digest_of
 from ..logs import get_logger
@@ -66,7 +67,7 @@ def check_complete(database) -> None:
     sequence is still valid FASTA and cannot be told apart."""
     path = os.fspath(database)
     with open(path, "rb") as f:
-        gz = f.read(2) == b"\x1f\x8b"
+        gz = f.read(2) == GZIP_MAGIC
         if not gz:
             f.seek(max(0, os.fstat(f.fileno()).st_size - TAIL_BYTES))
             tail = f.read()

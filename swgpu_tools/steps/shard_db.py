@@ -28,6 +28,7 @@ from ..cpus import usable_cpus
 from ..errors import InputError, OutputError
 from ..io.atomic import write_json
 from ..io.fasta import iter_unique_fasta
+from ..io.gzipped import is_gzip
 from ..io.shardfile import note_verified, read_shard, receipt_name, shard_file_name
 from ..io.stepstats import StepTimer
 from ..logs import get_logger
@@ -187,7 +188,7 @@ def shard_database(
     log.info(
         f"{read['sequences']:,} sequences, {read['residues']:,} residues in {n_shards} "
         f"shards, {rec['wall_s']:.1f} s ({size / max(rec['wall_s'], 1e-9) / 1e6:.0f} MB/s "
-        f"of {'compressed ' if _is_gzip(database) else ''}FASTA, {workers} "
+        f"of {'compressed ' if is_gzip(database) else ''}FASTA, {workers} "
         f"worker{'s' if workers > 1 else ''})"
     )
     return summary
@@ -499,11 +500,6 @@ def _commit(folder: str, out_dir, n_shards: int) -> None:
         pass
     finally:
         os.close(fd)
-
-
-def _is_gzip(path) -> bool:
-    with open(path, "rb") as fh:
-        return fh.read(2) == b"\x1f\x8b"
 
 
 def _check_unique(database) -> None:
