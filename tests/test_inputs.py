@@ -169,3 +169,25 @@ def test_ids_titles_like_blast_parse_seqids(tmp_path):
     assert s.ids == ["s1", "s2", "P99999"]
     assert s.seqids == ["s1", "s2", "sp|P99999|XX_HUMAN"]
     assert s.titles == ["N/A", "  lead spaces  trail  ", "desc one"]
+
+
+def test_remembered_reads_are_the_same_until_the_file_changes(tmp_path):
+    """io.fasta.remember_reads: within it, an unchanged file is parsed once; a changed
+    one (other size or time) is read again; outside it nothing is kept."""
+    import os
+
+    from swgpu_tools.io import fasta
+
+    path = tmp_path / "q.fasta"
+    path.write_text(">a\nACDE\n>b\nKLMN\n")
+    outside = fasta.read_fasta(path)
+    assert fasta.read_fasta(path) is not outside and fasta.remembered(path) is None
+    with fasta.remember_reads():
+        first = fasta.read_fasta(path)
+        assert fasta.read_fasta(path) is first and fasta.remembered(path) is first
+        assert fasta.read_fasta(path, unique=False) is not first  # another reading
+        path.write_text(">a\nACDE\n>c\nKLMNP\n")
+        os.utime(path, ns=(1, 1))
+        again = fasta.read_fasta(path)
+        assert again is not first and again.ids == ["a", "c"]
+    assert fasta.remembered(path) is None

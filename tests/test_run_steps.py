@@ -371,3 +371,52 @@ def test_the_warm_process_loads_every_kernel_the_traceback_calls(scored, tmp_pat
     proc = _ok(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True))
     before, after = map(int, proc.stdout.split())
     assert before > 0 and after == before, proc.stdout
+
+
+AUDIT = """
+import os, runpy, sys
+target = os.path.realpath(sys.argv[1])
+log = open(sys.argv[2], "a")
+def hook(event, args):
+    if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
+        mode = args[1] if len(args) > 1 else None
+        if isinstance(mode, str) and mode.startswith("r") or mode is None:
+            if os.path.realpath(os.fsdecode(args[0])) == target:
+                log.write(f"{os.getpid()}\\n"); log.flush()
+sys.addaudithook(hook)
+sys.argv = ["swgpu"] + sys.argv[3:]
+runpy.run_module("swgpu_tools.cli", run_name="__main__")
+"""
+
+
+def test_one_process_reads_the_query_file_once(scored, tmp_path):
+    """rule finish runs merge, traceback, release and plots in one process: the query
+    file is read (its records parsed) once there, not once per step; on their own, the
+    steps read it once each.  Counted with an audit hook on open() for reading (the
+    gzip test's 2-byte peek before each read is an open too: so reads = opens / 2)."""
+    root, tables = scored
+    counts = {}
+    for name, argv in (
+        ("alone", None),
+        ("chained", _chain(_steps(root, tmp_path / "chained", tables))),
+    ):
+        log = tmp_path / f"{name}.log"
+        log.touch()
+        runs = [argv] if argv else _steps(root, tmp_path / "alone", tables)
+        for run in runs:
+            proc = subprocess.run(
+                [sys.executable, "-c", AUDIT, str(QUERIES), str(log), *run],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            assert proc.returncode == 0, proc.stderr[-3000:]
+        counts[name] = len(log.read_text().split())
+    # alone: merge, traceback and plots read it (a peek and a read each; the release
+    # reads it only when there is a previous release to compare with): 6 opens
+    assert counts["alone"] >= 6, counts
+    assert counts["chained"] == 2, counts  # one peek, one read
+    for table in ("hits.tsv", "alignments.tsv"):
+        assert (tmp_path / "chained" / table).read_bytes() == (
+            tmp_path / "alone" / table
+        ).read_bytes()

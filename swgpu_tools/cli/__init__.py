@@ -84,8 +84,6 @@ example:
 def run_steps(argv: list[str]) -> int:
     """``swgpu run-steps``: the steps in ``argv`` (separated by :data:`STEP_SEPARATOR`)
     in this process, in order; the first failing step's status, else 0."""
-    from ..io.stepstats import previous_step_ended
-
     if not argv or argv[0] in ("-h", "--help"):
         print(RUN_STEPS_HELP, end="", file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
@@ -105,25 +103,35 @@ def run_steps(argv: list[str]) -> int:
                 file=sys.stderr,
             )
             return 2
+    from ..io.fasta import remember_reads
+
     warming = _warm_traceback(steps)
     try:
-        for k, step in enumerate(steps):
-            status = main(step)
-            if status:
-                return status
-            previous_step_ended()
-            if step[0] == "merge":
-                if warming is not None:  # done before forking: no import half made
-                    warming.join()
-                _changes_early(step, steps[k + 1 :])
-                _plots_early(step, steps[k + 1 :])
-            if step[0] == "traceback" and "swgpu_tools.report.make" in sys.modules:
-                sys.modules["swgpu_tools.report.make"].traceback_done()
+        with remember_reads():  # the steps' query file read once
+            return _chain(steps, warming)
     finally:
         if "swgpu_tools.report.make" in sys.modules:  # a step failed: no pictures left behind
             sys.modules["swgpu_tools.report.make"].cancel_early()
         if "swgpu_tools.steps.history" in sys.modules:  # nor changes
             sys.modules["swgpu_tools.steps.history"].cancel_changes_early()
+
+
+def _chain(steps: list[list[str]], warming) -> int:
+    """Run ``steps`` in order (:func:`run_steps`); the first failing step's status, else 0."""
+    from ..io.stepstats import previous_step_ended
+
+    for k, step in enumerate(steps):
+        status = main(step)
+        if status:
+            return status
+        previous_step_ended()
+        if step[0] == "merge":
+            if warming is not None:  # done before forking: no import half made
+                warming.join()
+            _changes_early(step, steps[k + 1 :])
+            _plots_early(step, steps[k + 1 :])
+        if step[0] == "traceback" and "swgpu_tools.report.make" in sys.modules:
+            sys.modules["swgpu_tools.report.make"].traceback_done()
     return 0
 
 

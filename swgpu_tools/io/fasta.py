@@ -27,6 +27,7 @@ import re
 import sys
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import NamedTuple
 
 from ..alphabet import canonical, invalid_characters
@@ -187,11 +188,55 @@ def iter_unique_fasta(path) -> Iterator[FastaRecord]:
         yield rec
 
 
+#: While :func:`remember_reads` is on: what :func:`read_fasta` read, by file (path,
+#: size, modification time, inode) and ``unique``.
+_remembered: dict | None = None
+
+
+@contextmanager
+def remember_reads():
+    """Within it, :func:`read_fasta` of a file unchanged since it was read returns the
+    same :class:`SequenceSet` again: a job that runs several steps in one process
+    (``swgpu run-steps``: merge, traceback, release, plots) reads its query file
+    once.  Off elsewhere, so that an API user's large database is not kept alive."""
+    global _remembered
+    outer = _remembered
+    if outer is None:
+        _remembered = {}
+    try:
+        yield
+    finally:
+        _remembered = outer
+
+
+def _file_key(path, unique: bool):
+    name = os.fspath(path)
+    if name == STDIN:
+        return None
+    try:
+        st = os.stat(name)
+    except OSError:
+        return None  # the reader names the problem
+    return (os.path.realpath(name), st.st_size, st.st_mtime_ns, st.st_ino, unique)
+
+
+def remembered(path) -> SequenceSet | None:
+    """What :func:`read_fasta` read of ``path`` (unchanged since) while
+    :func:`remember_reads` is on, else None."""
+    if _remembered is None:
+        return None
+    key = _file_key(path, True)
+    return _remembered.get(key) if key else None
+
+
 def read_fasta(path, unique: bool = True) -> SequenceSet:
     """Read a whole FASTA file (``-``: standard input) into a :class:`SequenceSet`.
 
     With ``unique`` (the default) accessions must be unique.
     """
+    key = _file_key(path, unique) if _remembered is not None else None
+    if key is not None and key in _remembered:
+        return _remembered[key]
     records = iter_unique_fasta(path) if unique else iter_fasta(path)
     ids: list[str] = []
     headers: list[str] = []
@@ -200,4 +245,7 @@ def read_fasta(path, unique: bool = True) -> SequenceSet:
         ids.append(rec.id)
         headers.append(rec.header)
         seqs.append(rec.sequence)
-    return SequenceSet.from_sequences(ids, seqs, headers)
+    out = SequenceSet.from_sequences(ids, seqs, headers)
+    if key is not None and _remembered is not None:
+        _remembered[key] = out
+    return out

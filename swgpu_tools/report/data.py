@@ -249,10 +249,11 @@ def count_changes(path) -> ChangeCounts:
 def read_query_ids(path) -> tuple[list[str], list[int]]:
     """Query ids and lengths of a query FASTA, in file order (the ids that
     ``hits.tsv`` uses)."""
-    try:
-        from ..io.fasta import iter_fasta  # after the module split
-    except ImportError:
-        from ..fasta import iter_fasta
+    from ..io.fasta import iter_fasta, remembered
+
+    seqs = remembered(path)  # read already by an earlier step of this job
+    if seqs is not None:
+        return list(seqs.ids), np.diff(seqs.offsets).tolist()
     ids, lengths = [], []
     for rec in iter_fasta(path):
         ids.append(rec.id)
