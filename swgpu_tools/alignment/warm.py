@@ -27,6 +27,7 @@ def entry_points(kind: str):
             hits.hits_chunk,
             batch.traceback_chunk,
             fields._consumed,
+            fields._cigar_kernel,
             fields._columns_kernel,
         )
     if kind == "pairs":

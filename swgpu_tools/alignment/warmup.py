@@ -117,6 +117,9 @@ def _precompile_hits():
             queries, db, qi, si, scheme, threads=1, backend="cpu", cell_limit=cell_limit
         )
     _output_columns(queries, db, qi, si, got, scheme)
+    from ..io.fields import load_kernel
+
+    load_kernel()  # with the stored CIGARs' reader of a re-scan
     return query, subjects
 
 

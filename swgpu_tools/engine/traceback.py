@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 from ..errors import InputError
-from ..io.fields import FIELDS, alignment_arrays, fields_of_arrays
+from ..io.fields import FIELDS, alignment_arrays, fields_of_arrays, ops_from_cigars
 from ..logs import get_logger
 from ..scoring import ScoringScheme
 from ..sequences import SequenceSet
@@ -82,68 +82,6 @@ def _align_sources() -> list[str]:
     # the lanes' vector helpers, inlined into the alignment kernels
     out.append(os.path.join(os.path.dirname(root), "kernels", "simd.py"))
     return out
-
-
-def _ops_from_cigars(cigars: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The alignment operations of stored CIGARs (``=``/``X`` runs as M, I, D; ``*``
-    is empty), all at once (numpy over their concatenation):
-    (operations of all, one after another (uint8), each one's start in them (n + 1
-    offsets), its query span and its subject span (residues of M+I and of M+D
-    columns)).  A CIGAR that is not well formed (runs of ASCII digits, each followed
-    by one of ``=XID``) has no operations and spans -1."""
-    n = len(cigars)
-    texts = ["" if c == "*" else c for c in cigars]
-    lens = np.fromiter((len(t) for t in texts), dtype=np.int64, count=n)
-    ends = np.cumsum(lens)  # each CIGAR's end in buf
-    buf = np.frombuffer("".join(texts).encode("ascii", "replace"), dtype=np.uint8)
-    qspan = np.zeros(n, dtype=np.int64)
-    sspan = np.zeros(n, dtype=np.int64)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    if not len(buf):
-        return np.zeros(0, np.uint8), offsets, qspan, sspan
-    # well formed: runs of (digits, one of =XID); a letter follows a digit, a CIGAR ends
-    # with a letter; anything else marks its CIGAR as bad
-    digit = (buf >= 48) & (buf <= 57)
-    is_letter = np.zeros(256, dtype=bool)
-    is_letter[list(b"=XID")] = True
-    letter = is_letter[buf]
-    first = np.zeros(len(buf), dtype=bool)
-    first[(ends - lens)[lens > 0]] = True  # each CIGAR's first character
-    after_digit = np.concatenate(([False], digit[:-1])) & ~first
-    wrong = ~(digit | letter) | (letter & ~after_digit)
-    last = ends[lens > 0] - 1
-    which = np.searchsorted(ends, np.flatnonzero(wrong), side="right")
-    good = np.ones(n, dtype=bool)
-    good[which] = False
-    good[np.flatnonzero(lens > 0)[~letter[last]]] = False
-    if not good.all():  # the bad ones' characters out: their CIGARs count as empty
-        keep = np.repeat(good, lens)
-        buf, digit, lens = buf[keep], digit[keep], np.where(good, lens, 0)
-        ends = np.cumsum(lens)
-    qspan[~good] = sspan[~good] = -1
-    if not len(buf):
-        return np.zeros(0, np.uint8), offsets, qspan, sspan
-    op_pos = np.flatnonzero(~digit)
-    starts = np.concatenate(([0], op_pos[:-1] + 1))  # each number follows the previous op
-    ndig = op_pos - starts
-    counts = np.zeros(len(op_pos), dtype=np.int64)
-    for k in range(1, int(ndig.max()) + 1):  # the k-th digit from the right of each number
-        has = ndig >= k
-        counts[has] += (buf[op_pos[has] - k].astype(np.int64) - 48) * 10 ** (k - 1)
-    codes = buf[op_pos]
-    is_q = codes != ord("D")
-    is_s = codes != ord("I")
-    codes = np.where((codes == ord("=")) | (codes == ord("X")), ord("M"), codes).astype(np.uint8)
-    columns = np.repeat(codes, counts)
-    op_end = np.searchsorted(op_pos, ends)  # its ops are [op_end[i-1], op_end[i])
-    op_start = np.concatenate(([0], op_end[:-1]))
-    col = np.concatenate(([0], np.cumsum(counts)))
-    qcol = np.concatenate(([0], np.cumsum(counts * is_q)))
-    scol = np.concatenate(([0], np.cumsum(counts * is_s)))
-    qspan[good] = (qcol[op_end] - qcol[op_start])[good]
-    sspan[good] = (scol[op_end] - scol[op_start])[good]
-    offsets[1:] = col[op_end]
-    return columns, offsets, qspan, sspan
 
 
 def _reuse_rows(hits, scores, qhash, shash, previous) -> tuple[list, np.ndarray]:
@@ -248,7 +186,7 @@ def traceback(
             log.info("previous alignments not reused: scoring scheme or alignment code changed")
         else:
             ks, rows = _reuse_rows(hits, scores, qhash, shash, previous)
-            ops, off, qspan, sspan = _ops_from_cigars(previous["cigar"].to_numpy()[rows].tolist())
+            ops, off, qspan, sspan = ops_from_cigars(previous["cigar"].to_numpy()[rows].tolist())
             qs = previous["qstart"].to_numpy(np.int64)[rows]
             ss = previous["sstart"].to_numpy(np.int64)[rows]
             qe = previous["qend"].to_numpy(np.int64)[rows]

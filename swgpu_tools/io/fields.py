@@ -74,6 +74,95 @@ def _consumed(ops, ops_start, ops_len):
     return out
 
 
+#: The most columns a stored CIGAR may claim (two sequences of at most 2^31 residues):
+#: a longer one is a damaged row, aligned again rather than expanded.
+MAX_CIGAR_COLUMNS = 1 << 32
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _cigar_kernel(buf, ends):
+    """The stored CIGARs ``buf[ends[k-1]:ends[k]]`` (ASCII) as alignment operations, in
+    two passes (count, then fill): (operations of all, one after another (uint8: M for
+    ``=`` and ``X``, I, D), each one's start in them (n + 1 offsets), its query span and
+    its subject span).  A CIGAR that is not runs of ASCII digits each followed by one of
+    ``=XID`` (an empty one has none) gives no operations and spans -1."""
+    n = ends.shape[0]
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    qspan = np.zeros(n, dtype=np.int64)
+    sspan = np.zeros(n, dtype=np.int64)
+    begin = 0
+    for k in range(n):
+        end = ends[k]
+        num = 0
+        digits = 0
+        cols = 0
+        nq = 0
+        ns = 0
+        good = True
+        for t in range(begin, end):
+            c = buf[t]
+            if 48 <= c <= 57:
+                num = num * 10 + (c - 48)
+                digits += 1
+                if digits > 10:  # no run of 10^10 columns: a damaged row (and no overflow)
+                    good = False
+                    break
+            elif digits and (c == 61 or c == 88 or c == 73 or c == 68):  # = X I D
+                cols += num
+                if c != 68:
+                    nq += num
+                if c != 73:
+                    ns += num
+                num = 0
+                digits = 0
+            else:
+                good = False
+                break
+        if digits or cols > MAX_CIGAR_COLUMNS:  # digits with no operation; or too long
+            good = False
+        if good:
+            offsets[k + 1] = offsets[k] + cols
+            qspan[k] = nq
+            sspan[k] = ns
+        else:
+            offsets[k + 1] = offsets[k]
+            qspan[k] = -1
+            sspan[k] = -1
+        begin = end
+    ops = np.empty(offsets[n], dtype=np.uint8)
+    begin = 0
+    for k in range(n):
+        end = ends[k]
+        if qspan[k] >= 0:
+            w = offsets[k]
+            num = 0
+            for t in range(begin, end):
+                c = buf[t]
+                if 48 <= c <= 57:
+                    num = num * 10 + (c - 48)
+                else:
+                    op = 77 if (c == 61 or c == 88) else c  # = and X are M columns
+                    for _ in range(num):
+                        ops[w] = op
+                        w += 1
+                    num = 0
+        begin = end
+    return ops, offsets, qspan, sspan
+
+
+def ops_from_cigars(cigars: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The alignment operations of stored CIGARs (``=``/``X`` runs as M, I, D; ``*`` is
+    empty), all at once (:func:`_cigar_kernel` over their concatenation): (operations of
+    all, one after another (uint8), each one's start in them (n + 1 offsets), its query
+    span and its subject span (residues of M+I and of M+D columns)).  A CIGAR that is not
+    well formed (runs of ASCII digits, each followed by one of ``=XID``) has no
+    operations and spans -1."""
+    texts = ["" if c == "*" else c for c in cigars]
+    ends = np.cumsum(np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts)))
+    buf = np.frombuffer("".join(texts).encode("ascii", "replace"), dtype=np.uint8)
+    return _cigar_kernel(buf, ends)
+
+
 @njit(cache=True, nogil=True, boundscheck=False)
 def _columns_kernel(
     qres, qoff, sres, soff, qidx, sidx, qstart, sstart, ops, ops_start, ops_off, positive
@@ -240,6 +329,7 @@ def load_kernel() -> None:
     u8, i64, none = np.zeros(1, np.uint8), np.zeros(1, np.int64), np.zeros(0, np.int64)
     args = (u8, i64, u8, i64, none, none, none, none, u8[:0], none, i64)
     _consumed(*map(_read_only, (u8[:0], none, none)))
+    ops_from_cigars(["1=1X1I1D"])  # a re-scan's reuse of stored alignments
     _columns_kernel(*map(_read_only, (*args, np.zeros((256, 256), np.uint8))))
 
 
