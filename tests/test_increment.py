@@ -545,3 +545,18 @@ def test_split_segments_by_reshape_equals_by_masks():
         assert l1.tolist() == l2[: len(l1)].tolist() and x1.tolist() == x2[: len(x1)].tolist()
     assert slow[3][1].tolist()[-1] == 11 - 10 and slow[3][0][-1] - slow[3][0][-2] == 1
     assert [len(x[1]) for x in fast] == [3 * nq, 0, 4 * nq, 2 * nq]
+
+
+def test_the_alignment_code_digest_covers_what_computes_alignments():
+    """Stored alignments are reused while the alignment code is unchanged: every module
+    of the alignment package counts (and the lanes' vector helpers), but the ones that
+    only decide when the kernels compile (a new release of those keeps the reuse)."""
+    import os
+
+    from swgpu_tools.engine.traceback import COMPILE_ONLY, _align_sources
+
+    names = {os.path.basename(p) for p in _align_sources()}
+    assert {"hits.py", "band.py", "batch.py", "traceback.py", "query_lanes.py"} <= names
+    assert "simd.py" in names
+    assert not names & COMPILE_ONLY
+    assert COMPILE_ONLY <= set(os.listdir(os.path.dirname(_align_sources()[0])))

@@ -70,15 +70,25 @@ def code_digest(scheme: ScoringScheme) -> str:
     return h.hexdigest()
 
 
+#: Modules of the ``alignment`` package that decide when its kernels compile, not what
+#: they compute: a change to them keeps the stored alignments reusable.
+COMPILE_ONLY = frozenset({"warm.py", "warmup.py", "background.py"})
+
+
 def _align_sources() -> list[str]:
-    """The source files of the alignment code (the ``alignment`` package)."""
+    """The source files of the alignment code (the ``alignment`` package, but
+    :data:`COMPILE_ONLY`)."""
     import importlib.util
 
     spec = importlib.util.find_spec("swgpu_tools.alignment")
     root = list(spec.submodule_search_locations)[0]
     out = []
     for dirpath, _dirs, files in sorted(os.walk(root)):
-        out.extend(os.path.join(dirpath, f) for f in sorted(files) if f.endswith(".py"))
+        out.extend(
+            os.path.join(dirpath, f)
+            for f in sorted(files)
+            if f.endswith(".py") and not (dirpath == root and f in COMPILE_ONLY)
+        )
     # the lanes' vector helpers, inlined into the alignment kernels
     out.append(os.path.join(os.path.dirname(root), "kernels", "simd.py"))
     return out
