@@ -191,3 +191,45 @@ def test_remembered_reads_are_the_same_until_the_file_changes(tmp_path):
         again = fasta.read_fasta(path)
         assert again is not first and again.ids == ["a", "c"]
     assert fasta.remembered(path) is None
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_gzip_reading_by_either_library_gives_the_same_bytes_and_errors(tmp_path, fast):
+    """io/gzipped: ISA-L (where installed) and the standard library decompress a
+    two-member gzip file to the same bytes, and both refuse a file cut short and a
+    damaged CRC with one of DECOMPRESS_ERRORS."""
+    import gzip
+
+    from swgpu_tools.io import gzipped
+
+    if fast and not gzipped.FAST:
+        pytest.skip("isal is not installed")
+    text = b"".join(b">s%d\n%s\n" % (k, b"ACDEFGHIKLMNPQRSTVWY" * (k % 7 + 1)) for k in range(3000))
+    path = tmp_path / "db.fasta.gz"
+    path.write_bytes(gzip.compress(text[:20000]) + gzip.compress(text[20000:]))
+    with gzipped.gzip_open(path, fast=fast) as fh:
+        assert fh.read() == text
+
+    def stream(data: bytes) -> bytes:  # as io/fasta_blocks._raw_chunks: member by member
+        out, d = [], gzipped.decompressobj(fast=fast)
+        while data:
+            out.append(d.decompress(data))
+            data = d.unused_data
+            if data:
+                d = gzipped.decompressobj(fast=fast)
+        if not d.eof:
+            raise EOFError("cut short")
+        return b"".join(out)
+
+    assert stream(path.read_bytes()) == text
+    whole = path.read_bytes()
+    bad_crc = bytearray(whole)
+    bad_crc[-6] ^= 0xFF  # the last member's CRC32
+    for damaged in (whole[: len(whole) // 2], bytes(bad_crc)):
+        cut = tmp_path / "cut.fasta.gz"
+        cut.write_bytes(damaged)
+        with pytest.raises(gzipped.DECOMPRESS_ERRORS):
+            with gzipped.gzip_open(cut, fast=fast) as fh:
+                fh.read()
+        with pytest.raises(gzipped.DECOMPRESS_ERRORS):
+            stream(damaged)

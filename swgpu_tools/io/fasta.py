@@ -21,11 +21,9 @@ spaces (tables are tab-separated).
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
 import sys
-import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
@@ -34,7 +32,7 @@ from ..alphabet import canonical, invalid_characters
 from ..errors import InputError
 from ..ids import parse_id, seqid_of, title_of  # noqa: F401 (re-exported)
 from ..sequences import SequenceSet
-from .gzipped import GZIP_MAGIC, is_gzip
+from .gzipped import DECOMPRESS_ERRORS, GZIP_MAGIC, gzip_open, is_gzip
 
 _CONTROL = re.compile(rb"[\x00-\x1f\x7f]")
 _BOM = b"\xef\xbb\xbf"
@@ -55,7 +53,7 @@ def _open(path):
         data = sys.stdin.buffer
         head = data.peek(2)[:2] if hasattr(data, "peek") else b""
         if head == GZIP_MAGIC:
-            return gzip.open(data, "rb")
+            return gzip_open(data)
         return data
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -64,7 +62,7 @@ def _open(path):
         raise InputError(f"{path}: is a directory, not a FASTA file")
     try:
         if is_gzip(path):
-            return gzip.open(path, "rb")
+            return gzip_open(path)
         return open(path, "rb", buffering=1 << 20)
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
@@ -169,7 +167,7 @@ def records_of(name: str, fh, lineno: int = 0, whole_file: bool = True) -> Itera
             if header is not None:
                 yield finish()
                 n_records += 1
-    except (OSError, EOFError, zlib.error) as exc:
+    except DECOMPRESS_ERRORS as exc:
         raise InputError(f"{name}: cannot read (corrupt or truncated?): {exc}") from None
     if n_records == 0 and whole_file:
         raise InputError(f"{name}: contains no FASTA records (empty file?)")

@@ -26,7 +26,6 @@ from __future__ import annotations
 import io
 import os
 import re
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -35,7 +34,7 @@ import numpy as np
 from ..alphabet import RESIDUE_LETTERS
 from ..errors import InputError
 from .fasta import STDIN, _open, records_of
-from .gzipped import GZIP_MAGIC, is_gzip
+from .gzipped import DECOMPRESS_ERRORS, GZIP_MAGIC, decompressobj, is_gzip
 
 BLOCK_BYTES = 16 << 20
 _BOM = b"\xef\xbb\xbf"
@@ -74,7 +73,7 @@ def _raw_chunks(path: str, size: int) -> Iterator[bytes]:
                 if not data:
                     return
                 yield data
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        d = decompressobj()
         pending: list[bytes] = []
         have = 0
         while True:
@@ -87,7 +86,7 @@ def _raw_chunks(path: str, size: int) -> Iterator[bytes]:
                 have += len(out)
                 raw = d.unused_data  # a further gzip member
                 if raw:
-                    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                    d = decompressobj()
             if have >= size:
                 yield b"".join(pending)
                 pending, have = [], 0
@@ -153,7 +152,7 @@ def record_chunks(path, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[bytes,
             yield carry, line_no
         elif carry.strip():  # text and no header
             _line_reader(name, carry, line_no)  # raises
-    except (OSError, EOFError, zlib.error) as exc:
+    except DECOMPRESS_ERRORS as exc:
         raise InputError(f"{name}: cannot read (corrupt or truncated?): {exc}") from None
 
 

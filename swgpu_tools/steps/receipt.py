@@ -29,7 +29,7 @@ import os
 from ..cpus import usable_cpus
 from ..errors import InputError, OutputError
 from ..io.atomic import write_json
-from ..io.gzipped import GZIP_MAGIC
+from ..io.gzipped import DECOMPRESS_ERRORS, GZIP_MAGIC, gzip_open
 from ..io.piecedigest import NAME as DIGEST_NAME
 from ..io.piecedigest import digest_of
 from ..logs import get_logger
@@ -72,16 +72,13 @@ def check_complete(database) -> None:
             f.seek(max(0, os.fstat(f.fileno()).st_size - TAIL_BYTES))
             tail = f.read()
     if gz:
-        import gzip
-        import zlib
-
         tail, n = b"", 0
         try:
-            with gzip.open(path, "rb") as g:
+            with gzip_open(path) as g:
                 while chunk := g.read(1 << 24):
                     n += len(chunk)
                     tail = (tail + chunk)[-TAIL_BYTES:]
-        except (EOFError, OSError, zlib.error) as exc:
+        except DECOMPRESS_ERRORS as exc:
             raise InputError(
                 f"{path}: the gzip stream is damaged or cut short after {n:,} bytes of "
                 f"FASTA ({exc}); nothing was changed.  Is the download complete?"
