@@ -11,8 +11,9 @@
 #          (one shard, warm caches: precompiles first unless GT/GK/T ran).
 # PHASE=MG: several GPUs (a multi-GPU kind): 2,000 queries, 4 shards, the workflow with
 #          --resources gpu=1, 2 and 4 (as many as the machine has), tables compared.
-# PHASE=C: a 2e9-residue database (synth_db.py --residues 2e9) through the workflow, each
-#          step's time and peak memory.
+# PHASE=C: a 2e9-residue database made by synth_db.py --residues 2e9 through the workflow
+#          (20 of its queries; C_SHARDS="8 2" shards), each step's time and peak memory;
+#          shard_db's speed and memory on it.
 # PHASE=F1: the final validation in one call: precompile, GPU tests, kernel benchmark,
 #          20/500 queries with one shard, the release re-scan.
 # PHASE=F2: 5,000 queries (the 500 UniProt queries ten times over).
@@ -200,19 +201,33 @@ if has_phase MG; then
   done | tee -a "$OUT/log.txt"
 fi
 if has_phase C; then
+  # issue 11's "UniRef scale": synth_db.py --residues 2e9 itself (not bench200M copied),
+  # the whole workflow with 20 of its queries in C_SHARDS (default "8 2") shards, every
+  # step's time and peak memory (workflow_scale.py), then shard_db's speed and memory
   swgpu backend --precompile > /dev/null 2>&1
-  echo "== 5,000 queries" | tee -a "$OUT/log.txt"
-  timeout 300 python3 benchmarks/workflow_scale.py --database $BD/bench_db.fasta \
-    --queries 5000=$D/uniprot_queries500.fasta.gz --cores 16 --threads 16 --shards 1 \
-    --workdir /tmp/scale5k --json "$OUT/scale_5000.json" 2>&1 | tee -a "$OUT/log.txt"
   BIG=/tmp/big; mkdir -p $BIG
-  t0=$(ts)
-  ( cd $BIG && python3 $D/synth_db.py --template $D/uniprot20k.fasta.gz --residues 2e9 --seed 9 \
-      --db big_db.fasta --queries big_queries.fasta > synth.log 2>&1 )
-  echo "synth 2e9: $(el $t0 $(ts)) s; $(ls -la $BIG/big_db.fasta | awk '{print $5}') bytes" | tee -a "$OUT/log.txt"
-  timeout 420 python3 benchmarks/workflow_scale.py --database $BIG/big_db.fasta \
-    --queries 20=$BIG/big_queries.fasta --cores 16 --threads 16 --shards 8 --workdir /tmp/bigrun \
-    --json "$OUT/scale_2e9.json" 2>&1 | tee -a "$OUT/log.txt"
+  if [ ! -f $BIG/big_db.fasta ]; then
+    t0=$(ts)
+    ( cd $BIG && python3 -c "
+import resource, subprocess, sys
+rc = subprocess.call(sys.argv[1:], stdout=open('synth.log', 'w'), stderr=subprocess.STDOUT)
+print('peak RSS %.0f MiB' % (resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024))
+sys.exit(rc)" python3 $D/synth_db.py --template $D/uniprot20k.fasta.gz \
+        --residues 2e9 --seed 9 --db big_db.fasta --queries big_queries.fasta > synth.rss )
+    echo "synth_db.py --residues 2e9: $(el $t0 $(ts)) s; $(ls -la $BIG/big_db.fasta | awk '{print $5}') bytes;" \
+      "$(grep -c '>' $BIG/big_db.fasta) sequences; $(cat $BIG/synth.rss)" | tee -a "$OUT/log.txt"
+  fi
+  for n in ${C_SHARDS:-8 2}; do
+    echo "== 2e9, 20 queries, $n shards" | tee -a "$OUT/log.txt"
+    timeout 300 python3 benchmarks/workflow_scale.py --database $BIG/big_db.fasta \
+      --queries 20=$BIG/big_queries.fasta --cores 16 --threads 16 --shards $n --workdir /tmp/bigrun$n \
+      --json "$OUT/scale_2e9_$n.json" 2>&1 | tee -a "$OUT/log.txt"
+    tar czf "$OUT/stats_2e9_$n.tgz" -C /tmp/bigrun$n q20/results/stats q20/snakemake.log 2>/dev/null
+    rm -rf /tmp/bigrun$n/q20/results/shards
+  done
+  echo "== shard_db speed and memory, 2e9" | tee -a "$OUT/log.txt"
+  timeout 150 python3 benchmarks/shard_db_speed.py --db $BIG/big_db.fasta --shards 8 --repeat 1 \
+    2>&1 | tail -4 | tee -a "$OUT/log.txt"
 fi
 if has_phase F1; then
   precompile_all; gpu_tests 220; kernel_bench
