@@ -26,9 +26,12 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 from swgpu_tools.io.stepstats import mark_start
+from swgpu_tools.warm.launch import params_check_without_pandas
 
 min_version("9.0")
 mark_start("parse_start")
+# Snakemake's params check (a run over existing outputs) without importing pandas
+params_check_without_pandas()
 
 
 # config/config.yaml is read when it exists relative to the working directory.
@@ -87,13 +90,10 @@ rule all:
 
 onstart:
     from swgpu_tools.io.stepstats import write_start_marks
-    from swgpu_tools.warm.launch import preload_late_imports
 
     mark_start("onstart")
     # jobs run here: no job-rate limiter, whose last timer delays the exit by ~1 s
     rate_limiter_off_where_jobs_run_here()
-    # what Snakemake imports between jobs (pandas), on a thread while the first run
-    preload_late_imports()
     # one process with the steps' imports loaded; jobs' commands run in its children
     # (started here unless the parse started it: see above)
     start_warm_process()

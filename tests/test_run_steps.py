@@ -373,6 +373,29 @@ def test_the_warm_process_loads_every_kernel_the_traceback_calls(scored, tmp_pat
     assert before > 0 and after == before, proc.stdout
 
 
+@pytest.mark.slow
+def test_the_warm_process_loads_the_large_regions_traceback_too():
+    """With the cache filled, the warm process's alignment stage also loads the
+    traceback of large regions one at a time (16 threads take it for weak hits of
+    long queries), on one thread, so that the step loads nothing itself."""
+    fill = (
+        "from swgpu_tools.alignment.warmup import first_hits, first_singles\n"
+        "first_hits(); first_singles()\n"
+    )
+    _ok(subprocess.run([sys.executable, "-c", fill], capture_output=True, text=True))
+    script = (
+        "import threading\n"
+        "from swgpu_tools.alignment.batch import traceback_singles\n"
+        "from swgpu_tools.warm.server import _stage_alignment\n"
+        "assert not traceback_singles.signatures\n"
+        "_stage_alignment()\n"
+        "assert threading.active_count() == 1, 'a thread was started'\n"
+        "print(len(traceback_singles.signatures), len(traceback_singles.stats.cache_misses))\n"
+    )
+    proc = _ok(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True))
+    assert proc.stdout.split() == ["1", "0"], proc.stdout
+
+
 AUDIT = """
 import os, runpy, sys
 target = os.path.realpath(sys.argv[1])

@@ -41,6 +41,20 @@ def load_hits_kernels() -> bool:
     return True
 
 
+def load_singles_kernel() -> bool:
+    """Load the traceback of large regions one at a time (:func:`first_singles`) from the
+    disk cache, where it is there (False, loading nothing, where it is not).  With
+    many threads the step takes that path for weak hits of long queries (16 threads:
+    regions over 12.5 M cells)."""
+    from ..kernels.jitcache import cache_warm
+    from .batch import traceback_singles
+
+    if not cache_warm([traceback_singles]):
+        return False
+    first_singles()
+    return True
+
+
 def first_hits() -> None:
     """Run the kernels the traceback step calls first on one made-up query's hits
     (compiling them where the disk cache lacks them)."""

@@ -125,20 +125,21 @@ def _kernels_loaded() -> int:
     return sum(len(f.signatures) for f in entry_points("hits"))
 
 
-def _alignment_overloads() -> int:
+def _alignment_overloads() -> dict[str, int]:
     """Compiled versions of every Numba function of the alignment code loaded in this
-    process (entry points and the functions they call that are not inlined)."""
+    process (entry points and the functions they call that are not inlined), by
+    ``module.function``."""
     import sys
 
     from numba.core.registry import CPUDispatcher
 
-    return sum(
-        len(v.overloads)
+    return {
+        f"{name.rsplit('.', 1)[-1]}.{key}": len(v.overloads)
         for name, mod in list(sys.modules.items())
         if name.startswith(("swgpu_tools.alignment", "swgpu_tools.io.fields"))
-        for v in list(vars(mod).values())
+        for key, v in list(vars(mod).items())
         if isinstance(v, CPUDispatcher)
-    )
+    }
 
 
 def traceback(
@@ -269,7 +270,10 @@ def traceback(
         stats["kernels_loaded"] = [loaded, _kernels_loaded()]
         # every alignment function's compiled versions, before and after (a first run:
         # what the alignments loaded from the disk cache or compiled)
-        stats["alignment_overloads"] = [overloads, _alignment_overloads()]
+        after = _alignment_overloads()
+        stats["alignment_overloads"] = [sum(overloads.values()), sum(after.values())]
+        # those the alignments loaded (or compiled): what the warm process did not load
+        stats["alignment_loaded"] = sorted(k for k, v in after.items() if v > overloads.get(k, 0))
         from ..alignment.warm import waited_s
 
         # a first run's wait for the kernels compiling in the background (:mod:`background`)

@@ -226,7 +226,6 @@ def start_early(
 
     def draw() -> None:
         os.close(send)
-        _yield_cpus()  # (its drawing children inherit it)
         running: list[tuple[int, list]] = []  # the children drawing now: (pid, jobs)
 
         def stop(*_):  # cancel_early: the drawing processes end before this one
@@ -317,26 +316,6 @@ def start_early(
     # every picture it may draw (ahead, or at the end): what cancel_early removes
     pictures = [out[name] for name in OUTPUTS if name.endswith(".png")]
     _EARLY[os.path.realpath(out_dir)] = _Early(pid, pictures, send, started, timeline_path)
-
-
-#: The niceness the early pictures' processes add to their own
-#: (``$SWGPU_EARLY_NICE``; 0: none).  They draw while the traceback's threads use
-#: every CPU: at a lower priority they take the CPUs the traceback leaves idle
-#: rather than its threads' time, and the same CPUs at full speed once it is done.
-EARLY_NICE = 10
-
-
-def _yield_cpus() -> None:
-    """Lower this process's CPU priority by :data:`EARLY_NICE` (best effort)."""
-    try:
-        step = int(os.environ.get("SWGPU_EARLY_NICE", EARLY_NICE))
-    except ValueError:
-        step = EARLY_NICE
-    if step > 0 and hasattr(os, "nice"):
-        try:
-            os.nice(step)
-        except OSError:
-            pass
 
 
 def traceback_done() -> None:

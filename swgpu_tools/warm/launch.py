@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 from dataclasses import dataclass
 
 from .protocol import ENV
@@ -150,26 +149,26 @@ def stop(warm: WarmProcess | None, timeout: float = 15.0) -> None:
     shutil.rmtree(warm.folder, ignore_errors=True)
 
 
-#: what Snakemake's own process imports when a job ends, before it starts the next
-#: job: pandas, on the first job with params (its metadata record checks each param
-#: for a DataFrame, ``snakemake.persistence``), 0.8-0.9 s on an H100 host
-SNAKEMAKE_LATE_IMPORTS = ("pandas",)
+def params_check_without_pandas() -> bool:
+    """Snakemake's check of a job's params (its metadata records; the "params" rerun
+    trigger) asks of every value whether it is a pandas object, and imports pandas to
+    ask: 0.2-0.9 s in Snakemake's own process, on the critical path of every run
+    over existing outputs (a re-scan's DAG).  A value can only be a pandas object
+    where pandas is imported already, so this asks only then: the same records,
+    without the import.  Called while the Snakefile is parsed, before the DAG.
+    Returns whether Snakemake had the method (else nothing changes)."""
+    try:
+        from snakemake.persistence import PersistenceBase
+    except ImportError:
+        return False
+    if not hasattr(PersistenceBase, "_serialize_param_pandas"):
+        return False
 
+    def _serialize_param_pandas(self, value):
+        pd = sys.modules.get("pandas")
+        if pd is not None and isinstance(value, (pd.DataFrame, pd.Series, pd.Index)):
+            return repr(pd.util.hash_pandas_object(value).tolist())
+        return self._serialize_param_builtin(value)
 
-def preload_late_imports(names=SNAKEMAKE_LATE_IMPORTS) -> threading.Thread:
-    """Import ``names`` on a daemon thread of this process (Snakemake's: called
-    from onstart), while its first jobs run and it waits for them, so that the
-    import is not between a job's end and the next job's start."""
-
-    def run():
-        import importlib
-
-        for name in names:
-            try:
-                importlib.import_module(name)
-            except ImportError:  # Snakemake then goes without it too
-                pass
-
-    thread = threading.Thread(target=run, name="swgpu-preload", daemon=True)
-    thread.start()
-    return thread
+    PersistenceBase._serialize_param_pandas = _serialize_param_pandas
+    return True

@@ -79,9 +79,11 @@ def _stage_alignment() -> None:
     the disk cache (serial functions: loading them starts no threads).  Where the
     cache lacks them, a child process compiles them meanwhile
     (:func:`swgpu_tools.alignment.background.compile_hits`; the step waits for it)."""
-    from ..alignment.warmup import load_hits_kernels
+    from ..alignment.warmup import load_hits_kernels, load_singles_kernel
 
-    if not load_hits_kernels():
+    if load_hits_kernels():
+        load_singles_kernel()  # large regions (many threads, long queries)
+    else:
         from ..alignment.background import compile_hits
 
         pid = compile_hits()
