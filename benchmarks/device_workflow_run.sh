@@ -94,7 +94,7 @@ mkdir -p /tmp/bin
 printf '#!/bin/sh\nexec python3 -m swgpu_tools.cli "$@"\n' > /tmp/bin/swgpu
 printf '#!/bin/sh\nexec python3 -m snakemake "$@"\n' > /tmp/bin/snakemake
 chmod +x /tmp/bin/*
-export PATH=/tmp/bin:$PATH SNAKEMAKE=/tmp/bin/snakemake
+export PATH=/tmp/bin:$PATH:$SITE/bin SNAKEMAKE=/tmp/bin/snakemake
 ts() { date +%s.%N; }
 el() { awk "BEGIN{printf \"%.1f\", $2 - $1}"; }
 BD=/tmp/bench; mkdir -p $BD
@@ -309,9 +309,14 @@ query_file($RESCAN_QUERIES, '$D/uniprot_queries500.fasta.gz', '$BD/bench_db.fast
   fi
   # RESCAN_SYNC=1: os.sync() before each run (workflow_rescan.py --sync)
   SYNC=""; [ "${RESCAN_SYNC:-0}" = 1 ] && SYNC=--sync
+  # RESCAN_AGAIN=N: N more incremental runs (each in a copy of the folder as v1 left it);
+  # RESCAN_PYSPY=1: the last of them sampled by py-spy (carried in .whl-smk), which comes back
+  AGAIN=""; [ -n "${RESCAN_AGAIN:-}" ] && AGAIN="--again $RESCAN_AGAIN"
+  [ "${RESCAN_PYSPY:-0}" = 1 ] && AGAIN="$AGAIN --pyspy /tmp/rescan_pyspy.txt"
   timeout ${RESCAN_TIMEOUT:-560} python3 benchmarks/workflow_rescan.py --database $BD/bench_db.fasta \
-    --queries /tmp/q$RESCAN_QUERIES.fasta --shards 4 --cores 16 --threads 16 --backend gpu $SYNC \
+    --queries /tmp/q$RESCAN_QUERIES.fasta --shards 4 --cores 16 --threads 16 --backend gpu $SYNC $AGAIN \
     --warm-start ${WARM_START:-true} --workdir /tmp/rescan$RESCAN_QUERIES --json "$OUT/rescan_$RESCAN_QUERIES.json" 2>&1 | tee -a "$OUT/log.txt"
+  [ -f /tmp/rescan_pyspy.txt ] && gzip -c /tmp/rescan_pyspy.txt > "$OUT/rescan_pyspy.txt.gz"
   # RESCAN_FSYNC_AB=1: the same again with no fsync at all (SWGPU_FSYNC=0), another folder
   if [ "${RESCAN_FSYNC_AB:-0}" = 1 ]; then
     echo "== the same, SWGPU_FSYNC=0" | tee -a "$OUT/log.txt"

@@ -115,7 +115,10 @@ def run(workdir: Path, database, args) -> dict:
         os.sync()
         sync_s = round(time.perf_counter() - t, 3)
     cmd = [SNAKEMAKE]
-    if os.environ.get("SMK_PROFILE"):  # Snakemake's own process under cProfile, one file a run
+    if getattr(args, "pyspy", None):  # this run sampled by py-spy (every process, thread)
+        cmd = ["py-spy", "record", "--subprocesses", "--threads", "--idle", "--nonblocking",
+               "--rate", "250", "--format", "raw", "-o", args.pyspy, "--", SNAKEMAKE]  # fmt: skip
+    elif os.environ.get("SMK_PROFILE"):  # Snakemake's own process under cProfile, one file a run
         os.makedirs(os.environ["SMK_PROFILE"], exist_ok=True)
         prof = os.path.join(os.environ["SMK_PROFILE"], f"{workdir.name}-{Path(database).stem}.prof")
         cmd = [sys.executable, "-m", "cProfile", "-o", prof, "-m", "snakemake"]
@@ -220,6 +223,19 @@ def main():
     ap.add_argument("--workdir", default="/tmp/rescan")
     ap.add_argument("--json", default=None)
     ap.add_argument(
+        "--again",
+        type=int,
+        default=0,
+        help="then N more incremental runs v1 -> v2, each in a copy of the folder as "
+        "it was before the first (wall clock and steps printed)",
+    )
+    ap.add_argument(
+        "--pyspy",
+        default=None,
+        help="with --again: the last of them sampled by py-spy (every process and "
+        "thread, idle included) into this file (collapsed stacks)",
+    )
+    ap.add_argument(
         "--sync",
         action="store_true",
         help="os.sync() before each run (not timed): each run starts, as a real re-scan "
@@ -241,8 +257,33 @@ def main():
     scratch.mkdir()
     r1 = run(inc, root / "v1.fasta", args)
     print(f"v1 scratch: {r1['wall_s']:.1f} s wall, {r1['kernel_s']:.2f} s scoring", flush=True)
+    if args.again:  # the folder as v1 left it, for the repeats
+        shutil.copytree(inc, root / "inc-v1", symlinks=True)
+    pyspy, args.pyspy = args.pyspy, None
     r2 = run(inc, root / "v2.fasta", args)
     r3 = run(scratch, root / "v2.fasta", args)
+    repeats = []
+    for n in range(args.again):
+        again = root / "inc-again"
+        shutil.rmtree(again, ignore_errors=True)
+        shutil.copytree(root / "inc-v1", again, symlinks=True)
+        args.pyspy = pyspy if n == args.again - 1 else None
+        r = run(again, root / "v2.fasta", args)
+        same_again = all(
+            filecmp.cmp(again / "results" / f, scratch / "results" / f, shallow=False)
+            for f in ("hits.tsv", "alignments.tsv")
+        )
+        repeats.append(r["wall_s"])
+        steps = ", ".join(
+            f"{k.removesuffix('.tsv')} {v:.2f}" for k, v in sorted(r["steps"].items())
+        )
+        inner = ", ".join(f"{k} {v:.2f}" for k, v in r["finish_steps"].items())
+        print(
+            f"incremental again {n + 1}{' (py-spy)' if args.pyspy else ''}: {r['wall_s']:.2f} s "
+            f"(ratio {r['wall_s'] / r3['wall_s']:.3f}), tables identical: {same_again}; jobs: "
+            f"{steps}; inside finish: {inner}; around: {r['snakemake_around_steps']}",
+            flush=True,
+        )
     same = {
         f: filecmp.cmp(inc / "results" / f, scratch / "results" / f, shallow=False)
         for f in ("hits.tsv", "alignments.tsv")
@@ -283,7 +324,14 @@ def main():
     if args.json:
         Path(args.json).write_text(
             json.dumps(
-                {"release": what, "v1": r1, "incremental": r2, "scratch": r3, "identical": same},
+                {
+                    "release": what,
+                    "v1": r1,
+                    "incremental": r2,
+                    "scratch": r3,
+                    "identical": same,
+                    "again_wall_s": repeats,
+                },
                 indent=1,
             )
         )
