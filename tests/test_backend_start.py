@@ -60,3 +60,42 @@ def test_process_age_is_the_age_of_this_process():
     )
     age = float(out.stdout)
     assert 0.5 <= age <= time.time() - t0 + 0.05
+
+
+def test_a_prestarted_gpu_taken_for_a_rescan_loads_the_batched_kernels(monkeypatch):
+    """A start made ahead (the warm process's GPU standby) taken by a re-scan
+    (``batched``) loads the several-queries-per-launch kernels on the start's thread;
+    by a job with another scheme, that scheme's kernels; a first scan, no batched
+    ones.  (The GPU's calls are stood in for: CI has none.)"""
+    import swgpu_tools.backend as be
+    from swgpu_tools.kernels.gpu import backend as gpu_backend
+
+    calls = []
+    monkeypatch.setattr(gpu_backend, "SIM", False)
+    monkeypatch.setattr(
+        gpu_backend,
+        "preload_kernels",
+        lambda scheme, batched=False: calls.append((scheme.gap_open, batched)) or 1,
+    )
+    monkeypatch.setattr(be, "bind_gpu", lambda gpu_id: None)
+
+    class Started:
+        name, choice, gpu_id, steps = "gpu", None, 0, {}
+
+    class Ahead:
+        began = time.perf_counter()
+
+        def result(self):
+            return Started()
+
+    standby = ScoringScheme("BLOSUM62", 11, 1)
+    for scheme, batched, want in (
+        (standby, True, [(11, True)]),
+        (ScoringScheme("BLOSUM62", 10, 1), False, [(10, False)]),
+        (standby, False, []),
+    ):
+        calls.clear()
+        monkeypatch.setattr(be, "_PRESTARTED", [(Ahead(), standby)])
+        got = be.start_backend("auto", "auto", scheme=scheme, batched=batched)
+        assert calls == want
+        assert ("batched kernels" in got.steps) == batched

@@ -226,6 +226,8 @@ def test_accession_ranks_of_unsorted_and_sorted_shards():
     assert [r.below(a) for a in ("a", "aa", "b", "bb", "c", "d")] == [0, 1, 1, 2, 2, 3]
     s = _Ranks(["a", "b", "c"])
     assert s.rank.tolist() == [0, 1, 2] and s.below("b") == 1
+    for ranks in (r, s):  # several at once, bisected (sorted) or searched (unsorted)
+        assert ranks.below(["a", "aa", "bb", "d"]).tolist() == [0, 1, 2, 3]
     assert _Ranks([]).below("x") == 0
 
 

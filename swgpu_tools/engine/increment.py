@@ -25,8 +25,10 @@ sooner (the scoring step then never starts CUDA).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import repeat
 
 import numpy as np
 
@@ -101,14 +103,17 @@ class _Ranks:
     """Accession order of a shard's subjects as integers, so that hits sort and compare
     with numpy: ``rank[j]`` is subject j's place among the shard's accessions (j
     itself where the shard is sorted by accession, as shard files are), and
-    :meth:`below` counts the shard's accessions below any accession."""
+    :meth:`below` counts the shard's accessions below any accession.  A sorted
+    shard's accessions stay a list (bisected: no array of 110,000 strings)."""
 
-    def __init__(self, ids: list[str]):
-        arr = np.asarray(ids, dtype=str) if len(ids) else np.zeros(0, dtype=str)
-        self.ids = arr  # in the given order
-        if len(arr) < 2 or bool((arr[1:] > arr[:-1]).all()):
-            self.sorted, self.rank = arr, np.arange(len(arr), dtype=np.int64)
+    def __init__(self, ids):
+        ids = ids if isinstance(ids, list) else list(ids)
+        self.list = ids
+        if len(ids) < 2 or ids == sorted(ids):  # (sorted: one linear pass on sorted ids)
+            self.sorted = None
+            self.rank = np.arange(len(ids), dtype=np.int64)
         else:
+            arr = np.asarray(ids, dtype=str)
             order = np.argsort(arr, kind="stable")
             self.sorted = arr[order]
             self.rank = np.empty(len(arr), dtype=np.int64)
@@ -117,9 +122,14 @@ class _Ranks:
     def below(self, acc):
         """How many of the shard's accessions sort before ``acc`` (a string, or an
         array of them: an array of counts)."""
+        if self.sorted is not None:
+            if isinstance(acc, str):
+                return int(np.searchsorted(self.sorted, acc, side="left"))
+            return np.searchsorted(self.sorted, np.asarray(acc, dtype=str), side="left")
         if isinstance(acc, str):
-            return int(np.searchsorted(self.sorted, acc, side="left"))
-        return np.searchsorted(self.sorted, np.asarray(acc, dtype=str), side="left")
+            return bisect.bisect_left(self.list, acc)
+        out = [bisect.bisect_left(self.list, a) for a in acc]
+        return np.asarray(out, dtype=np.int64)
 
 
 #: The cost model that sends a small re-scan to the CPU (see :func:`rescan_on_cpu`),
@@ -155,7 +165,7 @@ def plan_shard(
         return ShardPlan(shard, hashes, None, None, none, np.full(len(queries), -1, np.int64))
     qhashes = sequence_hashes(queries) if qhashes is None else qhashes
     ranks = _Ranks(shard.ids)
-    prev_to_new = _matched_subjects(shard, hashes, previous, ranks.ids)
+    prev_to_new = _matched_subjects(shard, hashes, previous)
     delta = np.flatnonzero(~_unchanged(prev_to_new, len(shard))).astype(np.int64)
     kept = _kept_queries(queries, qhashes, previous)
     return ShardPlan(shard, hashes, previous, prev_to_new, delta, kept, ranks)
@@ -181,23 +191,18 @@ def group_cells(queries: SequenceSet, plans: list[ShardPlan]) -> tuple[float, in
     return cells, kept + sum(int((p.kept < 0).sum()) for p in plans)
 
 
-def _matched_subjects(
-    shard: SequenceSet, hashes: np.ndarray, previous: ShardState, ids: np.ndarray | None = None
-) -> np.ndarray:
+def _matched_subjects(shard: SequenceSet, hashes: np.ndarray, previous: ShardState) -> np.ndarray:
     """For each subject of ``previous``: its index in ``shard`` where it is there
     unchanged (same accession, same content hash), else -1."""
     prev_to_new = np.full(len(previous.subjects), -1, dtype=np.int64)
     if not len(previous.subjects) or not len(shard):
         return prev_to_new
-    # accessions as numpy strings; shards are sorted by accession, so the sort is a no-op
-    prev = _Ranks(list(previous.subjects))
-    new = np.asarray(list(shard.ids), dtype=str) if ids is None else ids
-    pos = np.minimum(np.searchsorted(prev.sorted, new), len(prev.sorted) - 1)
-    same_acc = prev.sorted[pos] == new
-    i = np.empty(len(prev.rank), dtype=np.int64)
-    i[prev.rank] = np.arange(len(prev.rank))  # sorted place -> index in previous
-    j = np.flatnonzero(same_acc)
-    pi = i[pos[j]]
+    # each accession of the shard looked up among the previous ones (a dict: no arrays
+    # of strings, whose comparisons cost ~0.1 s a shard on a busy host)
+    index = dict(zip(previous.subjects, range(len(previous.subjects))))
+    pos = np.fromiter(map(index.get, shard.ids, repeat(-1)), dtype=np.int64, count=len(shard))
+    j = np.flatnonzero(pos >= 0)
+    pi = pos[j]
     same = previous.subject_hashes[pi] == np.asarray(hashes, dtype=np.uint64)[j]
     prev_to_new[pi[same]] = j[same]
     return prev_to_new

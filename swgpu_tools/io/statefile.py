@@ -112,13 +112,13 @@ def read_state(path) -> ShardState | None:
                 top_k=int(meta["top_k"]),
                 margin=int(meta["margin"]),
                 subjects=_unpack(z["subjects"], meta["n_subjects"]),
-                subject_hashes=z["subject_hashes"].astype(np.uint64),
+                subject_hashes=z["subject_hashes"].astype(np.uint64, copy=False),
                 queries=_unpack(z["queries"], meta["n_queries"]),
-                query_hashes=z["query_hashes"].astype(np.uint64),
-                hit_offsets=z["hit_offsets"].astype(np.int64),
-                hit_subjects=z["hit_subjects"].astype(np.int32),
-                hit_scores=z["hit_scores"].astype(np.int32),
-                complete=z["complete"].astype(bool),
+                query_hashes=z["query_hashes"].astype(np.uint64, copy=False),
+                hit_offsets=z["hit_offsets"].astype(np.int64, copy=False),
+                hit_subjects=z["hit_subjects"].astype(np.int32, copy=False),
+                hit_scores=z["hit_scores"].astype(np.int32, copy=False),
+                complete=z["complete"].astype(bool, copy=False),
             )
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return None

@@ -201,7 +201,10 @@ def score_shard(
     if backend == "cpu" or not all(has_state) or gpu_likely(backend):
         # the GPU's start-up (lock, CUDA context, helper kernels) runs while the inputs
         # are read; a re-scan whose delta is small may still score on the CPU instead
-        early = BackendStart(backend, device, background=backend != "cpu", scheme=scheme)
+        # (a re-scan's delta is scored several queries per launch: those kernels too)
+        early = BackendStart(
+            backend, device, background=backend != "cpu", scheme=scheme, batched=all(has_state)
+        )
     with timer.phase("read"):
         # a re-scan holds a group of shards at once (their deltas are scored together):
         # read several at a time; a scan from scratch reads one ahead of the scoring
@@ -254,7 +257,7 @@ def score_shard(
                     cpu_start = cpu_start or BackendStart("cpu", device, scheme=scheme)
                     started = cpu_start
                 elif early is None:
-                    early = started = BackendStart(use, device, scheme=scheme)
+                    early = started = BackendStart(use, device, scheme=scheme, batched=True)
             with timer.phase("score"):
                 results = scan_shards(
                     queries,

@@ -65,9 +65,11 @@ def warm_up(scheme: ScoringScheme | None = None) -> dict:
     return times
 
 
-def preload_kernels(scheme: ScoringScheme) -> int:
+def preload_kernels(scheme: ScoringScheme, batched: bool = False) -> int:
     """Load (from the disk cache) the scoring kernels of the shape menu that a search
-    with ``scheme`` may use into the current context; returns how many."""
+    with ``scheme`` may use into the current context; returns how many.
+    ``batched``: their several-queries-per-launch variants (:mod:`.batched`: a
+    re-scan's delta) instead."""
     from .planner import menu, parse_configs
     from .searcher import kernel_mode
 
@@ -76,9 +78,9 @@ def preload_kernels(scheme: ScoringScheme) -> int:
     n = 0
     for shapes, multipass in ((one, False), (multi, True)):
         for G, R in shapes:
-            if not os.path.exists(cache.compiled_marker(mode, G, R, multipass)):
+            if not os.path.exists(cache.compiled_marker(mode, G, R, multipass, batched)):
                 continue
-            kern = cache.get_kernel(mode, G, R, multipass)
+            kern = cache.get_kernel(mode, G, R, multipass, batched)
             for k in kern.overloads.values():
                 k.bind()
             n += 1
