@@ -231,3 +231,32 @@ def test_older_shard_formats_still_read_and_their_digests_are_still_checked(tmp_
         _, check = read_shard_unverified(path)
         with pytest.raises(InputError, match="checksum mismatch"):
             check()
+
+
+def test_a_shards_later_check_does_not_keep_its_memory(tmp_path):
+    """read_shard_unverified's check (a scoring job keeps each shard's until it writes)
+    holds no reference to the shard's body: once the job drops the sequences, the
+    memory is freed (a job of 8 shards held all 8 until its end: 4 GB at 2e9); the
+    check still finds a wrong digest."""
+    import gc
+    import weakref
+
+    from swgpu_tools.io.shardfile import read_shard_unverified, write_shard
+
+    path = tmp_path / "s.swdb"
+    write_shard(path, ["A1", "B2"], [b"MKVLA" * 40, b"WWCC" * 30], ["A1 x", "B2 y"])
+    shard, check = read_shard_unverified(path)
+    body = shard.residues.base
+    while body.base is not None:
+        body = body.base
+    gone = weakref.ref(body)
+    del shard, body
+    check()
+    gc.collect()
+    assert gone() is None, "the check keeps the shard's body"
+    data = bytearray(path.read_bytes())
+    data[-20] ^= 1
+    path.write_bytes(bytes(data))
+    shard, check = read_shard_unverified(path)
+    with pytest.raises(InputError, match="checksum mismatch"):
+        check()

@@ -288,30 +288,15 @@ class _ShardBody:
                 f"{name}: shard is truncated or corrupt ({len(body)} bytes of data, "
                 f"expected {expected}); re-run the shard step"
             )
-        self._algorithm = _ALGORITHMS[self.version]
-        self._expected_digest = header.get(self._algorithm)
-        self._digest: list[str] = []
-        self._hasher = None
+        algorithm = _ALGORITHMS[self.version]
+        self._check = None
         if verify:
-            self._hasher = threading.Thread(
-                target=self._hash, name="swgpu-shard-digest", daemon=True
-            )
-            self._hasher.start()
+            self._check = _DigestCheck(name, algorithm, header.get(algorithm), body)
         self.res_start = self.n_ids + 8 * (self.n + 1)
 
-    def _hash(self) -> None:
-        h = _new_digest(self._algorithm)
-        h.update(memoryview(self.body))
-        self._digest.append(h.hexdigest())
-
     def verify(self) -> None:
-        if self._hasher is None:  # vouched for by a note of this boot
-            return
-        self._hasher.join()
-        if self._digest[0] != self._expected_digest:
-            raise InputError(
-                f"{self.name}: shard checksum mismatch (corrupt file); re-run the shard step"
-            )
+        if self._check is not None:  # (None: vouched for by a note of this boot)
+            self._check()
 
     @contextlib.contextmanager
     def decoding(self, then_verify: bool = True):
@@ -345,6 +330,41 @@ class _ShardBody:
         if self.version < 2:
             return None
         return self.body[self.res_start + self.n_res :].tobytes()
+
+
+class _DigestCheck:
+    """A shard body's digest, computed on a thread (hashlib lets go of the GIL);
+    calling it waits for the digest and raises InputError if it is wrong.  It holds
+    no reference to the body once the digest is computed, so a caller that keeps it
+    until later (a scoring job, until it writes) does not keep the shard's memory."""
+
+    def __init__(self, name: str, algorithm: str, expected: str | None, body: np.ndarray):
+        self.name = name
+        self.expected = expected  # the header's
+        self.digest: list[str] = []
+        # the body reaches the thread as an argument: the thread drops it when done
+        self.thread = threading.Thread(
+            target=_hash_into, args=(self.digest, algorithm, body), name="swgpu-shard-digest",
+            daemon=True,
+        )  # fmt: skip
+        self.thread.start()
+
+    def __call__(self) -> None:
+        self.thread.join()
+        if self.digest[0] != self.expected:
+            raise InputError(
+                f"{self.name}: shard checksum mismatch (corrupt file); re-run the shard step"
+            )
+
+
+def _vouched() -> None:
+    """The check of a shard a note of this boot vouched for: nothing to wait for."""
+
+
+def _hash_into(out: list, algorithm: str, body: np.ndarray) -> None:
+    h = _new_digest(algorithm)
+    h.update(memoryview(body))
+    out.append(h.hexdigest())
 
 
 class _Lines:
@@ -428,7 +448,8 @@ def read_shard_unverified(path) -> tuple[SequenceSet, Callable[[], None]]:
     names a corrupt file as such)."""
     shard = _ShardBody(path)
     with shard.decoding(then_verify=False):
-        return shard.sequences(), shard.verify
+        # (the check, not the body's bound method: it keeps no reference to the body)
+        return shard.sequences(), shard._check or _vouched
 
 
 def read_shard_records(path, wanted, trusted: bool = False) -> SequenceSet:
