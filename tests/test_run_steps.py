@@ -443,3 +443,38 @@ def test_one_process_reads_the_query_file_once(scored, tmp_path):
         assert (tmp_path / "chained" / table).read_bytes() == (
             tmp_path / "alone" / table
         ).read_bytes()
+
+
+def test_the_traceback_takes_the_merges_hits_table_without_reading_it(scored, tmp_path):
+    """Chained after the merge, the traceback takes the hits table the merge wrote
+    from memory (the same DataFrame as read: io.tables.keep_for_reading), without
+    opening the file: its tables are the bytes of a traceback that reads it, with
+    and without stored alignments to reuse."""
+    root, tables = scored
+    alone = _steps(root, tmp_path / "alone", tables)[:2]
+    for step in alone:
+        _ok(swgpu(*step))
+    reuse = str(tmp_path / "alone" / "internal" / "reuse.tsv")
+    for name, previous in (("chained", None), ("reused", reuse)):
+        steps = _steps(root, tmp_path / name, tables)[:2]
+        if previous:
+            steps[1][steps[1].index("--previous") + 1] = previous
+        log = tmp_path / f"{name}.log"
+        log.touch()
+        hits = tmp_path / name / "hits.tsv"
+        proc = subprocess.run(
+            [sys.executable, "-c", AUDIT, str(hits), str(log), *_chain(steps)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert log.read_text() == "", f"{name}: hits.tsv was read"
+        for table in ("hits.tsv", "alignments.tsv", "internal/reuse.tsv"):
+            assert (tmp_path / name / table).read_bytes() == (
+                tmp_path / "alone" / table
+            ).read_bytes(), (name, table)
+        stats = json.loads((tmp_path / name / "stats" / "traceback.json").read_text())
+        assert stats["read_phases_s"]["hits"] < 0.05
+        assert stats["alignments"] > 0
+        assert stats["reused"] == (stats["alignments"] if previous else 0)

@@ -104,10 +104,12 @@ def run_steps(argv: list[str]) -> int:
             )
             return 2
     from ..io.fasta import remember_reads
+    from ..io.tables import keep_for_reading
 
     warming = _warm_traceback(steps)
     try:
-        with remember_reads():  # the steps' query file read once
+        # the steps' query file read once; the merge's hits table handed to the traceback
+        with remember_reads(), keep_for_reading(_hits_handed_over(steps)):
             return _chain(steps, warming)
     finally:
         if "swgpu_tools.report.make" in sys.modules:  # a step failed: no pictures left behind
@@ -156,6 +158,28 @@ def _warm_traceback(steps: list[list[str]]):
     thread = threading.Thread(target=load, daemon=True)
     thread.start()
     return thread
+
+
+def _hits_handed_over(steps: list[list[str]]) -> list[str]:
+    """The hits table of a merge that a traceback after it reads (``--hits``, the same
+    file by real path): kept in memory as read (:func:`swgpu_tools.io.tables.keep_for_reading`),
+    so that the traceback does not read it again; else nothing."""
+    names = [s[0] for s in steps]
+    if "merge" not in names or "traceback" not in names[names.index("merge") :]:
+        return []
+    merge = steps[names.index("merge")]
+    traceback = steps[names.index("traceback", names.index("merge"))]
+    import contextlib
+    import io
+
+    _, commands = build_parser()
+    try:  # quietly: each step reports its own options' errors
+        with contextlib.redirect_stderr(io.StringIO()):
+            m = commands["merge"].parse_args(merge[1:])
+            t = commands["traceback"].parse_args(traceback[1:])
+    except (Exception, SystemExit):  # noqa: BLE001
+        return []
+    return [m.out] if os.path.realpath(m.out) == os.path.realpath(t.hits) else []
 
 
 def _start_early(merge: list[str], later: list[list[str]], name: str, what: str, start) -> None:

@@ -94,28 +94,67 @@ def _align_sources() -> list[str]:
     return out
 
 
+#: The keys that match a hit with a stored alignment.
+REUSE_KEYS = ("qacc", "sacc", "score", "qhash", "shash")
+
+
+def _codes(old, new) -> tuple[np.ndarray, int]:
+    """Integer codes of the values of ``old`` then of ``new`` (equal values, equal
+    codes; missing values too) and how many codes there may be."""
+    import pandas as pd
+
+    if isinstance(old, np.ndarray) and old.dtype.kind == "i" and new.dtype.kind == "i":
+        both = np.concatenate([old.astype(np.int64), new.astype(np.int64)])
+        if not len(both):
+            return both, 1
+        lo, hi = int(both.min()), int(both.max())
+        if hi - lo < len(both):  # scores: a small range, taken as it is
+            return both - lo, hi - lo + 1
+        codes, uniq = pd.factorize(both)
+        return codes.astype(np.int64), max(len(uniq), 1)
+    # text: both as Series of the same kind (the stored table's arrow strings factorize
+    # in C, without a Python object per cell)
+    old = old.reset_index(drop=True) if isinstance(old, pd.Series) else pd.Series(old)
+    new = new.reset_index(drop=True) if isinstance(new, pd.Series) else pd.Series(new)
+    codes, uniq = pd.factorize(pd.concat([old, new], ignore_index=True), use_na_sentinel=False)
+    return codes.astype(np.int64), max(len(uniq), 1)
+
+
 def _reuse_rows(hits, scores, qhash, shash, previous) -> tuple[list, np.ndarray]:
     """(hit rows, previous rows): each hit whose query, subject, score and both
     sequences' hashes are a row of ``previous`` (the last such row where several
-    are), matched with one join."""
+    are), hit rows ascending.
+
+    Each key column becomes integer codes over both tables, the five are combined
+    into one integer key per row, and each key's last row of ``previous`` is
+    found with one pass over the keys (no join of the text columns)."""
     import pandas as pd
 
-    keys = ["qacc", "sacc", "score", "qhash", "shash"]
-    cur = pd.DataFrame(
-        {
-            "qacc": hits["qacc"].to_numpy(),
-            "sacc": hits["sacc"].to_numpy(),
-            "score": scores,
-            "qhash": qhash,
-            "shash": shash,
-            "_k": np.arange(len(scores)),
-        }
-    )
-    prev = previous[keys].copy()
-    prev["score"] = prev["score"].astype(np.int64)
-    prev["_i"] = np.arange(len(prev))
-    both = cur.merge(prev.drop_duplicates(keys, keep="last"), on=keys, how="inner")
-    return both["_k"].to_numpy(np.int64).tolist(), both["_i"].to_numpy(np.int64)
+    n_prev = len(previous)
+    current = {
+        "qacc": hits["qacc"],
+        "sacc": hits["sacc"],
+        "score": np.asarray(scores, dtype=np.int64),
+        "qhash": qhash,
+        "shash": shash,
+    }
+    key, size = None, 1
+    for c in REUSE_KEYS:
+        old = previous[c].to_numpy(np.int64) if c == "score" else previous[c]
+        codes, m = _codes(old, current[c])
+        if key is None:
+            key, size = codes, m
+            continue
+        if size * m >= 2**62:  # would overflow: renumber the keys so far densely
+            key, uniq = pd.factorize(key)
+            size = max(len(uniq), 1)
+        key, size = key * m + codes, size * m
+    key, uniq = pd.factorize(key)
+    last = np.full(len(uniq), -1, dtype=np.int64)
+    np.maximum.at(last, key[:n_prev], np.arange(n_prev, dtype=np.int64))
+    rows = last[key[n_prev:]]
+    ks = np.flatnonzero(rows >= 0)
+    return ks.tolist(), rows[ks]
 
 
 def _kernels_loaded() -> int:
@@ -160,24 +199,28 @@ def traceback(
     """
     import pandas as pd
 
+    columns = traceback_columns(
+        hits, queries, subjects, scheme, threads, previous, previous_code, stats
+    )
+    return pd.DataFrame(columns)
+
+
+def traceback_columns(
+    hits,
+    queries: SequenceSet,
+    subjects: SequenceSet,
+    scheme: ScoringScheme,
+    threads: int | None = None,
+    previous=None,
+    previous_code: str | None = None,
+    stats: dict | None = None,
+) -> dict:
+    """:func:`traceback`'s table as a dict of its columns (numpy arrays and lists, in
+    the table's order), without the DataFrame: what the step writes from."""
     from ..alignment import align_many
 
-    q_index = {q: i for i, q in enumerate(queries.ids)}
-    s_index = {s: i for i, s in enumerate(subjects.ids)}
-    qi = hits["qacc"].map(q_index)
-    si = hits["sacc"].map(s_index)
-    if qi.isna().any():
-        raise InputError(
-            f"hits name queries that are not in the query file: "
-            f"{sorted(set(hits['qacc'][qi.isna()]))[:5]}"
-        )
-    if si.isna().any():
-        raise InputError(
-            f"hits name subjects that are not in the database: "
-            f"{sorted(set(hits['sacc'][si.isna()]))[:5]}"
-        )
-    qi = qi.to_numpy(np.int64)
-    si = si.to_numpy(np.int64)
+    qi = _indices(hits["qacc"], queries.ids, "queries that are not in the query file")
+    si = _indices(hits["sacc"], subjects.ids, "subjects that are not in the database")
     n = len(hits)
     marks = [("index", time.perf_counter())]
     qhash = sequence_hashes(queries, qi)
@@ -252,7 +295,7 @@ def traceback(
         queries, subjects, qi, si, got, q0, q1, s0, s1, ops, op_start, op_len, scheme
     )
     marks.append(("fields", time.perf_counter()))
-    table = pd.DataFrame(fields)
+    table = dict(fields)
     for c in ("qseqid", "sseqid", "qacc", "sacc", "stitle", "evalue", "bitscore"):
         table[c] = hits[c].to_numpy()
     table["qaccver"] = table["qacc"]
@@ -281,4 +324,16 @@ def traceback(
         stats["align_phases_s"] = {
             name: round(t - marks[i][1], 4) for i, (name, t) in enumerate(marks[1:])
         }
-    return table[list(FIELDS) + ["qhash", "shash"]]
+    return {c: table[c] for c in [*FIELDS, "qhash", "shash"]}
+
+
+def _indices(accessions, ids, what: str) -> np.ndarray:
+    """The index in ``ids`` of each of ``accessions`` (InputError naming the first
+    five missing, sorted, as ``hits name <what>``)."""
+    index = {a: i for i, a in enumerate(ids)}
+    values = accessions.tolist()
+    out = np.fromiter(map(index.get, values, [-1] * len(values)), dtype=np.int64, count=len(values))
+    if (out < 0).any():
+        missing = sorted({a for a, i in zip(values, out.tolist()) if i < 0})
+        raise InputError(f"hits name {what}: {missing[:5]}")
+    return out

@@ -23,6 +23,8 @@ from __future__ import annotations
 import csv
 import math
 import os
+from contextlib import contextmanager
+from itertools import islice
 from numbers import Integral
 
 import numpy as np
@@ -73,6 +75,9 @@ def _missing(x) -> bool:
 def _number(fmt, values) -> list[str]:
     if isinstance(values, np.ndarray) and values.dtype.kind in "fiu":  # no text cells
         return [fmt(None if v != v else v) for v in values.astype(np.float64).tolist()]
+    fast = _text_cells(values)  # all text (a table read back): as it is
+    if fast is not None:
+        return fast
     out = []
     for v in values:
         if isinstance(v, str):
@@ -90,9 +95,13 @@ def _text_cell(x, column: str) -> str:
     return x
 
 
+def _kind(name: str) -> str:
+    return FIELDS[name].kind if name in FIELDS else ("int" if name in INT_COLUMNS else "str")
+
+
 def format_column(name: str, values) -> list[str]:
     """The cells of one column as text, by the field's kind."""
-    kind = FIELDS[name].kind if name in FIELDS else ("int" if name in INT_COLUMNS else "str")
+    kind = _kind(name)
     if kind == "evalue":
         return _number(format_evalue, values)
     if kind == "bitscore":
@@ -137,9 +146,10 @@ def _text_cells(values) -> list[str] | None:
     """A column of str without tabs or line breaks as it is, or None to take the
     checked path (which names the bad value)."""
     values = values if isinstance(values, list) else list(values)
-    if not all(type(v) is str for v in values):  # noqa: E721
+    try:  # join takes only text; a cell of a subclass of str is text too, written as it is
+        joined = "\x00".join(values)
+    except TypeError:
         return None
-    joined = "\x00".join(values)
     if "\t" in joined or "\n" in joined or "\r" in joined:
         return None
     return values
@@ -156,7 +166,10 @@ def _column_values(rows, name: str):
             return col.to_numpy()
         return col.tolist()
     vals = rows[name]
-    return vals.tolist() if isinstance(vals, np.ndarray) else list(vals)
+    if isinstance(vals, np.ndarray):
+        # numbers: formatted from the array, as a DataFrame's (the same cells)
+        return vals if vals.dtype.kind in "iuf" else vals.tolist()
+    return list(vals)
 
 
 def _has_column(rows, name: str) -> bool:
@@ -180,18 +193,111 @@ def write_table(rows, path, columns: list[str], header: bool = True) -> None:
     missing = [c for c in columns if not _has_column(rows, c)]
     if missing and n:
         raise ValueError(f"table is missing columns {missing}")
-    cols = [format_column(c, _column_values(rows, c)) for c in columns] if n else []
+    cols = [column_cells(rows, c) for c in columns] if n else []
     with atomic_write(path) as fh:
         if header:
             fh.write("\t".join(columns) + "\n")
-        lines = []
-        for row in zip(*cols):
-            lines.append("\t".join(row))
-            if len(lines) >= 65536:
-                fh.write("\n".join(lines) + "\n")
-                lines.clear()
-        if lines:
-            fh.write("\n".join(lines) + "\n")
+        write_rows(fh, cols)
+    if _kept and n and header and os.path.realpath(path) in _kept:
+        _keep(path, rows, columns, cols)
+
+
+def column_cells(rows, name: str) -> list[str]:
+    """The cells of column ``name`` of ``rows`` (a DataFrame or a dict of columns) as
+    :func:`write_table` writes them."""
+    return format_column(name, _column_values(rows, name))
+
+
+def write_rows(fh, cols: list[list[str]]) -> None:
+    """The rows of the columns of cells ``cols``, tab-separated, a line each."""
+    rows = map("\t".join, zip(*cols))
+    while True:
+        lines = list(islice(rows, 65536))
+        if not lines:
+            return
+        fh.write("\n".join(lines) + "\n")
+
+
+#: While :func:`keep_for_reading` is on: the tables :func:`write_table` writes to be
+#: read again by this process, by real path: None until written, then (the file's
+#: stat, the DataFrame :func:`read_table` would read from it).
+_kept: dict[str, tuple | None] = {}
+
+
+@contextmanager
+def keep_for_reading(paths):
+    """Within it, a table :func:`write_table` writes (with a header) at one of ``paths``
+    is kept in memory as :func:`read_table` would read it, and the first
+    :func:`read_table` of that file (unchanged since, with the header and integer
+    columns) takes it instead of reading the file: ``swgpu run-steps``' traceback takes
+    the hits table that the merge before it wrote."""
+    names = {os.path.realpath(p) for p in paths}
+    saved = {k: _kept[k] for k in names if k in _kept}
+    _kept.update(dict.fromkeys(names))
+    try:
+        yield
+    finally:
+        for k in names:
+            _kept.pop(k, None)
+        _kept.update(saved)
+
+
+def _text_dtype():
+    """The dtype :func:`read_table`'s reader gives text columns (``str``)."""
+    import pandas as pd
+
+    return pd.Series(["x"], dtype=str).dtype
+
+
+def _keep(path, rows, columns: list[str], cells: list[list[str]]) -> None:
+    """Keep the table just written at ``path`` (``cells``: its columns' text, from
+    ``rows``) as :func:`read_table` would read it.  Text columns that the writer
+    took as they were (already of the reader's text dtype) and integer columns of
+    integers are taken from ``rows``, without a conversion of every cell; the
+    others are made from their text, as the reader makes them."""
+    import pandas as pd
+
+    # the reader renames repeated columns, and skips the empty lines of a one-column table
+    if len(set(columns)) != len(columns) or len(columns) < 2:
+        return
+    text = _text_dtype()
+    frame = isinstance(rows, pd.DataFrame)
+    out = {}
+    for name, col in zip(columns, cells):
+        src = rows[name] if frame else None
+        kind = _kind(name)
+        if kind == "int" and src is not None and src.dtype.kind == "i":
+            out[name] = pd.Series(src.to_numpy(np.int64))  # no NA: the reader's int64
+            continue
+        if "\x00" in "".join(col):  # the reader's handling of NUL is its own
+            return
+        if kind == "str" and src is not None and src.dtype == text:
+            out[name] = pd.Series(src.array)  # written as they are
+        else:
+            out[name] = pd.Series(pd.array(col, dtype=str))
+    df = _as_read(pd.DataFrame(out), os.fspath(path), text=False)
+    _kept[os.path.realpath(path)] = (_stat_key(path), df)
+
+
+def _stat_key(path):
+    st = os.stat(path)
+    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+
+
+def _taken(name: str, header: bool, text: bool):
+    """The DataFrame kept for the table at ``name`` (:func:`keep_for_reading`), taken
+    once, if the file is unchanged since it was written and read as written; else None."""
+    real = os.path.realpath(name)
+    entry = _kept.get(real)
+    if entry is None or not header or text:
+        return None
+    try:
+        if _stat_key(name) != entry[0]:
+            return None
+    except OSError:
+        return None
+    _kept[real] = None
+    return entry[1]
 
 
 def read_table(
@@ -212,32 +318,42 @@ def read_table(
     import pandas as pd
 
     name = os.fspath(path)
-    try:
-        df = pd.read_csv(
-            name,
-            sep="\t",
-            quoting=csv.QUOTE_NONE,
-            keep_default_na=False,
-            na_filter=False,
-            dtype=str,
-            header=0 if header else None,
-            names=None if header else columns,
-            comment=None,
-            lineterminator="\n",
-            engine="c",
-        )
-    except FileNotFoundError:
-        raise InputError(f"{name}: file not found") from None
-    except pd.errors.EmptyDataError:
-        df = pd.DataFrame({c: pd.Series(dtype=str) for c in (columns or [])})
-    except (ValueError, pd.errors.ParserError) as exc:
-        raise InputError(f"{name}: not a {what} ({exc})") from None
+    kept = _taken(name, header, text) if _kept else None
+    if kept is not None:
+        df = kept
+    else:
+        try:
+            df = pd.read_csv(
+                name,
+                sep="\t",
+                quoting=csv.QUOTE_NONE,
+                keep_default_na=False,
+                na_filter=False,
+                dtype=str,
+                header=0 if header else None,
+                names=None if header else columns,
+                comment=None,
+                lineterminator="\n",
+                engine="c",
+            )
+        except FileNotFoundError:
+            raise InputError(f"{name}: file not found") from None
+        except pd.errors.EmptyDataError:
+            df = pd.DataFrame({c: pd.Series(dtype=str) for c in (columns or [])})
+        except (ValueError, pd.errors.ParserError) as exc:
+            raise InputError(f"{name}: not a {what} ({exc})") from None
     if columns is not None:
         lacking = [c for c in columns if c not in df.columns]
         if lacking:
             raise InputError(
                 f"{name}: not a {what}: columns {lacking} are missing (it has {list(df.columns)})"
             )
+    return df if kept is not None else _as_read(df, name, text)
+
+
+def _as_read(df, name: str, text: bool):
+    """``df`` (text columns) with its integer columns (:data:`INT_COLUMNS`) as int64
+    where none holds ``NA``, as :func:`read_table` gives it; all text with ``text``."""
     for c in [] if text else df.columns:
         if c in INT_COLUMNS and len(df) and not (df[c] == NA).any():
             try:

@@ -15,7 +15,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ..engine.traceback import REUSE_COLUMNS, code_digest, traceback
+from ..engine.traceback import REUSE_COLUMNS, code_digest, traceback_columns
 from ..errors import InputError, OutputError
 from ..io.fasta import read_fasta
 from ..io.fields import parse_columns
@@ -104,7 +104,12 @@ def output_paths(out_path, formats) -> dict[str, str]:
 def write_alignments(
     table, queries, subjects, scheme, paths: dict[str, str], columns, header: bool = True
 ) -> dict[str, str]:
-    """Write the alignment table in each format of ``paths`` ({format: path})."""
+    """Write the alignment table (a DataFrame, or a dict of its columns) in each format
+    of ``paths`` ({format: path})."""
+    if isinstance(table, dict) and set(paths) - {"tsv"}:  # the other writers take a DataFrame
+        import pandas as pd
+
+        table = pd.DataFrame(table)
     for fmt in paths:  # the TSV (the workflow's declared output) last
         if fmt == "sam":
             write_sam(table, queries, subjects, paths[fmt])
@@ -131,9 +136,9 @@ def traceback_hits(
     previous_internal=None,
     stats_path=None,
 ):
-    """Align every hit of ``hits_path`` and write the alignment outputs."""
-    import pandas as pd
-
+    """Align every hit of ``hits_path`` and write the alignment outputs; returns the
+    full alignment table as a dict of its columns
+    (:func:`swgpu_tools.engine.traceback.traceback_columns`)."""
     cols = parse_columns(columns)
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
@@ -159,7 +164,7 @@ def traceback_hits(
         for k, a, b in zip(("hits", "queries", "subjects", "previous"), t[:-1], t[1:])
     }
     with timer.phase("align"):
-        table = traceback(
+        table = traceback_columns(
             hits, queries, subjects, scheme, threads, previous, previous_code, stats=timer.fields
         )
     with timer.phase("write"):
@@ -170,22 +175,21 @@ def traceback_hits(
         )
     timer.fields["formats"] = list(formats)
     timer.write(stats_path)
-    log.info(f"wrote {len(table):,} alignments: {', '.join(paths.values())}")
-    return table if isinstance(table, pd.DataFrame) else pd.DataFrame(table)
+    log.info(f"wrote {len(table['qacc']):,} alignments: {', '.join(paths.values())}")
+    return table
 
 
 def _write_internal(table, path, code: str) -> None:
     """The reuse table: a first line ``# swgpu alignment code <digest>``, then a TSV."""
     from ..io.atomic import atomic_write
-    from ..io.tables import format_column
+    from ..io.tables import column_cells, write_rows
 
     os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
-    cols = [format_column(c, table[c].tolist()) for c in REUSE_COLUMNS]
+    cols = [column_cells(table, c) for c in REUSE_COLUMNS]
     with atomic_write(path) as fh:
         fh.write(f"# swgpu alignment code {code}\n")
         fh.write("\t".join(REUSE_COLUMNS) + "\n")
-        for row in zip(*cols):
-            fh.write("\t".join(row) + "\n")
+        write_rows(fh, cols)
 
 
 def read_internal(path):

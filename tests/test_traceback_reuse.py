@@ -1,0 +1,97 @@
+"""The traceback's reuse of stored alignments: which stored row each hit takes
+(:func:`swgpu_tools.engine.traceback._reuse_rows`) is what the pandas join it
+replaced gave, with duplicate keys, ties and keys found on one side only."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from swgpu_tools.engine.traceback import _reuse_rows
+
+
+def _reuse_rows_by_join(hits, scores, qhash, shash, previous):
+    """The former implementation (a pandas inner join on the five keys), the reference."""
+    keys = ["qacc", "sacc", "score", "qhash", "shash"]
+    cur = pd.DataFrame(
+        {
+            "qacc": hits["qacc"].to_numpy(),
+            "sacc": hits["sacc"].to_numpy(),
+            "score": scores,
+            "qhash": qhash,
+            "shash": shash,
+            "_k": np.arange(len(scores)),
+        }
+    )
+    prev = previous[keys].copy()
+    prev["score"] = prev["score"].astype(np.int64)
+    prev["_i"] = np.arange(len(prev))
+    both = cur.merge(prev.drop_duplicates(keys, keep="last"), on=keys, how="inner")
+    return both["_k"].to_numpy(np.int64).tolist(), both["_i"].to_numpy(np.int64)
+
+
+# few values per column: many rows share keys, some keys only on one side
+TEXT = st.sampled_from(["a", "b", "NA", "", "nan", "a\u00e9", "0"])
+HASH = st.sampled_from(["0123456789abcdef", "fedcba9876543210", "0000000000000000", "x"])
+
+
+@st.composite
+def tables(draw):
+    def rows(n):
+        return [
+            (draw(TEXT), draw(TEXT), draw(st.integers(-3, 3)), draw(HASH), draw(HASH))
+            for _ in range(n)
+        ]
+
+    prev_rows = rows(draw(st.integers(1, 25)))
+    hit_rows = rows(draw(st.integers(1, 25)))
+    # some hits copy stored rows (and some stored rows are repeated: the last one counts)
+    for _ in range(draw(st.integers(0, 10))):
+        hit_rows.insert(
+            draw(st.integers(0, len(hit_rows))), prev_rows[draw(st.integers(0, len(prev_rows) - 1))]
+        )
+    for _ in range(draw(st.integers(0, 5))):
+        prev_rows.append(prev_rows[draw(st.integers(0, len(prev_rows) - 1))])
+    big = draw(st.booleans())  # scores over a range wider than the rows: coded apart
+    return prev_rows, hit_rows, big
+
+
+def _frames(prev_rows, hit_rows, big):
+    shift = 10**12 if big else 0
+    q, s, sc, qh, sh = (list(c) for c in zip(*prev_rows))
+    previous = pd.DataFrame(
+        {
+            "qacc": pd.array(q, dtype=str),
+            "sacc": pd.array(s, dtype=str),
+            "score": np.asarray(sc, np.int64) * (1 + shift),
+            "qhash": pd.array(qh, dtype=str),
+            "shash": pd.array(sh, dtype=str),
+            "cigar": pd.array(["1="] * len(q), dtype=str),
+        }
+    )
+    hq, hs, hsc, hqh, hsh = (list(c) for c in zip(*hit_rows))
+    hits = pd.DataFrame({"qacc": pd.array(hq, dtype=str), "sacc": pd.array(hs, dtype=str)})
+    scores = np.asarray(hsc, np.int64) * (1 + shift)
+    return hits, scores, hqh, hsh, previous
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=tables())
+def test_reuse_rows_match_the_join_they_replaced(case):
+    hits, scores, qh, sh, previous = _frames(*case)
+    want_k, want_i = _reuse_rows_by_join(hits, scores, qh, sh, previous)
+    got_k, got_i = _reuse_rows(hits, scores, qh, sh, previous)
+    assert got_k == want_k  # hit rows ascending, as the join gives them
+    assert got_i.tolist() == want_i.tolist()
+    assert got_k == sorted(got_k)
+
+
+def test_reuse_rows_take_the_last_of_repeated_stored_rows_and_skip_missing_keys():
+    row = ("q", "s", 5, "0123456789abcdef", "fedcba9876543210")
+    other = ("q", "s", 6, "0123456789abcdef", "fedcba9876543210")
+    missing = ("q", "t", 5, "0123456789abcdef", "fedcba9876543210")
+    hits, scores, qh, sh, previous = _frames([row, other, row], [other, row, row, missing], False)
+    ks, rows = _reuse_rows(hits, scores, qh, sh, previous)
+    assert ks == [0, 1, 2] and rows.tolist() == [1, 2, 2]
