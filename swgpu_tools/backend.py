@@ -393,15 +393,18 @@ def prestart(scheme=None) -> BackendStart:
     ``scheme``'s cached scoring kernels), for a command this process runs later:
     that command's :func:`start_backend` with ``device="auto"`` and a backend other
     than ``cpu`` takes it (once) instead of starting again."""
-    start = BackendStart("auto", "auto", background=True, scheme=scheme)
-    _PRESTARTED[:] = [(start, scheme)]
+    stop = threading.Event()  # set by a re-scan's job: the kernels it needs are others
+    start = BackendStart("auto", "auto", background=True, scheme=scheme, stop=stop)
+    _PRESTARTED[:] = [(start, scheme, stop)]
     return start
 
 
 def _take_prestarted(backend: str, device, scheme, batched: bool = False) -> StartedBackend | None:
     if not _PRESTARTED or backend == "cpu" or device != "auto":
         return None
-    start, pre_scheme = _PRESTARTED.pop()
+    start, pre_scheme, stop = _PRESTARTED.pop()
+    if batched:  # a re-scan: its delta is scored by the batched kernels, loaded below
+        stop.set()  # (the single-query ones the start may still be loading: no more)
     t = time.perf_counter()
     started = start.result()  # its error, if any, is the one this start would have met
     steps = {"prestarted wait": time.perf_counter() - t}
@@ -439,7 +442,7 @@ def _preload_batched(scheme, batched: bool, steps: dict) -> None:
 
 
 def start_backend(
-    backend: str = "auto", device="auto", scheme=None, batched: bool = False
+    backend: str = "auto", device="auto", scheme=None, batched: bool = False, stop=None
 ) -> StartedBackend:
     """Choose the backend; for the GPU: lock and bind one, open its context, load helpers
     (and, given the :class:`~swgpu_tools.scoring.ScoringScheme`, the cached scoring kernels;
@@ -466,7 +469,7 @@ def start_backend(
 
         if typing is not None:
             typing.join()
-        steps.update(gpu_kernels.warm_up(scheme))
+        steps.update(gpu_kernels.warm_up(scheme, stop=stop))
         _preload_batched(scheme, batched, steps)
     return StartedBackend(choice, gpu_id if choice.name == "gpu" else None, steps)
 
@@ -486,8 +489,9 @@ class BackendStart:
         background: bool = False,
         scheme=None,
         batched: bool = False,
+        stop=None,
     ):
-        self._args = (backend, device, scheme, batched)
+        self._args = (backend, device, scheme, batched, stop)
         self._result: StartedBackend | None = None
         self._error: BaseException | None = None
         self._thread = None

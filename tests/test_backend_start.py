@@ -7,6 +7,7 @@ CI has no GPU: 'gpu' must fail with the reason, from the thread, in the caller;
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -95,7 +96,36 @@ def test_a_prestarted_gpu_taken_for_a_rescan_loads_the_batched_kernels(monkeypat
         (standby, False, []),
     ):
         calls.clear()
-        monkeypatch.setattr(be, "_PRESTARTED", [(Ahead(), standby)])
+        stop = threading.Event()  # the start's single-query kernels: no more once set
+        monkeypatch.setattr(be, "_PRESTARTED", [(Ahead(), standby, stop)])
         got = be.start_backend("auto", "auto", scheme=scheme, batched=batched)
         assert calls == want
         assert ("batched kernels" in got.steps) == batched
+        assert stop.is_set() == batched
+
+
+def test_a_set_stop_ends_the_preload_of_scoring_kernels(monkeypatch, tmp_path):
+    """preload_kernels loads no more kernels once its ``stop`` is set (a re-scan's job
+    took the start made ahead: it needs the batched kernels, not those)."""
+    from swgpu_tools.kernels.gpu import backend as gpu_backend
+    from swgpu_tools.kernels.gpu import cache, searcher
+
+    loaded = []
+
+    class Kernel:
+        overloads = {}
+
+    def get_kernel(mode, G, R, multipass, batched=False):
+        loaded.append((G, R))
+        if len(loaded) == 3:
+            stop.set()
+        return Kernel()
+
+    monkeypatch.setattr(cache, "compiled_marker", lambda *a: str(tmp_path))  # exists
+    monkeypatch.setattr(cache, "get_kernel", get_kernel)
+    monkeypatch.setattr(searcher, "kernel_mode", lambda *a: "s16")  # (asks the device)
+    stop = threading.Event()
+    n = gpu_backend.preload_kernels(ScoringScheme("BLOSUM62", 11, 1), stop=stop)
+    assert n == 3 and len(loaded) == 3
+    loaded.clear()
+    assert gpu_backend.preload_kernels(ScoringScheme("BLOSUM62", 11, 1)) > 3

@@ -505,6 +505,56 @@ def _standby_case(tmp_path):
     return took, later
 
 
+def test_a_ready_standby_takes_a_scoring_job_while_the_scoring_generation_loads(bare_server):
+    """A score-shard request while the generation that runs scoring jobs still loads:
+    "retry" while the GPU standby has not said it is ready; once it has, the
+    serving process hands the job to it at once (the standby has its own imports;
+    the job waited for that generation, 0.5-0.9 s on an H100 host)."""
+    import socket
+    import threading
+
+    from swgpu_tools.warm.protocol import receive, send
+    from swgpu_tools.warm.standby import READY, Standby
+
+    srv = bare_server
+    srv.from_successor, srv.successor_since = 99, time.monotonic()  # loading
+    ours, theirs = socket.socketpair()
+    srv.standby, srv.standby_ours = Standby(424_242, ours), True
+    request = {"argv": ["score-shard", "s.swdb"], "fingerprint": srv.fingerprint, "pid": 1}
+    pipes = [os.pipe() for _ in range(3)]
+
+    def ask() -> dict:
+        job, conn = socket.socketpair()
+        try:
+            send(job, request, [r for r, _ in pipes])
+            srv._handle(conn)
+            job.settimeout(5)
+            return receive(job)[0]
+        finally:
+            job.close()
+
+    def standby() -> None:  # takes the offer
+        got, fds = receive(theirs, max_fds=8)
+        os.write(fds[-1], b"y")
+        for fd in fds:
+            os.close(fd)
+
+    try:
+        assert "retry" in ask()  # not ready yet
+        theirs.sendall(READY)
+        taker = threading.Thread(target=standby)
+        taker.start()
+        assert ask() == {"pid": 424_242}
+        taker.join(5)
+        assert srv.standby is None and 424_242 in srv.children
+    finally:
+        for r, w in pipes:
+            os.close(r)
+            os.close(w)
+        ours.close()
+        theirs.close()
+
+
 def test_a_job_on_the_standby_that_ends_without_a_status_gets_one(bare_server):
     """The standby is not the serving process's child (waitpid never reports it): if
     its pipe closes with no status (killed), its job is answered "exit 1" at once,

@@ -392,11 +392,16 @@ class _Server:
                 send(conn, {"refused": why})
                 conn.close()
                 return
-            if self._later_generation_loading(request):
+            # a later generation loading the imports the command needs: the GPU
+            # standby takes a scoring job now if it is ready (it has its own imports)
+            later = self._later_generation_loading(request)
+            pid, report_r = None, None
+            if not later or (self.standby is not None and self.standby.is_ready()):
+                pid, report_r = self._to_standby(request, fds)
+            if pid is None and later:
                 send(conn, {"retry": "the imports it needs are loading"})
                 conn.close()
                 return
-            pid, report_r = self._to_standby(request, fds)
             if pid is None:
                 sys.stdout.flush()
                 sys.stderr.flush()

@@ -40,6 +40,10 @@ IDLE_S = 120.0
 
 #: Seconds the warm process waits for the standby's answer to a hand-over.
 ANSWER_S = 5.0
+#: What the standby sends on its socket once it takes commands (its preload done):
+#: the warm process may then hand it a scoring job before its own generation that
+#: would run such a job has loaded (:meth:`Standby.is_ready`).
+READY = b"R"
 
 
 def eligible(request: dict, env=None) -> bool:
@@ -71,6 +75,22 @@ class Standby:
     def __init__(self, pid: int, sock: socket.socket):
         self.pid = pid
         self.sock: socket.socket | None = sock
+        self.ready = False  # it said :data:`READY`: it answers an offer at once
+
+    def is_ready(self) -> bool:
+        """Whether the standby has loaded what it loads before taking a command (it
+        sends :data:`READY` then), without waiting."""
+        if not self.ready and self.sock is not None:
+            try:
+                if select.select([self.sock], [], [], 0)[0]:
+                    got = self.sock.recv(1, socket.MSG_DONTWAIT)
+                    if got == READY:
+                        self.ready = True
+                    elif not got:  # it ended
+                        self.close()
+            except (OSError, ValueError):
+                pass
+        return self.ready
 
     def close(self) -> None:
         if self.sock is not None:
@@ -168,6 +188,10 @@ def _standby_main(sock: socket.socket, run_command, scoring: str, preload) -> in
             preload()
         except Exception as exc:  # the job loads it then
             print(f"[swgpu warm] GPU standby: preload: {exc}", file=sys.stderr, flush=True)
+    try:
+        sock.sendall(READY)
+    except OSError:
+        return 0
     sock.settimeout(IDLE_S)
     while True:
         try:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ...sequences import EncodedSequences
 
 
-def warm_up(scheme: ScoringScheme | None = None) -> dict:
+def warm_up(scheme: ScoringScheme | None = None, stop=None) -> dict:
     """Open the current device's CUDA context and load the top-k helper kernels;
     with ``scheme``, also the scoring kernels a search with it may use, where they
     are in the disk cache already (loading one costs tens of milliseconds; a
@@ -59,17 +59,18 @@ def warm_up(scheme: ScoringScheme | None = None) -> dict:
     times["helper kernels"] = time.perf_counter() - t
     if scheme is not None and not SIM and os.environ.get("SWGPU_PRELOAD", "1") != "0":
         t = time.perf_counter()
-        n = preload_kernels(scheme)
+        n = preload_kernels(scheme, stop=stop)
         times["scoring kernels"] = time.perf_counter() - t
         log.debug(f"{n} scoring kernels loaded from the cache")
     return times
 
 
-def preload_kernels(scheme: ScoringScheme, batched: bool = False) -> int:
+def preload_kernels(scheme: ScoringScheme, batched: bool = False, stop=None) -> int:
     """Load (from the disk cache) the scoring kernels of the shape menu that a search
     with ``scheme`` may use into the current context; returns how many.
     ``batched``: their several-queries-per-launch variants (:mod:`.batched`: a
-    re-scan's delta) instead."""
+    re-scan's delta) instead.  ``stop``: a :class:`threading.Event`; once set, no
+    more are loaded (a job that takes a start made ahead and needs others)."""
     from .planner import menu, parse_configs
     from .searcher import kernel_mode
 
@@ -78,6 +79,8 @@ def preload_kernels(scheme: ScoringScheme, batched: bool = False) -> int:
     n = 0
     for shapes, multipass in ((one, False), (multi, True)):
         for G, R in shapes:
+            if stop is not None and stop.is_set():
+                return n
             if not os.path.exists(cache.compiled_marker(mode, G, R, multipass, batched)):
                 continue
             kern = cache.get_kernel(mode, G, R, multipass, batched)
