@@ -312,6 +312,12 @@ query_file($RESCAN_QUERIES, '$D/uniprot_queries500.fasta.gz', '$BD/bench_db.fast
   # RESCAN_AGAIN=N: N more incremental runs (each in a copy of the folder as v1 left it);
   # RESCAN_PYSPY=1: the last of them sampled by py-spy (carried in .whl-smk), which comes back
   AGAIN=""; [ -n "${RESCAN_AGAIN:-}" ] && AGAIN="--again $RESCAN_AGAIN"
+  # RESCAN_AGAIN_TREE=DIR (carried): each repeat a pair, that checkout then this one
+  if [ -n "${RESCAN_AGAIN_TREE:-}" ]; then
+    AGAIN="$AGAIN --again-tree $RESCAN_AGAIN_TREE"
+    t0=$(ts); PYTHONPATH=$PWD/$RESCAN_AGAIN_TREE:$PYTHONPATH swgpu backend --precompile > /dev/null 2>&1
+    echo "precompile of $RESCAN_AGAIN_TREE: $(el $t0 $(ts)) s" | tee -a "$OUT/log.txt"
+  fi
   [ "${RESCAN_PYSPY:-0}" = 1 ] && AGAIN="$AGAIN --pyspy /tmp/rescan_pyspy.txt"
   timeout ${RESCAN_TIMEOUT:-560} python3 benchmarks/workflow_rescan.py --database $BD/bench_db.fasta \
     --queries /tmp/q$RESCAN_QUERIES.fasta --shards 4 --cores 16 --threads 16 --backend gpu $SYNC $AGAIN \

@@ -90,7 +90,9 @@ def release_v2(recs, changed, removed, added, seed):
     return v2, dict(entries=n, changed=len(change), removed=len(remove), added=len(new))
 
 
-def run(workdir: Path, database, args) -> dict:
+def run(workdir: Path, database, args, tree: Path | None = None) -> dict:
+    """One snakemake run in ``workdir`` on ``database``; ``tree``: another checkout
+    whose Snakefile and package run it (its folder first on PYTHONPATH)."""
     cfg = {
         "database": str(database),
         "queries": str(args.queries),
@@ -105,6 +107,8 @@ def run(workdir: Path, database, args) -> dict:
         cfg["max_evalue"] = args.max_evalue
     (workdir / "config.yaml").write_text("".join(f"{k}: {v}\n" for k, v in cfg.items()))
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
     if env.get("SWGPU_PROFILE"):  # each run's step profiles apart: inc-v1, inc-v2, scratch-v2
         env["SWGPU_PROFILE"] = os.path.join(
             env["SWGPU_PROFILE"], f"{workdir.name}-{Path(database).stem}"
@@ -128,7 +132,7 @@ def run(workdir: Path, database, args) -> dict:
         [
             *cmd,
             "-s",
-            str(REPO / "Snakefile"),
+            str((tree or REPO) / "Snakefile"),
             "--directory",
             str(workdir),
             "--configfile",
@@ -230,6 +234,13 @@ def main():
         "it was before the first (wall clock and steps printed)",
     )
     ap.add_argument(
+        "--again-tree",
+        default=None,
+        help="with --again: each repeat is a pair, first with this other checkout "
+        "(its Snakefile and package), then with this one, on the same folder copy "
+        "(an A/B on one machine)",
+    )
+    ap.add_argument(
         "--pyspy",
         default=None,
         help="with --again: the last of them sampled by py-spy (every process and "
@@ -263,23 +274,26 @@ def main():
     r2 = run(inc, root / "v2.fasta", args)
     r3 = run(scratch, root / "v2.fasta", args)
     repeats = []
-    for n in range(args.again):
+    other = Path(args.again_tree).resolve() if args.again_tree else None
+    plan = [(n, t) for n in range(args.again) for t in ((other, None) if other else (None,))]
+    for n, tree in plan:
         again = root / "inc-again"
         shutil.rmtree(again, ignore_errors=True)
         shutil.copytree(root / "inc-v1", again, symlinks=True)
-        args.pyspy = pyspy if n == args.again - 1 else None
-        r = run(again, root / "v2.fasta", args)
+        args.pyspy = pyspy if n == args.again - 1 and tree is None else None
+        r = run(again, root / "v2.fasta", args, tree)
         same_again = all(
             filecmp.cmp(again / "results" / f, scratch / "results" / f, shallow=False)
             for f in ("hits.tsv", "alignments.tsv")
         )
-        repeats.append(r["wall_s"])
+        repeats.append({"tree": str(tree or REPO), "wall_s": r["wall_s"], "steps": r["steps"]})
         steps = ", ".join(
             f"{k.removesuffix('.tsv')} {v:.2f}" for k, v in sorted(r["steps"].items())
         )
         inner = ", ".join(f"{k} {v:.2f}" for k, v in r["finish_steps"].items())
         print(
-            f"incremental again {n + 1}{' (py-spy)' if args.pyspy else ''}: {r['wall_s']:.2f} s "
+            f"incremental again {n + 1}{f' ({tree})' if tree else ''}"
+            f"{' (py-spy)' if args.pyspy else ''}: {r['wall_s']:.2f} s "
             f"(ratio {r['wall_s'] / r3['wall_s']:.3f}), tables identical: {same_again}; jobs: "
             f"{steps}; inside finish: {inner}; around: {r['snakemake_around_steps']}",
             flush=True,
