@@ -141,6 +141,9 @@ def run(workdir: Path, database, args, tree: Path | None = None) -> dict:
             str(args.cores),
         ],
         env=env,
+        # another tree: not from this checkout's folder, which `python -m` would put
+        # first on sys.path (so that this checkout's package would be imported)
+        cwd=str(workdir) if tree is not None else None,
         capture_output=True,
         text=True,
     )
