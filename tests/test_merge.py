@@ -173,3 +173,26 @@ def test_evalue_cut_equals_filtering_every_evalue():
     want = every[every["evalue"] <= 10.0].reset_index(drop=True)
     pd.testing.assert_frame_equal(cut.reset_index(drop=True), want)
     assert 0 < len(want) < 0.5 * len(every)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data(), st.integers(1, 4), st.integers(1, 5), st.integers(1, 6), st.integers(1, 4))
+def test_a_jobs_joint_top_k_merges_to_the_same_table(data, n_queries, n_parts, top_k, jobs):
+    """A scoring job writes its shards' joint top-k (engine.merge.top_k_of): the merge
+    of those tables, one per job, equals the merge of every shard's own top-k, with
+    and without an E-value cut (ties at the cut decided by accession)."""
+    from swgpu_tools.engine.merge import top_k_of
+
+    qids, parts, _ = make_parts(data, n_queries, n_parts)
+    queries = SequenceSet.from_sequences(qids, ["MKVLA" * 8] * n_queries)
+    between = st.integers(1, max(1, n_parts - 1))
+    cut = sorted({c for c in data.draw(st.lists(between, max_size=jobs)) if c < n_parts})
+    groups = [parts[a:b] for a, b in zip([0, *cut], [*cut, n_parts])]
+    max_e = data.draw(st.sampled_from([None, 2.0, 10.0]))
+    with threads_from_one_row():
+        tables = [top_k_of(g, queries, top_k, threads=data.draw(st.integers(1, 3))) for g in groups]
+        for t in tables:  # at most top_k rows per query
+            assert (np.bincount(t.q, minlength=n_queries) <= top_k).all()
+        want = merge(iter(parts), queries, 60, SCHEME, top_k, max_e)
+        got = merge(iter(tables), queries, 60, SCHEME, top_k, max_e)
+    pd.testing.assert_frame_equal(got, want)

@@ -109,12 +109,14 @@ def _run(folder: Path, database: Path, queries: Path, run: dict, incremental: bo
     _ok(["shard", database, "--shards", SHARDS, "--out-dir", r / "shards", "--threads", 1])
     shards = sorted((r / "shards").glob("shard-*.swdb"))
     tables, stats = [], []
-    for shard in shards:
-        name = shard.stem
+    # the incremental folder scores its shards in one job (whose table is their joint
+    # top-k, and which keeps a state per shard); the scratch one a job per shard
+    for job in [shards] if incremental else [[x] for x in shards]:
+        name = job[0].stem if len(job) == 1 else f"{job[0].stem}-{job[-1].stem[6:]}"
         out = r / "hits" / f"{name}.npz"
-        state = ["--state", r / "state" / f"{name}.npz"] if incremental else []
+        state = ["--state", *(r / "state" / f"{x.stem}.npz" for x in job)] if incremental else []
         _ok(
-            ["score-shard", shard, "--queries", queries, "--out", out]
+            ["score-shard", *job, "--queries", queries, "--out", out]
             + ["--stats", r / "stats" / f"{name}.json", *state, "--margin", run["margin"]]
             + ["--top-k", run["top_k"], "--backend", "cpu", "--threads", 1, *scoring]
         )

@@ -142,6 +142,28 @@ def merge(
     )
 
 
+def top_k_of(parts: list[ShardHits], queries: SequenceSet, top_k: int, threads: int = 1):
+    """The top ``top_k`` hits per query of several parts' hits (a scoring job's shards),
+    as one :class:`~swgpu_tools.io.hitsfile.ShardHits` in :func:`merge`'s order, with no
+    E-value cut.  :func:`merge` of it gives what :func:`merge` of the parts gives (the
+    top-k of a union is the top-k of the union of top-k's; the E-value cut comes after
+    the places are taken), from a table of queries x ``top_k`` rows at most instead of
+    the parts' sum."""
+    order_of_query = {q: i for i, q in enumerate(queries.ids)}
+    top = _cut(
+        [_in_query_order(p, queries, order_of_query) for p in parts], queries, top_k, None, threads
+    )
+    return ShardHits(
+        top.queries,
+        top.q.astype(np.int32),
+        top.s.astype(np.int32),
+        top.score.astype(np.int32),
+        top.subjects,
+        top.headers,
+        top.slen.astype(np.int64),
+    )
+
+
 def _in_query_order(part: ShardHits, queries: SequenceSet, order_of_query: dict) -> ShardHits:
     """The part with its query indices into the query file's order."""
     qmap = np.array([order_of_query.get(a, -1) for a in part.queries], dtype=np.int64)

@@ -16,10 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 from ..backend import BackendStart, driver_installed
 from ..cpus import usable_cpus
 from ..engine.increment import GPU_START_S, group_cells, plan_shard, rescan_on_cpu
+from ..engine.merge import top_k_of
 from ..engine.scan import ShardInput, scan_shards
 from ..errors import OutputError
 from ..io.fasta import read_fasta
-from ..io.hitsfile import concat_shard_hits, write_shard_hits
+from ..io.hitsfile import ShardHits, write_shard_hits
 from ..io.shardfile import note_verified, read_shard_unverified
 from ..io.statefile import read_state, sequence_hashes, write_state
 from ..io.stepstats import StepTimer
@@ -281,16 +282,27 @@ def score_shard(
         raise
     with timer.phase("write"):
         reader.verify()  # every shard's digest, before anything is written
-        hits = concat_shard_hits(parts)
         # the table and the states at once (their checksums and writes leave the GIL).
         # Each is written whole or not at all, and a state always holds the exact
         # lists of its shard as it is now, so a kill between them costs at most a
-        # re-scan of the shard's delta (an old state) or nothing (a new one)
-        todo = [(write_shard_hits, out_path, hits)] + [
+        # re-scan of the shard's delta (an old state) or nothing (a new one).  The
+        # table of several shards holds their joint top-k per query (the merge's
+        # input stays queries x top_k rows a job, whatever its shards), cut while
+        # the states are written
+        table: list[ShardHits] = []
+
+        def write_table(path, parts) -> None:
+            table.append(
+                parts[0] if len(parts) == 1 else top_k_of(parts, queries, top_k, threads=cpus)
+            )
+            write_shard_hits(path, table[0])
+
+        todo = [(write_table, out_path, parts)] + [
             (write_state, path, state) for path, state in zip(states, new_states) if path
         ]
         with ThreadPoolExecutor(max_workers=min(8, len(todo))) as pool:
             list(pool.map(lambda job: job[0](job[1], job[2]), todo))
+        hits = table[0]
     timer.fields.update(_job_record(records, shards))
     timer.fields["hits"] = len(hits)
     timer.write(stats_path)
