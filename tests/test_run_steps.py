@@ -455,7 +455,12 @@ def test_the_traceback_takes_the_merges_hits_table_without_reading_it(scored, tm
     for step in alone:
         _ok(swgpu(*step))
     reuse = str(tmp_path / "alone" / "internal" / "reuse.tsv")
-    for name, previous in (("chained", None), ("reused", reuse)):
+    # a previous release that had every other alignment: the rest aligned again, their
+    # subjects read by the step (the others were read ahead, beside the merge)
+    lines = (tmp_path / "alone" / "internal" / "reuse.tsv").read_text().splitlines(True)
+    part = tmp_path / "part-reuse.tsv"
+    part.write_text("".join(lines[:2] + lines[2::2]))
+    for name, previous in (("chained", None), ("reused", reuse), ("partly", str(part))):
         steps = _steps(root, tmp_path / name, tables)[:2]
         if previous:
             steps[1][steps[1].index("--previous") + 1] = previous
@@ -477,4 +482,10 @@ def test_the_traceback_takes_the_merges_hits_table_without_reading_it(scored, tm
         stats = json.loads((tmp_path / name / "stats" / "traceback.json").read_text())
         assert stats["read_phases_s"]["hits"] < 0.05
         assert stats["alignments"] > 0
-        assert stats["reused"] == (stats["alignments"] if previous else 0)
+        reused = {"chained": 0, "reused": stats["alignments"], "partly": len(lines[2::2])}
+        assert stats["reused"] == reused[name]
+        if previous:  # the previous alignments and their subjects were read ahead
+            have, missing = stats["read_ahead_subjects"]
+            assert have > 0 and (missing > 0) == (name == "partly"), stats
+        else:
+            assert "read_ahead_subjects" not in stats

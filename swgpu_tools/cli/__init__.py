@@ -107,6 +107,7 @@ def run_steps(argv: list[str]) -> int:
     from ..io.tables import keep_for_reading
 
     warming = _warm_traceback(steps)
+    _prefetch_traceback(steps)
     try:
         # the steps' query file read once; the merge's hits table handed to the traceback
         with remember_reads(), keep_for_reading(_hits_handed_over(steps)):
@@ -158,6 +159,35 @@ def _warm_traceback(steps: list[list[str]]):
     thread = threading.Thread(target=load, daemon=True)
     thread.start()
     return thread
+
+
+def _prefetch_traceback(steps: list[list[str]]) -> None:
+    """With a merge before a traceback that reuses a kept release's alignments: read
+    those and their subjects' records on a thread while the merge runs
+    (:func:`swgpu_tools.steps.traceback.prefetch_previous`).  Best effort."""
+    names = [s[0] for s in steps]
+    if "merge" not in names or "traceback" not in names[names.index("merge") :]:
+        return
+    import contextlib
+    import io
+
+    _, commands = build_parser()
+    try:  # quietly: the step reports its own options' errors
+        with contextlib.redirect_stderr(io.StringIO()):
+            t = commands["traceback"].parse_args(steps[names.index("traceback")][1:])
+        previous = t.previous
+        if previous and os.path.isdir(previous):
+            from ..steps.history import newest_internal
+
+            previous = newest_internal(previous)
+        if previous and t.shards:
+            from ..steps.traceback import prefetch_previous
+
+            prefetch_previous(t.shards, previous)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the traceback reads them itself
+        from ..logs import get_logger
+
+        get_logger(__name__).debug(f"no read ahead for the traceback: {exc}")
 
 
 def _hits_handed_over(steps: list[list[str]]) -> list[str]:

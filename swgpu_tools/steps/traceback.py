@@ -12,6 +12,7 @@ unchanged alignments (:mod:`swgpu_tools.engine.traceback`).
 from __future__ import annotations
 
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -94,6 +95,61 @@ def load_subjects(shard_paths, wanted: set, stats: dict | None = None) -> Sequen
     return SequenceSet.concat([p for p in parts if len(p)])
 
 
+#: Reads started ahead by :func:`prefetch_previous`, by what they read: (thread, box).
+_PREFETCHED: dict = {}
+
+
+def _prefetch_key(shard_paths, previous_internal):
+    try:
+        st = os.stat(previous_internal)
+    except (OSError, TypeError):
+        return None
+    shards = tuple(os.path.realpath(os.fspath(p)) for p in shard_paths)
+    return (shards, os.path.realpath(previous_internal), st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def prefetch_previous(shard_paths, previous_internal) -> bool:
+    """Start reading, on a thread, a re-scan's previous alignments (``previous_internal``)
+    and the records of their subjects from ``shard_paths`` (``swgpu run-steps`` calls
+    this before the merge: most of a re-scan's hits are the previous release's, so
+    the traceback then reads only the records of the new ones).  False when there is
+    nothing to read ahead.  :func:`traceback_hits` takes it when its arguments are the
+    same and the file did not change; an error here leaves the reading to it."""
+    key = _prefetch_key(shard_paths, previous_internal)
+    if key is None or key in _PREFETCHED:
+        return False
+    box: dict = {}
+
+    def run() -> None:
+        t0 = time.perf_counter()
+        try:
+            box["previous"] = read_internal(previous_internal)
+            t1 = time.perf_counter()
+            fields: dict = {}
+            wanted = set(box["previous"][0]["sacc"])
+            box["subjects"] = load_subjects(shard_paths, wanted, fields)
+            box["fields"] = fields
+            box["seconds"] = {"previous": t1 - t0, "subjects": time.perf_counter() - t1}
+        except Exception as exc:  # noqa: BLE001 - the step reads them itself
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, name="swgpu-traceback-prefetch", daemon=True)
+    thread.start()
+    _PREFETCHED[key] = (thread, box)
+    return True
+
+
+def _take_prefetched(shard_paths, previous_internal) -> dict | None:
+    """What :func:`prefetch_previous` read for these arguments (waiting for it), or None."""
+    key = _prefetch_key(shard_paths, previous_internal)
+    item = _PREFETCHED.pop(key, None) if key is not None else None
+    if item is None:
+        return None
+    thread, box = item
+    thread.join()
+    return box if "subjects" in box else None
+
+
 def output_paths(out_path, formats) -> dict[str, str]:
     """Where each format goes: the TSV at ``out_path``, the others beside it."""
     base = os.fspath(out_path)
@@ -150,10 +206,27 @@ def traceback_hits(
         t.append(time.perf_counter())
         queries = read_fasta(queries_path)
         t.append(time.perf_counter())
-        subjects = load_subjects(shard_paths, set(hits["sacc"]), timer.fields)
+        ahead = _take_prefetched(shard_paths, previous_internal) if previous_internal else None
+        wanted = set(hits["sacc"])
+        if ahead is not None:  # read beside the merge: only the new subjects' records now
+            have = ahead["subjects"]
+            missing = wanted - set(have.ids)
+            fields: dict = {}
+            more = load_subjects(shard_paths, missing, fields) if missing else None
+            subjects = SequenceSet.concat([have, more]) if more is not None and len(more) else have
+            timer.fields["subject_shards"] = ahead["fields"].get("subject_shards", 0)
+            timer.fields["subject_shards_hashed"] = ahead["fields"].get(
+                "subject_shards_hashed", 0
+            ) + fields.get("subject_shards_hashed", 0)
+            timer.fields["read_ahead_s"] = {k: round(v, 4) for k, v in ahead["seconds"].items()}
+            timer.fields["read_ahead_subjects"] = [len(have), len(missing)]
+        else:
+            subjects = load_subjects(shard_paths, wanted, timer.fields)
         t.append(time.perf_counter())
         previous, previous_code = None, None
-        if previous_internal and os.path.exists(previous_internal):
+        if ahead is not None:
+            previous, previous_code = ahead["previous"]
+        elif previous_internal and os.path.exists(previous_internal):
             try:
                 previous, previous_code = read_internal(previous_internal)
             except (InputError, OSError, ValueError) as exc:  # an unreadable cache: no reuse
