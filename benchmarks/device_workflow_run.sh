@@ -312,6 +312,8 @@ query_file($RESCAN_QUERIES, '$D/uniprot_queries500.fasta.gz', '$BD/bench_db.fast
   # RESCAN_AGAIN=N: N more incremental runs (each in a copy of the folder as v1 left it);
   # RESCAN_PYSPY=1: the last of them sampled by py-spy (carried in .whl-smk), which comes back
   AGAIN=""; [ -n "${RESCAN_AGAIN:-}" ] && AGAIN="--again $RESCAN_AGAIN"
+  # RESCAN_AGAIN_ENV=NAME=VALUE: each repeat a pair, with it set then without
+  [ -n "${RESCAN_AGAIN_ENV:-}" ] && AGAIN="$AGAIN --again-env $RESCAN_AGAIN_ENV"
   # RESCAN_AGAIN_TREE=DIR (carried): each repeat a pair, that checkout then this one
   if [ -n "${RESCAN_AGAIN_TREE:-}" ]; then
     AGAIN="$AGAIN --again-tree $RESCAN_AGAIN_TREE"

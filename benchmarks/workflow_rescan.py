@@ -90,9 +90,10 @@ def release_v2(recs, changed, removed, added, seed):
     return v2, dict(entries=n, changed=len(change), removed=len(remove), added=len(new))
 
 
-def run(workdir: Path, database, args, tree: Path | None = None) -> dict:
+def run(workdir: Path, database, args, tree: Path | None = None, extra_env=None) -> dict:
     """One snakemake run in ``workdir`` on ``database``; ``tree``: another checkout
-    whose Snakefile and package run it (its folder first on PYTHONPATH)."""
+    whose Snakefile and package run it (its folder first on PYTHONPATH);
+    ``extra_env``: variables set for it."""
     cfg = {
         "database": str(database),
         "queries": str(args.queries),
@@ -106,7 +107,7 @@ def run(workdir: Path, database, args, tree: Path | None = None) -> dict:
     if args.max_evalue is not None:
         cfg["max_evalue"] = args.max_evalue
     (workdir / "config.yaml").write_text("".join(f"{k}: {v}\n" for k, v in cfg.items()))
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", **(extra_env or {}))
     if tree is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
     if env.get("SWGPU_PROFILE"):  # each run's step profiles apart: inc-v1, inc-v2, scratch-v2
@@ -244,6 +245,13 @@ def main():
         "(an A/B on one machine)",
     )
     ap.add_argument(
+        "--again-env",
+        default=None,
+        metavar="NAME=VALUE",
+        help="with --again: each repeat is a pair, first with this variable set, then "
+        "without (an A/B on one machine)",
+    )
+    ap.add_argument(
         "--pyspy",
         default=None,
         help="with --again: the last of them sampled by py-spy (every process and "
@@ -278,24 +286,28 @@ def main():
     r3 = run(scratch, root / "v2.fasta", args)
     repeats = []
     other = Path(args.again_tree).resolve() if args.again_tree else None
-    plan = [(n, t) for n in range(args.again) for t in ((other, None) if other else (None,))]
-    for n, tree in plan:
+    variant = dict([args.again_env.split("=", 1)]) if args.again_env else None
+    ways = [("tree", other), (None, None)] if other else [("env", variant), (None, None)]
+    plan = [(n, w) for n in range(args.again) for w in (ways if other or variant else ways[1:])]
+    for n, (kind, value) in plan:
+        tree = value if kind == "tree" else None
         again = root / "inc-again"
         shutil.rmtree(again, ignore_errors=True)
         shutil.copytree(root / "inc-v1", again, symlinks=True)
-        args.pyspy = pyspy if n == args.again - 1 and tree is None else None
-        r = run(again, root / "v2.fasta", args, tree)
+        args.pyspy = pyspy if n == args.again - 1 and kind is None else None
+        r = run(again, root / "v2.fasta", args, tree, value if kind == "env" else None)
         same_again = all(
             filecmp.cmp(again / "results" / f, scratch / "results" / f, shallow=False)
             for f in ("hits.tsv", "alignments.tsv")
         )
-        repeats.append({"tree": str(tree or REPO), "wall_s": r["wall_s"], "steps": r["steps"]})
+        label = str(tree or REPO) + (f" {args.again_env}" if kind == "env" else "")
+        repeats.append({"run": label, "wall_s": r["wall_s"], "steps": r["steps"]})
         steps = ", ".join(
             f"{k.removesuffix('.tsv')} {v:.2f}" for k, v in sorted(r["steps"].items())
         )
         inner = ", ".join(f"{k} {v:.2f}" for k, v in r["finish_steps"].items())
         print(
-            f"incremental again {n + 1}{f' ({tree})' if tree else ''}"
+            f"incremental again {n + 1}{f' ({value})' if kind else ''}"
             f"{' (py-spy)' if args.pyspy else ''}: {r['wall_s']:.2f} s "
             f"(ratio {r['wall_s'] / r3['wall_s']:.3f}), tables identical: {same_again}; jobs: "
             f"{steps}; inside finish: {inner}; around: {r['snakemake_around_steps']}",

@@ -183,7 +183,11 @@ def _standby_main(sock: socket.socket, run_command, scoring: str, preload) -> in
     print(f"[swgpu warm] GPU standby: starting, pid {os.getpid()}", file=sys.stderr, flush=True)
     env = dict(os.environ)  # before the start sets its defaults (CUDA_DEVICE_MAX_CONNECTIONS)
     backend.prestart(_scheme(scoring))
-    if preload is not None:
+    # SWGPU_STANDBY_READY_EARLY=1 (to measure): ready at once, leaving what the preload
+    # loads to the job, which then reads its shards while the start's thread imports
+    # Numba (the preload waits for that import; READY came 1.2-1.6 s after the fork)
+    early = os.environ.get("SWGPU_STANDBY_READY_EARLY") == "1"
+    if preload is not None and not early:
         try:
             preload()
         except Exception as exc:  # the job loads it then
