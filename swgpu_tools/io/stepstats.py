@@ -90,6 +90,13 @@ class StepTimer:
             "host": socket.gethostname(),
             "peak_rss_bytes": peak_rss_bytes(),
         }
+        job = os.environ.get("SWGPU_JOB_EPOCHS")  # a job run by the warm process
+        if job:
+            try:
+                started, asked = (float(x) for x in job.split(","))
+                out["job_epochs"] = {"process": started, "asked": asked}
+            except ValueError:
+                pass
         out.update(self.fields)
         return out
 

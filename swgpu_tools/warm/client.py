@@ -16,7 +16,7 @@ import socket
 import sys
 import time
 
-from .protocol import ENV, fingerprint, receive, send
+from .protocol import ENV, JOB_EPOCHS, fingerprint, receive, send
 
 #: Signals passed on to the child (what Snakemake or a person sends a job).
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1)
@@ -44,6 +44,12 @@ def forward(argv: list[str], path: str | None = None) -> int | None:
     path = path or os.environ.get(ENV)
     if not path:
         return None
+    # when this job's process started and first asked (its step's statistics record
+    # them: Snakemake's part of a gap between steps, and the wait to be taken)
+    from ..io.stepstats import process_age  # (standard library only too)
+
+    started = time.time() - (process_age() or 0.0)
+    os.environ[JOB_EPOCHS] = f"{started:.3f},{time.time():.3f}"
     while True:
         status = _forward_once(argv, path)
         if status != "retry":
