@@ -406,10 +406,18 @@ class _Server:
                 sys.stdout.flush()
                 sys.stderr.flush()
                 report_r, report_w = os.pipe()
-                pid = os.fork()
+                # the signals held from the fork until the child has reset its handlers
+                # (one that came in between met this process's handler, and was lost)
+                mask = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+                try:
+                    pid = os.fork()
+                except BaseException:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+                    raise
                 if pid == 0:
                     os.close(report_r)
-                    self._child(conn, request, fds, report_w)  # never returns
+                    self._child(conn, request, fds, report_w, mask)  # never returns
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
                 os.close(report_w)
         finally:
             for fd in fds:
@@ -539,9 +547,13 @@ class _Server:
         if self.standby is not None:
             self.standby.close()
 
-    def _child(self, conn: socket.socket, request: dict, fds: list[int], report: int) -> None:
+    def _child(
+        self, conn: socket.socket, request: dict, fds: list[int], report: int, mask=None
+    ) -> None:
         try:
             self._close_inherited(conn)
+            if mask is not None:  # held since the fork: delivered now, as the job's
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         except BaseException:
             traceback.print_exc()
             os._exit(1)
@@ -573,6 +585,10 @@ class _Server:
         self._reap()
         self._log("stopped")
         return 0
+
+
+#: Signals held while a job's child is forked (:meth:`_Server._handle`).
+_HELD = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT}
 
 
 def serve(
