@@ -142,8 +142,7 @@ def _warm_traceback(steps: list[list[str]]):
     """With a merge before a traceback: a thread that loads what the traceback
     needs (Numba, its kernels: 0.4-0.7 s) while the merge runs; else None.  Best
     effort: what fails to load here is loaded by the traceback."""
-    names = [s[0] for s in steps]
-    if "merge" not in names or "traceback" not in names[names.index("merge") :]:
+    if _merge_and_traceback(steps) is None:
         return None
 
     def load() -> None:
@@ -161,20 +160,35 @@ def _warm_traceback(steps: list[list[str]]):
     return thread
 
 
-def _prefetch_traceback(steps: list[list[str]]) -> None:
-    """With a merge before a traceback that reuses a kept release's alignments: read
-    those and their subjects' records on a thread while the merge runs
-    (:func:`swgpu_tools.steps.traceback.prefetch_previous`).  Best effort."""
+def _merge_and_traceback(steps: list[list[str]]) -> tuple[list[str], list[str]] | None:
+    """The first merge of ``steps`` and the first traceback after it, or None."""
     names = [s[0] for s in steps]
     if "merge" not in names or "traceback" not in names[names.index("merge") :]:
-        return
+        return None
+    m = names.index("merge")
+    return steps[m], steps[names.index("traceback", m)]
+
+
+def _parsed_quietly(step: list[str]):
+    """A step's parsed options; argparse's errors unprinted (the step prints its own
+    when it runs) and raised as SystemExit."""
     import contextlib
     import io
 
     _, commands = build_parser()
-    try:  # quietly: the step reports its own options' errors
-        with contextlib.redirect_stderr(io.StringIO()):
-            t = commands["traceback"].parse_args(steps[names.index("traceback")][1:])
+    with contextlib.redirect_stderr(io.StringIO()):
+        return commands[step[0]].parse_args(step[1:])
+
+
+def _prefetch_traceback(steps: list[list[str]]) -> None:
+    """With a merge before a traceback that reuses a kept release's alignments: read
+    those and their subjects' records on a thread while the merge runs
+    (:func:`swgpu_tools.steps.traceback.prefetch_previous`).  Best effort."""
+    pair = _merge_and_traceback(steps)
+    if pair is None:
+        return
+    try:
+        t = _parsed_quietly(pair[1])
         previous = t.previous
         if previous and os.path.isdir(previous):
             from ..steps.history import newest_internal
@@ -194,19 +208,11 @@ def _hits_handed_over(steps: list[list[str]]) -> list[str]:
     """The hits table of a merge that a traceback after it reads (``--hits``, the same
     file by real path): kept in memory as read (:func:`swgpu_tools.io.tables.keep_for_reading`),
     so that the traceback does not read it again; else nothing."""
-    names = [s[0] for s in steps]
-    if "merge" not in names or "traceback" not in names[names.index("merge") :]:
+    pair = _merge_and_traceback(steps)
+    if pair is None:
         return []
-    merge = steps[names.index("merge")]
-    traceback = steps[names.index("traceback", names.index("merge"))]
-    import contextlib
-    import io
-
-    _, commands = build_parser()
-    try:  # quietly: each step reports its own options' errors
-        with contextlib.redirect_stderr(io.StringIO()):
-            m = commands["merge"].parse_args(merge[1:])
-            t = commands["traceback"].parse_args(traceback[1:])
+    try:
+        m, t = (_parsed_quietly(step) for step in pair)
     except (Exception, SystemExit):  # noqa: BLE001
         return []
     return [m.out] if os.path.realpath(m.out) == os.path.realpath(t.hits) else []
