@@ -90,7 +90,7 @@ class StepTimer:
             "host": socket.gethostname(),
             "peak_rss_bytes": peak_rss_bytes(),
         }
-        job = os.environ.get("SWGPU_JOB_EPOCHS")  # a job run by the warm process
+        job = os.environ.get(JOB_EPOCHS)  # a job run by the warm process
         if job:
             try:
                 started, asked = (float(x) for x in job.split(","))
@@ -106,6 +106,11 @@ class StepTimer:
             write_step_stats(path, rec)
         return rec
 
+
+#: The job's process start and its first request to the warm process, as epoch
+#: seconds "START,ASKED" (:func:`swgpu_tools.warm.client.forward` sets it): recorded
+#: as ``job_epochs``.
+JOB_EPOCHS = "SWGPU_JOB_EPOCHS"
 
 #: When the previous step of this process ended (``swgpu run-steps``), else empty.
 _PREVIOUS_STEP_END: list[float] = []

@@ -18,6 +18,8 @@ import socket
 import struct
 import sys
 
+from ..io.stepstats import JOB_EPOCHS  # (read when a command runs)
+
 #: The server's socket path, set for the jobs by the Snakefile's onstart hook.
 ENV = "SWGPU_WARM"
 
@@ -31,9 +33,6 @@ _HEADER = struct.Struct("!I")
 #: values would not behave like a fresh process: they must be equal on both sides.
 _ENV_PREFIXES = ("NUMBA_", "SWGPU_", "PYTHON", "NUMBA_CUDA_")
 _ENV_NAMES = ("XDG_CACHE_HOME", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "LD_PRELOAD")
-#: The job's process start and its first request, as epoch seconds "START,ASKED"
-#: (:func:`swgpu_tools.warm.client.forward` sets it; ``io.stepstats`` records it).
-JOB_EPOCHS = "SWGPU_JOB_EPOCHS"
 #: ... except these, read by a command when it runs (the child gets the job's).
 _ENV_EXCEPT = (ENV, "SWGPU_PROFILE", JOB_EPOCHS)
 
