@@ -396,6 +396,42 @@ def test_the_warm_process_loads_the_large_regions_traceback_too():
     assert proc.stdout.split() == ["1", "0"], proc.stdout
 
 
+@pytest.mark.slow
+def test_the_warm_process_loads_the_pair_lanes_path_too():
+    """With the cache filled, the warm process's alignment stage also loads the hits'
+    pair-lane path (``locate_chunk_pairs``: fewer than four hits per query, as in a
+    re-scan's new hits), on one thread, with the argument types of the real path: a
+    traceback of one hit per query afterwards loads nothing itself."""
+    fill = (
+        "from swgpu_tools.alignment.warmup import first_hits, first_pairs\n"
+        "first_hits(); first_pairs()\n"
+    )
+    _ok(subprocess.run([sys.executable, "-c", fill], capture_output=True, text=True))
+    script = (
+        "import threading\n"
+        "import numpy as np\n"
+        "from swgpu_tools.alignment.pair_lanes import locate_chunk_pairs\n"
+        "from swgpu_tools.warm.server import _stage_alignment\n"
+        "assert not locate_chunk_pairs.signatures\n"
+        "_stage_alignment()\n"
+        "assert threading.active_count() == 1, 'a thread was started'\n"
+        "loaded = len(locate_chunk_pairs.signatures)\n"
+        "from swgpu_tools.alignment.api import align_many\n"
+        "from swgpu_tools.scoring import ScoringScheme\n"
+        "from swgpu_tools.sequences import EncodedSequences\n"
+        "rng = np.random.default_rng(7)\n"
+        "def encoded(lengths):\n"
+        "    codes = rng.integers(0, 20, int(sum(lengths))).astype(np.uint8)\n"
+        "    return EncodedSequences(codes, np.r_[0, np.cumsum(lengths)].astype(np.int64))\n"
+        "q, d = encoded([150, 60, 220, 90]), encoded([140, 80, 200, 95, 70])\n"
+        "qi, si = np.arange(4, dtype=np.int64), np.array([0, 1, 2, 4], dtype=np.int64)\n"
+        "align_many(q, d, qi, si, ScoringScheme('BLOSUM62', 11, 1), threads=2, backend='cpu')\n"
+        "print(loaded, len(locate_chunk_pairs.signatures))\n"
+    )
+    proc = _ok(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True))
+    assert proc.stdout.split() == ["1", "1"], proc.stdout
+
+
 AUDIT = """
 import os, runpy, sys
 target = os.path.realpath(sys.argv[1])

@@ -55,6 +55,34 @@ def load_singles_kernel() -> bool:
     return True
 
 
+def load_pairs_kernels() -> bool:
+    """Load the database hits' pair-lane path (:func:`first_pairs`) from the disk cache,
+    where it is there (False, loading nothing, where it is not).  A traceback of fewer
+    than four hits per query takes it: a re-scan's new hits, spread over many queries."""
+    if not is_compiled("pairs"):
+        return False
+    first_pairs()
+    return True
+
+
+def first_pairs() -> None:
+    """Run the database hits' alignments on made-up hits of one each per query, the
+    pair-lane path (:func:`swgpu_tools.alignment.batch.locate_chunk_pairs`, which a
+    traceback of fewer than four hits per query takes), on one thread."""
+    from ..scoring import ScoringScheme
+    from ..sequences import EncodedSequences
+    from .api import align_many
+
+    scheme = ScoringScheme("BLOSUM62", 11, 1)
+    rng = np.random.default_rng(4)
+    qs = [rng.integers(0, 20, int(n)).astype(np.uint8) for n in (80, 100)]
+    ss = [np.concatenate([qs[0][:40], qs[0][45:]]), rng.integers(0, 20, 90).astype(np.uint8)]
+    queries = EncodedSequences(np.concatenate(qs), np.r_[0, np.cumsum([len(x) for x in qs])])
+    db = EncodedSequences(np.concatenate(ss), np.r_[0, np.cumsum([len(x) for x in ss])])
+    qi, si = np.arange(2, dtype=np.int64), np.arange(2, dtype=np.int64)
+    align_many(queries, db, qi, si, scheme, threads=1, backend="cpu")
+
+
 def first_hits() -> None:
     """Run the kernels the traceback step calls first on one made-up query's hits
     (compiling them where the disk cache lacks them)."""

@@ -79,10 +79,11 @@ def _stage_alignment() -> None:
     the disk cache (serial functions: loading them starts no threads).  Where the
     cache lacks them, a child process compiles them meanwhile
     (:func:`swgpu_tools.alignment.background.compile_hits`; the step waits for it)."""
-    from ..alignment.warmup import load_hits_kernels, load_singles_kernel
+    from ..alignment.warmup import load_hits_kernels, load_pairs_kernels, load_singles_kernel
 
     if load_hits_kernels():
         load_singles_kernel()  # large regions (many threads, long queries)
+        load_pairs_kernels()  # fewer than four hits per query (a re-scan's new hits)
     else:
         from ..alignment.background import compile_hits
 
