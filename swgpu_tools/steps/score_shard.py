@@ -20,7 +20,7 @@ from ..engine.merge import top_k_of
 from ..engine.scan import ShardInput, scan_shards
 from ..errors import OutputError
 from ..io.fasta import read_fasta
-from ..io.hitsfile import ShardHits, write_shard_hits
+from ..io.hitsfile import ShardHits, concat_shard_hits, write_shard_hits
 from ..io.shardfile import note_verified, read_shard_unverified
 from ..io.statefile import read_state, sequence_hashes, write_state
 from ..io.stepstats import StepTimer
@@ -29,6 +29,12 @@ from ..scoring import ScoringScheme
 from ..sequences import EncodedSequences
 
 log = get_logger(__name__)
+
+#: ``SWGPU_JOB_TOPK=0``: a job of several shards writes their hits as they are (the merge
+#: then takes the top-k of shards x queries x top_k rows) instead of their joint top-k.
+#: For measuring what the cut costs in the job against what it saves in the merge
+#: (benchmarks/workflow_rescan.py ``--again-env``); the tables are the same either way.
+_JOINT_TOPK = os.environ.get("SWGPU_JOB_TOPK", "1") != "0"
 
 #: Per-shard statistics summed into a job's record when it scores several shards.
 _SUMMED = (
@@ -292,9 +298,14 @@ def score_shard(
         table: list[ShardHits] = []
 
         def write_table(path, parts) -> None:
-            table.append(
-                parts[0] if len(parts) == 1 else top_k_of(parts, queries, top_k, threads=cpus)
-            )
+            t = time.perf_counter()
+            if len(parts) == 1:
+                table.append(parts[0])
+            elif _JOINT_TOPK:
+                table.append(top_k_of(parts, queries, top_k, threads=cpus))
+            else:
+                table.append(concat_shard_hits(parts))
+            timer.fields["joint_top_k_s"] = round(time.perf_counter() - t, 4)
             write_shard_hits(path, table[0])
 
         todo = [(write_table, out_path, parts)] + [
