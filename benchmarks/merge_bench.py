@@ -9,6 +9,11 @@ drawn so that about a dozen hits per query pass E <= 10 (as bench200M's planted
 hits do), then times :func:`swgpu_tools.steps.merge_hits.merge_hits` on it (in
 this process, after one warm-up call) and prints its phases.  ``--check FILE``
 also writes hits.tsv there, to compare two versions' tables.
+
+``--cut``: first times the scoring job's joint cut of its shards
+(:func:`swgpu_tools.engine.merge.top_k_of`, ``--threads``), with each thread's rows
+found by bisecting the shards' sorted runs (now) and by one mask per thread over all
+rows (``merge._MAX_RUNS = 0``: the cut before), checking that both give one table.
 """
 
 from __future__ import annotations
@@ -69,7 +74,33 @@ def make_inputs(folder: str, n_queries: int, n_shards: int, top_k: int, seed: in
         )
     path = os.path.join(folder, "shard-0000-%04d.npz" % (n_shards - 1))
     write_shard_hits(path, concat_shard_hits(parts))
-    return path
+    return path, parts
+
+
+def time_cut(parts, queries_fasta: str, top_k: int, threads: int, repeat: int) -> None:
+    """The joint cut of ``parts`` (:func:`top_k_of`), bisected runs against masks."""
+    from swgpu_tools.engine import merge
+    from swgpu_tools.io.fasta import read_fasta
+
+    queries = read_fasta(queries_fasta)
+    tables = {}
+    for name, runs in (("bisect", merge._MAX_RUNS), ("masks", 0), ("bisect again", None)):
+        saved = merge._MAX_RUNS
+        merge._MAX_RUNS = saved if runs is None else runs
+        times = []
+        for _ in range(repeat + 1):
+            t = time.perf_counter()
+            top = merge.top_k_of(parts, queries, top_k, threads=threads)
+            times.append(time.perf_counter() - t)
+        merge._MAX_RUNS = saved
+        tables[name] = (top.q.tobytes(), top.score.tobytes(), [top.subjects[i] for i in top.s])
+        print(
+            f"cut ({name}) of {sum(len(p) for p in parts):,} rows -> {len(top):,}, "
+            f"threads {threads}: median {sorted(times[1:])[len(times[1:]) // 2]:.3f} s, "
+            f"min {min(times[1:]):.3f} s"
+        )
+    same = all(v == tables["bisect"] for v in tables.values())
+    print(f"cut tables equal: {same}")
 
 
 def main() -> None:
@@ -80,11 +111,15 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--check", default=None, help="write hits.tsv here")
     ap.add_argument("--threads", type=int, default=None, help="merge threads (default: all CPUs)")
+    ap.add_argument("--cut", action="store_true", help="time the scoring job's joint cut first")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         t = time.perf_counter()
-        table = make_inputs(d, args.queries, args.shards, args.top_k)
+        table, parts = make_inputs(d, args.queries, args.shards, args.top_k)
         print(f"inputs made in {time.perf_counter() - t:.1f} s")
+        if args.cut:
+            threads = args.threads or len(os.sched_getaffinity(0))
+            time_cut(parts, os.path.join(d, "queries.fasta"), args.top_k, threads, args.repeat)
         out = args.check or os.path.join(d, "hits.tsv")
         stats = os.path.join(d, "merge.json")
         times = []

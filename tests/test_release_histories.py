@@ -16,7 +16,9 @@ brute force; test_rescan.py runs histories through Snakemake.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -110,16 +112,18 @@ def _run(folder: Path, database: Path, queries: Path, run: dict, incremental: bo
     shards = sorted((r / "shards").glob("shard-*.swdb"))
     tables, stats = [], []
     # the incremental folder scores its shards in one job (whose table is their joint
-    # top-k, and which keeps a state per shard); the scratch one a job per shard
+    # top-k, SWGPU_JOB_TOPK=1: the cut of one of several jobs; it keeps a state per
+    # shard); the scratch one a job per shard
     for job in [shards] if incremental else [[x] for x in shards]:
         name = job[0].stem if len(job) == 1 else f"{job[0].stem}-{job[-1].stem[6:]}"
         out = r / "hits" / f"{name}.npz"
         state = ["--state", *(r / "state" / f"{x.stem}.npz" for x in job)] if incremental else []
-        _ok(
-            ["score-shard", *job, "--queries", queries, "--out", out]
-            + ["--stats", r / "stats" / f"{name}.json", *state, "--margin", run["margin"]]
-            + ["--top-k", run["top_k"], "--backend", "cpu", "--threads", 1, *scoring]
-        )
+        with mock.patch.dict(os.environ, {"SWGPU_JOB_TOPK": "1"}):
+            _ok(
+                ["score-shard", *job, "--queries", queries, "--out", out]
+                + ["--stats", r / "stats" / f"{name}.json", *state, "--margin", run["margin"]]
+                + ["--top-k", run["top_k"], "--backend", "cpu", "--threads", 1, *scoring]
+            )
         tables.append(out)
         stats.append(json.loads((r / "stats" / f"{name}.json").read_text()))
     info = r / "shards" / "database.json"

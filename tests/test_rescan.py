@@ -677,3 +677,23 @@ def test_prune_keeps_the_newest_releases(rescan, tmp_path):
     assert swgpu("--prune", "1").returncode == 0
     assert not (history / rescan["release_v1"]).exists()
     assert (history / current / "hits.tsv").is_file()
+
+
+def test_only_the_several_jobs_of_a_database_cut_their_shards_joint_top_k(tmp_path, monkeypatch):
+    """A scoring job of several shards writes their joint top-k only where it is one of
+    several jobs (the cut costs it what it saves the merge) or its rows pass
+    CUT_ROWS; SWGPU_JOB_TOPK=1/0 overrides; without database.json it cuts."""
+    from swgpu_tools.steps import score_shard as step
+
+    names = [f"shard-{k:04d}.swdb" for k in range(4)]
+    paths = [str(tmp_path / n) for n in names]
+    monkeypatch.delenv("SWGPU_JOB_TOPK", raising=False)
+    assert step._joint_cut(paths, 10)  # no database.json beside the shards
+    (tmp_path / "database.json").write_text(json.dumps({"shards": [{"file": n} for n in names]}))
+    assert not step._joint_cut(paths, 10)  # the only job
+    assert step._joint_cut(paths, step.CUT_ROWS + 1)
+    assert step._joint_cut(paths[:2], 10) and step._joint_cut(paths[2:], 10)
+    monkeypatch.setenv("SWGPU_JOB_TOPK", "1")
+    assert step._joint_cut(paths, 10)
+    monkeypatch.setenv("SWGPU_JOB_TOPK", "0")
+    assert not step._joint_cut(paths[:2], step.CUT_ROWS + 1)

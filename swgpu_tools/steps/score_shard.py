@@ -9,6 +9,7 @@ tables, so the final tables do not depend on how shards are grouped into jobs.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,11 +31,33 @@ from ..sequences import EncodedSequences
 
 log = get_logger(__name__)
 
-#: ``SWGPU_JOB_TOPK=0``: a job of several shards writes their hits as they are (the merge
-#: then takes the top-k of shards x queries x top_k rows) instead of their joint top-k.
-#: For measuring what the cut costs in the job against what it saves in the merge
-#: (benchmarks/workflow_rescan.py ``--again-env``); the tables are the same either way.
-_JOINT_TOPK = os.environ.get("SWGPU_JOB_TOPK", "1") != "0"
+
+#: Rows of a job's several shards above which the job cuts them to their joint top-k
+#: even as the only job (the merge then holds at most queries x top_k rows of it).
+CUT_ROWS = 8_000_000
+
+
+def _joint_cut(shards: list, rows: int) -> bool:
+    """Whether a job of several shards writes their joint top-k per query (else their
+    ``rows`` hits as they are, which the merge cuts).  The cut costs the job about
+    what it saves the merge (both choose the top k of the same rows: 0.7 s against
+    0.3 s for 4 shards x 2,000 queries x 500 on an H200 host, run 167), so it pays
+    where several jobs cut at once, not in the only job of a database (its shards
+    are all those of ``database.json`` beside them) unless its rows pass
+    :data:`CUT_ROWS`.  ``SWGPU_JOB_TOPK`` = ``1`` (always) or ``0`` (never) overrides
+    this, for measuring; the tables are the same either way."""
+    mode = os.environ.get("SWGPU_JOB_TOPK", "auto")
+    if mode in ("0", "1"):
+        return mode == "1"
+    if rows > CUT_ROWS:
+        return True
+    try:
+        with open(os.path.join(os.path.dirname(os.fspath(shards[0])), "database.json")) as fh:
+            files = {s["file"] for s in json.load(fh)["shards"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return True
+    return files != {os.path.basename(os.fspath(s)) for s in shards}
+
 
 #: Per-shard statistics summed into a job's record when it scores several shards.
 _SUMMED = (
@@ -292,20 +315,22 @@ def score_shard(
         # Each is written whole or not at all, and a state always holds the exact
         # lists of its shard as it is now, so a kill between them costs at most a
         # re-scan of the shard's delta (an old state) or nothing (a new one).  The
-        # table of several shards holds their joint top-k per query (the merge's
-        # input stays queries x top_k rows a job, whatever its shards), cut while
-        # the states are written
+        # table of several shards holds their joint top-k per query where one of
+        # several jobs (each job's cut beside the others'; the merge's input stays
+        # queries x top_k rows a job), cut while the states are written (_joint_cut)
         table: list[ShardHits] = []
 
         def write_table(path, parts) -> None:
             t = time.perf_counter()
+            cut = len(parts) > 1 and _joint_cut(shards, sum(len(p) for p in parts))
             if len(parts) == 1:
                 table.append(parts[0])
-            elif _JOINT_TOPK:
+            elif cut:
                 table.append(top_k_of(parts, queries, top_k, threads=cpus))
             else:
                 table.append(concat_shard_hits(parts))
-            timer.fields["joint_top_k_s"] = round(time.perf_counter() - t, 4)
+            timer.fields["joint_cut"] = cut
+            timer.fields["joint_cut_s"] = round(time.perf_counter() - t, 4)
             write_shard_hits(path, table[0])
 
         todo = [(write_table, out_path, parts)] + [
