@@ -10,10 +10,9 @@ hits do), then times :func:`swgpu_tools.steps.merge_hits.merge_hits` on it (in
 this process, after one warm-up call) and prints its phases.  ``--check FILE``
 also writes hits.tsv there, to compare two versions' tables.
 
-``--cut``: first times the scoring job's joint cut of its shards
-(:func:`swgpu_tools.engine.merge.top_k_of`, ``--threads``), with each thread's rows
-found by bisecting the shards' sorted runs (now) and by one mask per thread over all
-rows (``merge._MAX_RUNS = 0``: the cut before), checking that both give one table.
+``--cut``: first times a scoring job's joint cut of its shards
+(:func:`swgpu_tools.engine.merge.top_k_of`, ``--threads``), the work that a job of
+several shards does only as one of several jobs (``steps/score_shard._joint_cut``).
 """
 
 from __future__ import annotations
@@ -78,29 +77,20 @@ def make_inputs(folder: str, n_queries: int, n_shards: int, top_k: int, seed: in
 
 
 def time_cut(parts, queries_fasta: str, top_k: int, threads: int, repeat: int) -> None:
-    """The joint cut of ``parts`` (:func:`top_k_of`), bisected runs against masks."""
-    from swgpu_tools.engine import merge
+    """The joint cut of ``parts`` (:func:`top_k_of`)."""
+    from swgpu_tools.engine.merge import top_k_of
     from swgpu_tools.io.fasta import read_fasta
 
     queries = read_fasta(queries_fasta)
-    tables = {}
-    for name, runs in (("bisect", merge._MAX_RUNS), ("masks", 0), ("bisect again", None)):
-        saved = merge._MAX_RUNS
-        merge._MAX_RUNS = saved if runs is None else runs
-        times = []
-        for _ in range(repeat + 1):
-            t = time.perf_counter()
-            top = merge.top_k_of(parts, queries, top_k, threads=threads)
-            times.append(time.perf_counter() - t)
-        merge._MAX_RUNS = saved
-        tables[name] = (top.q.tobytes(), top.score.tobytes(), [top.subjects[i] for i in top.s])
-        print(
-            f"cut ({name}) of {sum(len(p) for p in parts):,} rows -> {len(top):,}, "
-            f"threads {threads}: median {sorted(times[1:])[len(times[1:]) // 2]:.3f} s, "
-            f"min {min(times[1:]):.3f} s"
-        )
-    same = all(v == tables["bisect"] for v in tables.values())
-    print(f"cut tables equal: {same}")
+    times = []
+    for _ in range(repeat + 1):
+        t = time.perf_counter()
+        top = top_k_of(parts, queries, top_k, threads=threads)
+        times.append(time.perf_counter() - t)
+    print(
+        f"cut of {sum(len(p) for p in parts):,} rows -> {len(top):,}, threads {threads}: "
+        f"median {sorted(times[1:])[len(times[1:]) // 2]:.3f} s, min {min(times[1:]):.3f} s"
+    )
 
 
 def main() -> None:

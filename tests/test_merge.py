@@ -196,32 +196,3 @@ def test_a_jobs_joint_top_k_merges_to_the_same_table(data, n_queries, n_parts, t
         want = merge(iter(parts), queries, 60, SCHEME, top_k, max_e)
         got = merge(iter(tables), queries, 60, SCHEME, top_k, max_e)
     pd.testing.assert_frame_equal(got, want)
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.data(), st.integers(1, 6), st.integers(1, 40))
-def test_a_ranges_rows_are_found_by_bisecting_sorted_runs(data, n_runs, n_queries):
-    """The threaded cut finds each query range's rows by bisecting the parts' sorted
-    runs (``_rows_of_ranges``): the same rows, in the same order, as a mask over all
-    rows; unsorted input (more runs than ``_MAX_RUNS``) gives None (then masks)."""
-    runs = [
-        np.sort(data.draw(st.lists(st.integers(0, n_queries - 1), max_size=30)))
-        for _ in range(n_runs)
-    ]
-    q = np.concatenate(runs).astype(np.int64)
-    inner = data.draw(st.lists(st.integers(1, max(1, n_queries - 1)), max_size=5))
-    bounds = [0, *sorted(set(inner) - {0, n_queries}), n_queries]
-    got = merge_module._rows_of_ranges(q, bounds)
-    breaks = int((q[1:] < q[:-1]).sum()) if len(q) else 0
-    if breaks >= merge_module._MAX_RUNS:
-        assert got is None
-        return
-    assert got is not None and len(got) == len(bounds) - 1
-    for rows, a, b in zip(got, bounds[:-1], bounds[1:]):
-        assert rows.tolist() == np.flatnonzero((q >= a) & (q < b)).tolist()
-
-
-def test_unsorted_rows_are_found_by_masks():
-    """Rows not in a few sorted runs (each row its own run) are left to the masks."""
-    q = np.arange(2 * merge_module._MAX_RUNS, dtype=np.int64)[::-1].copy()
-    assert merge_module._rows_of_ranges(q, [0, 10, len(q)]) is None

@@ -265,29 +265,6 @@ def _top_members(q, score, n_queries: int, top_k: int, accession_of, passes=None
     return member
 
 
-#: Sorted runs of query indices up to which :func:`_rows_of_ranges` finds a range's rows
-#: by bisection (the parts of a cut come as runs sorted by query: one per part).
-_MAX_RUNS = 64
-
-
-def _rows_of_ranges(q: np.ndarray, bounds: list[int]) -> list[np.ndarray] | None:
-    """The rows (ascending) of each query range ``[bounds[i], bounds[i + 1])``, where
-    ``q`` is a few runs sorted by query (a cut's parts): found by bisecting the runs,
-    one pass over ``q`` in all instead of one per range; else None."""
-    n = len(q)
-    breaks = np.flatnonzero(q[1:] < q[:-1]) + 1
-    if len(breaks) >= _MAX_RUNS:
-        return None
-    edges = [
-        np.searchsorted(q[a:b], bounds) + a
-        for a, b in zip([0, *breaks.tolist()], [*breaks.tolist(), n])
-    ]
-    return [
-        np.concatenate([np.arange(e[i], e[i + 1], dtype=np.int64) for e in edges])
-        for i in range(len(bounds) - 1)
-    ]
-
-
 def _top_members_by_ranges(
     q, score, n_queries: int, top_k: int, accession_of, passes=None, threads: int = 1
 ) -> np.ndarray:
@@ -304,13 +281,8 @@ def _top_members_by_ranges(
     cuts = np.searchsorted(ends, np.arange(1, parts) * (n / parts), side="left") + 1
     bounds = [0, *sorted(set(np.minimum(cuts, n_queries).tolist()) - {0, n_queries}), n_queries]
 
-    ranges = _rows_of_ranges(q, bounds)
-
-    def one(i: int) -> np.ndarray:  # the chosen rows of queries [bounds[i], bounds[i + 1])
-        if ranges is not None:
-            rows = ranges[i]
-        else:
-            rows = np.flatnonzero((q >= bounds[i]) & (q < bounds[i + 1]))
+    def one(a: int, b: int) -> np.ndarray:  # the chosen rows of queries [a, b)
+        rows = np.flatnonzero((q >= a) & (q < b))
         if not len(rows):
             return rows
         mine = _top_members(
@@ -324,7 +296,7 @@ def _top_members_by_ranges(
         return rows[mine]
 
     with ThreadPoolExecutor(max_workers=len(bounds) - 1) as pool:
-        chosen = list(pool.map(one, range(len(bounds) - 1)))
+        chosen = list(pool.map(one, bounds[:-1], bounds[1:]))
     member = np.zeros(n, dtype=bool)
     for rows in chosen:
         member[rows] = True
