@@ -90,6 +90,28 @@ def release_v2(recs, changed, removed, added, seed):
     return v2, dict(entries=n, changed=len(change), removed=len(remove), added=len(new))
 
 
+def timeline(workdir: Path) -> dict:
+    """Each step's times from its statistics (``job_epochs``: the job's process start,
+    its request to the warm process, when a warm child or the GPU standby took it;
+    the step's start and end), in seconds after the first job's process started."""
+    recs = {}
+    for path in sorted((workdir / "results" / "stats").rglob("*.json")):
+        try:
+            rec = json.loads(path.read_text())
+        except ValueError:
+            continue
+        if "start_epoch" not in rec or "wall_s" not in rec:
+            continue
+        marks = dict(rec.get("job_epochs") or {})
+        marks["start"] = rec["start_epoch"]
+        marks["end"] = rec["start_epoch"] + rec["wall_s"]
+        recs[str(path.relative_to(workdir / "results" / "stats").with_suffix(""))] = marks
+    if not recs:
+        return {}
+    t0 = min(min(m.values()) for m in recs.values())
+    return {k: {n: round(v - t0, 3) for n, v in m.items()} for k, m in recs.items()}
+
+
 def run(workdir: Path, database, args, tree: Path | None = None, extra_env=None) -> dict:
     """One snakemake run in ``workdir`` on ``database``; ``tree``: another checkout
     whose Snakefile and package run it (its folder first on PYTHONPATH);
@@ -301,7 +323,10 @@ def main():
             for f in ("hits.tsv", "alignments.tsv")
         )
         label = str(tree or REPO) + (f" {args.again_env}" if kind == "env" else "")
-        repeats.append({"run": label, "wall_s": r["wall_s"], "steps": r["steps"]})
+        marks = timeline(again)
+        repeats.append(
+            {"run": label, "wall_s": r["wall_s"], "steps": r["steps"], "timeline": marks}
+        )
         steps = ", ".join(
             f"{k.removesuffix('.tsv')} {v:.2f}" for k, v in sorted(r["steps"].items())
         )
@@ -313,6 +338,7 @@ def main():
             f"{steps}; inside finish: {inner}; around: {r['snakemake_around_steps']}",
             flush=True,
         )
+        print(f"  timeline (s after the first job's process): {marks}", flush=True)
     same = {
         f: filecmp.cmp(inc / "results" / f, scratch / "results" / f, shallow=False)
         for f in ("hits.tsv", "alignments.tsv")

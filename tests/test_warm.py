@@ -135,9 +135,10 @@ def test_a_command_runs_in_a_child_with_the_jobs_folder_streams_and_status(warm,
 
 def test_a_step_run_by_the_warm_process_records_when_its_job_started_and_asked(warm, tmp_path):
     """A job handed to the warm process: its step's statistics say when the job's own
-    process started and when it first asked (``job_epochs``), before the step's start
-    (what separates a step from the one before: Snakemake, then the hand-over); the
-    variable that carries them is no part of the environment's fingerprint."""
+    process started, when it first asked and when a child took it (``job_epochs``),
+    before the step's start (what separates a step from the one before: Snakemake,
+    the hand-over, the child's own start); the variable that carries them is no part
+    of the environment's fingerprint."""
     from swgpu_tools.warm.protocol import JOB_EPOCHS, fingerprint
 
     assert fingerprint({JOB_EPOCHS: "1,2"}) == fingerprint({})
@@ -154,7 +155,8 @@ def test_a_step_run_by_the_warm_process_records_when_its_job_started_and_asked(w
     assert warm.children("shard")  # the warm process ran it
     rec = json.loads((tmp_path / "shard_db.json").read_text())
     job = rec["job_epochs"]
-    assert t0 - 1 <= job["process"] <= job["asked"] <= rec["start_epoch"] + 0.001, rec
+    assert t0 - 1 <= job["process"] <= job["asked"] <= job["taken"] + 0.001, rec
+    assert job["taken"] <= rec["start_epoch"] + 0.001, rec
 
 
 def test_the_jobs_environment_reaches_the_child(warm, tmp_path):

@@ -93,8 +93,8 @@ class StepTimer:
         job = os.environ.get(JOB_EPOCHS)  # a job run by the warm process
         if job:
             try:
-                started, asked = (float(x) for x in job.split(","))
-                out["job_epochs"] = {"process": started, "asked": asked}
+                values = [float(x) for x in job.split(",")]
+                out["job_epochs"] = dict(zip(("process", "asked", "taken"), values))
             except ValueError:
                 pass
         out.update(self.fields)
@@ -108,8 +108,9 @@ class StepTimer:
 
 
 #: The job's process start and its first request to the warm process, as epoch
-#: seconds "START,ASKED" (:func:`swgpu_tools.warm.client.forward` sets it): recorded
-#: as ``job_epochs``.
+#: seconds "START,ASKED" (:func:`swgpu_tools.warm.client.forward` sets it), then
+#: ",TAKEN" when a warm child or the GPU standby took it
+#: (:func:`swgpu_tools.warm.standby.run_job`): recorded as ``job_epochs``.
 JOB_EPOCHS = "SWGPU_JOB_EPOCHS"
 
 #: When the previous step of this process ended (``swgpu run-steps``), else empty.

@@ -31,9 +31,10 @@ import signal
 import socket
 import struct
 import sys
+import time
 import traceback
 
-from .protocol import ENV, receive, send
+from .protocol import ENV, JOB_EPOCHS, receive, send
 
 #: Seconds the standby waits for a command before it ends (and frees its GPU).
 IDLE_S = 120.0
@@ -235,6 +236,8 @@ def run_job(request: dict, fds: list[int], report: int, run_command) -> None:
         os.chdir(request["cwd"])
         os.umask(int(request["umask"]))
         env = {str(k): str(v) for k, v in request["env"].items() if k != ENV}
+        if env.get(JOB_EPOCHS):  # when the job was taken (its step's statistics)
+            env[JOB_EPOCHS] += f",{time.time():.3f}"
         os.environ.clear()
         os.environ.update(env)
         argv = [str(a) for a in request["argv"]]
