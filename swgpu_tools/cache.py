@@ -41,8 +41,7 @@ def cache_dir() -> str:
 
 
 def source_digest() -> str:
-    """12 hex digits of a digest of swgpu_tools' Python sources and kernel templates (and
-    ``$SWGPU_LANE_BITS``, where set)."""
+    """12 hex digits of a digest of swgpu_tools' Python sources and kernel templates."""
     if not _digest:
         import hashlib
 
@@ -56,9 +55,6 @@ def source_digest() -> str:
                     h.update(os.path.relpath(path, root).encode())
                     with open(path, "rb") as fh:
                         h.update(fh.read())
-        # a forced SIMD width (kernels.simd.LANE_BITS: a constant compiled into the
-        # alignment kernels, which Numba's cache index does not see) gets its own folder
-        h.update(os.environ.get("SWGPU_LANE_BITS", "").encode())
         _digest.append(h.hexdigest())
     return _digest[0]
 

@@ -158,7 +158,7 @@ def test_lane_passes_agree_with_scalar_passes():
                 subjects.append(rng.integers(0, 23, rng.integers(1, 90)).astype(np.uint8))
         subjects = [x if len(x) else q[:1].copy() for x in subjects]
         for probe in (np.zeros(1, np.int16), np.zeros(1, np.int32)):
-            lanes = QL.LANE_BYTES // probe.itemsize
+            lanes = 32 // probe.itemsize
             check_lane_passes(q, subjects[:lanes], s, go, ge, probe, check_grid=trial < 6)
 
 
@@ -182,7 +182,7 @@ def check_lane_passes(q, subjects, s, go, ge, probe, check_grid):
     n = len(subjects)
     idx = np.arange(n, dtype=np.int64)
     best, qe, se = (np.zeros(QL.ALN_LANES, np.int64) for _ in range(3))
-    lanes = QL.LANE_BYTES // probe.itemsize
+    lanes = 32 // probe.itemsize
     grid, step, ncols = QL.forward_grid(len(q), off, idx, lanes)
     assert QL.lanes_pass(
         q, codes, off, idx, s.matrix, go, ge, False, qe, se, best, best, qe, se, probe, grid, step
@@ -278,60 +278,3 @@ def test_oracle_pairs(oracle_pairs):
             aln.subject_end,
         ) == (row.qstart, row.qend, row.sstart, row.send)
     print(f"{same_coords}/{len(got)} oracle alignments have SSEARCH's exact coordinates")
-
-
-OTHER_WIDTH = r"""
-import json, sys
-import numpy as np
-from swgpu_tools.alignment import align_many
-from swgpu_tools.alignment import query_lanes as QL
-from swgpu_tools.scoring import ScoringScheme
-from swgpu_tools.sequences import EncodedSequences
-
-rng = np.random.default_rng(int(sys.argv[1]))
-q = [rng.integers(0, 20, int(n)).astype(np.uint8) for n in (150, 420, 60)]
-subjects, qi = [], []
-for k, query in enumerate(q):
-    for j in range(40):  # strong hits (mutated copies, banded) and weak ones (pair lanes)
-        if j % 3 == 0:
-            s = query.copy()
-            s[rng.random(len(s)) < 0.15] = rng.integers(0, 20)
-            s = np.concatenate([rng.integers(0, 20, j).astype(np.uint8), s])
-        else:
-            s = rng.integers(0, 20, int(rng.integers(20, 500))).astype(np.uint8)
-        subjects.append(s)
-        qi.append(k)
-def enc(xs):
-    return EncodedSequences(np.concatenate(xs), np.r_[0, np.cumsum([len(x) for x in xs])])
-got = align_many(enc(q), enc(subjects), np.array(qi, np.int64), np.arange(len(subjects), dtype=np.int64),
-                 ScoringScheme("BLOSUM62", 11, 1), threads=2, backend="cpu")
-print(json.dumps({"lanes": QL.ALN_LANES, "alignments": [
-    [a.score, a.query_start, a.query_end, a.subject_start, a.subject_end, repr(a.operations)]
-    for a in got]}))
-"""
-
-
-@pytest.mark.slow
-def test_the_other_simd_width_gives_the_same_alignments():
-    """The query lanes take one register's width (kernels.simd.LANE_BITS: 32 int16 lanes
-    with AVX-512BW, 16 with AVX2): database hits aligned with the other width
-    (``SWGPU_LANE_BITS``, in a process of its own) are the same alignments."""
-    import json
-    import os
-    import subprocess
-    import sys
-
-    from swgpu_tools.kernels.simd import LANE_BITS
-
-    runs = {}
-    for bits in (LANE_BITS, 768 - LANE_BITS):
-        env = dict(os.environ, SWGPU_LANE_BITS=str(bits))
-        env.pop("NUMBA_CACHE_DIR", None)  # the width's own cache folder (cache.source_digest)
-        proc = subprocess.run(
-            [sys.executable, "-c", OTHER_WIDTH, "3"], env=env, capture_output=True, text=True
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        runs[bits] = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert sorted(r["lanes"] for r in runs.values()) == [16, 32]
-    first, second = runs.values()
-    assert len(first["alignments"]) == 120 and first["alignments"] == second["alignments"]

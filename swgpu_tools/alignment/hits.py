@@ -1,7 +1,7 @@
 """Local alignments of database hits: query lanes, then bands or short regions.
 
 The traceback step of a database search aligns the hits of each query (many
-subjects per query).  Per group of up to ALN_LANES subjects of one query
+subjects per query).  Per group of up to 16 subjects of one query
 (:func:`hits_chunk`, one Numba function per work chunk):
 
 1. the forward pass in query lanes (:func:`.query_lanes.lanes_pass`, int16
@@ -29,7 +29,7 @@ from numba import njit
 
 from .band import backward_band, forward_band_traceback
 from .pool import run_chunks
-from .query_lanes import LANE_BYTES, fits_int16, grid_shape, grid_view, lanes_pass
+from .query_lanes import fits_int16, grid_shape, grid_view, lanes_pass
 from .scalar import reverse_start
 from .traceback import traceback
 
@@ -72,13 +72,13 @@ def hits_chunk(
     status,
 ):
     """Chunk c's groups (item t, pairs perm[item_start[t]:item_start[t + 1]], belongs to
-    chunk item_chunk[t]; at most LANE_BYTES // probe.itemsize pairs, all of one query).
+    chunk item_chunk[t]; at most 32 // probe.itemsize pairs, all of one query).
 
     info[k] = (best, qs, qe, ss, se, number of ops); pair k's operations end
     at ops[room[k + 1]]; status[k]: DONE, WIDE, SCALAR or TRACE (see the
     module doc).
     """
-    L = LANE_BYTES // probe.itemsize
+    L = 32 // probe.itemsize
     best = np.zeros(L, dtype=np.int64)
     qe = np.zeros(L, dtype=np.int64)
     se = np.zeros(L, dtype=np.int64)
@@ -340,7 +340,7 @@ def hits_in_lanes(
         if probe.itemsize == 2 and not narrow:
             status[:] = WIDE
             continue
-        perm, item_start = _groups(todo, qidx, slen, LANE_BYTES // probe.itemsize)
+        perm, item_start = _groups(todo, qidx, slen, 32 // probe.itemsize)
         first = perm[item_start[:-1]]  # the longest subject of each group comes first
         cost = qlen[first] * slen[first]
         nchunks = min(4 * nthreads, len(cost))  # more chunks than threads: the pool balances

@@ -2,9 +2,8 @@
 
 Database hits share queries: the forward pass (best score and end cell) and
 the reverse pass (start cell) of ALN_LANES subjects of one query run in the
-lanes of one SIMD register (:data:`~swgpu_tools.kernels.simd.LANE_BITS`: with
-AVX-512BW 32 int16 lanes, or 16 int32 lanes where int16 could overflow; with AVX2
-16 or 8), with the column pass of the search kernel
+lanes of one AVX2 register (16 int16 lanes, or 8 int32 lanes where int16
+could overflow), with the column pass of the search kernel
 (:func:`swgpu_tools.kernels.simd.make_column_pass`, tracking each column's
 best cell) and column profiles built by byte shuffles.  The lanes compute the
 cells of :mod:`.scalar` with the same tie rules, so the alignments are
@@ -17,23 +16,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..kernels.simd import (
-    HAVE_AVX2,
-    LANE_BITS,
-    copy_register,
-    make_column_pass,
-    make_profile_shuffle,
-)
+from ..kernels.simd import HAVE_AVX2, copy_register, make_column_pass, make_profile_shuffle
 
-#: Pairs of one query aligned in lock-step by the forward and reverse passes: one
-#: register of int16 lanes (32 with AVX-512BW, 16 with AVX2), or half as many int32
-#: lanes where int16 could overflow (LANE_BYTES // the lane type's bytes); and subject
-#: columns per pass over the query.
-LANE_BYTES = LANE_BITS // 8
-ALN_LANES = LANE_BYTES // 2
+#: Pairs of one query aligned in lock-step by the forward and reverse passes:
+#: one AVX2 register of int16 lanes (16), or of int32 lanes (8) where int16
+#: could overflow; and subject columns per pass over the query.
+ALN_LANES = 16
 ALN_COLS = 2
 column_pass_track = make_column_pass(None, ALN_COLS, True)
-profile_int16 = make_profile_shuffle(ALN_LANES)
+profile16 = make_profile_shuffle(16)
 I16_MAX = 32767
 #: The forward pass samples its DP values every GRID_STEP rows and columns
 #: (the bounds of :mod:`.band`), in at most GRID_BYTES per pass (the step is
@@ -111,8 +102,8 @@ def lanes_pass(
 ):
     """Forward or reverse score-only pass for up to L subjects of one query.
 
-    Lanes have the dtype of ``probe``: L = ALN_LANES int16 lanes or half as many
-    int32 lanes (one register).  Returns False if an int16 lane may have overflowed
+    Lanes have the dtype of ``probe``: L = 16 int16 lanes or 8 int32 lanes
+    (one AVX2 register).  Returns False if an int16 lane may have overflowed
     (a best score within max(matrix) of 32767, or a query longer than 32766);
     the caller then reruns with int32 lanes, which are exact.  Every column
     keeps its own best and the first row reaching it; columns are merged in
@@ -135,7 +126,7 @@ def lanes_pass(
     the longest subject rounded up to ALN_COLS, :func:`pass_shape`): the
     samples :func:`.band.prefix_bound` reads.
     """
-    L = LANE_BYTES // probe.itemsize
+    L = 32 // probe.itemsize
     narrow = probe.itemsize == 2
     nsub = subjects.shape[0]
     na = matrix.shape[0]
@@ -188,9 +179,9 @@ def lanes_pass(
             H[(top - ends_q[l]) * L + l] = 1
     pstride = nl * L
     prof = np.empty(ALN_COLS * pstride, dtype=probe.dtype)
-    # column profiles by byte shuffles (int16 lanes, an int8 matrix, AVX2):
+    # column profiles by byte shuffles (16 int16 lanes, an int8 matrix, AVX2):
     # the lanes' letters interleaved, column j of lane l at inter[j * L + l]
-    shuffle = HAVE_AVX2 and L == ALN_LANES and na + 1 <= 32 and mmin >= -128 and mmax <= 127
+    shuffle = HAVE_AVX2 and L == 16 and na + 1 <= 32 and mmin >= -128 and mmax <= 127
     if shuffle:
         inter = np.full(ncols * L, na, dtype=np.uint8)
         for l in range(nsub):
@@ -215,7 +206,7 @@ def lanes_pass(
         for c in range(ALN_COLS):
             jj = j + c
             if shuffle:
-                profile_int16(inter, jj * L, table8, prof, c * pstride)
+                profile16(inter, jj * L, table8, prof, c * pstride)
             else:
                 for l in range(L):
                     if jj >= lens[l]:

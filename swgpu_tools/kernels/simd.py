@@ -17,19 +17,17 @@ vector types, through Numba intrinsics built here.
 
 from __future__ import annotations
 
-import os
-
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
 
-def _host_has(feature: str) -> bool:
+def _host_has_avx2() -> bool:
     try:
         import llvmlite.binding as llvm
 
-        return bool(llvm.get_host_cpu_features().get(feature, False))
+        return bool(llvm.get_host_cpu_features().get("avx2", False))
     except Exception:  # pragma: no cover - unusual llvmlite builds
         return False
 
@@ -37,23 +35,7 @@ def _host_has(feature: str) -> bool:
 #: Whether this CPU has AVX2 (and so SSSE3): the column profiles are then built
 #: with byte shuffles (:func:`make_profile_shuffle`); callers use a scalar loop
 #: otherwise.
-HAVE_AVX2 = _host_has("avx2")
-
-
-def _lane_bits() -> int:
-    forced = os.environ.get("SWGPU_LANE_BITS", "")
-    if forced in ("256", "512"):
-        return int(forced)
-    return 512 if _host_has("avx512bw") else 256
-
-
-#: Bits of the register whose lanes :func:`make_column_pass` (``lanes=None``) and
-#: :func:`copy_register` fill: 512 where the CPU has AVX-512BW (32 int16 lanes),
-#: else 256 (AVX2: 16).  ``SWGPU_LANE_BITS=256`` or ``512`` sets it (tests of the other
-#: width; the kernel cache folder then differs, :func:`swgpu_tools.cache.source_digest`).
-#: Numba's cache keeps each CPU's code apart, so nodes of a cluster that differ share
-#: one cache folder safely.
-LANE_BITS = _lane_bits()
+HAVE_AVX2 = _host_has_avx2()
 
 
 def vmax(builder, a, b):
@@ -72,8 +54,8 @@ def splat(builder, value, vty):
 def make_column_pass(lanes, cols, track, carry=False):
     """Build an intrinsic computing ``cols`` DP columns for ``lanes`` subjects.
 
-    ``lanes=None``: as many lanes as fit one :data:`LANE_BITS` register for the lane
-    type of the arrays (with 256 bits: 32 int8, 16 int16, 8 int32).
+    ``lanes=None``: as many lanes as fit one 256-bit register for the lane
+    type of the arrays (32 int8, 16 int16, 8 int32).
 
     ``_column_pass(q, prof, pstride, H, E, best, oe, ext)`` (track=False),
     ``_column_pass(q, prof, pstride, H, E, bc, ic, oe, ext)`` (track=True) and
@@ -117,7 +99,7 @@ def make_column_pass(lanes, cols, track, carry=False):
         if not isinstance(lane_arrays[0].dtype, types.Integer):
             return None
         bits = lane_arrays[0].dtype.bitwidth
-        nlanes = lanes if lanes is not None else LANE_BITS // bits
+        nlanes = lanes if lanes is not None else 256 // bits
         if carry:
             sig = types.void(
                 args[0], args[1], types.int64, *args[3:8], types.int64, types.int64, types.int64
@@ -372,8 +354,8 @@ def make_profile_shuffle(lanes):
 
 @intrinsic
 def copy_register(typingctx, dst, dpos, src, spos):
-    """``dst.flat[dpos:dpos + L] = src.flat[spos:spos + L]`` for the L lanes of one
-    :data:`LANE_BITS` register of src's integer type, sign-extended to dst's (one vector load, one store).
+    """``dst.flat[dpos:dpos + L] = src.flat[spos:spos + L]`` for the L lanes of one 256-bit
+    register of src's integer type, sign-extended to dst's (one vector load, one store).
 
     Both arrays C-contiguous; no bounds checks (callers keep the ranges inside).
     """
@@ -392,7 +374,7 @@ def copy_register(typingctx, dst, dpos, src, spos):
         da = context.make_array(dt)(context, builder, args[0])
         sa = context.make_array(st)(context, builder, args[2])
         sbits, dbits = st.dtype.bitwidth, dt.dtype.bitwidth
-        lanes = LANE_BITS // sbits
+        lanes = 256 // sbits
         vs = ir.VectorType(ir.IntType(sbits), lanes)
         vd = ir.VectorType(ir.IntType(dbits), lanes)
         v = builder.load(
