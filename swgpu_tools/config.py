@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import gzip
 import os
+import zlib
 from dataclasses import dataclass, field
 
 from .errors import InputError
@@ -67,6 +68,8 @@ def _peek_fasta(path: str, what: str, limit: int = 200_000):
         return f"{what} {path}: cannot read ({exc.strerror or exc})", b""
     except EOFError:
         return f"{what} {path}: truncated gzip file", b""
+    except zlib.error as exc:  # the deflate stream itself is damaged
+        return f"{what} {path}: corrupt gzip data ({exc})", b""
     if head.startswith(b"\xef\xbb\xbf"):
         head = head[3:]
     text = head.lstrip()
@@ -208,7 +211,7 @@ def count_records(path, sample: int = SAMPLE_BYTES) -> tuple[int, bool]:
         with opener(path, "rb") as fh:
             head = fh.read(sample + 1)
             rest = fh.read(1) if len(head) > sample else b""
-    except (OSError, EOFError):
+    except (OSError, EOFError, zlib.error):
         return 1, False
     n = head.count(b"\n>") + head.startswith(b">")
     if len(head) <= sample and not rest:
@@ -220,8 +223,6 @@ def count_records(path, sample: int = SAMPLE_BYTES) -> tuple[int, bool]:
 
 def _compressed_offset(path, uncompressed: int) -> int:
     """Compressed bytes behind the first ``uncompressed`` bytes of a gzip file."""
-    import zlib
-
     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
     used = out = 0
     with open(path, "rb") as fh:
@@ -229,7 +230,10 @@ def _compressed_offset(path, uncompressed: int) -> int:
             chunk = fh.read(1 << 16)
             if not chunk:
                 break
-            out += len(d.decompress(chunk))
+            try:
+                out += len(d.decompress(chunk))
+            except zlib.error:  # damaged further on: what was read is the estimate's base
+                break
             used += len(chunk)
     return used
 

@@ -233,3 +233,29 @@ def test_gzip_reading_by_either_library_gives_the_same_bytes_and_errors(tmp_path
                 fh.read()
         with pytest.raises(gzipped.DECOMPRESS_ERRORS):
             stream(damaged)
+
+
+def test_a_corrupt_gzip_database_is_a_config_problem_not_a_traceback(tmp_path):
+    """The workflow's parse-time check (config.check_config) reads the head of each input:
+    a gzip file whose deflate data is damaged (zlib.error, not an OSError) is named as a
+    problem, and the shard count's estimate still comes out."""
+    from pathlib import Path
+
+    from swgpu_tools.config import check_config, count_records
+
+    text = "".join(
+        f">s{i} x\nMKTAYIAKQRQISFVKSHFSQLEERLGLIEVQAPILSRVGDGTQD\n" for i in range(20000)
+    )
+    raw = bytearray(gzip.compress(text.encode()))
+    for k in range(200, 260):
+        raw[k] ^= 0x5A
+    (tmp_path / "db.fa.gz").write_bytes(bytes(raw))
+    (tmp_path / "q.fa").write_text(">q1\nMKTAYIAKQRQISFVKSHFSQLEERLGLIEVQAPILSRVGDGTQDNLSGAEK\n")
+    root = Path(__file__).resolve().parent.parent
+    check = check_config(
+        {"database": "db.fa.gz", "queries": "q.fa"},
+        root / "workflow" / "schemas" / "config.schema.yaml",
+        str(tmp_path),
+    )
+    assert any("db.fa.gz: corrupt gzip data" in p for p in check.problems), check.problems
+    assert count_records(tmp_path / "db.fa.gz") == (1, False)
