@@ -525,3 +525,15 @@ def test_the_traceback_takes_the_merges_hits_table_without_reading_it(scored, tm
             assert have > 0 and (missing > 0) == (name == "partly"), stats
         else:
             assert "read_ahead_subjects" not in stats
+
+
+def test_a_bad_option_of_a_later_step_is_reported_once(scored, tmp_path):
+    """run-steps looks at the release step's options early (to make changes.tsv beside
+    the traceback): an option it cannot read is reported by that step when it runs, not
+    also by the early look, and the run fails there with argparse's status 2."""
+    root, tables = scored
+    steps = _steps(root, tmp_path, tables)
+    steps[2] = steps[2] + ["--no-such-option"]
+    proc = swgpu(*_chain(steps[:3]))
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.count("unrecognized arguments: --no-such-option") == 1, proc.stderr[-2000:]

@@ -225,10 +225,9 @@ def _start_early(merge: list[str], later: list[list[str]], name: str, what: str,
     steps = [s for s in later if s[0] == name]
     if not steps:
         return
-    _, commands = build_parser()
     try:
-        m = commands["merge"].parse_args(merge[1:])
-        args = commands[name].parse_args(steps[0][1:])
+        m = _parsed_quietly(merge)  # (argparse's errors: the steps print their own)
+        args = _parsed_quietly(steps[0])
         if os.path.realpath(m.out) == os.path.realpath(args.hits):
             start(args)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - the later step makes it
