@@ -183,9 +183,11 @@ def _parsed_quietly(step: list[str]):
 def _prefetch_traceback(steps: list[list[str]]) -> None:
     """With a merge before a traceback that reuses a kept release's alignments: read
     those and their subjects' records on a thread while the merge runs
-    (:func:`swgpu_tools.steps.traceback.prefetch_previous`).  Best effort."""
+    (:func:`swgpu_tools.steps.traceback.prefetch_previous`).  Best effort.
+    ``SWGPU_PREFETCH_TRACEBACK=0``: not (for measuring whether the read, mostly Python,
+    slows the merge beside it more than it saves the traceback)."""
     pair = _merge_and_traceback(steps)
-    if pair is None:
+    if pair is None or os.environ.get("SWGPU_PREFETCH_TRACEBACK", "1") == "0":
         return
     try:
         t = _parsed_quietly(pair[1])
