@@ -323,12 +323,10 @@ def score_shard(
         def write_table(path, parts) -> None:
             t = time.perf_counter()
             cut = len(parts) > 1 and _joint_cut(shards, sum(len(p) for p in parts))
-            if len(parts) == 1:
-                table.append(parts[0])
-            elif cut:
-                table.append(top_k_of(parts, queries, top_k, threads=cpus))
-            else:
-                table.append(concat_shard_hits(parts))
+            # (concat_shard_hits of one part is that part)
+            table.append(
+                top_k_of(parts, queries, top_k, threads=cpus) if cut else concat_shard_hits(parts)
+            )
             timer.fields["joint_cut"] = cut
             timer.fields["joint_cut_s"] = round(time.perf_counter() - t, 4)
             write_shard_hits(path, table[0])
