@@ -70,17 +70,22 @@ def first_pairs() -> None:
     pair-lane path (:func:`swgpu_tools.alignment.batch.locate_chunk_pairs`, which a
     traceback of fewer than four hits per query takes), on one thread."""
     from ..scoring import ScoringScheme
-    from ..sequences import EncodedSequences
     from .api import align_many
 
     scheme = ScoringScheme("BLOSUM62", 11, 1)
     rng = np.random.default_rng(4)
     qs = [rng.integers(0, 20, int(n)).astype(np.uint8) for n in (80, 100)]
     ss = [np.concatenate([qs[0][:40], qs[0][45:]]), rng.integers(0, 20, 90).astype(np.uint8)]
-    queries = EncodedSequences(np.concatenate(qs), np.r_[0, np.cumsum([len(x) for x in qs])])
-    db = EncodedSequences(np.concatenate(ss), np.r_[0, np.cumsum([len(x) for x in ss])])
+    queries, db = _encoded(qs), _encoded(ss)
     qi, si = np.arange(2, dtype=np.int64), np.arange(2, dtype=np.int64)
     align_many(queries, db, qi, si, scheme, threads=1, backend="cpu")
+
+
+def _encoded(seqs: list):
+    """Made-up code arrays as one :class:`~swgpu_tools.sequences.EncodedSequences`."""
+    from ..sequences import EncodedSequences
+
+    return EncodedSequences(np.concatenate(seqs), np.r_[0, np.cumsum([len(x) for x in seqs])])
 
 
 def first_hits() -> None:
@@ -99,7 +104,7 @@ def first_hits() -> None:
     subjects = [query.copy(), np.concatenate([query[:50], query[60:]])]
     subjects += [rng.integers(0, 20, int(n)).astype(np.uint8) for n in (40, 90, 130, 70, 110, 60)]
     queries = EncodedSequences(query, np.array([0, len(query)]))
-    db = EncodedSequences(np.concatenate(subjects), np.r_[0, np.cumsum([len(x) for x in subjects])])
+    db = _encoded(subjects)
     qi, si = np.zeros(len(subjects), np.int64), np.arange(len(subjects), dtype=np.int64)
     align_many(queries, db, qi, si, scheme, threads=1, backend="cpu")
     load_kernel()
