@@ -374,27 +374,36 @@ def test_the_warm_process_loads_every_kernel_the_traceback_calls(scored, tmp_pat
     assert before > 0 and after == before, proc.stdout
 
 
+def _after_the_alignment_stage(first: str, load_f: str, then: str) -> str:
+    """The output of ``then``, run in a new process after the warm process's alignment
+    stage (``_stage_alignment``) with the cache filled by ``first_hits`` and
+    ``alignment.warmup.<first>``; ``load_f`` imports the function ``f`` checked: not
+    loaded before the stage, and the stage starts no thread."""
+    fill = (
+        f"from swgpu_tools.alignment.warmup import first_hits, {first}\nfirst_hits(); {first}()\n"
+    )
+    _ok(subprocess.run([sys.executable, "-c", fill], capture_output=True, text=True))
+    script = (
+        "import threading\n" + load_f + "from swgpu_tools.warm.server import _stage_alignment\n"
+        "assert not f.signatures\n"
+        "_stage_alignment()\n"
+        "assert threading.active_count() == 1, 'a thread was started'\n" + then
+    )
+    proc = _ok(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True))
+    return proc.stdout
+
+
 @pytest.mark.slow
 def test_the_warm_process_loads_the_large_regions_traceback_too():
     """With the cache filled, the warm process's alignment stage also loads the
     traceback of large regions one at a time (16 threads take it for weak hits of
     long queries), on one thread, so that the step loads nothing itself."""
-    fill = (
-        "from swgpu_tools.alignment.warmup import first_hits, first_singles\n"
-        "first_hits(); first_singles()\n"
+    out = _after_the_alignment_stage(
+        "first_singles",
+        "from swgpu_tools.alignment.batch import traceback_singles as f\n",
+        "print(len(f.signatures), len(f.stats.cache_misses))\n",
     )
-    _ok(subprocess.run([sys.executable, "-c", fill], capture_output=True, text=True))
-    script = (
-        "import threading\n"
-        "from swgpu_tools.alignment.batch import traceback_singles\n"
-        "from swgpu_tools.warm.server import _stage_alignment\n"
-        "assert not traceback_singles.signatures\n"
-        "_stage_alignment()\n"
-        "assert threading.active_count() == 1, 'a thread was started'\n"
-        "print(len(traceback_singles.signatures), len(traceback_singles.stats.cache_misses))\n"
-    )
-    proc = _ok(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True))
-    assert proc.stdout.split() == ["1", "0"], proc.stdout
+    assert out.split() == ["1", "0"], out
 
 
 @pytest.mark.slow
@@ -403,20 +412,11 @@ def test_the_warm_process_loads_the_pair_lanes_path_too():
     pair-lane path (``locate_chunk_pairs``: fewer than four hits per query, as in a
     re-scan's new hits), on one thread, with the argument types of the real path: a
     traceback of one hit per query afterwards loads nothing itself."""
-    fill = (
-        "from swgpu_tools.alignment.warmup import first_hits, first_pairs\n"
-        "first_hits(); first_pairs()\n"
-    )
-    _ok(subprocess.run([sys.executable, "-c", fill], capture_output=True, text=True))
-    script = (
-        "import threading\n"
+    out = _after_the_alignment_stage(
+        "first_pairs",
+        "from swgpu_tools.alignment.pair_lanes import locate_chunk_pairs as f\n",
         "import numpy as np\n"
-        "from swgpu_tools.alignment.pair_lanes import locate_chunk_pairs\n"
-        "from swgpu_tools.warm.server import _stage_alignment\n"
-        "assert not locate_chunk_pairs.signatures\n"
-        "_stage_alignment()\n"
-        "assert threading.active_count() == 1, 'a thread was started'\n"
-        "loaded = len(locate_chunk_pairs.signatures)\n"
+        "loaded = len(f.signatures)\n"
         "from swgpu_tools.alignment.api import align_many\n"
         "from swgpu_tools.scoring import ScoringScheme\n"
         "from swgpu_tools.sequences import EncodedSequences\n"
@@ -427,10 +427,9 @@ def test_the_warm_process_loads_the_pair_lanes_path_too():
         "q, d = encoded([150, 60, 220, 90]), encoded([140, 80, 200, 95, 70])\n"
         "qi, si = np.arange(4, dtype=np.int64), np.array([0, 1, 2, 4], dtype=np.int64)\n"
         "align_many(q, d, qi, si, ScoringScheme('BLOSUM62', 11, 1), threads=2, backend='cpu')\n"
-        "print(loaded, len(locate_chunk_pairs.signatures))\n"
+        "print(loaded, len(f.signatures))\n",
     )
-    proc = _ok(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True))
-    assert proc.stdout.split() == ["1", "1"], proc.stdout
+    assert out.split() == ["1", "1"], out
 
 
 AUDIT = """
