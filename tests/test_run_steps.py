@@ -125,6 +125,16 @@ def test_one_process_gives_the_tables_of_one_process_per_step(scored):
     assert json.loads((alone / "stats/plots.json").read_text())["early"] is False
     for name in ["scores.png", "evalues.png", "hits_per_query.png", "top_queries.png"]:
         assert (chained / "plots" / name).read_bytes() == (alone / "plots" / name).read_bytes()
+    # SWGPU_EARLY_STEPS=0 (for measuring): nothing made beside the traceback, the same
+    # tables and pictures
+    late = root / "late"
+    env = dict(os.environ, SWGPU_EARLY_STEPS="0")
+    _ok(swgpu(*_chain(_steps(root, late, tables)), env=env))
+    for name in TABLES:
+        assert (late / name).read_bytes() == (alone / name).read_bytes(), name
+    assert json.loads((late / "stats/plots.json").read_text())["early"] is False
+    for name in ["scores.png", "evalues.png", "hits_per_query.png", "top_queries.png"]:
+        assert (late / "plots" / name).read_bytes() == (alone / "plots" / name).read_bytes()
     # each step logs as on its own, in order
     log = proc.stderr
     assert log.index("merged") < log.index("wrote") < log.index("kept release")

@@ -131,8 +131,11 @@ def _chain(steps: list[list[str]], warming) -> int:
         if step[0] == "merge":
             if warming is not None:  # done before forking: no import half made
                 warming.join()
-            _changes_early(step, steps[k + 1 :])
-            _plots_early(step, steps[k + 1 :])
+            # SWGPU_EARLY_STEPS=0: neither made beside the traceback (for measuring
+            # whether their processes slow its alignments)
+            if os.environ.get("SWGPU_EARLY_STEPS", "1") != "0":
+                _changes_early(step, steps[k + 1 :])
+                _plots_early(step, steps[k + 1 :])
         if step[0] == "traceback" and "swgpu_tools.report.make" in sys.modules:
             sys.modules["swgpu_tools.report.make"].traceback_done()
     return 0
