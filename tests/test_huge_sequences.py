@@ -5,6 +5,7 @@ small random inputs take those paths; checked against the reference)."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 import numpy as np
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from reference import sw_score
 
 from swgpu_tools.alignment import align
-from swgpu_tools.alignment.pool import run_chunks
+from swgpu_tools.alignment.pool import private_buffer, run_chunks
 from swgpu_tools.alignment.scalar import forward_end
 from swgpu_tools.kernels import cpu, huge
 from swgpu_tools.scoring import ScoringScheme
@@ -231,6 +232,46 @@ def test_run_chunks_polls_and_raises():
     calls.clear()
     run_chunks(slow, 5, 2, out, poll=lambda: calls.append(out.sum()), every=0.01)
     assert out.sum() == 5 and len(calls) >= 3 and calls == sorted(calls)
+
+
+@pytest.mark.parametrize("nthreads", [1, 3])
+def test_run_chunks_gives_each_thread_its_own_scratch(nthreads):
+    """``scratch`` is made once per thread of the call and passed to that thread's
+    chunks only: a chunk finds its thread's buffer as the previous chunk of that
+    thread left it.  private_buffer: new zeroed, writable memory."""
+    made = []
+    lock = threading.Lock()
+
+    def scratch():
+        buf = private_buffer(64)
+        with lock:
+            made.append(buf)
+        return buf
+
+    seen = {}
+
+    def chunk(c, n, out, buf):
+        time.sleep(0.01)
+        with lock:
+            seen[c] = (threading.get_ident(), id(buf), int(buf[0]))
+        buf[0] += 1  # the chunks of one thread count up in its buffer
+        out[c] = 1
+
+    out = np.zeros(12)
+    run_chunks(chunk, 12, nthreads, out, scratch=scratch)
+    assert out.sum() == 12
+    assert 1 <= len(made) <= nthreads
+    assert all(b.dtype == np.int32 and b.shape == (16,) and b.flags.writeable for b in made)
+    by_thread = {}
+    for c in sorted(seen):
+        tid, buf, count = seen[c]
+        by_thread.setdefault(tid, []).append((buf, count))
+    assert len({buf for _, buf, _ in seen.values()}) == len(by_thread) == len(made)
+    for items in by_thread.values():
+        assert len({buf for buf, _ in items}) == 1  # one buffer per thread
+        assert [count for _, count in items] == list(range(len(items)))
+    assert sum(int(b[0]) for b in made) == 12
+    assert not private_buffer(1 << 20).any()
 
 
 @pytest.mark.parametrize("strip", [1, 3, 7, 16])

@@ -28,8 +28,8 @@ import numpy as np
 from numba import njit
 
 from .band import backward_band, forward_band_traceback
-from .pool import run_chunks
-from .query_lanes import fits_int16, grid_shape, grid_view, lanes_pass
+from .pool import private_buffer, run_chunks
+from .query_lanes import GRID_BYTES, fits_int16, grid_shape, grid_view, lanes_pass
 from .scalar import reverse_start
 from .traceback import traceback
 
@@ -70,13 +70,16 @@ def hits_chunk(
     ops,
     room,
     status,
+    gridbuf,
 ):
     """Chunk c's groups (item t, pairs perm[item_start[t]:item_start[t + 1]], belongs to
     chunk item_chunk[t]; at most 32 // probe.itemsize pairs, all of one query).
 
     info[k] = (best, qs, qe, ss, se, number of ops); pair k's operations end
     at ops[room[k + 1]]; status[k]: DONE, WIDE, SCALAR or TRACE (see the
-    module doc).
+    module doc).  ``gridbuf``: int32 working memory of this chunk's thread for the
+    grids of its passes (:data:`.query_lanes.GRID_BYTES` hold any; one too small is
+    replaced).
     """
     L = 32 // probe.itemsize
     best = np.zeros(L, dtype=np.int64)
@@ -91,7 +94,6 @@ def hits_chunk(
     spa = np.zeros(L, dtype=np.int64)
     spb = np.zeros(L, dtype=np.int64)
     nogrid = np.zeros((0, 0, 0), dtype=np.int32)
-    gridbuf = np.empty(0, dtype=np.int32)  # the grids of this chunk's passes, reused
     for t in range(item_start.shape[0] - 1):
         if item_chunk[t] != c:
             continue
@@ -279,6 +281,12 @@ def finish_scalar(
             info[k, 5] = count if score == best else -1
 
 
+def _grid_scratch() -> np.ndarray:
+    """A thread's memory for the grids of its forward passes (up to GRID_BYTES; only
+    the pages that a call's grids touch are ever made)."""
+    return private_buffer(GRID_BYTES + 4096)
+
+
 def lpt_chunks(cost, nchunks):
     """Chunk of each work item: longest first, each to the least loaded chunk so far;
     chunks numbered by load, heaviest first (the thread pool starts them in that order)."""
@@ -368,6 +376,7 @@ def hits_in_lanes(
             ops,
             room,
             status,
+            scratch=_grid_scratch,
         )
         todo = np.flatnonzero(status == WIDE).astype(np.int64)
         if len(todo) == 0:
