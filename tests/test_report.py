@@ -416,35 +416,6 @@ def test_the_step_that_starts_the_pictures_early_never_imports_matplotlib(tmp_pa
     _same_pictures(tmp_path / "alone", tmp_path / "early")
 
 
-def test_the_early_pictures_yield_the_cpus_to_the_traceback(tmp_path):
-    """The early process (and the children it forks to draw) runs at a lower CPU
-    priority than the step's process, whose traceback threads use every CPU meanwhile;
-    the pictures are the same as alone."""
-    import time
-
-    from swgpu_tools import forked
-    from swgpu_tools.report import make
-
-    hits, changes = random_scan(tmp_path, 20, 6, seed=7)
-    stats = shard_stats(tmp_path / "stats", 2)
-    make_report(hits, changes, stats, tmp_path / "alone")
-    own = os.getpriority(os.PRIO_PROCESS, 0)
-    make.start_early(hits, stats, tmp_path / "early")
-    (early,) = make._EARLY.values()
-    want = min(19, own + forked.EARLY_NICE)
-    deadline = time.monotonic() + 10
-    seen = own
-    while time.monotonic() < deadline:
-        seen = os.getpriority(os.PRIO_PROCESS, early.pid)
-        if seen != own:
-            break
-        time.sleep(0.01)
-    make_report(hits, changes, stats, tmp_path / "early")
-    assert seen == want, (own, seen)
-    assert os.getpriority(os.PRIO_PROCESS, 0) == own
-    _same_pictures(tmp_path / "alone", tmp_path / "early")
-
-
 def test_pictures_of_an_early_process_that_died_are_drawn_at_the_end(tmp_path, caplog):
     """The early process killed before make_report: make_report draws every picture
     itself, the same files as alone."""

@@ -294,34 +294,6 @@ def test_early_changes_are_not_taken_when_another_release_was_kept_meanwhile(tmp
     assert not [p for p in os.listdir(tmp_path) if ".early." in p]
 
 
-def test_helpers_beside_the_traceback_yield_the_cpus_and_0_turns_it_off(tmp_path):
-    """A helper forked to work beside the traceback (the early changes', the early
-    pictures' process) runs at the lowest priority (forked.EARLY_NICE);
-    SWGPU_EARLY_NICE=0 leaves it at the step's, another value adds that."""
-    code = (
-        "import os, sys\n"
-        "from swgpu_tools import forked\n"
-        "r, w = os.pipe()\n"
-        "pid = os.fork()\n"
-        "if pid == 0:\n"
-        "    forked.run_child(os.getppid(), lambda: os.write(w, str(os.nice(0)).encode()),"
-        " beside=True)\n"
-        "os.close(w); os.waitpid(pid, 0)\n"
-        "print(os.nice(0), os.read(r, 10).decode())\n"
-    )
-    for value, added in ((None, 19), ("0", 0), ("5", 5)):
-        env = dict(os.environ)
-        env.pop("SWGPU_EARLY_NICE", None)
-        if value is not None:
-            env["SWGPU_EARLY_NICE"] = value
-        proc = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
-        )
-        assert proc.returncode == 0, proc.stderr
-        own, child = map(int, proc.stdout.split())
-        assert child == min(19, own + added), (value, own, child)
-
-
 def test_an_early_start_removes_what_a_killed_runs_early_process_left(tmp_path):
     """A run killed while its changes were being made early leaves their temporary
     files; the next early start removes them (and only them)."""

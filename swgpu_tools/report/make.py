@@ -311,7 +311,7 @@ def start_early(
     me = os.getpid()
     pid = os.fork()
     if pid == 0:
-        run_child(me, draw, beside=True)  # (its drawing children inherit the priority)
+        run_child(me, draw)
     os.close(receive)
     # every picture it may draw (ahead, or at the end): what cancel_early removes
     pictures = [out[name] for name in OUTPUTS if name.endswith(".png")]

@@ -283,17 +283,7 @@ def start_changes_early(
     tmp = f"{out}.early.{parent}.tmp"
     pid = os.fork()
     if pid == 0:  # the child: its changes into tmp (the log names out)
-        run_child(
-            parent,
-            _write_changes_against,
-            hits_path,
-            current,
-            prev,
-            tmp,
-            queries_path,
-            out,
-            beside=True,
-        )
+        run_child(parent, _write_changes_against, hits_path, current, prev, tmp, queries_path, out)
     _EARLY[os.path.realpath(out)] = (pid, tmp, current, prev["release"] if prev else None)
 
 
