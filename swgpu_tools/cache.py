@@ -41,7 +41,8 @@ def cache_dir() -> str:
 
 
 def source_digest() -> str:
-    """12 hex digits of a digest of swgpu_tools' Python sources and kernel templates."""
+    """12 hex digits of a digest of swgpu_tools' Python sources and kernel templates (and
+    ``$SWGPU_ALN_COLS``, where set)."""
     if not _digest:
         import hashlib
 
@@ -55,6 +56,9 @@ def source_digest() -> str:
                     h.update(os.path.relpath(path, root).encode())
                     with open(path, "rb") as fh:
                         h.update(fh.read())
+        # a forced column count (alignment.query_lanes.ALN_COLS: a constant compiled into
+        # the alignment kernels, which Numba's cache index does not see): its own folder
+        h.update(os.environ.get("SWGPU_ALN_COLS", "").encode())
         _digest.append(h.hexdigest())
     return _digest[0]
 

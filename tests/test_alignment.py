@@ -278,3 +278,61 @@ def test_oracle_pairs(oracle_pairs):
             aln.subject_end,
         ) == (row.qstart, row.qend, row.sstart, row.send)
     print(f"{same_coords}/{len(got)} oracle alignments have SSEARCH's exact coordinates")
+
+
+OTHER_COLUMNS = r"""
+import json, sys
+import numpy as np
+from swgpu_tools.alignment import align_many
+from swgpu_tools.alignment import query_lanes as QL
+from swgpu_tools.scoring import ScoringScheme
+from swgpu_tools.sequences import EncodedSequences
+
+rng = np.random.default_rng(int(sys.argv[1]))
+q = [rng.integers(0, 20, int(n)).astype(np.uint8) for n in (150, 421, 61)]
+subjects, qi = [], []
+for k, query in enumerate(q):
+    for j in range(40):  # strong hits (mutated copies, banded) and weak ones (pair lanes)
+        if j % 3 == 0:
+            s = query.copy()
+            s[rng.random(len(s)) < 0.15] = rng.integers(0, 20)
+            s = np.concatenate([rng.integers(0, 20, j).astype(np.uint8), s])
+        else:
+            s = rng.integers(0, 20, int(rng.integers(20, 500))).astype(np.uint8)
+        subjects.append(s)
+        qi.append(k)
+def enc(xs):
+    return EncodedSequences(np.concatenate(xs), np.r_[0, np.cumsum([len(x) for x in xs])])
+got = align_many(enc(q), enc(subjects), np.array(qi, np.int64), np.arange(len(subjects), dtype=np.int64),
+                 ScoringScheme("BLOSUM62", 11, 1), threads=2, backend="cpu")
+print(json.dumps({"cols": QL.ALN_COLS, "alignments": [
+    [a.score, a.query_start, a.query_end, a.subject_start, a.subject_end, repr(a.operations)]
+    for a in got]}))
+"""
+
+
+@pytest.mark.slow
+def test_the_other_column_count_gives_the_same_alignments():
+    """The query lanes' passes carry 4 subject columns per pass over the query where
+    the CPU has AVX512VL, else 2 (query_lanes.ALN_COLS): database hits aligned with
+    the other count (``SWGPU_ALN_COLS``, in a process of its own, with its own kernel
+    cache folder) are the same alignments (subjects of every length modulo 4)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from swgpu_tools.alignment.query_lanes import ALN_COLS
+
+    runs = {}
+    for cols in (ALN_COLS, 6 - ALN_COLS):
+        env = dict(os.environ, SWGPU_ALN_COLS=str(cols))
+        env.pop("NUMBA_CACHE_DIR", None)  # the count's own cache folder (cache.source_digest)
+        proc = subprocess.run(
+            [sys.executable, "-c", OTHER_COLUMNS, "3"], env=env, capture_output=True, text=True
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[cols] = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert sorted(r["cols"] for r in runs.values()) == [2, 4]
+    first, second = runs.values()
+    assert len(first["alignments"]) == 120 and first["alignments"] == second["alignments"]

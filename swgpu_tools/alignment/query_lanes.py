@@ -13,16 +13,36 @@ bands of :mod:`.band` (:mod:`.hits` puts it all together).
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from numba import njit
 
-from ..kernels.simd import HAVE_AVX2, copy_register, make_column_pass, make_profile_shuffle
+from ..kernels.simd import (
+    HAVE_AVX2,
+    HAVE_AVX512VL,
+    copy_register,
+    make_column_pass,
+    make_profile_shuffle,
+)
 
 #: Pairs of one query aligned in lock-step by the forward and reverse passes:
 #: one AVX2 register of int16 lanes (16), or of int32 lanes (8) where int16
-#: could overflow; and subject columns per pass over the query.
+#: could overflow; and subject columns per pass over the query: 4 where the CPU
+#: has 32 vector registers (AVX512VL: each column's diagonal, gap, best and row
+#: stay in registers; per row the loads and stores of H and E serve 4 columns),
+#: else 2.  The 20 benchmark queries' 1,046 alignments on one thread of the
+#: 2-core VM: 1.28-1.35 s against 1.44-1.50 s with 2 (8: no better), the same
+#: alignments.  ``SWGPU_ALN_COLS=2`` or ``4`` sets it (tests of the other count; the
+#: kernel cache folder then differs, :func:`swgpu_tools.cache.source_digest`).
 ALN_LANES = 16
-ALN_COLS = 2
+ALN_COLS = (
+    int(os.environ["SWGPU_ALN_COLS"])
+    if os.environ.get("SWGPU_ALN_COLS") in ("2", "4")
+    else 4
+    if HAVE_AVX512VL
+    else 2
+)
 column_pass_track = make_column_pass(None, ALN_COLS, True)
 profile16 = make_profile_shuffle(16)
 I16_MAX = 32767

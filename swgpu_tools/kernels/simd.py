@@ -23,11 +23,12 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 
-def _host_has_avx2() -> bool:
+def _host_has(*features: str) -> bool:
     try:
         import llvmlite.binding as llvm
 
-        return bool(llvm.get_host_cpu_features().get("avx2", False))
+        have = llvm.get_host_cpu_features()
+        return all(bool(have.get(f, False)) for f in features)
     except Exception:  # pragma: no cover - unusual llvmlite builds
         return False
 
@@ -35,7 +36,10 @@ def _host_has_avx2() -> bool:
 #: Whether this CPU has AVX2 (and so SSSE3): the column profiles are then built
 #: with byte shuffles (:func:`make_profile_shuffle`); callers use a scalar loop
 #: otherwise.
-HAVE_AVX2 = _host_has_avx2()
+HAVE_AVX2 = _host_has("avx2")
+#: Whether this CPU has AVX-512 with its 256-bit forms (AVX512VL): 32 vector
+#: registers instead of 16, so a column pass may carry more columns in registers.
+HAVE_AVX512VL = _host_has("avx512f", "avx512vl")
 
 
 def vmax(builder, a, b):
