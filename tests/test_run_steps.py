@@ -551,14 +551,3 @@ def test_a_bad_option_of_a_later_step_is_reported_once(scored, tmp_path):
     proc = swgpu(*_chain(steps[:3]))
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.count("unrecognized arguments: --no-such-option") == 1, proc.stderr[-2000:]
-
-
-def test_free_heap_is_given_back_after_the_early_forks(monkeypatch):
-    """After forking the helpers beside the traceback, run-steps gives malloc's free
-    heap back (glibc malloc_trim) where it can; SWGPU_TRIM_HEAP=0 turns it off."""
-    from swgpu_tools import cli
-
-    monkeypatch.delenv("SWGPU_TRIM_HEAP", raising=False)
-    assert cli._return_free_heap() is sys.platform.startswith("linux")
-    monkeypatch.setenv("SWGPU_TRIM_HEAP", "0")
-    assert cli._return_free_heap() is False

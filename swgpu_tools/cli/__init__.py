@@ -136,29 +136,9 @@ def _chain(steps: list[list[str]], warming) -> int:
             if os.environ.get("SWGPU_EARLY_STEPS", "1") != "0":
                 _changes_early(step, steps[k + 1 :])
                 _plots_early(step, steps[k + 1 :])
-                _return_free_heap()
         if step[0] == "traceback" and "swgpu_tools.report.make" in sys.modules:
             sys.modules["swgpu_tools.report.make"].traceback_done()
     return 0
-
-
-def _return_free_heap() -> bool:
-    """Give malloc's free heap memory back to the system (glibc ``malloc_trim``), after
-    forking the helpers that work beside the traceback: their fork shares every page
-    of this process with them, so the traceback's first write to each page that malloc
-    hands out again would copy it, each copy flushing the page from the other CPUs
-    running the traceback's threads; a page given back comes back new and private
-    instead.  Best effort (False where there is no glibc); ``SWGPU_TRIM_HEAP=0``: not
-    (for measuring)."""
-    if os.environ.get("SWGPU_TRIM_HEAP", "1") == "0" or not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        return False
-    return True
 
 
 def _warm_traceback(steps: list[list[str]]):
