@@ -44,9 +44,12 @@ def run_chunks(fn, nchunks, nthreads, *args, poll=None, every=2.0, scratch=None)
     if nchunks <= 0:
         return
     nthreads = min(max(1, int(nthreads)), nchunks)
-    extra = () if scratch is None else None
+
+    def own() -> tuple:  # the arguments after ``args``: a thread's scratch, if any
+        return () if scratch is None else (scratch(),)
+
     if nthreads == 1 and poll is None:
-        tail = extra if extra is not None else (scratch(),)
+        tail = own()
         for c in range(nchunks):
             fn(c, nchunks, *args, *tail)
         return
@@ -54,14 +57,14 @@ def run_chunks(fn, nchunks, nthreads, *args, poll=None, every=2.0, scratch=None)
     lock = threading.Lock()
 
     def worker():
-        tail = extra if extra is not None else None
+        tail = None  # made at this thread's first chunk
         while True:
             with lock:
                 c = next(chunks, None)
             if c is None:
                 return
             if tail is None:
-                tail = (scratch(),)
+                tail = own()
             fn(c, nchunks, *args, *tail)
 
     futures = [_executor(nthreads).submit(worker) for _ in range(nthreads)]

@@ -31,9 +31,11 @@ from ..kernels.simd import (
 #: could overflow; and subject columns per pass over the query: 4 where the CPU
 #: has 32 vector registers (AVX512VL: each column's diagonal, gap, best and row
 #: stay in registers; per row the loads and stores of H and E serve 4 columns),
-#: else 2.  The 20 benchmark queries' 1,046 alignments on one thread of the
-#: 2-core VM: 1.28-1.35 s against 1.44-1.50 s with 2 (8: no better), the same
-#: alignments.  ``SWGPU_ALN_COLS=2`` or ``4`` sets it (tests of the other count; the
+#: else 2.  The 20 benchmark queries' 1,046 alignments, the same with either: on
+#: one thread of the 2-core VM 1.28-1.35 s against 1.44-1.50 s with 2 (8: no
+#: better); on an H200 host's 16 threads 0.22-0.25 s against 0.24-0.26 s, but
+#: 10 % slower there on one thread (RESULTS-workflow.md, run 179).
+#: ``SWGPU_ALN_COLS=2`` or ``4`` sets it (tests of the other count; the
 #: kernel cache folder then differs, :func:`swgpu_tools.cache.source_digest`).
 ALN_LANES = 16
 ALN_COLS = (
