@@ -35,7 +35,10 @@ import json, sys, time
 t0 = time.perf_counter()
 import numpy as np
 import swgpu_tools
-from swgpu_tools.fasta import read_fasta
+try:
+    from swgpu_tools.io.fasta import read_fasta
+except ImportError:  # an older tree
+    from swgpu_tools.fasta import read_fasta
 from swgpu_tools.scoring import ScoringScheme
 try:
     from swgpu_tools.alignment import align_many, align_pairs
