@@ -88,4 +88,8 @@ def private_buffer(nbytes: int, dtype=np.int32) -> np.ndarray:
     fork).  A new mapping is this process's alone."""
     dtype = np.dtype(dtype)
     n = max(1, int(nbytes) // dtype.itemsize)
-    return np.frombuffer(mmap.mmap(-1, n * dtype.itemsize, flags=mmap.MAP_PRIVATE), dtype=dtype)
+    try:
+        mapping = mmap.mmap(-1, n * dtype.itemsize, flags=mmap.MAP_PRIVATE)
+    except (AttributeError, TypeError, OSError):  # no MAP_PRIVATE here (Windows): malloc's
+        return np.zeros(n, dtype=dtype)
+    return np.frombuffer(mapping, dtype=dtype)
