@@ -143,6 +143,13 @@ class EncodedSequences:
     codes: np.ndarray
     offsets: np.ndarray
 
+    @classmethod
+    def from_codes(cls, parts) -> EncodedSequences:
+        """The sequences whose codes are the uint8 arrays ``parts``, in that order."""
+        parts = list(parts)
+        codes = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+        return cls(codes, _offsets([len(p) for p in parts]))
+
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
@@ -162,6 +169,6 @@ class EncodedSequences:
     def subset(self, indices) -> EncodedSequences:
         """The sequences at ``indices``, in that order."""
         indices = np.asarray(indices, dtype=np.int64)
-        parts = [self.codes[self.offsets[i] : self.offsets[i + 1]] for i in indices]
-        codes = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
-        return EncodedSequences(codes, _offsets(np.diff(self.offsets)[indices]))
+        return EncodedSequences.from_codes(
+            self.codes[self.offsets[i] : self.offsets[i + 1]] for i in indices
+        )

@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 
+from ..sequences import EncodedSequences
 from .batch import align_batch
 from .cost import batch_backend, mark_gpu_used
 from .modes import MODE_GLOBAL, MODE_LOCAL, Alignment, mode_code
@@ -198,20 +199,13 @@ def align_pairs(
     qs = [np.ascontiguousarray(p[0], dtype=np.uint8) for p in pairs]
     ss = [np.ascontiguousarray(p[1], dtype=np.uint8) for p in pairs]
 
-    def pack(parts):
-        off = np.zeros(len(parts) + 1, dtype=np.int64)
-        np.cumsum([len(p) for p in parts], out=off[1:])
-        codes = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
-        return codes, off
-
-    qc, qo = pack(qs)
-    sc, so = pack(ss)
+    q, s = EncodedSequences.from_codes(qs), EncodedSequences.from_codes(ss)
     idx = np.arange(len(pairs), dtype=np.int64)
     return align_arrays(
-        qc,
-        qo,
-        sc,
-        so,
+        q.codes,
+        q.offsets,
+        s.codes,
+        s.offsets,
         idx,
         idx,
         matrix,

@@ -70,22 +70,16 @@ def first_pairs() -> None:
     pair-lane path (:func:`swgpu_tools.alignment.batch.locate_chunk_pairs`, which a
     traceback of fewer than four hits per query takes), on one thread."""
     from ..scoring import ScoringScheme
+    from ..sequences import EncodedSequences
     from .api import align_many
 
     scheme = ScoringScheme("BLOSUM62", 11, 1)
     rng = np.random.default_rng(4)
     qs = [rng.integers(0, 20, int(n)).astype(np.uint8) for n in (80, 100)]
     ss = [np.concatenate([qs[0][:40], qs[0][45:]]), rng.integers(0, 20, 90).astype(np.uint8)]
-    queries, db = _encoded(qs), _encoded(ss)
+    queries, db = EncodedSequences.from_codes(qs), EncodedSequences.from_codes(ss)
     qi, si = np.arange(2, dtype=np.int64), np.arange(2, dtype=np.int64)
     align_many(queries, db, qi, si, scheme, threads=1, backend="cpu")
-
-
-def _encoded(seqs: list):
-    """Made-up code arrays as one :class:`~swgpu_tools.sequences.EncodedSequences`."""
-    from ..sequences import EncodedSequences
-
-    return EncodedSequences(np.concatenate(seqs), np.r_[0, np.cumsum([len(x) for x in seqs])])
 
 
 def first_hits() -> None:
@@ -103,8 +97,8 @@ def first_hits() -> None:
     # weak ones (traced back in pair lanes)
     subjects = [query.copy(), np.concatenate([query[:50], query[60:]])]
     subjects += [rng.integers(0, 20, int(n)).astype(np.uint8) for n in (40, 90, 130, 70, 110, 60)]
-    queries = EncodedSequences(query, np.array([0, len(query)]))
-    db = _encoded(subjects)
+    queries = EncodedSequences.from_codes([query])
+    db = EncodedSequences.from_codes(subjects)
     qi, si = np.zeros(len(subjects), np.int64), np.arange(len(subjects), dtype=np.int64)
     align_many(queries, db, qi, si, scheme, threads=1, backend="cpu")
     load_kernel()
@@ -154,9 +148,8 @@ def _precompile_hits():
     ]
     subjects += [rng.integers(0, 20, int(n)).astype(np.uint8) for n in rng.integers(20, 200, 9)]
     wall = np.full(3000, 17, dtype=np.uint8)  # W: a self-score past the int16 lanes
-    queries = EncodedSequences(np.concatenate([query, wall]), np.array([0, 300, 3300]))
-    codes = np.concatenate(subjects + [wall, wall[:2900]])
-    db = EncodedSequences(codes, np.r_[0, np.cumsum([len(x) for x in subjects] + [3000, 2900])])
+    queries = EncodedSequences.from_codes([query, wall])
+    db = EncodedSequences.from_codes(subjects + [wall, wall[:2900]])
     qi = np.r_[np.zeros(len(subjects), np.int64), [1, 1, 1, 1]]
     si = np.r_[np.arange(len(subjects)), [len(subjects), len(subjects) + 1, 0, 1]]
     for cell_limit in (None, 64):  # 64: bands and regions too large, the scalar paths
