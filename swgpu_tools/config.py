@@ -18,7 +18,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from .errors import InputError
-from .io.gzipped import is_gzip
+from .io.gzipped import DECOMPRESS_ERRORS, is_gzip
 
 #: Bytes read from the start of the database to count its records.
 SAMPLE_BYTES = 8 << 20
@@ -211,7 +211,7 @@ def count_records(path, sample: int = SAMPLE_BYTES) -> tuple[int, bool]:
         with opener(path, "rb") as fh:
             head = fh.read(sample + 1)
             rest = fh.read(1) if len(head) > sample else b""
-    except (OSError, EOFError, zlib.error):
+    except DECOMPRESS_ERRORS:
         return 1, False
     n = head.count(b"\n>") + head.startswith(b">")
     if len(head) <= sample and not rest:
