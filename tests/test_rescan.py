@@ -689,7 +689,8 @@ def test_only_the_several_jobs_of_a_database_cut_their_shards_joint_top_k(tmp_pa
     paths = [str(tmp_path / n) for n in names]
     monkeypatch.delenv("SWGPU_JOB_TOPK", raising=False)
     assert step._joint_cut(paths, 10)  # no database.json beside the shards
-    (tmp_path / "database.json").write_text(json.dumps({"shards": [{"file": n} for n in names]}))
+    info = {"sequences": 4, "residues": 400, "shards": [{"file": n} for n in names]}
+    (tmp_path / "database.json").write_text(json.dumps(info))
     assert not step._joint_cut(paths, 10)  # the only job
     assert step._joint_cut(paths, step.CUT_ROWS + 1)
     assert step._joint_cut(paths[:2], 10) and step._joint_cut(paths[2:], 10)

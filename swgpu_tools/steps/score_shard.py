@@ -9,7 +9,6 @@ tables, so the final tables do not depend on how shards are grouped into jobs.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -19,10 +18,10 @@ from ..cpus import usable_cpus
 from ..engine.increment import GPU_START_S, group_cells, plan_shard, rescan_on_cpu
 from ..engine.merge import top_k_of
 from ..engine.scan import ShardInput, scan_shards
-from ..errors import OutputError
+from ..errors import InputError, OutputError
 from ..io.fasta import read_fasta
 from ..io.hitsfile import ShardHits, concat_shard_hits, write_shard_hits
-from ..io.shardfile import note_verified, read_shard_unverified
+from ..io.shardfile import note_verified, read_database_info, read_shard_unverified
 from ..io.statefile import read_state, sequence_hashes, write_state
 from ..io.stepstats import StepTimer
 from ..logs import get_logger
@@ -52,9 +51,11 @@ def _joint_cut(shards: list, rows: int) -> bool:
     if rows > CUT_ROWS:
         return True
     try:
-        with open(os.path.join(os.path.dirname(os.fspath(shards[0])), "database.json")) as fh:
-            files = {s["file"] for s in json.load(fh)["shards"]}
-    except (OSError, ValueError, KeyError, TypeError):
+        info = read_database_info(
+            os.path.join(os.path.dirname(os.fspath(shards[0])), "database.json")
+        )
+        files = {s["file"] for s in info["shards"]}
+    except (OSError, InputError, KeyError, TypeError):
         return True
     return files != {os.path.basename(os.fspath(s)) for s in shards}
 
