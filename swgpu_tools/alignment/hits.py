@@ -282,9 +282,10 @@ def finish_scalar(
 
 
 def _grid_scratch() -> np.ndarray:
-    """A thread's memory for the grids of its forward passes (up to GRID_BYTES; only
-    the pages that a call's grids touch are ever made)."""
-    return private_buffer(GRID_BYTES + 4096)
+    """A thread's memory for the grids of its forward passes (GRID_BYTES, which
+    :func:`.query_lanes.grid_shape` keeps every grid within; only the pages that a
+    call's grids touch are ever made)."""
+    return private_buffer(GRID_BYTES)
 
 
 def lpt_chunks(cost, nchunks):
