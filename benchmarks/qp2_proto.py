@@ -1,0 +1,474 @@
+#!/usr/bin/env python3
+"""Prototype for issue 14: two *queries* per packed register, the query in registers.
+
+Not part of the package; a measurement.  The design (GPU-NOTES.md, "Two queries per
+register"):
+
+* A group of G = 32 lanes (one warp) holds the query rows in registers: lane t keeps
+  rows t*R .. t*R + R - 1 of *both* queries of a pair, query A in the low s16 half and
+  query B in the high half (one pass: both queries at most W = G*R rows).
+* The subjects stream by one column per step (lane t on column s - t), one stream per
+  warp: a range of whole subjects one after another, so the pipeline fills once per
+  range and not once per subject.  At a subject's first column a lane resets its H
+  and E registers (a branch, taken by one lane of the warp at a time) and passes its
+  best down the lanes; the last lane writes the subject's two scores.
+* Scores come from the pair's query profile in shared memory: for each letter c and
+  row i the packed word (s(A_i, c), s(B_i, c)), laid out so that lane t's rows
+  4k..4k+3 are one 16-byte granule at (k*G + t)*16 bytes into the letter's row: one
+  ``ld.shared.v4`` serves four packed cells (eight cells) and a quarter-warp never
+  reads one bank twice.  Nothing to combine: the profile word is the packed score.
+* Arithmetic as the s16 kernels' ``lob``: the low half of H, E and F biased by
+  open + extend, H - open - extend one 32-bit IMAD.
+
+    NUMBA_ENABLE_CUDASIM=1 python benchmarks/qp2_proto.py --check     # simulator
+    python benchmarks/qp2_proto.py --db peak_1024.fasta --queries q.fasta --check
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+from numba import config, cuda
+
+SIM = bool(config.ENABLE_CUDASIM)
+FLAG = 0x80
+PADS = 40  # pad columns before and after each range: no bounds checks in the step
+
+
+def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM) -> str:
+    assert R % 4 == 0 and G == 32
+    W = G * R
+    L = []
+    a = L.append
+    a("from numba import cuda, int32, int64, uint64")
+    a("from swgpu_tools.kernels.gpu_intrinsics import vaddmax2, vmax3_2, vmax2, shared_base")
+    a("from qp2_intrinsics import lds128, mad32")
+    if sim:
+        a("")
+        a("@cuda.jit(device=True)")
+        a("def _up(v, xch, lane):")
+        a("    xch[lane] = v")
+        a("    cuda.syncthreads()")
+        a("    r = xch[lane - 1] if lane > 0 else v")
+        a("    cuda.syncthreads()")
+        a("    return r")
+        up = "_up({v}, xch, lane)"
+    else:
+        up = "cuda.shfl_up_sync(0xFFFFFFFF, {v}, 1)"
+    a("")
+    a("def kernel_py(codes, rstart, rlen, rsub0, n_ranges, profg, prof_n, rowb, padc,")
+    a("              noe, nxt, scores):")
+    a("    prof = cuda.shared.array(0, dtype=int32)")
+    if sim:
+        a(f"    xch = cuda.shared.array({G}, dtype=int32)")
+    a("    tid = int32(cuda.threadIdx.x)")
+    a("    bdim = int32(cuda.blockDim.x)")
+    a("    k = tid")
+    a("    while k < prof_n:")
+    a("        prof[k] = profg[k]")
+    a("        k = int32(k + bdim)")
+    a("    cuda.syncthreads()")
+    a("    sbase = shared_base(prof)")
+    a("    lane = int32(tid & 31)")
+    a("    gw = int64((int64(cuda.blockIdx.x) * int64(bdim) + int64(tid)) // 32)")
+    a("    nw = int64((int64(cuda.gridDim.x) * int64(bdim)) // 32)")
+    a("    pbase = int32(sbase + lane * 16)")
+    a("    kb = int32(65536 - (noe & 65535))  # the floor: true 0, low half biased by open+extend")
+    a("    cadd = int32(noe - 65536)")
+    a("    negb = int32(noe & -65536)  # E, F start: true -(open+extend) in both halves")
+    a("    one = int32(int32(nxt >> 31) & 1)  # 1, unknown to ptxas: the IMAD stays an IMAD")
+    a("    wt = gw")
+    a("    while wt < n_ranges:")
+    a("        base = int64(rstart[wt])")
+    a("        total = int32(rlen[wt])")
+    a("        sub = int64(rsub0[wt])")
+    for r in range(R):
+        a(f"        h{r} = kb")
+        a(f"        e{r} = negb")
+    a("        best = kb")
+    a("        bout = kb")
+    a("        hlast = kb")
+    a("        fout = negb")
+    a("        diag = kb")
+    a(f"        nsteps = int32(total + {G - 1})")
+    if U > 1:
+        a(f"        nsteps = int32((nsteps + {U - 1}) // {U} * {U})")
+    a("        rawn = int32(codes[uint64(base - int64(lane))])  # the stream is padded both sides")
+    a("        s = int32(0)")
+    a("        while s < nsteps:")
+    for u in range(U):
+        i = "            "
+        a(i + "raw = rawn")
+        a(i + "rawn = int32(codes[uint64(base + int64(s + 1 - lane))])")
+        a(i + "pa = int32(pbase + (raw & 31) * rowb)")
+        a(i + "hin = " + up.format(v="hlast"))
+        a(i + "fin = " + up.format(v="fout"))
+        a(i + "bin = " + up.format(v="bout"))
+        a(i + "if lane == 0:")
+        a(i + "    hin = kb")
+        a(i + "    fin = negb")
+        a(i + "    bin = kb")
+        a(i + f"if raw & {FLAG}:")
+        a(i + "    bout = vmax2(bin, best)")
+        a(i + "    if lane == 31:")
+        a(i + "        scores[sub] = int32(int32(bout << 16) >> 16) - kb")
+        a(i + "        scores[sub + int64(scores.shape[0] // 2)] = int32(bout >> 16)")
+        a(i + "    sub = sub + 1")
+        a(i + "    best = kb")
+        a(i + "    diag = kb")
+        for r in range(R):
+            a(i + f"    h{r} = kb")
+            a(i + f"    e{r} = negb")
+        for q in range(R // 4):
+            a(
+                i + f"a{4 * q}, a{4 * q + 1}, a{4 * q + 2}, a{4 * q + 3} = "
+                f"lds128(prof, int32(pa + {q * G * 16}))"
+            )
+        a(i + "xx0 = vaddmax2(diag, a0, e0)")
+        for r in range(1, R):
+            a(i + f"xx{r} = vaddmax2(h{r - 1}, a{r}, e{r})")
+        a(i + "diag = hin")
+        a(i + "f = fin")
+        for r in range(R):
+            a(i + f"h{r} = vmax3_2(xx{r}, f, kb)")
+            a(i + f"t = mad32(h{r}, one, cadd)")
+            a(i + "f = vaddmax2(f, nxt, t)")
+            a(i + f"e{r} = vaddmax2(e{r}, nxt, t)")
+            if r % 2 == 1:
+                a(i + f"best = vmax3_2(best, h{r - 1}, h{r})")
+        a(i + f"hlast = h{R - 1}")
+        a(i + "fout = f")
+        a(i + "s = int32(s + 1)")
+    a("        wt = wt + nw")
+    return "\n".join(L) + "\n"
+
+
+INTRINSICS = """
+from numba import config, cuda
+if config.ENABLE_CUDASIM:
+    import numpy as np
+
+    @cuda.jit(device=True)
+    def lds128(arr, addr):
+        i = int(addr) >> 2
+        return arr[i], arr[i + 1], arr[i + 2], arr[i + 3]
+
+    @cuda.jit(device=True)
+    def mad32(a, b, c):
+        v = (int(a) * int(b) + int(c)) & 0xFFFFFFFF
+        return np.int32(v - 0x100000000 if v & 0x80000000 else v)
+else:
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def lds128(typingctx, arr, addr):
+        if not isinstance(arr, types.Array) or not isinstance(addr, types.Integer):
+            return None
+        tup = types.UniTuple(types.int32, 4)
+        sig = tup(arr, addr)
+
+        def codegen(context, builder, signature, args):
+            a = context.cast(builder, args[1], signature.args[1], types.int32)
+            i32 = ir.IntType(32)
+            fnty = ir.FunctionType(ir.LiteralStructType([i32] * 4), [i32])
+            asm = ir.InlineAsm(fnty, "ld.shared.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,r")
+            res = builder.call(asm, [a])
+            vals = [builder.extract_value(res, k) for k in range(4)]
+            return context.make_tuple(builder, tup, vals)
+
+        return sig, codegen
+
+    @intrinsic
+    def mad32(typingctx, a, b, c):
+        sig = types.int32(a, b, c)
+
+        def codegen(context, builder, signature, llargs):
+            vals = [context.cast(builder, v, t, types.int32) for v, t in zip(llargs, signature.args)]
+            fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(32)] * 3)
+            return builder.call(ir.InlineAsm(fnty, "mad.lo.s32 $0, $1, $2, $3;", "=r,r,r,r"), vals)
+
+        return sig, codegen
+"""
+
+_MODS: dict = {}
+
+
+def load_kernel(R: int, U: int = 2):
+    """The compiled kernel for R (cached per process)."""
+    key = (R, U, SIM)
+    if key in _MODS:
+        return _MODS[key]
+    src = kernel_source(R, U)
+    d = os.path.join(tempfile.gettempdir(), "qp2_proto")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "qp2_intrinsics.py"), "w") as f:
+        f.write(INTRINSICS)
+    if d not in sys.path:
+        sys.path.insert(0, d)
+    name = "qp2_k_" + hashlib.sha1(src.encode()).hexdigest()[:12]
+    path = os.path.join(d, name + ".py")
+    with open(path, "w") as f:
+        f.write(src)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    k = cuda.jit(mod.kernel_py) if SIM else cuda.jit(mod.kernel_py, lineinfo=False)
+    _MODS[key] = k
+    return k
+
+
+def pack(lo, hi):
+    return (
+        ((np.asarray(hi, np.int64) & 0xFFFF) << 16 | (np.asarray(lo, np.int64) & 0xFFFF))
+        .astype(np.uint32)
+        .view(np.int32)
+    )
+
+
+def build_profile(qa: np.ndarray, qb: np.ndarray, matrix: np.ndarray, R: int, G: int = 32):
+    """int32 [D * W]: the pair's profile in the kernel's granule layout; D = K + 1 (pad)."""
+    W = G * R
+    K = matrix.shape[0]
+    low = int(matrix.min()) - 1
+    D = K + 1
+    sa = np.full((D, W), low, np.int64)
+    sb = np.full((D, W), low, np.int64)
+    sa[:K, : len(qa)] = matrix[:, qa]  # s(c, A_i) = s(A_i, c): symmetric
+    sb[:K, : len(qb)] = matrix[:, qb]
+    words = pack(sa, sb)  # [D, W] by row i
+    i = np.arange(W)
+    t, r = i // R, i % R
+    pos = ((r // 4) * G + t) * 4 + (r % 4)
+    out = np.empty((D, W), np.int32)
+    out[:, pos] = words
+    return out.ravel(), D, K
+
+
+def make_ranges(lengths: np.ndarray, n_ranges: int):
+    """Split subjects 0..n-1 (in order) into n_ranges contiguous ranges of ~equal residues."""
+    cum = np.concatenate([[0], np.cumsum(lengths)])
+    total = cum[-1]
+    cuts = np.searchsorted(cum, np.linspace(0, total, n_ranges + 1)[1:-1])
+    bounds = np.unique(np.concatenate([[0], cuts, [len(lengths)]]))
+    return bounds
+
+
+def build_stream(codes: np.ndarray, offsets: np.ndarray, bounds: np.ndarray, pad: int):
+    """uint8 stream: each range's subjects back to back (first column of each but the
+    range's first flagged), then a flagged pad sentinel; and per-range start, length,
+    first subject."""
+    n = len(offsets) - 1
+    lens = np.diff(offsets)
+    nr = len(bounds) - 1
+    rlen = np.empty(nr, np.int32)
+    rstart = np.empty(nr, np.int64)
+    pos = 0
+    parts = []
+    for g in range(nr):
+        lo, hi = bounds[g], bounds[g + 1]
+        seg = codes[offsets[lo] : offsets[hi]].copy()
+        firsts = offsets[lo + 1 : hi] - offsets[lo]
+        seg[firsts] |= FLAG
+        lead = np.full(PADS, pad, np.uint8)
+        seg = np.concatenate([lead, seg, np.array([pad | FLAG], np.uint8), lead])
+        rstart[g] = pos + PADS
+        rlen[g] = len(seg) - 2 * PADS
+        pos += len(seg)
+        parts.append(seg)
+    del n, lens
+    return np.concatenate(parts), rstart, rlen, bounds[:-1].astype(np.int64)
+
+
+def run(
+    codes_d, rstart_d, rlen_d, rsub0_d, nr, prof, rowb, pad, noe, nxt, scores_d, R, U, blocks, block
+):
+    k = load_kernel(R, U)
+    prof_d = cuda.to_device(prof)
+    shm = prof.size * 4
+    k[blocks, block, 0, shm](
+        codes_d, rstart_d, rlen_d, rsub0_d, nr, prof_d, prof.size, rowb, pad, noe, nxt, scores_d
+    )
+
+
+def reference_scores(qcodes, codes, offsets, matrix, go, ge):
+    """Plain SW scores (int64 numpy, column by column) for a check."""
+    out = np.zeros(len(offsets) - 1, np.int64)
+    m = len(qcodes)
+    for j in range(len(offsets) - 1):
+        sub = codes[offsets[j] : offsets[j + 1]]
+        H = np.zeros(m + 1, np.int64)
+        E = np.full(m + 1, -(10**9), np.int64)
+        best = 0
+        for c in sub:
+            sc = matrix[qcodes, c]
+            Hn = np.zeros(m + 1, np.int64)
+            E = np.maximum(E - ge, H - go - ge)
+            F = -(10**9)
+            for i in range(1, m + 1):
+                F = max(F - ge, Hn[i - 1] - go - ge)
+                h = max(0, H[i - 1] + sc[i - 1], E[i], F)
+                Hn[i] = h
+            H = Hn
+            best = max(best, int(H.max()))
+        out[j] = best
+    return out
+
+
+def main(argv=None) -> int:
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from swgpu_tools.io.fasta import read_fasta
+    from swgpu_tools.scoring import ScoringScheme
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--db")
+    ap.add_argument("--queries", help="FASTA; consecutive pairs are packed (each <= 32*R)")
+    ap.add_argument(
+        "--R", default="16", help="comma-separated register counts, R or RxU (U: steps unrolled)"
+    )
+    ap.add_argument("--block", type=int, default=128)
+    ap.add_argument("--blocks-per-sm", type=int, default=0, help="0: from occupancy guess")
+    ap.add_argument("--ranges-per-warp", type=int, default=4)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--check", action="store_true", help="compare with the CPU kernels")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args(argv)
+    scheme = ScoringScheme()
+    matrix = np.asarray(scheme.matrix, np.int64)
+    go, ge = scheme.gap_open, scheme.gap_extend
+    oe = go + ge
+    noe = int(pack(-oe, -oe))
+    nxt = int(pack(-ge, -ge))
+    rng = np.random.default_rng(args.seed)
+    if args.db:
+        db = scheme.encode(read_fasta(args.db), "database")
+        qs = scheme.encode(read_fasta(args.queries), "queries")
+        qlist = [qs.codes[qs.offsets[i] : qs.offsets[i + 1]] for i in range(len(qs))]
+    else:  # a small random case for the simulator
+        K = matrix.shape[0] - 4
+        qlist = [rng.integers(0, K, n).astype(np.uint8) for n in (37, 50)]
+        parts = [rng.integers(0, K, n).astype(np.uint8) for n in rng.integers(1, 70, 24)]
+        parts[:4] = [parts[0][:1], parts[1][:2], parts[2][:1], parts[3][:3]]
+        # homologs with gaps in both directions: of query 0 and of query 1
+        q0, q1 = qlist
+        parts[6] = np.concatenate([parts[6][:5], q0[:15], q0[19:], parts[6][5:9]])
+        parts[11] = np.concatenate([q1[:20], rng.integers(0, K, 6).astype(np.uint8), q1[20:]])
+        parts[12] = np.concatenate([q0[:30], q1[10:40]])
+        offs = np.concatenate([[0], np.cumsum([len(x) for x in parts])]).astype(np.int64)
+        sub = np.concatenate(parts)
+
+        class _DB:
+            pass
+
+        db = _DB()
+        db.codes, db.offsets = sub, offs
+    offsets = np.asarray(db.offsets, np.int64)
+    lens = np.diff(offsets)
+    n = len(lens)
+    K = matrix.shape[0]
+    pad = K
+    dev = cuda.get_current_device()
+    nsm = 1 if SIM else dev.MULTIPROCESSOR_COUNT
+    codes_cpu = None
+    for spec in args.R.split(","):
+        R, U = (int(x) for x in (spec.split("x") + ["2"])[:2])
+        W = 32 * R
+        block = 32 if SIM else args.block
+        bps = args.blocks_per_sm or 1
+        prof0, D, _ = build_profile(qlist[0][:W], qlist[1 % len(qlist)][:W], matrix, R)
+        shm = prof0.size * 4
+        if not SIM and not args.blocks_per_sm:
+            bps = max(1, min(228 * 1024 // (shm + 1024), 16 * 32 // block))
+        blocks = nsm * bps
+        nwarps = blocks * block // 32
+        bounds = make_ranges(lens, min(n, nwarps * args.ranges_per_warp))
+        stream, rstart, rlen, rsub0 = build_stream(
+            np.asarray(db.codes, np.uint8), offsets, bounds, pad
+        )
+        codes_d = cuda.to_device(stream)
+        rstart_d, rlen_d, rsub0_d = (cuda.to_device(x) for x in (rstart, rlen, rsub0))
+        scores_d = cuda.device_array(2 * n, np.int32)
+        print(
+            f"R={R} U={U} W={W} D={D} shared {shm} B, {bps} blocks/SM of {block}, {len(rlen)} ranges, "
+            f"stream {len(stream)}",
+            flush=True,
+        )
+        for p in range(0, len(qlist) - 1, 2):
+            qa, qb = qlist[p], qlist[p + 1]
+            if len(qa) > W or len(qb) > W:
+                print(f"pair {p}: {len(qa)}, {len(qb)} > W={W}: skipped")
+                continue
+            prof, D, _ = build_profile(qa, qb, matrix, R)
+            rowb = W * 4
+            times = []
+            for rep in range(1 if SIM else args.repeat + 1):
+                cuda.synchronize()
+                t0 = time.perf_counter()
+                run(
+                    codes_d,
+                    rstart_d,
+                    rlen_d,
+                    rsub0_d,
+                    len(rlen),
+                    prof,
+                    rowb,
+                    pad | 0,
+                    noe,
+                    nxt,
+                    scores_d,
+                    R,
+                    U,
+                    blocks,
+                    block,
+                )
+                cuda.synchronize()
+                times.append(time.perf_counter() - t0)
+            t = min(times[1:]) if len(times) > 1 else times[0]
+            res = scores_d.copy_to_host()
+            real = (len(qa) + len(qb)) * int(offsets[-1])
+            padded = 2 * W * int(offsets[-1])
+            print(
+                f"pair {p}: {len(qa)}+{len(qb)} aa: {t * 1e3:.2f} ms (first {times[0] * 1e3:.0f}), "
+                f"{real / t / 1e9:.0f} GCUPS, padded {padded / t / 1e9:.0f}",
+                flush=True,
+            )
+            if args.check:
+                pick = np.arange(n) if SIM else rng.choice(n, min(n, 300), replace=False)
+                for qi, q, col in ((p, qa, 0), (p + 1, qb, 1)):
+                    got = res[col * n + pick]
+                    if SIM:
+                        want = reference_scores(q, db.codes, offsets, matrix, go, ge)[pick]
+                    else:
+                        from swgpu_tools.kernels import cpu
+
+                        if codes_cpu is None:
+                            codes_cpu = db
+                        sub = [np.asarray(db.codes[offsets[j] : offsets[j + 1]]) for j in pick]
+                        from swgpu_tools.sequences import EncodedSequences
+
+                        dsub = EncodedSequences.from_codes(sub)
+                        qq = EncodedSequences.from_codes([q])
+                        want = cpu.score_all(qq, dsub, scheme)[0]
+                    bad = np.nonzero(got != want)[0]
+                    print(
+                        f"  check query {qi}: {len(pick)} subjects, {len(bad)} differ"
+                        + (
+                            f" e.g. {list(zip(pick[bad[:5]], got[bad[:5]], want[bad[:5]]))}"
+                            if len(bad)
+                            else ""
+                        ),
+                        flush=True,
+                    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
