@@ -44,7 +44,6 @@ PADS = 40  # pad columns before and after each range: no bounds checks in the st
 
 def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM) -> str:
     assert R % 4 == 0 and G == 32
-    W = G * R
     L = []
     a = L.append
     a("from numba import cuda, int32, int64, uint64")
@@ -103,7 +102,7 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM) -> str:
     a("        rawn = int32(codes[uint64(base - int64(lane))])  # the stream is padded both sides")
     a("        s = int32(0)")
     a("        while s < nsteps:")
-    for u in range(U):
+    for _u in range(U):
         i = "            "
         a(i + "raw = rawn")
         a(i + "rawn = int32(codes[uint64(base + int64(s + 1 - lane))])")
@@ -409,7 +408,7 @@ def main(argv=None) -> int:
             prof, D, _ = build_profile(qa, qb, matrix, R)
             rowb = W * 4
             times = []
-            for rep in range(1 if SIM else args.repeat + 1):
+            for _rep in range(1 if SIM else args.repeat + 1):
                 cuda.synchronize()
                 t0 = time.perf_counter()
                 run(
