@@ -293,9 +293,29 @@ def run(
     k = load_kernel(R, U)
     prof_d = cuda.to_device(prof)
     shm = prof.size * 4
-    k[blocks, block, 0, shm](
-        codes_d, rstart_d, rlen_d, rsub0_d, nr, prof_d, prof.size, rowb, pad, noe, nxt, scores_d
+    args = (
+        codes_d,
+        rstart_d,
+        rlen_d,
+        rsub0_d,
+        nr,
+        prof_d,
+        prof.size,
+        rowb,
+        pad,
+        noe,
+        nxt,
+        scores_d,
     )
+    if not SIM:
+        from numba import typeof
+
+        from swgpu_tools.kernels.gpu.device import ensure_shared
+
+        if not k.overloads:
+            k.compile(tuple(typeof(a) for a in args))
+        ensure_shared(k, shm)
+    k[blocks, block, 0, shm](*args)
 
 
 def reference_scores(qcodes, codes, offsets, matrix, go, ge):
