@@ -39,6 +39,7 @@ for db in ${DBS:-bench peak_1024 peak_256}; do
     timeout ${QP2_TIMEOUT:-200} python3 benchmarks/qp2_proto.py --db $f --queries $BD/q10.fasta --R ${v%%:*} \
       --block ${v##*:} --repeat 3 ${CHECK:---check} 2>&1 | grep -v Warning | tee -a "$LOG"
   done
+  [ "${SKIP_S16:-0}" = 1 ] && continue
   echo "== $db: s16 (gpu_bench, the same 10 queries)" | tee -a "$LOG"
   timeout ${S16_TIMEOUT:-240} python3 benchmarks/gpu_bench.py --db $f --queries $BD/q10.fasta --repeat 2 --skip-start \
     --json "$OUT/gpu_bench_$db.json" > "$OUT/gpu_bench_$db.log" 2>&1
