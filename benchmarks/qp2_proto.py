@@ -42,7 +42,10 @@ FLAG = 0x80
 PADS = 40  # pad columns before and after each range: no bounds checks in the step
 
 
-def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM) -> str:
+def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str = "") -> str:
+    """variant (timing probes, wrong scores): 'nobest' drops the best's max3; 'h2' takes H as
+    two 2-input maxima; 'noe' drops the E update; 'not' feeds F and E from H (no IMAD)."""
+    var = set(variant.split("+")) - {""}
     assert R % 4 == 0 and G == 32
     L = []
     a = L.append
@@ -136,11 +139,15 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM) -> str:
         a(i + "diag = hin")
         a(i + "f = fin")
         for r in range(R):
-            a(i + f"h{r} = vmax3_2(xx{r}, f, kb)")
-            a(i + f"t = mad32(h{r}, one, cadd)")
+            if "h2" in var:
+                a(i + f"h{r} = vmax2(vmax2(xx{r}, f), kb)")
+            else:
+                a(i + f"h{r} = vmax3_2(xx{r}, f, kb)")
+            a(i + ("t = h{r}" if "not" in var else f"t = mad32(h{r}, one, cadd)").format(r=r))
             a(i + "f = vaddmax2(f, nxt, t)")
-            a(i + f"e{r} = vaddmax2(e{r}, nxt, t)")
-            if r % 2 == 1:
+            if "noe" not in var:
+                a(i + f"e{r} = vaddmax2(e{r}, nxt, t)")
+            if r % 2 == 1 and "nobest" not in var:
                 a(i + f"best = vmax3_2(best, h{r - 1}, h{r})")
         a(i + f"hlast = h{R - 1}")
         a(i + "fout = f")
@@ -201,12 +208,12 @@ else:
 _MODS: dict = {}
 
 
-def load_kernel(R: int, U: int = 2):
+def load_kernel(R: int, U: int = 2, variant: str = ""):
     """The compiled kernel for R (cached per process)."""
-    key = (R, U, SIM)
+    key = (R, U, SIM, variant)
     if key in _MODS:
         return _MODS[key]
-    src = kernel_source(R, U)
+    src = kernel_source(R, U, variant=variant)
     d = os.path.join(tempfile.gettempdir(), "qp2_proto")
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "qp2_intrinsics.py"), "w") as f:
@@ -288,9 +295,24 @@ def build_stream(codes: np.ndarray, offsets: np.ndarray, bounds: np.ndarray, pad
 
 
 def run(
-    codes_d, rstart_d, rlen_d, rsub0_d, nr, prof, rowb, pad, noe, nxt, scores_d, R, U, blocks, block
+    codes_d,
+    rstart_d,
+    rlen_d,
+    rsub0_d,
+    nr,
+    prof,
+    rowb,
+    pad,
+    noe,
+    nxt,
+    scores_d,
+    R,
+    U,
+    blocks,
+    block,
+    variant="",
 ):
-    k = load_kernel(R, U)
+    k = load_kernel(R, U, variant)
     prof_d = cuda.to_device(prof)
     shm = prof.size * 4
     args = (
@@ -398,6 +420,7 @@ def main(argv=None) -> int:
     nsm = 1 if SIM else dev.MULTIPROCESSOR_COUNT
     codes_cpu = None
     for spec in args.R.split(","):
+        spec, _, variant = spec.partition("@")
         R, U = (int(x) for x in (spec.split("x") + ["2"])[:2])
         W = 32 * R
         block = 32 if SIM else args.block
@@ -416,7 +439,8 @@ def main(argv=None) -> int:
         rstart_d, rlen_d, rsub0_d = (cuda.to_device(x) for x in (rstart, rlen, rsub0))
         scores_d = cuda.device_array(2 * n, np.int32)
         print(
-            f"R={R} U={U} W={W} D={D} shared {shm} B, {bps} blocks/SM of {block}, {len(rlen)} ranges, "
+            f"R={R} U={U} {variant or 'exact'} W={W} D={D} shared {shm} B, "
+            f"{bps} blocks/SM of {block}, {len(rlen)} ranges, "
             f"stream {len(stream)}",
             flush=True,
         )
@@ -447,6 +471,7 @@ def main(argv=None) -> int:
                     U,
                     blocks,
                     block,
+                    variant,
                 )
                 cuda.synchronize()
                 times.append(time.perf_counter() - t0)
