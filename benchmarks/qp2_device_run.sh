@@ -47,8 +47,8 @@ for db in ${DBS:-bench peak_1024 peak_256}; do
   grep -E "^BQ|overall|GCUPS" "$OUT/gpu_bench_$db.log" | tail -14 | tee -a "$LOG"
 done
 # PROBES="32x4@nobest:256 ...": timing probes on bench200M with BQ09 + BQ10 only
+awk '/^>/{n++} n>=9 && n<=10' $BD/q10.fasta > $BD/q2.fasta
 if [ -n "${PROBES:-}" ]; then
-  awk '/^>/{n++} n>=9 && n<=10' $BD/q10.fasta > $BD/q2.fasta
   echo "== probes on bench200M, BQ09 + BQ10" | tee -a "$LOG"
   for v in $PROBES; do
     timeout 200 python3 benchmarks/qp2_proto.py --db $BD/bench_db.fasta --queries $BD/q2.fasta --R ${v%%:*} \
@@ -58,17 +58,19 @@ fi
 # NCU=1: ncu on one qp2 launch (32x4, BQ09 + BQ10 on bench200M): pipes and stalls
 if [ "${NCU:-0}" = 1 ]; then
   NCUB=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
-  M=smsp__issue_active.avg.pct_of_peak_sustained_active,sm__cycles_elapsed.avg,sm__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed
-  for s in short_scoreboard long_scoreboard wait math_pipe_throttle not_selected selected dispatch_stall no_instruction barrier mio_throttle lg_throttle branch_resolving membar drain sleeping tex_throttle imc_miss misc; do
+  M=smsp__issue_active.avg.pct_of_peak_sustained_active,sm__cycles_elapsed.avg,sm__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,smsp__inst_executed.avg.per_cycle_active
+  for s in short_scoreboard long_scoreboard wait math_pipe_throttle not_selected selected dispatch_stall no_instruction barrier mio_throttle lg_throttle branch_resolving drain; do
     M=$M,smsp__average_warp_latency_issue_stalled_$s.ratio
   done
+  M=$M,sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active
   for q in ${NCU_R:-32x4}; do
+    blk=${q##*:}; [ "$blk" = "$q" ] && blk=256; q=${q%%:*}
     timeout 240 $NCUB --clock-control none -k regex:kernel_py --launch-skip 1 -c 1 --section Occupancy \
-      --metrics "$M" --metrics "regex:sm__inst_executed_pipe_.*\.avg\.pct_of_peak_sustained_active" \
-      --metrics "regex:sm__pipe_.*_cycles_active\.avg\.pct_of_peak_sustained_active" \
-      python3 benchmarks/qp2_proto.py --db $BD/bench_db.fasta --queries $BD/q2.fasta --R $q --block 256 --repeat 1 \
+      --section ComputeWorkloadAnalysis --section WarpStateStats --section InstructionStats --print-details all \
+      --metrics "$M" \
+      python3 benchmarks/qp2_proto.py --db $BD/bench_db.fasta --queries $BD/q2.fasta --R $q --block $blk --repeat 1 \
       > "$OUT/ncu_qp2_$q.txt" 2>&1
     echo "== ncu qp2 $q rc=$?" | tee -a "$LOG"
-    grep -vE '^\s*$|==PROF==|^pair|^R=' "$OUT/ncu_qp2_$q.txt" | grep -E '%|ratio|cycles|inst_executed|Registers|Occupancy|Error|ERR' | head -90 | tee -a "$LOG"
+    grep -vE '^\s*$|==PROF==|^pair|^R=' "$OUT/ncu_qp2_$q.txt" | grep -E '%|ratio|cycles|inst|Inst|Pipe|pipe|Registers|Occupancy|Error|ERR|IPC|Issue' | head -120 | tee -a "$LOG"
   done
 fi

@@ -43,8 +43,11 @@ PADS = 40  # pad columns before and after each range: no bounds checks in the st
 
 
 def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str = "") -> str:
-    """variant (timing probes, wrong scores): 'nobest' drops the best's max3; 'h2' takes H as
-    two 2-input maxima; 'noe' drops the E update; 'not' feeds F and E from H (no IMAD)."""
+    """variant, '+'-joined.  Timing probes (wrong scores): 'nobest' drops the best's max3,
+    'h2' takes H as two 2-input maxima, 'noe' drops the E update, 'not' feeds F and E from
+    H (no IMAD).  Exact: 'lazy' makes each row's diagonal term just before the row above
+    is replaced; 'pre' makes the next column's diagonal terms at the end of a step (see
+    _step_pre); 'lbN' sets launch bounds (block, N)."""
     var = set(variant.split("+")) - {""}
     assert R % 4 == 0 and G == 32
     L = []
@@ -66,7 +69,7 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
         up = "cuda.shfl_up_sync(0xFFFFFFFF, {v}, 1)"
     a("")
     a("def kernel_py(codes, rstart, rlen, rsub0, n_ranges, profg, prof_n, rowb, padc,")
-    a("              noe, nxt, scores):")
+    a("              noe, nxt, scores, kbp, caddp, onep):")
     a("    prof = cuda.shared.array(0, dtype=int32)")
     if sim:
         a(f"    xch = cuda.shared.array({G}, dtype=int32)")
@@ -82,17 +85,27 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
     a("    gw = int64((int64(cuda.blockIdx.x) * int64(bdim) + int64(tid)) // 32)")
     a("    nw = int64((int64(cuda.gridDim.x) * int64(bdim)) // 32)")
     a("    pbase = int32(sbase + lane * 16)")
-    a("    kb = int32(65536 - (noe & 65535))  # the floor: true 0, low half biased by open+extend")
-    a("    cadd = int32(noe - 65536)")
+    if "cp" in var:  # the constants as kernel parameters (constant-bank operands)
+        a("    kb = int32(kbp)")
+        a("    cadd = int32(caddp)")
+        a("    one = int32(onep)")
+    else:
+        a(
+            "    kb = int32(65536 - (noe & 65535))  # the floor: true 0, low half biased by open+extend"
+        )
+        a("    cadd = int32(noe - 65536)")
+        a("    one = int32(int32(nxt >> 31) & 1)  # 1, unknown to ptxas: the IMAD stays an IMAD")
     a("    negb = int32(noe & -65536)  # E, F start: true -(open+extend) in both halves")
-    a("    one = int32(int32(nxt >> 31) & 1)  # 1, unknown to ptxas: the IMAD stays an IMAD")
     a("    wt = gw")
     a("    while wt < n_ranges:")
     a("        base = int64(rstart[wt])")
     a("        total = int32(rlen[wt])")
     a("        sub = int64(rsub0[wt])")
+    if "pre" in var:  # the range's first column is flagged too: its reset writes nothing
+        a("        sub0 = sub")
+        a("        sub = sub - 1")
     for r in range(R):
-        a(f"        h{r} = kb")
+        a(f"        {'xx' if 'pre' in var else 'h'}{r} = {'negb' if 'pre' in var else 'kb'}")
         a(f"        e{r} = negb")
     a("        best = kb")
     a("        bout = kb")
@@ -107,6 +120,9 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
     a("        while s < nsteps:")
     for _u in range(U):
         i = "            "
+        if "pre" in var:
+            _step_pre(a, i, R, G, var, up)
+            continue
         a(i + "raw = rawn")
         a(i + "rawn = int32(codes[uint64(base + int64(s + 1 - lane))])")
         a(i + "pa = int32(pbase + (raw & 31) * rowb)")
@@ -134,11 +150,14 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
                 f"lds128(prof, int32(pa + {q * G * 16}))"
             )
         a(i + "xx0 = vaddmax2(diag, a0, e0)")
-        for r in range(1, R):
-            a(i + f"xx{r} = vaddmax2(h{r - 1}, a{r}, e{r})")
+        if "lazy" not in var:
+            for r in range(1, R):
+                a(i + f"xx{r} = vaddmax2(h{r - 1}, a{r}, e{r})")
         a(i + "diag = hin")
         a(i + "f = fin")
         for r in range(R):
+            if "lazy" in var and r + 1 < R:  # the next row's diagonal term before h{r} is replaced
+                a(i + f"xx{r + 1} = vaddmax2(h{r}, a{r + 1}, e{r + 1})")
             if "h2" in var:
                 a(i + f"h{r} = vmax2(vmax2(xx{r}, f), kb)")
             else:
@@ -154,6 +173,55 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
         a(i + "s = int32(s + 1)")
     a("        wt = wt + nw")
     return "\n".join(L) + "\n"
+
+
+def _step_pre(a, i, R, G, var, up):
+    """One step with the next column's diagonal terms made at the end of this one (variant
+    'pre'): the loop carries xx (not H), and each xx register is read once, by its row's H,
+    before it is made again, so that no value has to be copied to keep an old one."""
+    a(i + "raw = rawn")
+    a(i + "rawn = int32(codes[uint64(base + int64(s + 1 - lane))])")
+    a(i + "pn = int32(pbase + (rawn & 31) * rowb)")
+    a(i + "hin = " + up.format(v="hlast"))
+    a(i + "fin = " + up.format(v="fout"))
+    a(i + "bin = " + up.format(v="bout"))
+    a(i + "if lane == 0:")
+    a(i + "    hin = kb")
+    a(i + "    fin = negb")
+    a(i + "    bin = kb")
+    a(i + f"if raw & {FLAG}:")
+    a(i + "    bout = vmax2(bin, best)")
+    a(i + "    if lane == 31 and sub >= sub0:")
+    a(i + "        scores[sub] = int32(int32(bout << 16) >> 16) - kb")
+    a(i + "        scores[sub + int64(scores.shape[0] // 2)] = int32(bout >> 16)")
+    a(i + "    sub = sub + 1")
+    a(i + "    best = kb")
+    a(i + "    pa = int32(pbase + (raw & 31) * rowb)")
+    for q in range(R // 4):
+        a(
+            i + f"    a{4 * q}, a{4 * q + 1}, a{4 * q + 2}, a{4 * q + 3} = "
+            f"lds128(prof, int32(pa + {q * G * 16}))"
+        )
+    for r in range(R):
+        a(i + f"    xx{r} = vaddmax2(kb, a{r}, negb)")
+        a(i + f"    e{r} = negb")
+    for q in range(R // 4):
+        a(
+            i + f"n{4 * q}, n{4 * q + 1}, n{4 * q + 2}, n{4 * q + 3} = "
+            f"lds128(prof, int32(pn + {q * G * 16}))"
+        )
+    a(i + "f = fin")
+    for r in range(R):
+        a(i + f"h{r} = vmax3_2(xx{r}, f, kb)")
+        a(i + f"t = mad32(h{r}, one, cadd)")
+        a(i + "f = vaddmax2(f, nxt, t)")
+        a(i + f"e{r} = vaddmax2(e{r}, nxt, t)")
+        a(i + f"xx{r} = vaddmax2({'hin' if r == 0 else f'h{r - 1}'}, n{r}, e{r})")
+        if r % 2 == 1:
+            a(i + f"best = vmax3_2(best, h{r - 1}, h{r})")
+    a(i + f"hlast = h{R - 1}")
+    a(i + "fout = f")
+    a(i + "s = int32(s + 1)")
 
 
 INTRINSICS = """
@@ -208,9 +276,9 @@ else:
 _MODS: dict = {}
 
 
-def load_kernel(R: int, U: int = 2, variant: str = ""):
+def load_kernel(R: int, U: int = 2, variant: str = "", block: int = 256):
     """The compiled kernel for R (cached per process)."""
-    key = (R, U, SIM, variant)
+    key = (R, U, SIM, variant, block)
     if key in _MODS:
         return _MODS[key]
     src = kernel_source(R, U, variant=variant)
@@ -227,7 +295,9 @@ def load_kernel(R: int, U: int = 2, variant: str = ""):
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    k = cuda.jit(mod.kernel_py) if SIM else cuda.jit(mod.kernel_py, lineinfo=False)
+    minb = [int(v[2:]) for v in variant.split("+") if v.startswith("lb")]  # launch bounds
+    kw = {"launch_bounds": (block, minb[0])} if minb and not SIM else {}
+    k = cuda.jit(mod.kernel_py, **kw)
     _MODS[key] = k
     return k
 
@@ -268,7 +338,9 @@ def make_ranges(lengths: np.ndarray, n_ranges: int):
     return bounds
 
 
-def build_stream(codes: np.ndarray, offsets: np.ndarray, bounds: np.ndarray, pad: int):
+def build_stream(
+    codes: np.ndarray, offsets: np.ndarray, bounds: np.ndarray, pad: int, first: bool = False
+):
     """uint8 stream: each range's subjects back to back (first column of each but the
     range's first flagged), then a flagged pad sentinel; and per-range start, length,
     first subject."""
@@ -282,7 +354,7 @@ def build_stream(codes: np.ndarray, offsets: np.ndarray, bounds: np.ndarray, pad
     for g in range(nr):
         lo, hi = bounds[g], bounds[g + 1]
         seg = codes[offsets[lo] : offsets[hi]].copy()
-        firsts = offsets[lo + 1 : hi] - offsets[lo]
+        firsts = offsets[lo + (0 if first else 1) : hi] - offsets[lo]
         seg[firsts] |= FLAG
         lead = np.full(PADS, pad, np.uint8)
         seg = np.concatenate([lead, seg, np.array([pad | FLAG], np.uint8), lead])
@@ -312,7 +384,7 @@ def run(
     block,
     variant="",
 ):
-    k = load_kernel(R, U, variant)
+    k = load_kernel(R, U, variant, block)
     prof_d = cuda.to_device(prof)
     shm = prof.size * 4
     args = (
@@ -328,6 +400,9 @@ def run(
         noe,
         nxt,
         scores_d,
+        65536 - (noe & 65535),
+        noe - 65536,
+        1,
     )
     if not SIM:
         from numba import typeof
@@ -433,7 +508,7 @@ def main(argv=None) -> int:
         nwarps = blocks * block // 32
         bounds = make_ranges(lens, min(n, nwarps * args.ranges_per_warp))
         stream, rstart, rlen, rsub0 = build_stream(
-            np.asarray(db.codes, np.uint8), offsets, bounds, pad
+            np.asarray(db.codes, np.uint8), offsets, bounds, pad, first="pre" in variant
         )
         codes_d = cuda.to_device(stream)
         rstart_d, rlen_d, rsub0_d = (cuda.to_device(x) for x in (rstart, rlen, rsub0))
