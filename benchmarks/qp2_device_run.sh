@@ -69,8 +69,8 @@ if [ "${NCU:-0}" = 1 ]; then
       --section ComputeWorkloadAnalysis --section WarpStateStats --section InstructionStats --print-details all \
       --metrics "$M" \
       python3 benchmarks/qp2_proto.py --db $BD/bench_db.fasta --queries $BD/q2.fasta --R $q --block $blk --repeat 1 \
-      > "$OUT/ncu_qp2_$q.txt" 2>&1
+      > "$OUT/ncu_qp2_$(echo $q | tr '@+' '__').txt" 2>&1
     echo "== ncu qp2 $q rc=$?" | tee -a "$LOG"
-    grep -vE '^\s*$|==PROF==|^pair|^R=' "$OUT/ncu_qp2_$q.txt" | grep -E '%|ratio|cycles|inst|Inst|Pipe|pipe|Registers|Occupancy|Error|ERR|IPC|Issue' | head -120 | tee -a "$LOG"
+    grep -vE '^\s*$|==PROF==|^pair|^R=' "$OUT/ncu_qp2_$(echo $q | tr '@+' '__').txt" | grep -E '%|ratio|cycles|inst|Inst|Pipe|pipe|Registers|Occupancy|Error|ERR|IPC|Issue' | head -120 | tee -a "$LOG"
   done
 fi

@@ -42,6 +42,25 @@ FLAG = 0x80
 PADS = 40  # pad columns before and after each range: no bounds checks in the step
 
 
+FBIAS = 1040  # 'fmax': values >= FBIAS - open - extend >= 1024, binary16 normals
+
+
+def mx3(var) -> str:
+    """H's and the best's 3-input maximum: s16 (DPX, ALU pipe) or, with 'fmax', binary16 on
+    the same bits (positive binary16 order as their bit patterns do)."""
+    return "hmax3_2" if "fmax" in var else "vmax3_2"
+
+
+def lo_expr(var) -> str:
+    if "fmax" in var:
+        return f"int32(bout & 65535) - {FBIAS}"
+    return "int32(int32(bout << 16) >> 16) - kb"
+
+
+def hi_expr(var) -> str:
+    return f"int32(bout >> 16) - {FBIAS}" if "fmax" in var else "int32(bout >> 16)"
+
+
 def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str = "") -> str:
     """variant, '+'-joined.  Timing probes (wrong scores): 'nobest' drops the best's max3,
     'h2' takes H as two 2-input maxima, 'noe' drops the E update, 'not' feeds F and E from
@@ -53,7 +72,9 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
     L = []
     a = L.append
     a("from numba import cuda, int32, int64, uint64")
-    a("from swgpu_tools.kernels.gpu_intrinsics import vaddmax2, vmax3_2, vmax2, shared_base")
+    a(
+        "from swgpu_tools.kernels.gpu_intrinsics import vaddmax2, vmax3_2, vmax2, hmax3_2, shared_base"
+    )
     a("from qp2_intrinsics import lds128, mad32")
     if sim:
         a("")
@@ -96,6 +117,10 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
         a("    cadd = int32(noe - 65536)")
         a("    one = int32(int32(nxt >> 31) & 1)  # 1, unknown to ptxas: the IMAD stays an IMAD")
     a("    negb = int32(noe & -65536)  # E, F start: true -(open+extend) in both halves")
+    if "fmax" in var:  # both halves biased by FBIAS: every value a positive normal binary16
+        a("    oe = int32(65536 - (noe & 65535))")
+        a(f"    kb = int32({FBIAS * 65537})")
+        a("    negb = int32(kb - oe * 65537)")
     a("    wt = gw")
     a("    while wt < n_ranges:")
     a("        base = int64(rstart[wt])")
@@ -136,8 +161,8 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
         a(i + f"if raw & {FLAG}:")
         a(i + "    bout = vmax2(bin, best)")
         a(i + "    if lane == 31:")
-        a(i + "        scores[sub] = int32(int32(bout << 16) >> 16) - kb")
-        a(i + "        scores[sub + int64(scores.shape[0] // 2)] = int32(bout >> 16)")
+        a(i + "        scores[sub] = " + lo_expr(var))
+        a(i + "        scores[sub + int64(scores.shape[0] // 2)] = " + hi_expr(var))
         a(i + "    sub = sub + 1")
         a(i + "    best = kb")
         a(i + "    diag = kb")
@@ -161,13 +186,13 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
             if "h2" in var:
                 a(i + f"h{r} = vmax2(vmax2(xx{r}, f), kb)")
             else:
-                a(i + f"h{r} = vmax3_2(xx{r}, f, kb)")
+                a(i + f"h{r} = {mx3(var)}(xx{r}, f, kb)")
             a(i + ("t = h{r}" if "not" in var else f"t = mad32(h{r}, one, cadd)").format(r=r))
             a(i + "f = vaddmax2(f, nxt, t)")
             if "noe" not in var:
                 a(i + f"e{r} = vaddmax2(e{r}, nxt, t)")
             if r % 2 == 1 and "nobest" not in var:
-                a(i + f"best = vmax3_2(best, h{r - 1}, h{r})")
+                a(i + f"best = {mx3(var)}(best, h{r - 1}, h{r})")
         a(i + f"hlast = h{R - 1}")
         a(i + "fout = f")
         a(i + "s = int32(s + 1)")
@@ -192,8 +217,8 @@ def _step_pre(a, i, R, G, var, up):
     a(i + f"if raw & {FLAG}:")
     a(i + "    bout = vmax2(bin, best)")
     a(i + "    if lane == 31 and sub >= sub0:")
-    a(i + "        scores[sub] = int32(int32(bout << 16) >> 16) - kb")
-    a(i + "        scores[sub + int64(scores.shape[0] // 2)] = int32(bout >> 16)")
+    a(i + "        scores[sub] = " + lo_expr(var))
+    a(i + "        scores[sub + int64(scores.shape[0] // 2)] = " + hi_expr(var))
     a(i + "    sub = sub + 1")
     a(i + "    best = kb")
     a(i + "    pa = int32(pbase + (raw & 31) * rowb)")
@@ -212,13 +237,13 @@ def _step_pre(a, i, R, G, var, up):
         )
     a(i + "f = fin")
     for r in range(R):
-        a(i + f"h{r} = vmax3_2(xx{r}, f, kb)")
+        a(i + f"h{r} = {mx3(var)}(xx{r}, f, kb)")
         a(i + f"t = mad32(h{r}, one, cadd)")
         a(i + "f = vaddmax2(f, nxt, t)")
         a(i + f"e{r} = vaddmax2(e{r}, nxt, t)")
         a(i + f"xx{r} = vaddmax2({'hin' if r == 0 else f'h{r - 1}'}, n{r}, e{r})")
         if r % 2 == 1:
-            a(i + f"best = vmax3_2(best, h{r - 1}, h{r})")
+            a(i + f"best = {mx3(var)}(best, h{r - 1}, h{r})")
     a(i + f"hlast = h{R - 1}")
     a(i + "fout = f")
     a(i + "s = int32(s + 1)")
