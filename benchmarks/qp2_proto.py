@@ -63,10 +63,11 @@ def hi_expr(var) -> str:
 
 def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str = "") -> str:
     """variant, '+'-joined.  Timing probes (wrong scores): 'nobest' drops the best's max3,
-    'h2' takes H as two 2-input maxima, 'noe' drops the E update, 'not' feeds F and E from
-    H (no IMAD).  Exact: 'lazy' makes each row's diagonal term just before the row above
-    is replaced; 'pre' makes the next column's diagonal terms at the end of a step (see
-    _step_pre); 'lbN' sets launch bounds (block, N)."""
+    'noe' drops the E update, 'not' feeds F and E from H (no IMAD).  Exact: 'pre' makes the
+    next column's diagonal terms at the end of a step (see _step_pre); 'fmax' takes H's and
+    the best's maxima in binary16 (see mx3); 'lbN' sets launch bounds (block, N); 'cp'
+    passes the constants as kernel parameters.  (Two more, 'h2' and 'lazy', gave the same
+    SASS as the default and were removed.)"""
     var = set(variant.split("+")) - {""}
     assert R % 4 == 0 and G == 32
     L = []
@@ -175,18 +176,12 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
                 f"lds128(prof, int32(pa + {q * G * 16}))"
             )
         a(i + "xx0 = vaddmax2(diag, a0, e0)")
-        if "lazy" not in var:
-            for r in range(1, R):
-                a(i + f"xx{r} = vaddmax2(h{r - 1}, a{r}, e{r})")
+        for r in range(1, R):
+            a(i + f"xx{r} = vaddmax2(h{r - 1}, a{r}, e{r})")
         a(i + "diag = hin")
         a(i + "f = fin")
         for r in range(R):
-            if "lazy" in var and r + 1 < R:  # the next row's diagonal term before h{r} is replaced
-                a(i + f"xx{r + 1} = vaddmax2(h{r}, a{r + 1}, e{r + 1})")
-            if "h2" in var:
-                a(i + f"h{r} = vmax2(vmax2(xx{r}, f), kb)")
-            else:
-                a(i + f"h{r} = {mx3(var)}(xx{r}, f, kb)")
+            a(i + f"h{r} = {mx3(var)}(xx{r}, f, kb)")
             a(i + ("t = h{r}" if "not" in var else f"t = mad32(h{r}, one, cadd)").format(r=r))
             a(i + "f = vaddmax2(f, nxt, t)")
             if "noe" not in var:
