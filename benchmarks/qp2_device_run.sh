@@ -74,3 +74,19 @@ if [ "${NCU:-0}" = 1 ]; then
     grep -vE '^\s*$|==PROF==|^pair|^R=' "$OUT/ncu_qp2_$(echo $q | tr '@+' '__').txt" | grep -E '%|ratio|cycles|inst|Inst|Pipe|pipe|Registers|Occupancy|Error|ERR|IPC|Issue' | head -120 | tee -a "$LOG"
   done
 fi
+# SAME=1: s16 and qp2 on one machine, one database (peak 1,024 aa): s16 with BQ20 alone
+# (5,478 aa: its padded rate, the 32x32 single-pass kernels, ~99 % of rows real) and with
+# BQ09 + BQ10; qp2 with BQ09 + BQ10 (SAME_VARIANTS)
+if [ "${SAME:-0}" = 1 ]; then
+  awk '/^>/{n++} n==20' $BD/bench_queries.fasta > $BD/q20only.fasta
+  for qf in q20only q2; do
+    echo "== s16 gpu_bench peak_1024 $qf" | tee -a "$LOG"
+    timeout 200 python3 benchmarks/gpu_bench.py --db /tmp/peak/peak_1024.fasta --queries $BD/$qf.fasta --repeat 3 \
+      --skip-start > "$OUT/same_s16_$qf.log" 2>&1
+    echo "rc=$?" | tee -a "$LOG"; grep -E "^BQ|TOTAL" "$OUT/same_s16_$qf.log" | tee -a "$LOG"
+  done
+  for v in ${SAME_VARIANTS:-32x4:256 32x2@fmax+pre:384}; do
+    timeout 200 python3 benchmarks/qp2_proto.py --db /tmp/peak/peak_1024.fasta --queries $BD/q2.fasta --R ${v%%:*} \
+      --block ${v##*:} --repeat 3 2>&1 | grep -E '^R=|^pair' | tee -a "$LOG"
+  done
+fi
