@@ -78,15 +78,16 @@ fi
 # (5,478 aa: its padded rate, the 32x32 single-pass kernels, ~99 % of rows real) and with
 # BQ09 + BQ10; qp2 with BQ09 + BQ10 (SAME_VARIANTS)
 if [ "${SAME:-0}" = 1 ]; then
+  SDB=${SAME_DB:-/tmp/peak/peak_1024.fasta}
   awk '/^>/{n++} n==20' $BD/bench_queries.fasta > $BD/q20only.fasta
   for qf in q20only q2; do
-    echo "== s16 gpu_bench peak_1024 $qf" | tee -a "$LOG"
-    timeout 200 python3 benchmarks/gpu_bench.py --db /tmp/peak/peak_1024.fasta --queries $BD/$qf.fasta --repeat 3 \
+    echo "== s16 gpu_bench $SDB $qf" | tee -a "$LOG"
+    timeout 200 python3 benchmarks/gpu_bench.py --db $SDB --queries $BD/$qf.fasta --repeat 3 \
       --skip-start > "$OUT/same_s16_$qf.log" 2>&1
     echo "rc=$?" | tee -a "$LOG"; grep -E "^BQ|TOTAL" "$OUT/same_s16_$qf.log" | tee -a "$LOG"
   done
   for v in ${SAME_VARIANTS:-32x4:256 32x2@fmax+pre:384}; do
-    timeout 200 python3 benchmarks/qp2_proto.py --db /tmp/peak/peak_1024.fasta --queries $BD/q2.fasta --R ${v%%:*} \
+    timeout 200 python3 benchmarks/qp2_proto.py --db $SDB --queries $BD/q2.fasta --R ${v%%:*} \
       --block ${v##*:} --repeat 3 2>&1 | grep -E '^R=|^pair' | tee -a "$LOG"
   done
 fi
