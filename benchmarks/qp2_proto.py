@@ -580,8 +580,11 @@ def main(argv=None) -> int:
                 flush=True,
             )
             if args.check:
-                pick = np.arange(n) if SIM else rng.choice(n, min(n, 300), replace=False)
+                rand = np.arange(n) if SIM else rng.choice(n, min(n, 300), replace=False)
                 for qi, q, col in ((p, qa, 0), (p + 1, qb, 1)):
+                    # 300 random subjects and the 50 this kernel scores highest (the hits)
+                    top = np.argsort(-res[col * n : (col + 1) * n], kind="stable")[:50]
+                    pick = np.unique(np.concatenate([rand, top]))
                     got = res[col * n + pick]
                     if SIM:
                         want = reference_scores(q, db.codes, offsets, matrix, go, ge)[pick]
@@ -598,7 +601,8 @@ def main(argv=None) -> int:
                         want = cpu.score_all(qq, dsub, scheme)[0]
                     bad = np.nonzero(got != want)[0]
                     print(
-                        f"  check query {qi}: {len(pick)} subjects, {len(bad)} differ"
+                        f"  check query {qi}: {len(pick)} subjects (top score {got.max()}), "
+                        f"{len(bad)} differ"
                         + (
                             f" e.g. {list(zip(pick[bad[:5]], got[bad[:5]], want[bad[:5]]))}"
                             if len(bad)
