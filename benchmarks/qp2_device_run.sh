@@ -91,3 +91,19 @@ if [ "${SAME:-0}" = 1 ]; then
       --block ${v##*:} --repeat 3 2>&1 | grep -E '^R=|^pair' | tee -a "$LOG"
   done
 fi
+# TILES=1: queries over 32*R rows in tiles (one launch each): BQ11-BQ20 in pairs on bench200M
+# against s16 (gpu_bench) on the same queries, and all 20; TILE_VARIANTS
+if [ "${TILES:-0}" = 1 ]; then
+  awk '/^>/{n++} n>=11' $BD/bench_queries.fasta > $BD/q_long.fasta
+  for v in ${TILE_VARIANTS:-32x4@fmax+pre:384}; do
+    echo "== qp2 tiles $v, BQ11-BQ20" | tee -a "$LOG"
+    timeout 300 python3 benchmarks/qp2_proto.py --db $BD/bench_db.fasta --queries $BD/q_long.fasta --R ${v%%:*} \
+      --block ${v##*:} --repeat 2 ${TILE_CHECK:---check} 2>&1 | grep -E '^R=|^pair|check|Error|error' | tee -a "$LOG"
+  done
+  for qf in q_long bench_queries; do
+    echo "== s16 gpu_bench bench200M $qf" | tee -a "$LOG"
+    timeout 200 python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta --queries $BD/$qf.fasta --repeat 2 \
+      --skip-start > "$OUT/tiles_s16_$qf.log" 2>&1
+    echo "rc=$?" | tee -a "$LOG"; grep -E "^BQ|TOTAL" "$OUT/tiles_s16_$qf.log" | tee -a "$LOG"
+  done
+fi

@@ -91,7 +91,7 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
         up = "cuda.shfl_up_sync(0xFFFFFFFF, {v}, 1)"
     a("")
     a("def kernel_py(codes, rstart, rlen, rsub0, n_ranges, profg, prof_n, rowb, padc,")
-    a("              noe, nxt, scores, kbp, caddp, onep):")
+    a("              noe, nxt, scores, kbp, caddp, onep, bnd, tin, tout, accum):")
     a("    prof = cuda.shared.array(0, dtype=int32)")
     if sim:
         a(f"    xch = cuda.shared.array({G}, dtype=int32)")
@@ -142,6 +142,14 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
     if U > 1:
         a(f"        nsteps = int32((nsteps + {U - 1}) // {U} * {U})")
     a("        rawn = int32(codes[uint64(base - int64(lane))])  # the stream is padded both sides")
+    # tiles: lane 0 reads the tile above's last row (H, F) of its column from bnd, one
+    # step ahead; lane 31 writes this tile's (in place: a column is read 31 steps before
+    # it is written)
+    a("        bhn = kb")
+    a("        bfn = negb")
+    a("        if tin and lane == 0:")
+    a("            bhn = bnd[uint64(2 * base)]")
+    a("            bfn = bnd[uint64(2 * base + 1)]")
     a("        s = int32(0)")
     a("        while s < nsteps:")
     for _u in range(U):
@@ -156,14 +164,23 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
         a(i + "fin = " + up.format(v="fout"))
         a(i + "bin = " + up.format(v="bout"))
         a(i + "if lane == 0:")
-        a(i + "    hin = kb")
-        a(i + "    fin = negb")
+        a(i + "    hin = bhn")
+        a(i + "    fin = bfn")
         a(i + "    bin = kb")
+        a(i + "    if tin:")
+        a(i + "        bhn = bnd[uint64(2 * (base + int64(s + 1)))]")
+        a(i + "        bfn = bnd[uint64(2 * (base + int64(s + 1)) + 1)]")
         a(i + f"if raw & {FLAG}:")
         a(i + "    bout = vmax2(bin, best)")
         a(i + "    if lane == 31:")
-        a(i + "        scores[sub] = " + lo_expr(var))
-        a(i + "        scores[sub + int64(scores.shape[0] // 2)] = " + hi_expr(var))
+        a(i + "        lo = " + lo_expr(var))
+        a(i + "        hi = " + hi_expr(var))
+        a(i + "        sh = sub + int64(scores.shape[0] // 2)")
+        a(i + "        if accum:  # a later tile: the best over the tiles")
+        a(i + "            lo = max(lo, scores[sub])")
+        a(i + "            hi = max(hi, scores[sh])")
+        a(i + "        scores[sub] = lo")
+        a(i + "        scores[sh] = hi")
         a(i + "    sub = sub + 1")
         a(i + "    best = kb")
         a(i + "    diag = kb")
@@ -190,6 +207,9 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
                 a(i + f"best = {mx3(var)}(best, h{r - 1}, h{r})")
         a(i + f"hlast = h{R - 1}")
         a(i + "fout = f")
+        a(i + "if tout and lane == 31:  # column s - 31 (pad columns before a range: harmless)")
+        a(i + "    bnd[uint64(2 * (base + int64(s - 31)))] = hlast")
+        a(i + "    bnd[uint64(2 * (base + int64(s - 31)) + 1)] = fout")
         a(i + "s = int32(s + 1)")
     a("        wt = wt + nw")
     return "\n".join(L) + "\n"
@@ -206,14 +226,23 @@ def _step_pre(a, i, R, G, var, up):
     a(i + "fin = " + up.format(v="fout"))
     a(i + "bin = " + up.format(v="bout"))
     a(i + "if lane == 0:")
-    a(i + "    hin = kb")
-    a(i + "    fin = negb")
+    a(i + "    hin = bhn")
+    a(i + "    fin = bfn")
     a(i + "    bin = kb")
+    a(i + "    if tin:")
+    a(i + "        bhn = bnd[uint64(2 * (base + int64(s + 1)))]")
+    a(i + "        bfn = bnd[uint64(2 * (base + int64(s + 1)) + 1)]")
     a(i + f"if raw & {FLAG}:")
     a(i + "    bout = vmax2(bin, best)")
     a(i + "    if lane == 31 and sub >= sub0:")
-    a(i + "        scores[sub] = " + lo_expr(var))
-    a(i + "        scores[sub + int64(scores.shape[0] // 2)] = " + hi_expr(var))
+    a(i + "        lo = " + lo_expr(var))
+    a(i + "        hi = " + hi_expr(var))
+    a(i + "        sh = sub + int64(scores.shape[0] // 2)")
+    a(i + "        if accum:  # a later tile: the best over the tiles")
+    a(i + "            lo = max(lo, scores[sub])")
+    a(i + "            hi = max(hi, scores[sh])")
+    a(i + "        scores[sub] = lo")
+    a(i + "        scores[sh] = hi")
     a(i + "    sub = sub + 1")
     a(i + "    best = kb")
     a(i + "    pa = int32(pbase + (raw & 31) * rowb)")
@@ -241,6 +270,9 @@ def _step_pre(a, i, R, G, var, up):
             a(i + f"best = {mx3(var)}(best, h{r - 1}, h{r})")
     a(i + f"hlast = h{R - 1}")
     a(i + "fout = f")
+    a(i + "if tout and lane == 31:  # column s - 31 (pad columns before a range: harmless)")
+    a(i + "    bnd[uint64(2 * (base + int64(s - 31)))] = hlast")
+    a(i + "    bnd[uint64(2 * (base + int64(s - 31)) + 1)] = fout")
     a(i + "s = int32(s + 1)")
 
 
@@ -403,6 +435,10 @@ def run(
     blocks,
     block,
     variant="",
+    bnd_d=None,
+    tin=0,
+    tout=0,
+    accum=0,
 ):
     k = load_kernel(R, U, variant, block)
     prof_d = cuda.to_device(prof)
@@ -423,6 +459,10 @@ def run(
         65536 - (noe & 65535),
         noe - 65536,
         1,
+        bnd_d,
+        tin,
+        tout,
+        accum,
     )
     if not SIM:
         from numba import typeof
@@ -476,6 +516,12 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--check", action="store_true", help="compare with the CPU kernels")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--sim-queries",
+        type=lambda t: [int(x) for x in t.split(",")],
+        default=[37, 50],
+        help="without --db: the two random queries' lengths (longer than 32*R: tiles)",
+    )
     args = ap.parse_args(argv)
     scheme = ScoringScheme()
     matrix = np.asarray(scheme.matrix, np.int64)
@@ -490,7 +536,7 @@ def main(argv=None) -> int:
         qlist = [qs.codes[qs.offsets[i] : qs.offsets[i + 1]] for i in range(len(qs))]
     else:  # a small random case for the simulator
         K = matrix.shape[0] - 4
-        qlist = [rng.integers(0, K, n).astype(np.uint8) for n in (37, 50)]
+        qlist = [rng.integers(0, K, n).astype(np.uint8) for n in args.sim_queries]
         parts = [rng.integers(0, K, n).astype(np.uint8) for n in rng.integers(1, 70, 24)]
         parts[:4] = [parts[0][:1], parts[1][:2], parts[2][:1], parts[3][:3]]
         # homologs with gaps in both directions: of query 0 and of query 1
@@ -533,6 +579,7 @@ def main(argv=None) -> int:
         codes_d = cuda.to_device(stream)
         rstart_d, rlen_d, rsub0_d = (cuda.to_device(x) for x in (rstart, rlen, rsub0))
         scores_d = cuda.device_array(2 * n, np.int32)
+        bnd_d = cuda.to_device(np.zeros(2 * len(stream), np.int32))  # tiles' boundary rows
         print(
             f"R={R} U={U} {variant or 'exact'} W={W} D={D} shared {shm} B, "
             f"{bps} blocks/SM of {block}, {len(rlen)} ranges, "
@@ -541,41 +588,49 @@ def main(argv=None) -> int:
         )
         for p in range(0, len(qlist) - 1, 2):
             qa, qb = qlist[p], qlist[p + 1]
-            if len(qa) > W or len(qb) > W:
-                print(f"pair {p}: {len(qa)}, {len(qb)} > W={W}: skipped")
-                continue
-            prof, D, _ = build_profile(qa, qb, matrix, R)
+            # tiles of W rows: one launch each, the last row of one the first of the next
+            K = -(-max(len(qa), len(qb)) // W)
+            profs = [
+                build_profile(qa[k * W : (k + 1) * W], qb[k * W : (k + 1) * W], matrix, R)[0]
+                for k in range(K)
+            ]
             rowb = W * 4
             times = []
             for _rep in range(1 if SIM else args.repeat + 1):
                 cuda.synchronize()
                 t0 = time.perf_counter()
-                run(
-                    codes_d,
-                    rstart_d,
-                    rlen_d,
-                    rsub0_d,
-                    len(rlen),
-                    prof,
-                    rowb,
-                    pad | 0,
-                    noe,
-                    nxt,
-                    scores_d,
-                    R,
-                    U,
-                    blocks,
-                    block,
-                    variant,
-                )
+                for k in range(K):
+                    run(
+                        codes_d,
+                        rstart_d,
+                        rlen_d,
+                        rsub0_d,
+                        len(rlen),
+                        profs[k],
+                        rowb,
+                        pad | 0,
+                        noe,
+                        nxt,
+                        scores_d,
+                        R,
+                        U,
+                        blocks,
+                        block,
+                        variant,
+                        bnd_d,
+                        int(k > 0),
+                        int(k < K - 1),
+                        int(k > 0),
+                    )
                 cuda.synchronize()
                 times.append(time.perf_counter() - t0)
             t = min(times[1:]) if len(times) > 1 else times[0]
             res = scores_d.copy_to_host()
             real = (len(qa) + len(qb)) * int(offsets[-1])
-            padded = 2 * W * int(offsets[-1])
+            padded = 2 * K * W * int(offsets[-1])
             print(
-                f"pair {p}: {len(qa)}+{len(qb)} aa: {t * 1e3:.2f} ms (first {times[0] * 1e3:.0f}), "
+                f"pair {p}: {len(qa)}+{len(qb)} aa, {K} tile(s): {t * 1e3:.2f} ms "
+                f"(first {times[0] * 1e3:.0f}), "
                 f"{real / t / 1e9:.0f} GCUPS, padded {padded / t / 1e9:.0f}",
                 flush=True,
             )
