@@ -148,8 +148,11 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
     a("        bhn = kb")
     a("        bfn = negb")
     a("        if tin and lane == 0:")
-    a("            bhn = bnd[uint64(2 * base)]")
-    a("            bfn = bnd[uint64(2 * base + 1)]")
+    a("            bv = bnd[uint64(base)]  # (F << 32) | H: one 8-byte load")
+    a("            bhn = int32(bv & 0xFFFFFFFF)")
+    a("            bfn = int32(bv >> 32)")
+    a("        bi = base + 1  # the next column's boundary word")
+    a("        bo = base - 31  # lane 31's column's")
     a("        s = int32(0)")
     a("        while s < nsteps:")
     for _u in range(U):
@@ -168,8 +171,9 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
         a(i + "    fin = bfn")
         a(i + "    bin = kb")
         a(i + "    if tin:")
-        a(i + "        bhn = bnd[uint64(2 * (base + int64(s + 1)))]")
-        a(i + "        bfn = bnd[uint64(2 * (base + int64(s + 1)) + 1)]")
+        a(i + "        bv = bnd[uint64(bi + int64(s))]")
+        a(i + "        bhn = int32(bv & 0xFFFFFFFF)")
+        a(i + "        bfn = int32(bv >> 32)")
         a(i + f"if raw & {FLAG}:")
         a(i + "    bout = vmax2(bin, best)")
         a(i + "    if lane == 31:")
@@ -208,8 +212,7 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
         a(i + f"hlast = h{R - 1}")
         a(i + "fout = f")
         a(i + "if tout and lane == 31:  # column s - 31 (pad columns before a range: harmless)")
-        a(i + "    bnd[uint64(2 * (base + int64(s - 31)))] = hlast")
-        a(i + "    bnd[uint64(2 * (base + int64(s - 31)) + 1)] = fout")
+        a(i + "    bnd[uint64(bo + int64(s))] = (int64(fout) << 32) | (int64(hlast) & 0xFFFFFFFF)")
         a(i + "s = int32(s + 1)")
     a("        wt = wt + nw")
     return "\n".join(L) + "\n"
@@ -230,8 +233,9 @@ def _step_pre(a, i, R, G, var, up):
     a(i + "    fin = bfn")
     a(i + "    bin = kb")
     a(i + "    if tin:")
-    a(i + "        bhn = bnd[uint64(2 * (base + int64(s + 1)))]")
-    a(i + "        bfn = bnd[uint64(2 * (base + int64(s + 1)) + 1)]")
+    a(i + "        bv = bnd[uint64(bi + int64(s))]")
+    a(i + "        bhn = int32(bv & 0xFFFFFFFF)")
+    a(i + "        bfn = int32(bv >> 32)")
     a(i + f"if raw & {FLAG}:")
     a(i + "    bout = vmax2(bin, best)")
     a(i + "    if lane == 31 and sub >= sub0:")
@@ -271,8 +275,7 @@ def _step_pre(a, i, R, G, var, up):
     a(i + f"hlast = h{R - 1}")
     a(i + "fout = f")
     a(i + "if tout and lane == 31:  # column s - 31 (pad columns before a range: harmless)")
-    a(i + "    bnd[uint64(2 * (base + int64(s - 31)))] = hlast")
-    a(i + "    bnd[uint64(2 * (base + int64(s - 31)) + 1)] = fout")
+    a(i + "    bnd[uint64(bo + int64(s))] = (int64(fout) << 32) | (int64(hlast) & 0xFFFFFFFF)")
     a(i + "s = int32(s + 1)")
 
 
@@ -579,7 +582,7 @@ def main(argv=None) -> int:
         codes_d = cuda.to_device(stream)
         rstart_d, rlen_d, rsub0_d = (cuda.to_device(x) for x in (rstart, rlen, rsub0))
         scores_d = cuda.device_array(2 * n, np.int32)
-        bnd_d = cuda.to_device(np.zeros(2 * len(stream), np.int32))  # tiles' boundary rows
+        bnd_d = cuda.to_device(np.zeros(len(stream), np.int64))  # tiles' boundary rows
         print(
             f"R={R} U={U} {variant or 'exact'} W={W} D={D} shared {shm} B, "
             f"{bps} blocks/SM of {block}, {len(rlen)} ranges, "
