@@ -31,7 +31,7 @@ with open("/tmp/bench/q10.fasta", "w") as f:
         f.write(h + s)
 PY
 grep -c '>' $BD/q10.fasta | tee -a "$LOG"
-python3 benchmarks/peak_db.py --lengths 256 1024 --residues 1e8 --out-dir /tmp/peak > /dev/null
+[ "${NO_PEAK:-0}" = 1 ] || python3 benchmarks/peak_db.py --lengths 256 1024 --residues 1e8 --out-dir /tmp/peak > /dev/null
 for db in ${DBS:-bench peak_1024 peak_256}; do
   f=/tmp/peak/$db.fasta; [ $db = bench ] && f=$BD/bench_db.fasta
   echo "== $db: qp2" | tee -a "$LOG"
@@ -100,7 +100,7 @@ if [ "${TILES:-0}" = 1 ]; then
     timeout 300 python3 benchmarks/qp2_proto.py --db $BD/bench_db.fasta --queries $BD/q_long.fasta --R ${v%%:*} \
       --block ${v##*:} --repeat 2 ${TILE_CHECK:---check} 2>&1 | grep -E '^R=|^pair|check|Error|error' | tee -a "$LOG"
   done
-  for qf in q_long bench_queries; do
+  for qf in ${TILE_S16:-q_long bench_queries}; do
     echo "== s16 gpu_bench bench200M $qf" | tee -a "$LOG"
     timeout 200 python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta --queries $BD/$qf.fasta --repeat 2 \
       --skip-start > "$OUT/tiles_s16_$qf.log" 2>&1
