@@ -107,3 +107,17 @@ if [ "${TILES:-0}" = 1 ]; then
     echo "rc=$?" | tee -a "$LOG"; grep -E "^BQ|TOTAL" "$OUT/tiles_s16_$qf.log" | tee -a "$LOG"
   done
 fi
+# CHAINS=1: all 20 benchmark queries at once (--chains: short queries chained down a tile,
+# long ones paired in tiles) on bench200M against s16 (gpu_bench) on the same 20
+if [ "${CHAINS:-0}" = 1 ]; then
+  for v in ${CHAIN_VARIANTS:-32x2@fmax+pre:384}; do
+    echo "== qp2 --chains $v, the 20 queries" | tee -a "$LOG"
+    timeout 300 python3 benchmarks/qp2_proto.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta --chains \
+      --R ${v%%:*} --block ${v##*:} --repeat 2 ${CHAIN_CHECK:---check} 2>&1 | grep -E '^chains|unit|check|differ|rror' \
+      | tee -a "$LOG"
+  done
+  echo "== s16 gpu_bench bench200M, the 20 queries" | tee -a "$LOG"
+  timeout 200 python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta --repeat 2 \
+    --skip-start > "$OUT/chains_s16.log" 2>&1
+  echo "rc=$?" | tee -a "$LOG"; grep -E "TOTAL" "$OUT/chains_s16.log" | tee -a "$LOG"
+fi

@@ -6,7 +6,12 @@ register"):
 
 * A group of G = 32 lanes (one warp) holds the query rows in registers: lane t keeps
   rows t*R .. t*R + R - 1 of *both* queries of a pair, query A in the low s16 half and
-  query B in the high half (one pass: both queries at most W = G*R rows).
+  query B in the high half.  A tile holds W = G*R rows; longer queries take several
+  tiles, one launch each, the last row's H and F handed to the next tile through a
+  global buffer (lane 0 reads it a step ahead, lane 31 writes it in place), the scores
+  the best over the tiles.  With --chains (variant 'chain') short queries are chained
+  down a tile, each member on whole lanes: a per-lane mask resets a half's row above and
+  the best coming down where a member starts, and a member's last lane writes its row.
 * The subjects stream by one column per step (lane t on column s - t), one stream per
   warp: a range of whole subjects one after another, so the pipeline fills once per
   range and not once per subject.  At a subject's first column a lane resets its H
@@ -20,8 +25,10 @@ register"):
 * Arithmetic as the s16 kernels' ``lob``: the low half of H, E and F biased by
   open + extend, H - open - extend one 32-bit IMAD.
 
-    NUMBA_ENABLE_CUDASIM=1 python benchmarks/qp2_proto.py --check     # simulator
-    python benchmarks/qp2_proto.py --db peak_1024.fasta --queries q.fasta --check
+    NUMBA_ENABLE_CUDASIM=1 python benchmarks/qp2_proto.py --check --R 4x2[@fmax+pre] \
+        [--sim-queries 300,170] [--chains --sim-queries 60,45,5,9,13,30,37,64,200,150]
+    python benchmarks/qp2_proto.py --db bench_db.fasta --queries q.fasta --R 32x2@fmax+pre \
+        --block 384 [--chains] --check
 """
 
 from __future__ import annotations
@@ -91,7 +98,7 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
         up = "cuda.shfl_up_sync(0xFFFFFFFF, {v}, 1)"
     a("")
     a("def kernel_py(codes, rstart, rlen, rsub0, n_ranges, profg, prof_n, rowb, padc,")
-    a("              noe, nxt, scores, kbp, caddp, onep, bnd, tin, tout, accum):")
+    a("              noe, nxt, scores, kbp, caddp, onep, bnd, tin, tout, accum, linfo, nsubj):")
     a("    prof = cuda.shared.array(0, dtype=int32)")
     if sim:
         a(f"    xch = cuda.shared.array({G}, dtype=int32)")
@@ -107,6 +114,12 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
     a("    gw = int64((int64(cuda.blockIdx.x) * int64(bdim) + int64(tid)) // 32)")
     a("    nw = int64((int64(cuda.gridDim.x) * int64(bdim)) // 32)")
     a("    pbase = int32(sbase + lane * 16)")
+    # per lane: the halves' reset mask (a chain member starts on this lane), and the score
+    # rows this lane writes (the last lane of a member; -1: none)
+    a("    rm = int32(linfo[lane])")
+    a("    nrm = int32(~rm)")
+    a("    wra = int64(linfo[32 + lane])  # (not rowb: that is the profile's row stride)")
+    a("    wrb = int64(linfo[64 + lane])")
     if "cp" in var:  # the constants as kernel parameters (constant-bank operands)
         a("    kb = int32(kbp)")
         a("    cadd = int32(caddp)")
@@ -169,17 +182,9 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
         a(i + "    bin = kb")
         a(i + "    if tin:  # the next column's, a step ahead (its latency hidden)")
         a(i + "        bv = bnd[uint64(bi + int64(s))]")
+        _chain_masks(a, i, var)
         a(i + f"if raw & {FLAG}:")
-        a(i + "    bout = vmax2(bin, best)")
-        a(i + "    if lane == 31:")
-        a(i + "        lo = " + lo_expr(var))
-        a(i + "        hi = " + hi_expr(var))
-        a(i + "        sh = sub + int64(scores.shape[0] // 2)")
-        a(i + "        if accum:  # a later tile: the best over the tiles")
-        a(i + "            lo = max(lo, scores[sub])")
-        a(i + "            hi = max(hi, scores[sh])")
-        a(i + "        scores[sub] = lo")
-        a(i + "        scores[sh] = hi")
+        _flush(a, i, var, "")
         a(i + "    sub = sub + 1")
         a(i + "    best = kb")
         a(i + "    diag = kb")
@@ -213,6 +218,32 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
     return "\n".join(L) + "\n"
 
 
+def _flush(a, i, var, guard):
+    """At a subject's first column: this lane's best for the subject just finished goes
+    down the lanes; a member's last lane writes its score rows (the best over the tiles
+    in a later tile)."""
+    a(i + "    bout = vmax2(bin, best)")
+    a(i + f"    if (wra >= 0 or wrb >= 0){guard}:")
+    a(i + "        lo = " + lo_expr(var))
+    a(i + "        hi = " + hi_expr(var))
+    for row, v in (("wra", "lo"), ("wrb", "hi")):
+        a(i + f"        if {row} >= 0:")
+        a(i + f"            ks = {row} * nsubj + sub")
+        a(i + "            if accum:  # a later tile: the best over the tiles")
+        a(i + f"                {v} = max({v}, scores[ks])")
+        a(i + f"            scores[ks] = {v}")
+
+
+def _chain_masks(a, i, var):
+    """'chain': where a member of a half starts on this lane, that half of the row above
+    (H, F) and of the best coming down the lanes is reset (one LOP3 each)."""
+    if "chain" not in var:
+        return
+    a(i + "hin = (hin & nrm) | (kb & rm)")
+    a(i + "fin = (fin & nrm) | (negb & rm)")
+    a(i + "bin = (bin & nrm) | (kb & rm)")
+
+
 def _step_pre(a, i, R, G, var, up):
     """One step with the next column's diagonal terms made at the end of this one (variant
     'pre'): the loop carries xx (not H), and each xx register is read once, by its row's H,
@@ -229,17 +260,9 @@ def _step_pre(a, i, R, G, var, up):
     a(i + "    bin = kb")
     a(i + "    if tin:  # the next column's, a step ahead (its latency hidden)")
     a(i + "        bv = bnd[uint64(bi + int64(s))]")
+    _chain_masks(a, i, var)
     a(i + f"if raw & {FLAG}:")
-    a(i + "    bout = vmax2(bin, best)")
-    a(i + "    if lane == 31 and sub >= sub0:")
-    a(i + "        lo = " + lo_expr(var))
-    a(i + "        hi = " + hi_expr(var))
-    a(i + "        sh = sub + int64(scores.shape[0] // 2)")
-    a(i + "        if accum:  # a later tile: the best over the tiles")
-    a(i + "            lo = max(lo, scores[sub])")
-    a(i + "            hi = max(hi, scores[sh])")
-    a(i + "        scores[sub] = lo")
-    a(i + "        scores[sh] = hi")
+    _flush(a, i, var, " and sub >= sub0")
     a(i + "    sub = sub + 1")
     a(i + "    best = kb")
     a(i + "    pa = int32(pbase + (raw & 31) * rowb)")
@@ -435,6 +458,8 @@ def run(
     tin=0,
     tout=0,
     accum=0,
+    linfo_d=None,
+    nsubj=0,
 ):
     k = load_kernel(R, U, variant, block)
     prof_d = cuda.to_device(prof)
@@ -459,6 +484,8 @@ def run(
         tin,
         tout,
         accum,
+        linfo_d,
+        nsubj,
     )
     if not SIM:
         from numba import typeof
@@ -469,6 +496,203 @@ def run(
             k.compile(tuple(typeof(a) for a in args))
         ensure_shared(k, shm)
     k[blocks, block, 0, shm](*args)
+
+
+def lane_info(members_a, members_b, G: int = 32) -> np.ndarray:
+    """int32 [3 * G]: per lane the reset mask of the halves whose member starts on it
+    (lane 0 never: its row above comes from the tile above or is the border), and the
+    score row its low and high half write (-1: none).  members_*: (row, first lane,
+    lanes) of each member of the low and high half; none: one query a half, rows 0 and
+    1, written by the last lane."""
+    info = np.zeros(3 * G, np.int64)
+    info[G:] = -1
+    if not members_a and not members_b:
+        info[G + G - 1], info[2 * G + G - 1] = 0, 1
+        return _i32(info)
+    for members, mask, off in ((members_a, 0xFFFF, G), (members_b, 0xFFFF0000, 2 * G)):
+        for row, l0, nl in members:
+            if l0 > 0:
+                info[l0] |= mask
+            info[off + l0 + nl - 1] = row
+    return _i32(info)
+
+
+def _i32(x: np.ndarray) -> np.ndarray:
+    return (np.asarray(x, np.int64) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+
+
+def plan_units(lengths, R: int, G: int = 32):
+    """The queries as units of two halves: queries of at most W = G*R rows packed into
+    bins of G lanes (first fit, longest first; a member takes ceil(len / R) lanes), the
+    bins paired; longer queries sorted by length and paired (tiles of W rows).  Returns
+    [(K tiles, members of the low half, members of the high half)], a member (query,
+    first lane, lanes); an odd bin or long query is paired with nothing."""
+    W = G * R
+    order = sorted(range(len(lengths)), key=lambda q: -lengths[q])
+    short = [q for q in order if lengths[q] <= W]
+    long_ = [q for q in order if lengths[q] > W]
+    bins: list[list] = []
+    for q in short:
+        nl = -(-lengths[q] // R)
+        for b in bins:
+            used = sum(m[2] for m in b)
+            if used + nl <= G:
+                b.append((q, used, nl))
+                break
+        else:
+            bins.append([(q, 0, nl)])
+    units = []
+    for k in range(0, len(long_), 2):
+        pair = long_[k : k + 2]
+        K = -(-max(lengths[q] for q in pair) // W)
+        units.append((K, [(pair[0], 0, G)], [(pair[1], 0, G)] if len(pair) > 1 else []))
+    for k in range(0, len(bins), 2):
+        units.append((1, bins[k], bins[k + 1] if k + 1 < len(bins) else []))
+    return units
+
+
+def half_rows(qlist, members, k: int, W: int, R: int) -> np.ndarray:
+    """Tile k's W row letters of one half (-1: padding)."""
+    rows = np.full(W, -1, np.int64)
+    for q, l0, _nl in members:
+        part = np.asarray(qlist[q][k * W : (k + 1) * W], np.int64)
+        rows[l0 * R : l0 * R + len(part)] = part
+    return rows
+
+
+def profile_rows(ra: np.ndarray, rb: np.ndarray, matrix: np.ndarray, R: int, G: int = 32):
+    """build_profile for row letters given per half (-1: padding)."""
+    W = G * R
+    K = matrix.shape[0]
+    low = int(matrix.min()) - 1
+    D = K + 1
+    sa = np.full((D, W), low, np.int64)
+    sb = np.full((D, W), low, np.int64)
+    for s_, r_ in ((sa, ra), (sb, rb)):
+        real = r_ >= 0
+        s_[:K, real] = matrix[:, r_[real]]
+    words = pack(sa, sb)
+    i = np.arange(W)
+    t, r = i // R, i % R
+    out = np.empty((D, W), np.int32)
+    out[:, ((r // 4) * G + t) * 4 + (r % 4)] = words
+    return out.ravel()
+
+
+def run_units(
+    args,
+    qlist,
+    matrix,
+    R,
+    U,
+    variant,
+    blocks,
+    block,
+    codes_d,
+    rstart_d,
+    rlen_d,
+    rsub0_d,
+    nr,
+    bnd_d,
+    db,
+    offsets,
+    n,
+    pad,
+    noe,
+    nxt,
+    go,
+    ge,
+    scheme,
+):
+    """--chains: every query, short ones chained down a tile, in units of two halves;
+    one score row per query; GCUPS of the whole set; --check as for pairs."""
+    W = 32 * R
+    if "chain" not in variant.split("+"):  # members start inside a tile: the lane resets
+        variant = "+".join(v for v in (variant, "chain") if v)
+    lengths = [len(q) for q in qlist]
+    units = plan_units(lengths, R)
+    scores_d = cuda.device_array(len(qlist) * n, np.int32)
+    plans = []
+    for K, ma, mb in units:
+        profs = [
+            profile_rows(half_rows(qlist, ma, k, W, R), half_rows(qlist, mb, k, W, R), matrix, R)
+            for k in range(K)
+        ]
+        info = cuda.to_device(lane_info(ma, mb))  # the same for every tile
+        plans.append((K, ma, mb, profs, info))
+    times = []
+    for _rep in range(1 if SIM else args.repeat + 1):
+        cuda.synchronize()
+        t0 = time.perf_counter()
+        for K, _ma, _mb, profs, info in plans:
+            for k in range(K):
+                run(
+                    codes_d,
+                    rstart_d,
+                    rlen_d,
+                    rsub0_d,
+                    nr,
+                    profs[k],
+                    W * 4,
+                    pad,
+                    noe,
+                    nxt,
+                    scores_d,
+                    R,
+                    U,
+                    blocks,
+                    block,
+                    variant,
+                    bnd_d,
+                    int(k > 0),
+                    int(k < K - 1),
+                    int(k > 0),
+                    info,
+                    n,
+                )
+        cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    t = min(times[1:]) if len(times) > 1 else times[0]
+    real = sum(lengths) * int(offsets[-1])
+    tiles = sum(2 * K * W for K, *_ in units) * int(offsets[-1])
+    print(
+        f"chains: {len(qlist)} queries in {len(units)} units "
+        f"({sum(K for K, *_ in units)} tiles): {t * 1e3:.2f} ms, {real / t / 1e9:.0f} GCUPS, "
+        f"padded {tiles / t / 1e9:.0f}",
+        flush=True,
+    )
+    for K, ma, mb in units:
+        print(
+            f"  unit: {K} tile(s), low {[(q, lengths[q], l0, nl) for q, l0, nl in ma]}, "
+            f"high {[(q, lengths[q], l0, nl) for q, l0, nl in mb]}"
+        )
+    if args.check:
+        res = scores_d.copy_to_host().reshape(len(qlist), n)
+        rng = np.random.default_rng(args.seed)
+        rand = np.arange(n) if SIM else rng.choice(n, min(n, 300), replace=False)
+        bad_total = 0
+        for qi, q in enumerate(qlist):
+            top = np.argsort(-res[qi], kind="stable")[:50]
+            pick = np.unique(np.concatenate([rand, top]))
+            got = res[qi, pick]
+            if SIM:
+                want = reference_scores(q, db.codes, offsets, matrix, go, ge)[pick]
+            else:
+                from swgpu_tools.kernels import cpu
+                from swgpu_tools.sequences import EncodedSequences
+
+                sub = [np.asarray(db.codes[offsets[j] : offsets[j + 1]]) for j in pick]
+                want = cpu.score_all(
+                    EncodedSequences.from_codes([q]), EncodedSequences.from_codes(sub), scheme
+                )[0]
+            bad = np.nonzero(got != want)[0]
+            bad_total += len(bad)
+            if len(bad):
+                print(
+                    f"  query {qi} ({len(q)} aa): {len(bad)} of {len(pick)} differ, e.g. "
+                    f"{list(zip(pick[bad[:3]], got[bad[:3]], want[bad[:3]]))}"
+                )
+        print(f"  check: {len(qlist)} queries, {bad_total} scores differ", flush=True)
 
 
 def reference_scores(qcodes, codes, offsets, matrix, go, ge):
@@ -513,6 +737,11 @@ def main(argv=None) -> int:
     ap.add_argument("--check", action="store_true", help="compare with the CPU kernels")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument(
+        "--chains",
+        action="store_true",
+        help="all queries at once: short ones chained down a tile, long ones in tiles",
+    )
+    ap.add_argument(
         "--sim-queries",
         type=lambda t: [int(x) for x in t.split(",")],
         default=[37, 50],
@@ -536,7 +765,7 @@ def main(argv=None) -> int:
         parts = [rng.integers(0, K, n).astype(np.uint8) for n in rng.integers(1, 70, 24)]
         parts[:4] = [parts[0][:1], parts[1][:2], parts[2][:1], parts[3][:3]]
         # homologs with gaps in both directions: of query 0 and of query 1
-        q0, q1 = qlist
+        q0, q1 = qlist[:2]
         parts[6] = np.concatenate([parts[6][:5], q0[:15], q0[19:], parts[6][5:9]])
         parts[11] = np.concatenate([q1[:20], rng.integers(0, K, 6).astype(np.uint8), q1[20:]])
         parts[12] = np.concatenate([q0[:30], q1[10:40]])
@@ -576,6 +805,34 @@ def main(argv=None) -> int:
         rstart_d, rlen_d, rsub0_d = (cuda.to_device(x) for x in (rstart, rlen, rsub0))
         scores_d = cuda.device_array(2 * n, np.int32)
         bnd_d = cuda.to_device(np.zeros(len(stream), np.int64))  # tiles' boundary rows
+        linfo_pair = cuda.to_device(lane_info([], []))  # one query a half: rows 0 and 1
+        if args.chains:
+            run_units(
+                args,
+                qlist,
+                matrix,
+                R,
+                U,
+                variant,
+                blocks,
+                block,
+                codes_d,
+                rstart_d,
+                rlen_d,
+                rsub0_d,
+                len(rlen),
+                bnd_d,
+                db,
+                offsets,
+                n,
+                pad,
+                noe,
+                nxt,
+                go,
+                ge,
+                scheme,
+            )
+            continue
         print(
             f"R={R} U={U} {variant or 'exact'} W={W} D={D} shared {shm} B, "
             f"{bps} blocks/SM of {block}, {len(rlen)} ranges, "
@@ -617,6 +874,8 @@ def main(argv=None) -> int:
                         int(k > 0),
                         int(k < K - 1),
                         int(k > 0),
+                        linfo_pair,
+                        n,
                     )
                 cuda.synchronize()
                 times.append(time.perf_counter() - t0)
