@@ -2,6 +2,14 @@
 # Issue 14 prototype (benchmarks/qp2_proto.py): two queries per packed register against the
 # s16 kernels, same databases, one call.  Carry .whl-smk and gpu_bench_data.
 #   QP2_VARIANTS="32x2:256 32x4:256 16x2:128" DBS="bench peak_1024 peak_256" bash benchmarks/qp2_device_run.sh
+# A variant is RxU[@v+v]:block (qp2_proto.py --R, --block).  Sections, each optional:
+#   DBS (default "bench peak_1024 peak_256"; " " for none): qp2 BQ01-BQ10 in pairs, --check,
+#     then s16 (gpu_bench) on the same queries unless SKIP_S16=1;
+#   PROBES: timing variants on BQ09 + BQ10;  NCU=1 (NCU_R): ncu of one launch;
+#   SAME=1 (SAME_DB, SAME_VARIANTS): s16 and qp2 on one database;
+#   TILES=1 (TILE_VARIANTS, TILE_CHECK, TILE_S16): BQ11-BQ20 in tiles against s16;
+#   CHAINS=1 (CHAIN_VARIANTS, CHAIN_CHECK): all 20 queries (--chains) against s16.
+# NO_PEAK=1 skips making the peak databases.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 SWGPU_CACHE_DIR=/tmp/swgpu-cache
