@@ -39,6 +39,17 @@ with open("/tmp/bench/q10.fasta", "w") as f:
         f.write(h + s)
 PY
 grep -c '>' $BD/q10.fasta | tee -a "$LOG"
+# s16 (gpu_bench.py) on one database: $1 database, $2 queries, $3 repeats, $4 log name
+# under $OUT, $5 the lines shown (grep -E), $6 at most that many of them, $7 time limit;
+# the rest: more gpu_bench.py options
+s16_bench() {
+  local db=$1 q=$2 rep=$3 name=$4 show=$5 most=$6 lim=$7
+  shift 7
+  timeout "$lim" python3 benchmarks/gpu_bench.py --db "$db" --queries "$q" --repeat "$rep" --skip-start "$@" \
+    > "$OUT/$name.log" 2>&1
+  echo "rc=$?" | tee -a "$LOG"
+  grep -E "$show" "$OUT/$name.log" | tail -n "$most" | tee -a "$LOG"
+}
 [ "${NO_PEAK:-0}" = 1 ] || python3 benchmarks/peak_db.py --lengths 256 1024 --residues 1e8 --out-dir /tmp/peak > /dev/null
 for db in ${DBS:-bench peak_1024 peak_256}; do
   f=/tmp/peak/$db.fasta; [ $db = bench ] && f=$BD/bench_db.fasta
@@ -49,10 +60,8 @@ for db in ${DBS:-bench peak_1024 peak_256}; do
   done
   [ "${SKIP_S16:-0}" = 1 ] && continue
   echo "== $db: s16 (gpu_bench, the same 10 queries)" | tee -a "$LOG"
-  timeout ${S16_TIMEOUT:-240} python3 benchmarks/gpu_bench.py --db $f --queries $BD/q10.fasta --repeat 2 --skip-start \
-    --json "$OUT/gpu_bench_$db.json" > "$OUT/gpu_bench_$db.log" 2>&1
-  echo "rc=$?" | tee -a "$LOG"
-  grep -E "^BQ|overall|GCUPS" "$OUT/gpu_bench_$db.log" | tail -14 | tee -a "$LOG"
+  s16_bench $f $BD/q10.fasta 2 gpu_bench_$db "^BQ|overall|GCUPS" 14 ${S16_TIMEOUT:-240} \
+    --json "$OUT/gpu_bench_$db.json"
 done
 # PROBES="32x4@nobest:256 ...": timing probes on bench200M with BQ09 + BQ10 only
 awk '/^>/{n++} n>=9 && n<=10' $BD/q10.fasta > $BD/q2.fasta
@@ -90,9 +99,7 @@ if [ "${SAME:-0}" = 1 ]; then
   awk '/^>/{n++} n==20' $BD/bench_queries.fasta > $BD/q20only.fasta
   for qf in q20only q2; do
     echo "== s16 gpu_bench $SDB $qf" | tee -a "$LOG"
-    timeout 200 python3 benchmarks/gpu_bench.py --db $SDB --queries $BD/$qf.fasta --repeat 3 \
-      --skip-start > "$OUT/same_s16_$qf.log" 2>&1
-    echo "rc=$?" | tee -a "$LOG"; grep -E "^BQ|TOTAL" "$OUT/same_s16_$qf.log" | tee -a "$LOG"
+    s16_bench $SDB $BD/$qf.fasta 3 same_s16_$qf "^BQ|TOTAL" 1000 200
   done
   for v in ${SAME_VARIANTS:-32x4:256 32x2@fmax+pre:384}; do
     timeout 200 python3 benchmarks/qp2_proto.py --db $SDB --queries $BD/q2.fasta --R ${v%%:*} \
@@ -110,9 +117,7 @@ if [ "${TILES:-0}" = 1 ]; then
   done
   for qf in ${TILE_S16:-q_long bench_queries}; do
     echo "== s16 gpu_bench bench200M $qf" | tee -a "$LOG"
-    timeout 200 python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta --queries $BD/$qf.fasta --repeat 2 \
-      --skip-start > "$OUT/tiles_s16_$qf.log" 2>&1
-    echo "rc=$?" | tee -a "$LOG"; grep -E "^BQ|TOTAL" "$OUT/tiles_s16_$qf.log" | tee -a "$LOG"
+    s16_bench $BD/bench_db.fasta $BD/$qf.fasta 2 tiles_s16_$qf "^BQ|TOTAL" 1000 200
   done
 fi
 # CHAINS=1: all 20 benchmark queries at once (--chains: short queries chained down a tile,
@@ -125,7 +130,5 @@ if [ "${CHAINS:-0}" = 1 ]; then
       | tee -a "$LOG"
   done
   echo "== s16 gpu_bench bench200M, the 20 queries" | tee -a "$LOG"
-  timeout 200 python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta --repeat 2 \
-    --skip-start > "$OUT/chains_s16.log" 2>&1
-  echo "rc=$?" | tee -a "$LOG"; grep -E "TOTAL" "$OUT/chains_s16.log" | tee -a "$LOG"
+  s16_bench $BD/bench_db.fasta $BD/bench_queries.fasta 2 chains_s16 "TOTAL" 1000 200
 fi

@@ -135,23 +135,7 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
         if "pre" in var:
             _step_pre(a, i, R, G, var, up)
             continue
-        a(i + "raw = rawn")
-        a(i + "rawn = int32(codes[uint64(base + int64(s + 1 - lane))])")
-        a(i + "pa = int32(pbase + (raw & 31) * rowb)")
-        a(i + "hin = " + up.format(v="hlast"))
-        a(i + "fin = " + up.format(v="fout"))
-        a(i + "bin = " + up.format(v="bout"))
-        a(i + "if lane == 0:")
-        a(i + "    hin = int32(bv & 0xFFFFFFFF)")
-        a(i + "    fin = int32(bv >> 32)")
-        a(i + "    bin = kb")
-        a(i + "    if tin:  # the next column's, a step ahead (its latency hidden)")
-        a(i + "        bv = bnd[uint64(bi + int64(s))]")
-        _chain_masks(a, i, var)
-        a(i + f"if raw & {FLAG}:")
-        _flush(a, i, var, "")
-        a(i + "    sub = sub + 1")
-        a(i + "    best = kb")
+        _step_head(a, i, var, up, "pa = int32(pbase + (raw & 31) * rowb)", "")
         a(i + "    diag = kb")
         for r in range(R):
             a(i + f"    h{r} = kb")
@@ -174,13 +158,43 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
                 a(i + f"e{r} = vaddmax2(e{r}, nxt, t)")
             if r % 2 == 1 and "nobest" not in var:
                 a(i + f"best = {mx3(var)}(best, h{r - 1}, h{r})")
-        a(i + f"hlast = h{R - 1}")
-        a(i + "fout = f")
-        a(i + "if tout and lane == 31:  # column s - 31 (pad columns before a range: harmless)")
-        a(i + "    bnd[uint64(bo + int64(s))] = (int64(fout) << 32) | (int64(hlast) & 0xFFFFFFFF)")
-        a(i + "s = int32(s + 1)")
+        _step_tail(a, i, R)
     a("        wt = wt + nw")
     return "\n".join(L) + "\n"
+
+
+def _step_head(a, i, var, up, address, guard):
+    """A step's start, the same in every variant: the next column's letter (and the
+    profile ``address`` line), the row above from the lane above (lane 0: the border or
+    the tile above, its next word loaded a step ahead), the chain resets, and at a
+    subject's first column the flush (:func:`_flush`, ``guard`` on its write) and the
+    best's reset; the variant's own resets follow in that branch."""
+    a(i + "raw = rawn")
+    a(i + "rawn = int32(codes[uint64(base + int64(s + 1 - lane))])")
+    a(i + address)
+    a(i + "hin = " + up.format(v="hlast"))
+    a(i + "fin = " + up.format(v="fout"))
+    a(i + "bin = " + up.format(v="bout"))
+    a(i + "if lane == 0:")
+    a(i + "    hin = int32(bv & 0xFFFFFFFF)")
+    a(i + "    fin = int32(bv >> 32)")
+    a(i + "    bin = kb")
+    a(i + "    if tin:  # the next column's, a step ahead (its latency hidden)")
+    a(i + "        bv = bnd[uint64(bi + int64(s))]")
+    _chain_masks(a, i, var)
+    a(i + f"if raw & {FLAG}:")
+    _flush(a, i, var, guard)
+    a(i + "    sub = sub + 1")
+    a(i + "    best = kb")
+
+
+def _step_tail(a, i, R):
+    """A step's end: the lane's last row goes down (and, from lane 31, to the next tile)."""
+    a(i + f"hlast = h{R - 1}")
+    a(i + "fout = f")
+    a(i + "if tout and lane == 31:  # column s - 31 (pad columns before a range: harmless)")
+    a(i + "    bnd[uint64(bo + int64(s))] = (int64(fout) << 32) | (int64(hlast) & 0xFFFFFFFF)")
+    a(i + "s = int32(s + 1)")
 
 
 def _flush(a, i, var, guard):
@@ -213,23 +227,7 @@ def _step_pre(a, i, R, G, var, up):
     """One step with the next column's diagonal terms made at the end of this one (variant
     'pre'): the loop carries xx (not H), and each xx register is read once, by its row's H,
     before it is made again, so that no value has to be copied to keep an old one."""
-    a(i + "raw = rawn")
-    a(i + "rawn = int32(codes[uint64(base + int64(s + 1 - lane))])")
-    a(i + "pn = int32(pbase + (rawn & 31) * rowb)")
-    a(i + "hin = " + up.format(v="hlast"))
-    a(i + "fin = " + up.format(v="fout"))
-    a(i + "bin = " + up.format(v="bout"))
-    a(i + "if lane == 0:")
-    a(i + "    hin = int32(bv & 0xFFFFFFFF)")
-    a(i + "    fin = int32(bv >> 32)")
-    a(i + "    bin = kb")
-    a(i + "    if tin:  # the next column's, a step ahead (its latency hidden)")
-    a(i + "        bv = bnd[uint64(bi + int64(s))]")
-    _chain_masks(a, i, var)
-    a(i + f"if raw & {FLAG}:")
-    _flush(a, i, var, " and sub >= sub0")
-    a(i + "    sub = sub + 1")
-    a(i + "    best = kb")
+    _step_head(a, i, var, up, "pn = int32(pbase + (rawn & 31) * rowb)", " and sub >= sub0")
     a(i + "    pa = int32(pbase + (raw & 31) * rowb)")
     for q in range(R // 4):
         a(
@@ -253,11 +251,7 @@ def _step_pre(a, i, R, G, var, up):
         a(i + f"xx{r} = vaddmax2({'hin' if r == 0 else f'h{r - 1}'}, n{r}, e{r})")
         if r % 2 == 1:
             a(i + f"best = {mx3(var)}(best, h{r - 1}, h{r})")
-    a(i + f"hlast = h{R - 1}")
-    a(i + "fout = f")
-    a(i + "if tout and lane == 31:  # column s - 31 (pad columns before a range: harmless)")
-    a(i + "    bnd[uint64(bo + int64(s))] = (int64(fout) << 32) | (int64(hlast) & 0xFFFFFFFF)")
-    a(i + "s = int32(s + 1)")
+    _step_tail(a, i, R)
 
 
 INTRINSICS = """

@@ -40,6 +40,7 @@ import os
 import sys
 import tempfile
 import time
+import types
 
 import numpy as np
 from numba import cuda
@@ -86,22 +87,18 @@ def pack(lo, hi):
 
 
 def build_profile(qa: np.ndarray, qb: np.ndarray, matrix: np.ndarray, R: int, G: int = 32):
-    """int32 [D * W]: the pair's profile in the kernel's granule layout; D = K + 1 (pad)."""
+    """int32 [D * W]: the pair's profile in the kernel's granule layout (D = K + 1: the
+    matrix's letters and the padding letter), with D and K."""
     W = G * R
     K = matrix.shape[0]
-    low = int(matrix.min()) - 1
-    D = K + 1
-    sa = np.full((D, W), low, np.int64)
-    sb = np.full((D, W), low, np.int64)
-    sa[:K, : len(qa)] = matrix[:, qa]  # s(c, A_i) = s(A_i, c): symmetric
-    sb[:K, : len(qb)] = matrix[:, qb]
-    words = pack(sa, sb)  # [D, W] by row i
-    i = np.arange(W)
-    t, r = i // R, i % R
-    pos = ((r // 4) * G + t) * 4 + (r % 4)
-    out = np.empty((D, W), np.int32)
-    out[:, pos] = words
-    return out.ravel(), D, K
+    return profile_rows(_padded(qa, W), _padded(qb, W), matrix, R, G), K + 1, K
+
+
+def _padded(q: np.ndarray, W: int) -> np.ndarray:
+    """A query's W row letters (-1: padding)."""
+    rows = np.full(W, -1, np.int64)
+    rows[: len(q)] = q
+    return rows
 
 
 def make_ranges(lengths: np.ndarray, n_ranges: int):
@@ -119,8 +116,6 @@ def build_stream(
     """uint8 stream: each range's subjects back to back (first column of each but the
     range's first flagged), then a flagged pad sentinel; and per-range start, length,
     first subject."""
-    n = len(offsets) - 1
-    lens = np.diff(offsets)
     nr = len(bounds) - 1
     rlen = np.empty(nr, np.int32)
     rstart = np.empty(nr, np.int64)
@@ -137,69 +132,94 @@ def build_stream(
         rlen[g] = len(seg) - 2 * PADS
         pos += len(seg)
         parts.append(seg)
-    del n, lens
     return np.concatenate(parts), rstart, rlen, bounds[:-1].astype(np.int64)
 
 
-def run(
-    codes_d,
-    rstart_d,
-    rlen_d,
-    rsub0_d,
-    nr,
-    prof,
-    rowb,
-    pad,
-    noe,
-    nxt,
-    scores_d,
-    R,
-    U,
-    blocks,
-    block,
-    variant="",
-    bnd_d=None,
-    tin=0,
-    tout=0,
-    accum=0,
-    linfo_d=None,
-    nsubj=0,
-):
-    k = load_kernel(R, U, variant, block)
-    prof_d = cuda.to_device(prof)
-    shm = prof.size * 4
-    args = (
-        codes_d,
-        rstart_d,
-        rlen_d,
-        rsub0_d,
-        nr,
-        prof_d,
-        prof.size,
-        rowb,
-        pad,
-        noe,
-        nxt,
-        scores_d,
-        65536 - (noe & 65535),
-        noe - 65536,
-        1,
-        bnd_d,
-        tin,
-        tout,
-        accum,
-        linfo_d,
-        nsubj,
-    )
-    if not SIM:
-        from numba import typeof
+class Scan:
+    """What every launch over one subject stream shares (one --R spec): the stream and
+    its ranges on the GPU, the tiles' boundary buffer, the kernel's shape and launch."""
 
-        from swgpu_tools.kernels.gpu.device import ensure_shared
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
 
-        if not k.overloads:
-            k.compile(tuple(typeof(a) for a in args))
-        ensure_shared(k, shm)
-    k[blocks, block, 0, shm](*args)
+    def with_variant(self, variant: str) -> Scan:
+        return Scan(**{**self.__dict__, "variant": variant})
+
+    def launch(self, prof, scores_d, tin, tout, accum, linfo_d):
+        """One tile: profile ``prof``, score rows ``scores_d`` (n subjects each)."""
+        k = load_kernel(self.R, self.U, self.variant, self.block)
+        shm = prof.size * 4
+        args = (
+            self.codes_d,
+            self.rstart_d,
+            self.rlen_d,
+            self.rsub0_d,
+            self.nr,
+            cuda.to_device(prof),
+            prof.size,
+            self.W * 4,
+            self.pad,
+            self.noe,
+            self.nxt,
+            scores_d,
+            65536 - (self.noe & 65535),
+            self.noe - 65536,
+            1,
+            self.bnd_d,
+            tin,
+            tout,
+            accum,
+            linfo_d,
+            self.n,
+        )
+        if not SIM:
+            from numba import typeof
+
+            from swgpu_tools.kernels.gpu.device import ensure_shared
+
+            if not k.overloads:
+                k.compile(tuple(typeof(a) for a in args))
+            ensure_shared(k, shm)
+        k[self.blocks, self.block, 0, shm](*args)
+
+    def timed(self, repeat: int, jobs, scores_d) -> list[float]:
+        """Seconds of each pass over ``jobs`` [(tile profiles, lane info)]: a unit's
+        tiles one launch each, the last row of one the first of the next."""
+        times = []
+        for _rep in range(1 if SIM else repeat + 1):
+            cuda.synchronize()
+            t0 = time.perf_counter()
+            for profs, info in jobs:
+                K = len(profs)
+                for k in range(K):
+                    self.launch(profs[k], scores_d, int(k > 0), int(k < K - 1), int(k > 0), info)
+            cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+        return times
+
+
+def best_time(times: list[float]) -> float:
+    """The best pass after the first (compile, first launch); the only one otherwise."""
+    return min(times[1:]) if len(times) > 1 else times[0]
+
+
+def check_scores(q, row, rand, db, offsets, matrix, go, ge, scheme):
+    """(pick, got, want): ``row`` (query q's scores, one per subject) at the subjects
+    ``rand`` and the 50 it scores highest (the hits), against the plain reference
+    under the simulator, else the CPU kernels."""
+    top = np.argsort(-row, kind="stable")[:50]
+    pick = np.unique(np.concatenate([rand, top]))
+    if SIM:
+        want = reference_scores(q, db.codes, offsets, matrix, go, ge)[pick]
+    else:
+        from swgpu_tools.kernels import cpu
+        from swgpu_tools.sequences import EncodedSequences
+
+        sub = [np.asarray(db.codes[offsets[j] : offsets[j + 1]]) for j in pick]
+        want = cpu.score_all(
+            EncodedSequences.from_codes([q]), EncodedSequences.from_codes(sub), scheme
+        )[0]
+    return pick, row[pick], want
 
 
 def lane_info(members_a, members_b, G: int = 32) -> np.ndarray:
@@ -265,7 +285,9 @@ def half_rows(qlist, members, k: int, W: int, R: int) -> np.ndarray:
 
 
 def profile_rows(ra: np.ndarray, rb: np.ndarray, matrix: np.ndarray, R: int, G: int = 32):
-    """build_profile for row letters given per half (-1: padding)."""
+    """int32 [D * W]: the profile of the row letters of each half (-1: padding): for each
+    letter c and row i the packed (s(A_i, c), s(B_i, c)), lane t's rows 4k..4k+3 one
+    16-byte granule at (k*G + t)*16 bytes into the letter's row."""
     W = G * R
     K = matrix.shape[0]
     low = int(matrix.min()) - 1
@@ -283,80 +305,28 @@ def profile_rows(ra: np.ndarray, rb: np.ndarray, matrix: np.ndarray, R: int, G: 
     return out.ravel()
 
 
-def run_units(
-    args,
-    qlist,
-    matrix,
-    R,
-    U,
-    variant,
-    blocks,
-    block,
-    codes_d,
-    rstart_d,
-    rlen_d,
-    rsub0_d,
-    nr,
-    bnd_d,
-    db,
-    offsets,
-    n,
-    pad,
-    noe,
-    nxt,
-    go,
-    ge,
-    scheme,
-):
+def run_units(args, scan: Scan, qlist, db, offsets, matrix, go, ge, scheme):
     """--chains: every query, short ones chained down a tile, in units of two halves;
     one score row per query; GCUPS of the whole set; --check as for pairs."""
-    W = 32 * R
-    if "chain" not in variant.split("+"):  # members start inside a tile: the lane resets
-        variant = "+".join(v for v in (variant, "chain") if v)
+    R, W, n = scan.R, scan.W, scan.n
+    if "chain" not in scan.variant.split("+"):  # members start inside a tile: lane resets
+        scan = scan.with_variant("+".join(v for v in (scan.variant, "chain") if v))
     lengths = [len(q) for q in qlist]
     units = plan_units(lengths, R)
     scores_d = cuda.device_array(len(qlist) * n, np.int32)
-    plans = []
-    for K, ma, mb in units:
-        profs = [
-            profile_rows(half_rows(qlist, ma, k, W, R), half_rows(qlist, mb, k, W, R), matrix, R)
-            for k in range(K)
-        ]
-        info = cuda.to_device(lane_info(ma, mb))  # the same for every tile
-        plans.append((K, ma, mb, profs, info))
-    times = []
-    for _rep in range(1 if SIM else args.repeat + 1):
-        cuda.synchronize()
-        t0 = time.perf_counter()
-        for K, _ma, _mb, profs, info in plans:
-            for k in range(K):
-                run(
-                    codes_d,
-                    rstart_d,
-                    rlen_d,
-                    rsub0_d,
-                    nr,
-                    profs[k],
-                    W * 4,
-                    pad,
-                    noe,
-                    nxt,
-                    scores_d,
-                    R,
-                    U,
-                    blocks,
-                    block,
-                    variant,
-                    bnd_d,
-                    int(k > 0),
-                    int(k < K - 1),
-                    int(k > 0),
-                    info,
-                    n,
+    jobs = [
+        (
+            [
+                profile_rows(
+                    half_rows(qlist, ma, k, W, R), half_rows(qlist, mb, k, W, R), matrix, R
                 )
-        cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    t = min(times[1:]) if len(times) > 1 else times[0]
+                for k in range(K)
+            ],
+            cuda.to_device(lane_info(ma, mb)),  # the same for every tile
+        )
+        for K, ma, mb in units
+    ]
+    t = best_time(scan.timed(args.repeat, jobs, scores_d))
     real = sum(lengths) * int(offsets[-1])
     tiles = sum(2 * K * W for K, *_ in units) * int(offsets[-1])
     print(
@@ -376,19 +346,7 @@ def run_units(
         rand = np.arange(n) if SIM else rng.choice(n, min(n, 300), replace=False)
         bad_total = 0
         for qi, q in enumerate(qlist):
-            top = np.argsort(-res[qi], kind="stable")[:50]
-            pick = np.unique(np.concatenate([rand, top]))
-            got = res[qi, pick]
-            if SIM:
-                want = reference_scores(q, db.codes, offsets, matrix, go, ge)[pick]
-            else:
-                from swgpu_tools.kernels import cpu
-                from swgpu_tools.sequences import EncodedSequences
-
-                sub = [np.asarray(db.codes[offsets[j] : offsets[j + 1]]) for j in pick]
-                want = cpu.score_all(
-                    EncodedSequences.from_codes([q]), EncodedSequences.from_codes(sub), scheme
-                )[0]
+            pick, got, want = check_scores(q, res[qi], rand, db, offsets, matrix, go, ge, scheme)
             bad = np.nonzero(got != want)[0]
             bad_total += len(bad)
             if len(bad):
@@ -476,11 +434,7 @@ def main(argv=None) -> int:
         offs = np.concatenate([[0], np.cumsum([len(x) for x in parts])]).astype(np.int64)
         sub = np.concatenate(parts)
 
-        class _DB:
-            pass
-
-        db = _DB()
-        db.codes, db.offsets = sub, offs
+        db = types.SimpleNamespace(codes=sub, offsets=offs)
     offsets = np.asarray(db.offsets, np.int64)
     lens = np.diff(offsets)
     n = len(lens)
@@ -488,7 +442,6 @@ def main(argv=None) -> int:
     pad = K
     dev = cuda.get_current_device()
     nsm = 1 if SIM else dev.MULTIPROCESSOR_COUNT
-    codes_cpu = None
     for spec in args.R.split(","):
         spec, _, variant = spec.partition("@")
         R, U = (int(x) for x in (spec.split("x") + ["2"])[:2])
@@ -505,38 +458,29 @@ def main(argv=None) -> int:
         stream, rstart, rlen, rsub0 = build_stream(
             np.asarray(db.codes, np.uint8), offsets, bounds, pad, first="pre" in variant
         )
-        codes_d = cuda.to_device(stream)
-        rstart_d, rlen_d, rsub0_d = (cuda.to_device(x) for x in (rstart, rlen, rsub0))
-        scores_d = cuda.device_array(2 * n, np.int32)
-        bnd_d = cuda.to_device(np.zeros(len(stream), np.int64))  # tiles' boundary rows
-        linfo_pair = cuda.to_device(lane_info([], []))  # one query a half: rows 0 and 1
+        scan = Scan(
+            codes_d=cuda.to_device(stream),
+            rstart_d=cuda.to_device(rstart),
+            rlen_d=cuda.to_device(rlen),
+            rsub0_d=cuda.to_device(rsub0),
+            nr=len(rlen),
+            bnd_d=cuda.to_device(np.zeros(len(stream), np.int64)),  # tiles' boundary rows
+            n=n,
+            pad=pad,
+            noe=noe,
+            nxt=nxt,
+            R=R,
+            U=U,
+            W=W,
+            blocks=blocks,
+            block=block,
+            variant=variant,
+        )
         if args.chains:
-            run_units(
-                args,
-                qlist,
-                matrix,
-                R,
-                U,
-                variant,
-                blocks,
-                block,
-                codes_d,
-                rstart_d,
-                rlen_d,
-                rsub0_d,
-                len(rlen),
-                bnd_d,
-                db,
-                offsets,
-                n,
-                pad,
-                noe,
-                nxt,
-                go,
-                ge,
-                scheme,
-            )
+            run_units(args, scan, qlist, db, offsets, matrix, go, ge, scheme)
             continue
+        scores_d = cuda.device_array(2 * n, np.int32)
+        linfo_pair = cuda.to_device(lane_info([], []))  # one query a half: rows 0 and 1
         print(
             f"R={R} U={U} {variant or 'exact'} W={W} D={D} shared {shm} B, "
             f"{bps} blocks/SM of {block}, {len(rlen)} ranges, "
@@ -551,39 +495,8 @@ def main(argv=None) -> int:
                 build_profile(qa[k * W : (k + 1) * W], qb[k * W : (k + 1) * W], matrix, R)[0]
                 for k in range(K)
             ]
-            rowb = W * 4
-            times = []
-            for _rep in range(1 if SIM else args.repeat + 1):
-                cuda.synchronize()
-                t0 = time.perf_counter()
-                for k in range(K):
-                    run(
-                        codes_d,
-                        rstart_d,
-                        rlen_d,
-                        rsub0_d,
-                        len(rlen),
-                        profs[k],
-                        rowb,
-                        pad | 0,
-                        noe,
-                        nxt,
-                        scores_d,
-                        R,
-                        U,
-                        blocks,
-                        block,
-                        variant,
-                        bnd_d,
-                        int(k > 0),
-                        int(k < K - 1),
-                        int(k > 0),
-                        linfo_pair,
-                        n,
-                    )
-                cuda.synchronize()
-                times.append(time.perf_counter() - t0)
-            t = min(times[1:]) if len(times) > 1 else times[0]
+            times = scan.timed(args.repeat, [(profs, linfo_pair)], scores_d)
+            t = best_time(times)
             res = scores_d.copy_to_host()
             real = (len(qa) + len(qb)) * int(offsets[-1])
             padded = 2 * K * W * int(offsets[-1])
@@ -596,23 +509,10 @@ def main(argv=None) -> int:
             if args.check:
                 rand = np.arange(n) if SIM else rng.choice(n, min(n, 300), replace=False)
                 for qi, q, col in ((p, qa, 0), (p + 1, qb, 1)):
-                    # 300 random subjects and the 50 this kernel scores highest (the hits)
-                    top = np.argsort(-res[col * n : (col + 1) * n], kind="stable")[:50]
-                    pick = np.unique(np.concatenate([rand, top]))
-                    got = res[col * n + pick]
-                    if SIM:
-                        want = reference_scores(q, db.codes, offsets, matrix, go, ge)[pick]
-                    else:
-                        from swgpu_tools.kernels import cpu
-
-                        if codes_cpu is None:
-                            codes_cpu = db
-                        sub = [np.asarray(db.codes[offsets[j] : offsets[j + 1]]) for j in pick]
-                        from swgpu_tools.sequences import EncodedSequences
-
-                        dsub = EncodedSequences.from_codes(sub)
-                        qq = EncodedSequences.from_codes([q])
-                        want = cpu.score_all(qq, dsub, scheme)[0]
+                    row = res[col * n : (col + 1) * n]
+                    pick, got, want = check_scores(
+                        q, row, rand, db, offsets, matrix, go, ge, scheme
+                    )
                     bad = np.nonzero(got != want)[0]
                     print(
                         f"  check query {qi}: {len(pick)} subjects (top score {got.max()}), "
