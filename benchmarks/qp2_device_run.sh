@@ -8,7 +8,8 @@
 #   PROBES: timing variants on BQ09 + BQ10;  NCU=1 (NCU_R): ncu of one launch;
 #   SAME=1 (SAME_DB, SAME_VARIANTS): s16 and qp2 on one database;
 #   TILES=1 (TILE_VARIANTS, TILE_CHECK, TILE_S16): BQ11-BQ20 in tiles against s16;
-#   CHAINS=1 (CHAIN_VARIANTS, CHAIN_CHECK): all 20 queries (--chains) against s16.
+#   CHAINS=1 (CHAIN_VARIANTS, CHAIN_CHECK, CHAIN_LAYOUTS): all 20 queries (--chains, and
+#     --chains --stream for the layout "stream") against s16.
 # NO_PEAK=1 skips making the peak databases.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -123,11 +124,13 @@ fi
 # CHAINS=1: all 20 benchmark queries at once (--chains: short queries chained down a tile,
 # long ones paired in tiles) on bench200M against s16 (gpu_bench) on the same 20
 if [ "${CHAINS:-0}" = 1 ]; then
-  for v in ${CHAIN_VARIANTS:-32x2@fmax+pre:384}; do
-    echo "== qp2 --chains $v, the 20 queries" | tee -a "$LOG"
-    timeout 300 python3 benchmarks/qp2_proto.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta --chains \
-      --R ${v%%:*} --block ${v##*:} --repeat 2 ${CHAIN_CHECK:---check} 2>&1 | grep -E '^chains|unit|check|differ|rror' \
-      | tee -a "$LOG"
+  for lay in ${CHAIN_LAYOUTS:-units}; do
+    for v in ${CHAIN_VARIANTS:-32x2@fmax+pre:384}; do
+      echo "== qp2 --chains ($lay) $v, the 20 queries" | tee -a "$LOG"
+      timeout 300 python3 benchmarks/qp2_proto.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta \
+        --chains $([ $lay = stream ] && echo --stream) --R ${v%%:*} --block ${v##*:} --repeat 2 \
+        ${CHAIN_CHECK:---check} 2>&1 | grep -E '^chains|^stream|unit|tile:|check|differ|rror' | tee -a "$LOG"
+    done
   done
   echo "== s16 gpu_bench bench200M, the 20 queries" | tee -a "$LOG"
   s16_bench $BD/bench_db.fasta $BD/bench_queries.fasta 2 chains_s16 "TOTAL" 1000 200

@@ -182,20 +182,25 @@ class Scan:
             ensure_shared(k, shm)
         k[self.blocks, self.block, 0, shm](*args)
 
-    def timed(self, repeat: int, jobs, scores_d) -> list[float]:
-        """Seconds of each pass over ``jobs`` [(tile profiles, lane info)]: a unit's
-        tiles one launch each, the last row of one the first of the next."""
+    def timed(self, repeat: int, launches, scores_d) -> list[float]:
+        """Seconds of each pass over ``launches`` [(profile, lane info, tin, tout,
+        accum)], in order: the last row of one tile the first of the next."""
         times = []
         for _rep in range(1 if SIM else repeat + 1):
             cuda.synchronize()
             t0 = time.perf_counter()
-            for profs, info in jobs:
-                K = len(profs)
-                for k in range(K):
-                    self.launch(profs[k], scores_d, int(k > 0), int(k < K - 1), int(k > 0), info)
+            for prof, info, tin, tout, accum in launches:
+                self.launch(prof, scores_d, tin, tout, accum, info)
             cuda.synchronize()
             times.append(time.perf_counter() - t0)
         return times
+
+
+def unit_launches(profs, info) -> list:
+    """A unit's tiles (one lane info for all): the first reads no tile above, the last
+    writes none below, a later one keeps the best over the tiles."""
+    K = len(profs)
+    return [(profs[k], info, int(k > 0), int(k < K - 1), int(k > 0)) for k in range(K)]
 
 
 def best_time(times: list[float]) -> float:
@@ -222,10 +227,11 @@ def check_scores(q, row, rand, db, offsets, matrix, go, ge, scheme):
     return pick, row[pick], want
 
 
-def lane_info(members_a, members_b, G: int = 32) -> np.ndarray:
+def lane_info(members_a, members_b, G: int = 32, fresh=(False, False)) -> np.ndarray:
     """int32 [3 * G]: per lane the reset mask of the halves whose member starts on it
-    (lane 0 never: its row above comes from the tile above or is the border), and the
-    score row its low and high half write (-1: none).  members_*: (row, first lane,
+    (lane 0 only where ``fresh`` says that half's member starts there in a tile below
+    another: otherwise its row above comes from the tile above or is the border), and
+    the score row its low and high half write (-1: none).  members_*: (row, first lane,
     lanes) of each member of the low and high half; none: one query a half, rows 0 and
     1, written by the last lane."""
     info = np.zeros(3 * G, np.int64)
@@ -233,9 +239,10 @@ def lane_info(members_a, members_b, G: int = 32) -> np.ndarray:
     if not members_a and not members_b:
         info[G + G - 1], info[2 * G + G - 1] = 0, 1
         return _i32(info)
-    for members, mask, off in ((members_a, 0xFFFF, G), (members_b, 0xFFFF0000, 2 * G)):
-        for row, l0, nl in members:
-            if l0 > 0:
+    halves = ((members_a, 0xFFFF, G, fresh[0]), (members_b, 0xFFFF0000, 2 * G, fresh[1]))
+    for members, mask, off, fresh0 in halves:
+        for row, l0, nl, *_ in members:
+            if l0 > 0 or fresh0:
                 info[l0] |= mask
             info[off + l0 + nl - 1] = row
     return _i32(info)
@@ -275,6 +282,46 @@ def plan_units(lengths, R: int, G: int = 32):
     return units
 
 
+def plan_stream(lengths, R: int, G: int = 32):
+    """The queries as two streams of lanes (the halves), cut into tiles of G lanes: each
+    query takes ceil(len / R) whole lanes of one half, longest first into the half with
+    fewer lanes, back to back, across tile edges where it falls there.  Returns the
+    tiles [(members of the low half, of the high half, (fresh low, fresh high))], a
+    member (query, first lane, lanes, the query's lanes in tiles above) in the tile;
+    fresh: that half's lane 0 starts a query in a tile below another (its row above is
+    reset, not taken from the tile)."""
+    halves: list[list] = [[], []]
+    used = [0, 0]
+    for q in sorted(range(len(lengths)), key=lambda q: -lengths[q]):
+        h = 0 if used[0] <= used[1] else 1
+        halves[h].append((q, used[h], -(-lengths[q] // R)))
+        used[h] += -(-lengths[q] // R)
+    T = -(-max(used) // G)
+    tiles = []
+    for k in range(T):
+        lo, hi = k * G, (k + 1) * G
+        ms, fresh = [], []
+        for half in halves:
+            m = [
+                (q, max(p0, lo) - lo, min(p0 + nl, hi) - max(p0, lo), max(p0, lo) - p0)
+                for q, p0, nl in half
+                if p0 < hi and p0 + nl > lo
+            ]
+            ms.append(m)
+            fresh.append(k > 0 and any(p0 == lo for _q, p0, _nl in half))
+        tiles.append((ms[0], ms[1], tuple(fresh)))
+    return tiles
+
+
+def stream_rows(qlist, members, W: int, R: int) -> np.ndarray:
+    """A tile's W row letters of one half in the stream layout (-1: padding)."""
+    rows = np.full(W, -1, np.int64)
+    for q, l0, nl, first in members:
+        part = np.asarray(qlist[q][first * R : (first + nl) * R], np.int64)
+        rows[l0 * R : l0 * R + len(part)] = part
+    return rows
+
+
 def half_rows(qlist, members, k: int, W: int, R: int) -> np.ndarray:
     """Tile k's W row letters of one half (-1: padding)."""
     rows = np.full(W, -1, np.int64)
@@ -306,36 +353,53 @@ def profile_rows(ra: np.ndarray, rb: np.ndarray, matrix: np.ndarray, R: int, G: 
 
 
 def run_units(args, scan: Scan, qlist, db, offsets, matrix, go, ge, scheme):
-    """--chains: every query, short ones chained down a tile, in units of two halves;
-    one score row per query; GCUPS of the whole set; --check as for pairs."""
+    """--chains: every query, short ones chained down a tile, in units of two halves
+    (--stream: in two streams of lanes cut into tiles, plan_stream); one score row per
+    query; GCUPS of the whole set; --check as for pairs."""
     R, W, n = scan.R, scan.W, scan.n
     if "chain" not in scan.variant.split("+"):  # members start inside a tile: lane resets
         scan = scan.with_variant("+".join(v for v in (scan.variant, "chain") if v))
     lengths = [len(q) for q in qlist]
-    units = plan_units(lengths, R)
-    scores_d = cuda.device_array(len(qlist) * n, np.int32)
-    jobs = [
-        (
-            [
+    if args.stream:
+        tiles = plan_stream(lengths, R)
+        T = len(tiles)
+        # every tile keeps the best over the tiles: the rows start at 0 (a score's floor)
+        scores_d = cuda.to_device(np.zeros(len(qlist) * n, np.int32))
+        launches = [
+            (
+                profile_rows(stream_rows(qlist, ma, W, R), stream_rows(qlist, mb, W, R), matrix, R),
+                cuda.to_device(lane_info(ma, mb, fresh=fresh)),
+                int(k > 0),
+                int(k < T - 1),
+                1,
+            )
+            for k, (ma, mb, fresh) in enumerate(tiles)
+        ]
+        what = f"stream: {len(qlist)} queries in {T} tiles"
+    else:
+        units = plan_units(lengths, R)
+        T = sum(K for K, *_ in units)
+        scores_d = cuda.device_array(len(qlist) * n, np.int32)
+        launches = []
+        for K, ma, mb in units:
+            profs = [
                 profile_rows(
                     half_rows(qlist, ma, k, W, R), half_rows(qlist, mb, k, W, R), matrix, R
                 )
                 for k in range(K)
-            ],
-            cuda.to_device(lane_info(ma, mb)),  # the same for every tile
-        )
-        for K, ma, mb in units
-    ]
-    t = best_time(scan.timed(args.repeat, jobs, scores_d))
+            ]
+            launches += unit_launches(profs, cuda.to_device(lane_info(ma, mb)))
+        what = f"chains: {len(qlist)} queries in {len(units)} units ({T} tiles)"
+    t = best_time(scan.timed(args.repeat, launches, scores_d))
     real = sum(lengths) * int(offsets[-1])
-    tiles = sum(2 * K * W for K, *_ in units) * int(offsets[-1])
+    padded = 2 * T * W * int(offsets[-1])
     print(
-        f"chains: {len(qlist)} queries in {len(units)} units "
-        f"({sum(K for K, *_ in units)} tiles): {t * 1e3:.2f} ms, {real / t / 1e9:.0f} GCUPS, "
-        f"padded {tiles / t / 1e9:.0f}",
+        f"{what}: {t * 1e3:.2f} ms, {real / t / 1e9:.0f} GCUPS, padded {padded / t / 1e9:.0f}",
         flush=True,
     )
-    for K, ma, mb in units:
+    for ma, mb, fresh in tiles if args.stream else []:
+        print(f"  tile: low {[m[:3] for m in ma]}, high {[m[:3] for m in mb]}, fresh {fresh}")
+    for K, ma, mb in [] if args.stream else units:
         print(
             f"  unit: {K} tile(s), low {[(q, lengths[q], l0, nl) for q, l0, nl in ma]}, "
             f"high {[(q, lengths[q], l0, nl) for q, l0, nl in mb]}"
@@ -402,6 +466,11 @@ def main(argv=None) -> int:
         "--chains",
         action="store_true",
         help="all queries at once: short ones chained down a tile, long ones in tiles",
+    )
+    ap.add_argument(
+        "--stream",
+        action="store_true",
+        help="with --chains: the queries back to back in two streams of lanes (plan_stream)",
     )
     ap.add_argument(
         "--sim-queries",
@@ -495,7 +564,7 @@ def main(argv=None) -> int:
                 build_profile(qa[k * W : (k + 1) * W], qb[k * W : (k + 1) * W], matrix, R)[0]
                 for k in range(K)
             ]
-            times = scan.timed(args.repeat, [(profs, linfo_pair)], scores_d)
+            times = scan.timed(args.repeat, unit_launches(profs, linfo_pair), scores_d)
             t = best_time(times)
             res = scores_d.copy_to_host()
             real = (len(qa) + len(qb)) * int(offsets[-1])
