@@ -11,7 +11,8 @@ scoring kernel of mode s16/h16/s32, group size G in 1..32 (powers of two), R in
 1..5, 8, 12 and 16..32 (steps of 2), single- and multi-pass, for the GPU and for
 the CUDA simulator (and the batched variant, several queries per launch, for R
 in 1, 2, 4, 16, 24, 28, 32); every pair kernel kind with R in 1..5, 8, 16, 32, GPU and
-simulator; and the top-k helper module.  ``tests/test_gpu_codegen.py`` checks
+simulator; the qp2 kernel (two queries per register) with R in 4, 8, 16, 24, 32 and
+U in 1, 2, GPU and simulator; and the top-k helper module.  ``tests/test_gpu_codegen.py`` checks
 the committed manifest: a change to the generated code (which changes what
 Numba compiles and caches) must be deliberate and shows up as a diff here.
 """
@@ -33,6 +34,7 @@ SCORE_R = (1, 2, 3, 4, 5, 8, 12, 16, 18, 20, 22, 24, 26, 28, 30, 32)
 PAIR_R = (1, 2, 3, 4, 5, 8, 16, 32)
 BATCHED_R = (1, 2, 4, 16, 24, 28, 32)
 PAIR_KINDS = ("local", "semi", "local_rev", "global_rev")
+QP2_R = (4, 8, 16, 24, 32)
 
 
 def sources() -> dict[str, str]:
@@ -63,6 +65,12 @@ def sources() -> dict[str, str]:
                 out[f"pair_{kind}_r{R}{'_sim' if sim else ''}"] = gpu.pair_kernel_source(
                     R, kind, sim=sim
                 )
+        if hasattr(gpu.codegen, "qp2_kernel_source"):  # two queries per register (qp2.py)
+            for R in QP2_R:
+                for U in (1, 2):
+                    out[f"qp2_{R}x{U}{'_sim' if sim else ''}"] = gpu.codegen.qp2_kernel_source(
+                        R, U, sim=sim
+                    )
     if hasattr(gpu, "aux_kernel_source"):
         out["aux"] = gpu.aux_kernel_source()
     else:  # the single-module gpu.py before the split (issue 13)

@@ -44,7 +44,8 @@ def test_generated_sources_match_the_manifest():
         digest, name = line.split("  ")
         recorded[name] = digest
     srcs = man.sources()
-    assert len(srcs) == len(recorded) == 1721  # 1,152 score + 504 batched + 64 pair + aux
+    # 1,152 score + 504 batched + 64 pair + 20 qp2 + aux
+    assert len(srcs) == len(recorded) == 1741
     got = {n: hashlib.sha256(s.encode()).hexdigest() for n, s in srcs.items()}
     differ = sorted(n for n in recorded if got.get(n) != recorded[n])
     assert not differ, f"{len(differ)} generated sources changed, e.g. {differ[:5]}"
@@ -66,6 +67,9 @@ def test_manifest_covers_every_shape_the_planner_can_use():
         assert f"score_s16_{G}x{R}m_sim" in names and f"score_s32_{G}x{R}_sim" in names
     for kind in codegen.PAIR_KINDS:
         assert f"pair_{kind}_r32" in names and f"pair_{kind}_r3_sim" in names
+    from swgpu_tools.kernels.gpu import qp2
+
+    assert f"qp2_{qp2.R_DEFAULT}x{qp2.U_DEFAULT}" in names and f"qp2_4x{qp2.U_DEFAULT}_sim" in names
 
 
 def test_sources_are_python_and_name_their_shape():

@@ -441,8 +441,19 @@ def _data_dir():
 
 
 def _modes(gpu):
+    """The kernel paths this GPU runs; 'qp2': s16 with two queries per register."""
     cc = gpu.compute_capability()
-    return ["s16", "h16", "s32"] if cc >= (9, 0) else ["h16", "s32"] if cc >= (8, 0) else ["s32"]
+    if cc >= (9, 0):
+        return ["s16", "qp2", "h16", "s32"]
+    return ["h16", "s32"] if cc >= (8, 0) else ["s32"]
+
+
+def _searcher(gpu, edb, matrix, mode, **kw):
+    """A searcher of ``mode`` (:func:`_modes`): 'qp2' is s16 with qp2 forced on, 's16'
+    with it off (a plain s16 search)."""
+    if mode in ("s16", "qp2"):
+        kw["qp2"], mode = mode == "qp2", "s16"
+    return gpu.GpuSearcher(edb, matrix, 11, 1, mode=mode, **kw)
 
 
 def _cpu_scores(eqs, edb, scheme):
@@ -484,7 +495,7 @@ def test_gpu_oracle_ssearch():
     known = expect >= 0
     assert known.sum() >= len(qs) * len(db) - 100
     for mode in _modes(gpu):
-        s = gpu.GpuSearcher(edb, scheme.matrix, 11, 1, mode=mode)
+        s = _searcher(gpu, edb, scheme.matrix, mode)
         got = s.all_scores(eqs)
         bad = np.argwhere((got != expect) & known)
         assert len(bad) == 0, f"{mode}: {len(bad)} mismatches, first {bad[:5].tolist()}"
@@ -514,7 +525,7 @@ def test_gpu_random_vs_cpu_and_topk():
     ref = _cpu_scores(eqs, edb, scheme)
     exp = cpu.search(eqs, edb, scheme.matrix, 11, 1, 25)
     for mode in _modes(gpu):
-        s = gpu.GpuSearcher(edb, scheme.matrix, 11, 1, mode=mode)
+        s = _searcher(gpu, edb, scheme.matrix, mode)
         got = s.all_scores(eqs)
         assert (got == ref).all(), f"{mode}: {(got != ref).sum()} mismatches"
         th = s.search(eqs, 25)
@@ -523,7 +534,7 @@ def test_gpu_random_vs_cpu_and_topk():
         assert (th.score == exp.score).all()
         # streamed in batches (forced small budget): identical scores and hits
         budget = (int(edb.offsets[-1]) + gpu.BYTES_PER_SUBJECT * len(lens)) // 3
-        sb = gpu.GpuSearcher(edb, scheme.matrix, 11, 1, mode=mode, max_resident_bytes=budget)
+        sb = _searcher(gpu, edb, scheme.matrix, mode, max_resident_bytes=budget)
         assert sb.batches is not None and len(sb.batches) >= 5, sb.batches
         assert (sb.all_scores(eqs) == ref).all(), f"{mode} batched"
         tb = sb.search(eqs, 25)
@@ -555,7 +566,7 @@ def test_gpu_scores_above_int16():
     ref = _cpu_scores(eqs, edb, scheme)
     assert ref[0, 1] > 40000 and ref[0, 4] > 40000
     for mode in _modes(gpu):
-        s = gpu.GpuSearcher(edb, scheme.matrix, 11, 1, mode=mode)
+        s = _searcher(gpu, edb, scheme.matrix, mode)
         got = s.all_scores(eqs)
         assert (got == ref).all(), (mode, got.tolist(), ref.tolist())
         th = s.search(eqs, 2)
@@ -593,9 +604,7 @@ def test_gpu_topk_among_scores_above_2048():
         exp = cpu.search(eqs, edb, scheme.matrix, 11, 1, k)
         for mode in _modes(gpu):
             for batch in (False, True):
-                th = gpu.GpuSearcher(edb, scheme.matrix, 11, 1, mode=mode, batch=batch).search(
-                    eqs, k
-                )
+                th = _searcher(gpu, edb, scheme.matrix, mode, batch=batch).search(eqs, k)
                 key = (mode, batch, k)
                 assert th.subject_index.tolist() == exp.subject_index.tolist(), key
                 assert th.score.tolist() == exp.score.tolist(), key
@@ -609,7 +618,7 @@ def test_gpu_topk_among_scores_above_2048():
             lambda q, d, kk, pr: cpu.search(q, d, scheme.matrix, 11, 1, kk), eqs, edb, k, segs
         )
         for mode in _modes(gpu):
-            s = gpu.GpuSearcher(edb, scheme.matrix, 11, 1, mode=mode, batch=True)
+            s = _searcher(gpu, edb, scheme.matrix, mode, batch=True)
             th = s.search(eqs, k, segments=segs)
             assert th.subject_index.tolist() == exp.subject_index.tolist(), (mode, k)
             assert th.score.tolist() == exp.score.tolist(), (mode, k)
@@ -633,7 +642,7 @@ def test_gpu_long_pair_40000():
     eqs = scheme.encode(SequenceSet.from_pairs([("a", "".join(a))]))
     ref = _cpu_scores(eqs, edb, scheme)
     for mode in _modes(gpu):
-        got = gpu.GpuSearcher(edb, scheme.matrix, 11, 1, mode=mode).all_scores(eqs)
+        got = _searcher(gpu, edb, scheme.matrix, mode).all_scores(eqs)
         assert (got == ref).all(), (mode, got.tolist(), ref.tolist())
 
 
@@ -660,11 +669,15 @@ def test_gpu_planted_bench_hits():
     }
     qpos = {x: i for i, x in enumerate(qs.ids)}
     dpos = {x: i for i, x in enumerate(db.ids)}
-    s = gpu.GpuSearcher(edb, scheme.matrix, 11, 1)
-    th = s.search(eqs, 30)
-    for (qn, sn), score in known.items():
-        sel = (th.query_index == qpos[qn]) & (th.subject_index == dpos[sn])
-        assert sel.any() and int(th.score[sel][0]) == score, (qn, sn, th.score[sel])
+    for mode in [m for m in _modes(gpu) if m in ("s16", "qp2")] or [None]:
+        if mode is None:
+            s = gpu.GpuSearcher(edb, scheme.matrix, 11, 1)
+        else:
+            s = _searcher(gpu, edb, scheme.matrix, mode)
+        th = s.search(eqs, 30)
+        for (qn, sn), score in known.items():
+            sel = (th.query_index == qpos[qn]) & (th.subject_index == dpos[sn])
+            assert sel.any() and int(th.score[sel][0]) == score, (mode, qn, sn, th.score[sel])
 
 
 SHARED_RACE_SCRIPT = textwrap.dedent(

@@ -268,6 +268,15 @@ if SIM:
     def lds32(arr, addr):
         return arr[int(addr) >> 2]
 
+    @cuda.jit(device=True)
+    def lds128(arr, addr):
+        i = int(addr) >> 2
+        return arr[i], arr[i + 1], arr[i + 2], arr[i + 3]
+
+    @cuda.jit(device=True)
+    def mad32(a, b, c):
+        return np.int32(_s32(int(a) * int(b) + int(c)))
+
 else:
     from llvmlite import ir
     from numba.cuda import cgutils, types
@@ -300,6 +309,26 @@ else:
             a = context.cast(builder, args[1], signature.args[1], types.int32)
             fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(32)])
             return builder.call(ir.InlineAsm(fnty, "ld.shared.b32 $0, [$1];", "=r,r"), [a])
+
+        return sig, codegen
+
+    @intrinsic
+    def lds128(typingctx, arr, addr):
+        """The four int32 at shared byte address ``addr`` (16-byte aligned): one
+        ld.shared.v4 (``arr`` only ties the read to it)."""
+        if not isinstance(arr, types.Array) or not isinstance(addr, types.Integer):
+            return None
+        tup = types.UniTuple(types.int32, 4)
+        sig = tup(arr, addr)
+
+        def codegen(context, builder, signature, args):
+            a = context.cast(builder, args[1], signature.args[1], types.int32)
+            i32 = ir.IntType(32)
+            fnty = ir.FunctionType(ir.LiteralStructType([i32] * 4), [i32])
+            asm = ir.InlineAsm(fnty, "ld.shared.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,r")
+            res = builder.call(asm, [a])
+            vals = [builder.extract_value(res, k) for k in range(4)]
+            return context.make_tuple(builder, tup, vals)
 
         return sig, codegen
 
@@ -346,6 +375,8 @@ else:
         "addmax32_relu", "{.reg .b32 t; add.s32 t, $1, $2; max.s32 t, t, $3; max.s32 $0, t, 0;}", 3
     )
     max3_32 = _make("max3_32", "{.reg .b32 t; max.s32 t, $1, $2; max.s32 $0, t, $3;}", 3)
+    # a * b + c as an IMAD (b a run-time 1: ptxas keeps it off the ALU pipe)
+    mad32 = _make("mad32", "mad.lo.s32 $0, $1, $2, $3;", 3)
 
     # f16x2 (sm_80+: HADD2, HMNMX2, HFMA2.RELU); 0x3C003C00 is (1.0, 1.0)
     hadd2 = _make("hadd2", "add.rn.f16x2 $0, $1, $2;", 2)

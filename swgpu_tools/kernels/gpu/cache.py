@@ -27,7 +27,15 @@ import time
 from ...cpus import usable_cpus
 from ...logs import get_logger
 from ..gpu_intrinsics import SIM
-from .codegen import aux_kernel_source, kernel_source, pair_kernel_source, pair_kind
+from .codegen import (
+    QP2_R,
+    QP2_U,
+    aux_kernel_source,
+    kernel_source,
+    pair_kernel_source,
+    pair_kind,
+    qp2_kernel_source,
+)
 from .device import compute_capability, packed_mode
 from .planner import BATCH_SHAPES, MULTI_SHAPES, SHAPES
 
@@ -327,9 +335,13 @@ def precompile(modes=None, jobs=None, shapes=None) -> dict:
         failed = compile_in_children(tasks, jobs)
     for t in tasks:  # loads what the children cached; compiles whatever they did not
         get_kernel(*t)
+    extra = 3  # the aux module's
+    if shapes is None and "s16" in (modes or device_modes()):
+        get_qp2_kernel(QP2_R, QP2_U)  # two queries per register (qp2.py)
+        extra += 1
     aux()
     return {
-        "kernels": len(tasks) + 3,
+        "kernels": len(tasks) + extra,
         "seconds": time.perf_counter() - t0,
         "jobs": jobs,
         "failed_children": failed,
@@ -355,6 +367,33 @@ def get_pair_kernel(R: int, kind="local"):
             kern = cuda.jit(mod.SIG, cache=True)(mod.kernel_py)
             _pair_kernels[key] = kern
         return kern
+
+
+def _qp2_name_source(R: int, U: int):
+    return f"qp2_{R}x{U}{'_sim' if SIM else ''}", qp2_kernel_source(R, U, SIM)
+
+
+def get_qp2_kernel(R: int, U: int = 2):
+    """The compiled two-queries-per-register kernel (:mod:`.qp2`) of R rows a lane."""
+    from numba import cuda
+
+    with _lock:
+        key = ("qp2", R, U)
+        kern = _pair_kernels.get(key)
+        if kern is None:
+            mod = load_module(*_qp2_name_source(R, U))
+            kern = cuda.jit(mod.SIG, cache=True)(mod.kernel_py)
+            _pair_kernels[key] = kern
+        return kern
+
+
+def qp2_kernel_ptx(R: int, U: int = 2, cc=(9, 0)) -> str:
+    """PTX of the qp2 kernel for compute capability ``cc`` (NVVM, no GPU)."""
+    from numba import cuda
+
+    mod = load_module(f"qp2_{R}x{U}", qp2_kernel_source(R, U, False))
+    ptx, _ = cuda.compile_ptx(mod.kernel_py, mod.SIG, cc=cc)
+    return ptx
 
 
 def pair_kernel_ptx(R: int, kind="local", cc=(9, 0)) -> str:

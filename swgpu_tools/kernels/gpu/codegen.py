@@ -407,6 +407,39 @@ def pair_kernel_source(R: int, kind="local", sim: bool = SIM) -> str:
     )
 
 
+#: The qp2 kernel's arguments (templates/qp2_kernel.py.in): stream codes, range starts,
+#: lengths and first subjects, range count, profile and its length, its row stride (bytes),
+#: packed -(open + extend) and -extend, score rows, boundary words, tile in/out flags,
+#: lane information, subjects per score row.
+QP2_SIG = (
+    "void(uint8[::1], int64[::1], int32[::1], int64[::1], int64, int32[::1], int32, int32, "
+    "int32, int32, int32[::1], int64[::1], int32, int32, int32[::1], int64)"
+)
+#: qp2's stream: a subject's first column carries this bit (the letter is ``code & 31``).
+QP2_FLAG = 0x80
+#: qp2's bias: H = 0 is held as this in both halves, so that every value is a positive
+#: normal binary16 (>= FBIAS - open - extend >= 1,024 for open + extend <= 16).
+QP2_FBIAS = 1040
+#: qp2's rows a lane and steps unrolled: R = 32, U = 2 measured best (RESULTS-gpu.md runs
+#: 188-193; R = 16 ran ~8 % slower per padded cell, U = 4 ~6 %).
+QP2_R, QP2_U = 32, 2
+
+
+def qp2_kernel_source(R: int, U: int = 2, sim: bool = SIM) -> str:
+    """Python source of the two-queries-per-register kernel (R rows a lane, a multiple of
+    4; U steps unrolled); template ``templates/qp2_kernel.py.in``."""
+    assert R % 4 == 0 and R >= 4 and U >= 1
+    up = (
+        (lambda v: f"_xup({v}, xch, lane)")
+        if sim
+        # noqa: E731
+        else (lambda v: f"cuda.shfl_up_sync(0xFFFFFFFF, {v}, 1)")
+    )
+    return render(
+        "qp2_kernel", R=R, U=U, sim=sim, up=up, SIG=QP2_SIG, FLAG=QP2_FLAG, FBIAS=QP2_FBIAS
+    )
+
+
 def aux_kernel_source() -> str:
     """Source of the top-k helper and alphabet kernels (``templates/aux_kernels.py.in``)."""
     return render("aux_kernels", NB=HIST_BINS)

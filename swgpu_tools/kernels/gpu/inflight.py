@@ -44,12 +44,20 @@ def start(s, rows, queries: list, tables, slot) -> None:
             d_qoff = s._qoff(queries[0], table, st)
         chain = None if d_mstart is None else (d_mstart, m)
         slot.after(s._launch(mode, s.plan(mode, T), d_qoff, T, table, slot, chain=chain))
+    histograms(s, slot, m, s.overflow_limit)
+
+
+def histograms(s, slot, m: int, limit: int) -> None:
+    """Queue the score histograms of ``slot``'s ``m`` members, each with the list of
+    subjects scored at or above ``limit`` (may have overflowed), and their copy to the
+    host, on the slot's stream."""
+    n, st = s.n, slot.stream
     h = HIST_BINS + 1
     s._fill(slot.d_aux, m * h, 0, st)
     grid, block = _grid(n)
     for j in range(m):
         d_scores, d_ovf, d_aux = slot.member(j, n)
-        s.aux.hist_kernel[grid, block, st](d_scores, n, d_aux, s.overflow_limit, d_ovf)
+        s.aux.hist_kernel[grid, block, st](d_scores, n, d_aux, limit, d_ovf)
     slot.d_aux[: m * h].copy_to_host(slot.h_aux[: m * h], stream=st)
 
 

@@ -22,6 +22,8 @@ Design (after CUDASW++ 4.0's inter-sequence scheme, written from scratch):
   integer up to 2,048 is exact in binary16 and the arithmetic rounds
   monotonically, so a pair's computed best reaches 2,048 exactly when its true
   best does; those pairs are re-scored with the 32-bit kernel.
+* Many queries on Hopper (:mod:`.qp2`): the transpose of s16, two *queries* per
+  register and the subjects streamed, where the queries fill its tiles' rows.
 * Top hits are chosen on the GPU: a score histogram (block-local, 4096 bins),
   a threshold that keeps at least top_k scores, and a compaction of the scores
   at or above it; only those come back to the host, which breaks ties.
@@ -49,7 +51,7 @@ import numpy as np
 from ...logs import get_logger
 from .. import TopHits
 from ..gpu_intrinsics import SIM, hpack2, pack2, used_codes
-from . import batched, cache, chains, inflight, planner
+from . import batched, cache, chains, inflight, planner, qp2
 from .codegen import LAUNCH_BOUNDS, MODES, PADQ, PAIRED_MODES, VARIANT, WARP
 from .device import (
     bind,
@@ -135,6 +137,8 @@ class GpuSearcher:
     ``batch``: score many queries per launch (True), one query at a time
     (False), or decide by the database's size ('auto', :func:`.batched.use_batches`;
     ``$SWGPU_BATCH`` 0/1 overrides it).
+    ``qp2``: score many queries two per register (:mod:`.qp2`, s16 mode only): True,
+    False, or 'auto' (where its plan fills enough rows; ``$SWGPU_QP2`` 0/1 overrides it).
     """
 
     def __init__(
@@ -148,6 +152,7 @@ class GpuSearcher:
         block=None,
         max_resident_bytes=None,
         batch="auto",
+        qp2="auto",
     ):
         from numba import cuda
 
@@ -234,6 +239,12 @@ class GpuSearcher:
             lens32 = self.lengths.astype(np.int32) if self.n else np.zeros(1, np.int32)
             self.d_lens = cuda.to_device(lens32)
         self.setup_times["layout"] = time.perf_counter() - t
+        # qp2 (several queries two per register) makes its stream of the database on first
+        # use, from these (the caller's arrays, not copies)
+        self.qp2 = qp2
+        self._qp2 = None
+        self._qp2_cstream = None
+        self._qp2_src = (codes, offsets) if mode == "s16" and resident and self.n else None
         self._nmax = self.n if self._stream is None else self._stream.max_subjects
         self._slots = []
         self._parts = {}
@@ -530,6 +541,12 @@ class GpuSearcher:
         qo[PADQ : PADQ + L] = cmap[q] * rowstride * 4  # byte offsets into the table
         return cuda.to_device(qo, stream=stream)
 
+    def _qp2_cuda_stream(self):
+        """The stream of the qp2 launches (one: each tile reads the last's boundary)."""
+        if self._qp2_cstream is None:
+            self._qp2_cstream = nonblocking_stream()
+        return self._qp2_cstream
+
     def _fill(self, arr, n, value, stream=0):
         block = 256 if not SIM else 32
         self.aux.fill_kernel[max(1, -(-n // block)), block, stream](arr, n, value)
@@ -601,6 +618,8 @@ class GpuSearcher:
             return batched.search(self, qcodes, qoffs, top_k, progress, segments)
         if segments is not None:
             raise ValueError("a search by segments needs the batched path")
+        if qp2.wanted(self, qlens):
+            return qp2.search(self, qcodes, qoffs, top_k, progress)
         tables = self._query_tables(qcodes)
         units, lay = self._units(qcodes, qoffs, tables)
         self.units = units  # the last search's units (query indices each)
@@ -695,6 +714,8 @@ class GpuSearcher:
         queries scored in the units :meth:`search` uses (short ones chained)."""
         qcodes = np.ascontiguousarray(queries.codes, dtype=np.uint8)
         qoffs = np.ascontiguousarray(queries.offsets, dtype=np.int64)
+        if qp2.wanted(self, np.diff(qoffs)):
+            return qp2.all_scores(self, qcodes, qoffs)
         tables = self._query_tables(qcodes)
         units, lay = self._units(qcodes, qoffs, tables)
         out = np.zeros((len(queries), self.n_all), dtype=np.int32)
