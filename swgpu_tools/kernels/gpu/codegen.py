@@ -429,15 +429,7 @@ def qp2_kernel_source(R: int, U: int = 2, sim: bool = SIM) -> str:
     """Python source of the two-queries-per-register kernel (R rows a lane, a multiple of
     4; U steps unrolled); template ``templates/qp2_kernel.py.in``."""
     assert R % 4 == 0 and R >= 4 and U >= 1
-    up = (
-        (lambda v: f"_xup({v}, xch, lane)")
-        if sim
-        # noqa: E731
-        else (lambda v: f"cuda.shfl_up_sync(0xFFFFFFFF, {v}, 1)")
-    )
-    return render(
-        "qp2_kernel", R=R, U=U, sim=sim, up=up, SIG=QP2_SIG, FLAG=QP2_FLAG, FBIAS=QP2_FBIAS
-    )
+    return render("qp2_kernel", R=R, U=U, sim=sim, SIG=QP2_SIG, FLAG=QP2_FLAG, FBIAS=QP2_FBIAS)
 
 
 def aux_kernel_source() -> str:
