@@ -149,6 +149,16 @@ def test_kernel_source_renders():
     compile(sim, "<qp2 sim>", "exec")
 
 
+@settings(max_examples=100, deadline=None)
+@given(nq=st.integers(0, 3000), n=st.integers(1, 10**7))
+def test_groups_cover_the_queries_in_order_within_the_memory_cap(nq, n):
+    parts = qp2.groups(nq, n)
+    cap = max(1, qp2.GROUP_BYTES // (8 * n))
+    assert np.array_equal(np.concatenate(parts) if parts else np.zeros(0), np.arange(nq))
+    sizes = [len(p) for p in parts]
+    assert all(0 < k <= cap for k in sizes) and (not sizes or max(sizes) - min(sizes) <= 1)
+
+
 def test_fits_and_overflow_limit():
     m = np.full((24, 24), -1)
     np.fill_diagonal(m, 11)

@@ -28,6 +28,7 @@ overflowed (:func:`overflow_limit`) and the top-k selection are the s16 path's
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -282,8 +283,6 @@ def wanted(s, qlens) -> bool:
 
 def _stream(s) -> Stream:
     """The searcher's qp2 stream, made on first use."""
-    import time
-
     if s._qp2 is None:
         t0 = time.perf_counter()
         codes, offsets = s._qp2_src
@@ -295,10 +294,39 @@ def _stream(s) -> Stream:
 
 
 def groups(nq: int, n: int) -> list[np.ndarray]:
-    """The queries in groups whose score rows (and overflow lists) take at most
-    :data:`GROUP_BYTES` a slot."""
+    """The queries in groups of about equal size whose score rows (and overflow lists)
+    take at most :data:`GROUP_BYTES` a slot."""
     m = max(1, GROUP_BYTES // (8 * max(n, 1)))
-    return [np.arange(a, min(a + m, nq)) for a in range(0, nq, m)]
+    return np.array_split(np.arange(nq), -(-nq // m)) if nq else []
+
+
+def _setup(s):
+    """(the stream, the overflow limit, packed -(open + extend), packed -extend) of a
+    search by searcher ``s``."""
+    return (
+        _stream(s),
+        min(s.overflow_limit, overflow_limit(s.matrix)),
+        pack2(-s.oe, -s.oe),
+        pack2(-s.gap_extend, -s.gap_extend),
+    )
+
+
+def _start(s, st, slot, sub: list, noe: int, nxt: int, limit: int, cstream) -> None:
+    """Queue a group's tiles (queries ``sub``) into ``slot``'s zeroed score rows on
+    ``cstream``, then the histograms on the slot's stream."""
+    from . import inflight
+
+    m = len(sub)
+    slot.reserve(m)
+    slot.queries = [(q, len(q)) for q in sub]
+    slot.hists = [None] * m
+    s._fill(slot.d_scores_all, m * s.n, 0, cstream)
+    rows = {j: j for j in range(m)}
+    tiles = plan([len(q) for q in sub], ROWS)
+    launch(st, tiles, sub, rows, s.matrix, noe, nxt, slot.d_scores_all, s.n, cstream, ROWS)
+    if not SIM and cstream is not slot.stream:
+        slot.after([cstream])
+    inflight.histograms(s, slot, m, limit)
 
 
 def search(s, qcodes, qoffs, top_k, progress=None):
@@ -306,18 +334,13 @@ def search(s, qcodes, qoffs, top_k, progress=None):
     the queries in :func:`groups`, each group's tiles into a slot's score rows, then the
     s16 path's histograms, 32-bit re-scoring and top-k selection (:mod:`.inflight`);
     two groups in flight."""
-    import time
-
     from . import inflight
 
     nq = len(qoffs) - 1
     qlens = np.diff(qoffs)
     queries = [qcodes[qoffs[i] : qoffs[i + 1]] for i in range(nq)]
     tables = s._query_tables(qcodes)
-    st = _stream(s)
-    limit = min(s.overflow_limit, overflow_limit(s.matrix))
-    noe = pack2(-s.oe, -s.oe)
-    nxt = pack2(-s.gap_extend, -s.gap_extend)
+    st, limit, noe, nxt = _setup(s)
     cstream = 0 if SIM else s._qp2_cuda_stream()
     parts = groups(nq, s.n)
     s.units = parts
@@ -349,31 +372,7 @@ def search(s, qcodes, qoffs, top_k, progress=None):
         slot = slots[g % depth]
         if len(pending) == depth:
             finish()
-        t0 = time.perf_counter()
-        sub = [queries[q] for q in members.tolist()]
-        tiles = plan([len(q) for q in sub], ROWS)
-        s.plan_seconds += time.perf_counter() - t0
-        m = len(sub)
-        slot.reserve(m)
-        slot.queries = [(q, len(q)) for q in sub]
-        slot.hists = [None] * m
-        s._fill(slot.d_scores_all, m * s.n, 0, cstream)
-        launch(
-            st,
-            tiles,
-            sub,
-            {j: j for j in range(m)},
-            s.matrix,
-            noe,
-            nxt,
-            slot.d_scores_all,
-            s.n,
-            cstream,
-            ROWS,
-        )
-        if not SIM:
-            slot.after([cstream])
-        inflight.histograms(s, slot, m, limit)
+        _start(s, st, slot, [queries[q] for q in members.tolist()], noe, nxt, limit, cstream)
         pending.append((members, slot))
     while pending:
         finish()
@@ -399,33 +398,11 @@ def all_scores(s, qcodes, qoffs) -> np.ndarray:
     nq = len(qoffs) - 1
     queries = [qcodes[qoffs[i] : qoffs[i + 1]] for i in range(nq)]
     tables = s._query_tables(qcodes)
-    st = _stream(s)
-    limit = min(s.overflow_limit, overflow_limit(s.matrix))
-    noe = pack2(-s.oe, -s.oe)
-    nxt = pack2(-s.gap_extend, -s.gap_extend)
+    st, limit, noe, nxt = _setup(s)
     out = np.zeros((nq, s.n), np.int32)
     slot = s._slot(0)
     for members in groups(nq, s.n):
-        sub = [queries[q] for q in members.tolist()]
-        m = len(sub)
-        slot.reserve(m)
-        slot.queries = [(q, len(q)) for q in sub]
-        slot.hists = [None] * m
-        s._fill(slot.d_scores_all, m * s.n, 0, slot.stream)
-        launch(
-            st,
-            plan([len(q) for q in sub], ROWS),
-            sub,
-            {j: j for j in range(m)},
-            s.matrix,
-            noe,
-            nxt,
-            slot.d_scores_all,
-            s.n,
-            slot.stream,
-            ROWS,
-        )
-        inflight.histograms(s, slot, m, limit)
+        _start(s, st, slot, [queries[q] for q in members.tolist()], noe, nxt, limit, slot.stream)
         inflight.rescore(s, slot, tables)
         slot.synchronize()
         for j, qi in enumerate(members.tolist()):
