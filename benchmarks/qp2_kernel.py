@@ -2,9 +2,10 @@
 packed register, the query in registers, the subjects streamed in ranges.
 
 kernel_source(R, U, variant) renders the Numba CUDA kernel as Python source (R rows a
-lane, U steps unrolled); INTRINSICS is the small module of the two intrinsics it needs
-beyond swgpu_tools.kernels.gpu_intrinsics (ld.shared.v4 and an IMAD), with simulator
-fallbacks.  The design and the measurements: GPU-NOTES.md, "Two queries per register".
+lane, U steps unrolled); its intrinsics (ld.shared.v4 and an IMAD among them) are
+swgpu_tools.kernels.gpu_intrinsics'.  The package's kernel (swgpu_tools/kernels/gpu/
+templates/qp2_kernel.py.in) is this one's 'fmax+pre+chain' variant.  The design and the
+measurements: GPU-NOTES.md, "Two queries per register".
 """
 
 from __future__ import annotations
@@ -46,9 +47,9 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
     a = L.append
     a("from numba import cuda, int32, int64, uint64")
     a(
-        "from swgpu_tools.kernels.gpu_intrinsics import vaddmax2, vmax3_2, vmax2, hmax3_2, shared_base"
+        "from swgpu_tools.kernels.gpu_intrinsics import vaddmax2, vmax3_2, vmax2, hmax3_2, "
+        "shared_base, lds128, mad32"
     )
-    a("from qp2_intrinsics import lds128, mad32")
     if sim:
         a("")
         a("@cuda.jit(device=True)")
@@ -252,53 +253,3 @@ def _step_pre(a, i, R, G, var, up):
         if r % 2 == 1:
             a(i + f"best = {mx3(var)}(best, h{r - 1}, h{r})")
     _step_tail(a, i, R)
-
-
-INTRINSICS = """
-from numba import config, cuda
-if config.ENABLE_CUDASIM:
-    import numpy as np
-
-    @cuda.jit(device=True)
-    def lds128(arr, addr):
-        i = int(addr) >> 2
-        return arr[i], arr[i + 1], arr[i + 2], arr[i + 3]
-
-    @cuda.jit(device=True)
-    def mad32(a, b, c):
-        v = (int(a) * int(b) + int(c)) & 0xFFFFFFFF
-        return np.int32(v - 0x100000000 if v & 0x80000000 else v)
-else:
-    from llvmlite import ir
-    from numba.cuda import types
-    from numba.cuda.extending import intrinsic
-
-    @intrinsic
-    def lds128(typingctx, arr, addr):
-        if not isinstance(arr, types.Array) or not isinstance(addr, types.Integer):
-            return None
-        tup = types.UniTuple(types.int32, 4)
-        sig = tup(arr, addr)
-
-        def codegen(context, builder, signature, args):
-            a = context.cast(builder, args[1], signature.args[1], types.int32)
-            i32 = ir.IntType(32)
-            fnty = ir.FunctionType(ir.LiteralStructType([i32] * 4), [i32])
-            asm = ir.InlineAsm(fnty, "ld.shared.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,r")
-            res = builder.call(asm, [a])
-            vals = [builder.extract_value(res, k) for k in range(4)]
-            return context.make_tuple(builder, tup, vals)
-
-        return sig, codegen
-
-    @intrinsic
-    def mad32(typingctx, a, b, c):
-        sig = types.int32(a, b, c)
-
-        def codegen(context, builder, signature, llargs):
-            vals = [context.cast(builder, v, t, types.int32) for v, t in zip(llargs, signature.args)]
-            fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(32)] * 3)
-            return builder.call(ir.InlineAsm(fnty, "mad.lo.s32 $0, $1, $2, $3;", "=r,r,r,r"), vals)
-
-        return sig, codegen
-"""

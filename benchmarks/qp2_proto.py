@@ -44,7 +44,7 @@ import types
 
 import numpy as np
 from numba import cuda
-from qp2_kernel import FLAG, INTRINSICS, SIM, kernel_source
+from qp2_kernel import FLAG, SIM, kernel_source
 
 PADS = 40  # pad columns before and after each range: no bounds checks in the step
 
@@ -60,8 +60,6 @@ def load_kernel(R: int, U: int = 2, variant: str = "", block: int = 256):
     src = kernel_source(R, U, variant=variant)
     d = os.path.join(tempfile.gettempdir(), "qp2_proto")
     os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "qp2_intrinsics.py"), "w") as f:
-        f.write(INTRINSICS)
     if d not in sys.path:
         sys.path.insert(0, d)
     name = "qp2_k_" + hashlib.sha1(src.encode()).hexdigest()[:12]
