@@ -99,18 +99,20 @@ def plan(lengths, R: int = R_DEFAULT) -> list[Tile]:
         halves[h].append((q, used[h], nl))
         used[h] += nl
     tiles = []
+    first = [0, 0]  # per half: its first member that may reach into the tile
     for k in range(-(-max(used) // G)):
         lo, hi = k * G, (k + 1) * G
         ms, fresh = [], []
-        for half in halves:
-            ms.append(
-                [
-                    (q, max(p0, lo) - lo, min(p0 + nl, hi) - max(p0, lo), max(p0, lo) - p0)
-                    for q, p0, nl in half
-                    if p0 < hi and p0 + nl > lo
-                ]
-            )
-            fresh.append(k > 0 and any(p0 == lo for _q, p0, _nl in half))
+        for h, half in enumerate(halves):
+            while first[h] < len(half) and sum(half[first[h]][1:]) <= lo:
+                first[h] += 1  # members are in lane order: one that ended stays behind
+            m = []
+            for q, p0, nl in half[first[h] :]:
+                if p0 >= hi:
+                    break
+                m.append((q, max(p0, lo) - lo, min(p0 + nl, hi) - max(p0, lo), max(p0, lo) - p0))
+            ms.append(m)
+            fresh.append(k > 0 and bool(m) and m[0][3] == 0 and m[0][1] == 0)
         tiles.append(Tile(ms[0], ms[1], tuple(fresh)))
     return tiles
 
