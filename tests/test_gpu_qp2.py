@@ -159,6 +159,40 @@ def test_groups_cover_the_queries_in_order_within_the_memory_cap(nq, n):
     assert all(0 < k <= cap for k in sizes) and (not sizes or max(sizes) - min(sizes) <= 1)
 
 
+BENCH_LENGTHS = [144, 189, 222, 375, 464, 567, 657, 729, 850, 1000, 1500, 2005, 2504, 3005]
+BENCH_LENGTHS += [3564, 4061, 4548, 4743, 5147, 5478]  # the 20 benchmark queries
+
+
+def _searcher_facts(**kw):
+    from types import SimpleNamespace
+
+    from swgpu_tools.scoring import ScoringScheme
+
+    sc = ScoringScheme()
+    facts = dict(mode="s16", _stream=None, n=439_226, _qp2_src=(None, None), qp2="auto",
+                 matrix=np.asarray(sc.matrix), gap_open=11, gap_extend=1,
+                 lengths=np.full(439_226, 455), record=None)  # fmt: skip
+    return SimpleNamespace(**{**facts, **kw})
+
+
+def test_qp2_is_wanted_where_its_tiles_fill(monkeypatch):
+    """'auto': the 20 benchmark queries (97 % of their tiles' rows) take qp2, one short
+    query or three (too few rows) keep s16; the switches and the conditions override."""
+    monkeypatch.delenv("SWGPU_QP2", raising=False)
+    s = _searcher_facts()
+    assert qp2.wanted(s, np.array(BENCH_LENGTHS))
+    assert not qp2.wanted(s, np.array([144])) and not qp2.wanted(s, np.array([300, 900, 1000]))
+    assert qp2.wanted(_searcher_facts(qp2=True), np.array([144]))
+    assert not qp2.wanted(_searcher_facts(qp2=False), np.array(BENCH_LENGTHS))
+    for kw in (dict(mode="h16"), dict(_stream=object()), dict(gap_open=20), dict(_qp2_src=None)):
+        assert not qp2.wanted(_searcher_facts(qp2=True, **kw), np.array(BENCH_LENGTHS)), kw
+    assert not qp2.wanted(_searcher_facts(lengths=np.array([5, 0, 7])), np.array(BENCH_LENGTHS))
+    monkeypatch.setenv("SWGPU_QP2", "0")
+    assert not qp2.wanted(s, np.array(BENCH_LENGTHS))
+    monkeypatch.setenv("SWGPU_QP2", "1")
+    assert qp2.wanted(s, np.array([144]))
+
+
 def test_fits_and_overflow_limit():
     m = np.full((24, 24), -1)
     np.fill_diagonal(m, 11)

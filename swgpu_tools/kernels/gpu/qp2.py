@@ -265,8 +265,9 @@ def ranges_for(R: int = R_DEFAULT, K: int = 24) -> int:
 def wanted(s, qlens) -> bool:
     """Whether searcher ``s`` scores these queries with qp2: its ``qp2`` (True, False or
     'auto'; ``$SWGPU_QP2`` 0/1 overrides 'auto'), an s16 search of a resident database
-    with no empty subject whose scheme :func:`fits`; 'auto' also needs the plan at least
-    :data:`MIN_FILL` full (and not the simulator, nor per-partition profiling)."""
+    with no empty subject whose scheme :func:`fits`; 'auto' also needs the plans of its
+    :func:`groups` at least :data:`MIN_FILL` full (and not the simulator, nor
+    per-partition profiling)."""
     if s.mode != "s16" or s._stream is not None or s.n == 0 or s._qp2_src is None:
         return False
     choice = s.qp2
@@ -280,7 +281,9 @@ def wanted(s, qlens) -> bool:
         return True
     if SIM or s.record is not None:
         return False
-    return fill(qlens, plan(qlens, ROWS), ROWS) >= MIN_FILL
+    qlens = np.asarray(qlens)
+    tiles = sum(len(plan(qlens[g], ROWS)) for g in groups(len(qlens), s.n))
+    return float(qlens.sum()) / (2 * G * ROWS * tiles) >= MIN_FILL  # over the groups
 
 
 def _stream(s) -> Stream:
