@@ -141,11 +141,7 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
         for r in range(R):
             a(i + f"    h{r} = kb")
             a(i + f"    e{r} = negb")
-        for q in range(R // 4):
-            a(
-                i + f"a{4 * q}, a{4 * q + 1}, a{4 * q + 2}, a{4 * q + 3} = "
-                f"lds128(prof, int32(pa + {q * G * 16}))"
-            )
+        _loads(a, i, "a", "pa", R, G)
         a(i + "xx0 = vaddmax2(diag, a0, e0)")
         for r in range(1, R):
             a(i + f"xx{r} = vaddmax2(h{r - 1}, a{r}, e{r})")
@@ -162,6 +158,16 @@ def kernel_source(R: int, U: int = 2, G: int = 32, sim: bool = SIM, variant: str
         _step_tail(a, i, R)
     a("        wt = wt + nw")
     return "\n".join(L) + "\n"
+
+
+def _loads(a, i, reg, address, R, G):
+    """The profile words of a column's R rows into ``reg``0..R-1: one ld.shared.v4 per
+    four rows, from the granules at ``address`` + q * G * 16."""
+    for q in range(R // 4):
+        a(
+            i + f"{reg}{4 * q}, {reg}{4 * q + 1}, {reg}{4 * q + 2}, {reg}{4 * q + 3} = "
+            f"lds128(prof, int32({address} + {q * G * 16}))"
+        )
 
 
 def _step_head(a, i, var, up, address, guard):
@@ -230,19 +236,11 @@ def _step_pre(a, i, R, G, var, up):
     before it is made again, so that no value has to be copied to keep an old one."""
     _step_head(a, i, var, up, "pn = int32(pbase + (rawn & 31) * rowb)", " and sub >= sub0")
     a(i + "    pa = int32(pbase + (raw & 31) * rowb)")
-    for q in range(R // 4):
-        a(
-            i + f"    a{4 * q}, a{4 * q + 1}, a{4 * q + 2}, a{4 * q + 3} = "
-            f"lds128(prof, int32(pa + {q * G * 16}))"
-        )
+    _loads(a, i + "    ", "a", "pa", R, G)
     for r in range(R):
         a(i + f"    xx{r} = vaddmax2(kb, a{r}, negb)")
         a(i + f"    e{r} = negb")
-    for q in range(R // 4):
-        a(
-            i + f"n{4 * q}, n{4 * q + 1}, n{4 * q + 2}, n{4 * q + 3} = "
-            f"lds128(prof, int32(pn + {q * G * 16}))"
-        )
+    _loads(a, i, "n", "pn", R, G)
     a(i + "f = fin")
     for r in range(R):
         a(i + f"h{r} = {mx3(var)}(xx{r}, f, kb)")

@@ -64,6 +64,19 @@ class TopHits:
     def __len__(self) -> int:
         return len(self.score)
 
+    @classmethod
+    def from_per_query(cls, hits) -> TopHits:
+        """The hits of ``hits``, one (subject indices, scores) pair per query in query
+        order, each already sorted."""
+        if not len(hits):
+            e = np.zeros(0, np.int32)
+            return cls(e, e.copy(), e.copy())
+        return cls(
+            np.concatenate([np.full(len(h[0]), qi, np.int32) for qi, h in enumerate(hits)]),
+            np.concatenate([h[0] for h in hits]).astype(np.int32),
+            np.concatenate([h[1] for h in hits]).astype(np.int32),
+        )
+
 
 @runtime_checkable
 class SearchBackend(Protocol):

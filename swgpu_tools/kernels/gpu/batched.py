@@ -206,12 +206,4 @@ def search(searcher, qcodes, qoffs, top_k, progress=None, segments=None):
         finish(*pending)
     s.scan_seconds = time.perf_counter() - t_scan
     s.timings = [(qi, int(qlens[qi]), float(tq[qi])) for qi in range(nq)]
-    qi_parts = [np.full(len(h[0]), qi, dtype=np.int32) for qi, h in enumerate(hits)]
-    if not qi_parts:
-        e = np.zeros(0, np.int32)
-        return TopHits(e, e.copy(), e.copy())
-    return TopHits(
-        np.concatenate(qi_parts),
-        np.concatenate([h[0] for h in hits]).astype(np.int32),
-        np.concatenate([h[1] for h in hits]).astype(np.int32),
-    )
+    return TopHits.from_per_query(hits)

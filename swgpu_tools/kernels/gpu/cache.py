@@ -45,6 +45,7 @@ _lock = threading.RLock()
 _modules: dict = {}
 _kernels: dict = {}
 _pair_kernels: dict = {}
+_qp2_kernels: dict = {}
 _target_lock = threading.Lock()
 _target_ready: list[bool] = []
 
@@ -378,12 +379,11 @@ def get_qp2_kernel(R: int, U: int = 2):
     from numba import cuda
 
     with _lock:
-        key = ("qp2", R, U)
-        kern = _pair_kernels.get(key)
+        kern = _qp2_kernels.get((R, U))
         if kern is None:
             mod = load_module(*_qp2_name_source(R, U))
             kern = cuda.jit(mod.SIG, cache=True)(mod.kernel_py)
-            _pair_kernels[key] = kern
+            _qp2_kernels[(R, U)] = kern
         return kern
 
 

@@ -104,8 +104,9 @@ def plan(lengths, R: int = R_DEFAULT) -> list[Tile]:
         lo, hi = k * G, (k + 1) * G
         ms, fresh = [], []
         for h, half in enumerate(halves):
-            while first[h] < len(half) and sum(half[first[h]][1:]) <= lo:
-                first[h] += 1  # members are in lane order: one that ended stays behind
+            # members are in lane order: one that ends by this tile stays behind
+            while first[h] < len(half) and half[first[h]][1] + half[first[h]][2] <= lo:
+                first[h] += 1
             m = []
             for q, p0, nl in half[first[h] :]:
                 if p0 >= hi:
@@ -386,13 +387,7 @@ def search(s, qcodes, qoffs, top_k, progress=None):
         cstream.synchronize()
     s.scan_seconds = time.perf_counter() - t_scan
     s.timings = [(qi, int(qlens[qi]), float(tq[qi])) for qi in range(nq)]
-    qi_parts = [np.full(len(h[0]), qi, np.int32) for qi, h in enumerate(hits)]
-    si = [h[0].astype(np.int32) for h in hits]
-    sc = [h[1].astype(np.int32) for h in hits]
-    if not qi_parts:
-        e = np.zeros(0, np.int32)
-        return TopHits(e, e.copy(), e.copy())
-    return TopHits(np.concatenate(qi_parts), np.concatenate(si), np.concatenate(sc))
+    return TopHits.from_per_query(hits)
 
 
 def all_scores(s, qcodes, qoffs) -> np.ndarray:

@@ -671,20 +671,15 @@ class GpuSearcher:
             self._sync()  # this batch's work is done before the next batch's upload
         self.scan_seconds = time.perf_counter() - t_scan
         self.timings = [(qi, int(qlens[qi]), float(tq[qi])) for qi in range(nq)]
-        qi_parts, si_parts, sc_parts = [], [], []
+        merged = []
         for qi in range(nq):
             idx = np.concatenate(hits_i[qi]).astype(np.int64)
             sc = np.concatenate(hits_s[qi]).astype(np.int32)
             if len(hits_i[qi]) > 1:  # exact merge of the batches' top-k
                 order = np.lexsort((idx, -sc.astype(np.int64)))[: min(int(top_k), self.n_all)]
                 idx, sc = idx[order], sc[order]
-            qi_parts.append(np.full(len(idx), qi, dtype=np.int32))
-            si_parts.append(idx.astype(np.int32))
-            sc_parts.append(sc.astype(np.int32))
-        if not qi_parts:
-            e = np.zeros(0, np.int32)
-            return TopHits(e, e.copy(), e.copy())
-        return TopHits(np.concatenate(qi_parts), np.concatenate(si_parts), np.concatenate(sc_parts))
+            merged.append((idx, sc))
+        return TopHits.from_per_query(merged)
 
     def _compile_ahead(self, qlens, batched=False):
         """First use on this machine (kernels missing from the disk cache): compile the
