@@ -337,7 +337,9 @@ def _bench(s, db, qs, edb, eqs, args) -> dict:
         flush=True,
     )
     chained = [len(u) for u in getattr(s, "units", []) if len(u) > 1]
-    if chained:  # a chain's time is shared among its members by length (kernels/gpu/chains.py)
+    if getattr(s, "tile_seconds", None):  # qp2: units are groups of queries, not chains
+        print(f"qp2: {len(s.units)} groups of {', '.join(str(len(u)) for u in s.units)} queries")
+    elif chained:  # a chain's time is shared among its members by length (kernels/gpu/chains.py)
         print(
             f"units: {len(s.units)} ({len(chained)} chains of {', '.join(map(str, chained))} "
             f"queries; {len(s.units) - len(chained)} alone)",
@@ -356,6 +358,14 @@ def _bench(s, db, qs, edb, eqs, args) -> dict:
             times[rep, qi] = sec
         if hits is None:
             hits = th
+    if getattr(s, "tile_seconds", None):  # the last search's qp2 tiles
+        ts = np.asarray(s.tile_seconds) * 1e3
+        print(
+            f"qp2 tiles: {len(ts)}, GPU {ts.sum() / 1e3:.3f} s, min / median / max "
+            f"{ts.min():.1f} / {np.median(ts):.1f} / {max(ts):.1f} ms; a query's time below is "
+            "its share of its tiles' GPU time (by real rows) of the search's wall clock",
+            flush=True,
+        )
     # count 16-bit overflow re-scores per query (one extra pass, not timed)
     tables = {
         "letters": sorted(set(np.flatnonzero(np.bincount(eqs.codes, minlength=256)).tolist()))

@@ -54,6 +54,45 @@ def test_plan_lays_every_query_in_whole_lanes_once(lengths, R):
         assert 0 < qp2.fill(lengths, tiles, R) <= 1
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 300), min_size=1, max_size=30),
+    R=st.sampled_from([4, 8]),
+    seed=st.integers(0, 2**16),
+)
+def test_shares_split_each_tiles_seconds_by_real_rows(lengths, R, seed):
+    """Brute force over the rows: each tile's rows (query or padding, from the plan's
+    lanes), its seconds split among the queries by the rows each really has there; the
+    shares add up to the tiles' seconds; a query of length 0 gets nothing."""
+    tiles = qp2.plan(lengths, R)
+    secs = np.random.default_rng(seed).uniform(0.01, 1.0, len(tiles))
+    want = np.zeros(len(lengths))
+    for t, sec in zip(tiles, secs):
+        owner = np.full(2 * 32 * R, -1)
+        for h, members in enumerate((t.low, t.high)):
+            for q, l0, nl, first in members:
+                rows = np.arange(first * R, (first + nl) * R)
+                real = rows < lengths[q]
+                owner[h * 32 * R + l0 * R + np.flatnonzero(real)] = q
+        real = owner[owner >= 0]
+        for q in set(real.tolist()):
+            want[q] += sec * np.count_nonzero(real == q) / len(real)
+    got = qp2.shares(lengths, tiles, secs, R)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got.sum(), secs.sum(), rtol=1e-9)
+    assert (got[np.asarray(lengths) == 0] == 0).all()
+
+
+def test_shares_a_query_alone_in_its_tiles_gets_their_seconds():
+    """Two queries of two full tiles each (one a half): each gets its tiles' seconds,
+    halved where the other's rows share the tile."""
+    R = 4
+    tiles = qp2.plan([64 * R, 32 * R], R)  # 64 lanes: tiles 0-1 low; 32 lanes: tile 0 high
+    assert len(tiles) == 2
+    got = qp2.shares([64 * R, 32 * R], tiles, [1.0, 3.0], R)
+    np.testing.assert_allclose(got, [0.5 + 3.0, 0.5])
+
+
 def _halves(lengths, R):
     used = [0, 0]
     for n in sorted(lengths, reverse=True):

@@ -123,6 +123,22 @@ def fill(lengths, tiles: list[Tile], R: int = R_DEFAULT) -> float:
     return float(np.sum(lengths)) / max(1, 2 * G * R * len(tiles))
 
 
+def shares(lengths, tiles: list[Tile], seconds, R: int = R_DEFAULT) -> np.ndarray:
+    """Each query's share of a plan's time: every tile's ``seconds`` split among the
+    queries with rows in it by their real rows (a tile's padding is charged to its
+    queries).  A query of length 0 gets nothing."""
+    out = np.zeros(len(lengths))
+    for tile, sec in zip(tiles, seconds):
+        got = [
+            (q, min(int(lengths[q]), (first + nl) * R) - first * R)
+            for q, _, nl, first in tile.low + tile.high
+        ]
+        real = sum(r for _, r in got)
+        for q, r in got:
+            out[q] += float(sec) * r / real
+    return out
+
+
 def lane_info(tile: Tile, rows: dict) -> np.ndarray:
     """int32 [3 * 32]: per lane the reset mask of the halves whose query starts on it, and
     the score row its low and high half write (the last lane of a query in the tile; -1:
@@ -221,9 +237,12 @@ def launch(
     nsubj: int,
     cuda_stream=0,
     R: int = R_DEFAULT,
+    events: list | None = None,
 ) -> None:
     """Queue ``tiles`` (one launch each, in order) on ``cuda_stream``: query q's best
-    against subject j goes to ``scores[rows[q] * nsubj + j]`` (rows that start at 0)."""
+    against subject j goes to ``scores[rows[q] * nsubj + j]`` (rows that start at 0).
+    ``events``: gets a timing event recorded before the first tile and after each (not
+    under the simulator)."""
     from numba import cuda
 
     from . import cache
@@ -234,6 +253,10 @@ def launch(
     if not SIM:
         ensure_shared(kern, shm)
     T = len(tiles)
+    mark = events is not None and not SIM
+    if mark:
+        events.append(cuda.event())
+        events[-1].record(cuda_stream)
     for k, tile in enumerate(tiles):
         prof = profile(tile, queries, matrix, R)
         kern[blocks, block, cuda_stream, shm](
@@ -254,6 +277,18 @@ def launch(
             cuda.to_device(lane_info(tile, rows), stream=cuda_stream),
             nsubj,
         )
+        if mark:
+            events.append(cuda.event())
+            events[-1].record(cuda_stream)
+
+
+def tile_seconds(events: list) -> list[float]:
+    """The seconds each tile took on the GPU, from :func:`launch`'s ``events`` (empty
+    where none were recorded)."""
+    if not events:
+        return []
+    events[-1].synchronize()
+    return [a.elapsed_time(b) / 1e3 for a, b in zip(events, events[1:])]
 
 
 def ranges_for(R: int = R_DEFAULT, K: int = 24) -> int:
@@ -329,7 +364,21 @@ def _start(s, st, slot, sub: list, noe: int, nxt: int, limit: int, cstream) -> N
     s._fill(slot.d_scores_all, m * s.n, 0, cstream)
     rows = {j: j for j in range(m)}
     tiles = plan([len(q) for q in sub], ROWS)
-    launch(st, tiles, sub, rows, s.matrix, noe, nxt, slot.d_scores_all, s.n, cstream, ROWS)
+    slot.qp2_tiles, slot.qp2_events = tiles, []
+    launch(
+        st,
+        tiles,
+        sub,
+        rows,
+        s.matrix,
+        noe,
+        nxt,
+        slot.d_scores_all,
+        s.n,
+        cstream,
+        ROWS,
+        slot.qp2_events,
+    )
     if not SIM and cstream is not slot.stream:
         slot.after([cstream])
     inflight.histograms(s, slot, m, limit)
@@ -351,6 +400,7 @@ def search(s, qcodes, qoffs, top_k, progress=None):
     parts = groups(nq, s.n)
     s.units = parts
     s.plan_seconds = 0.0
+    s.tile_seconds = []
     depth = 2
     slots = [s._slot(k) for k in range(depth)]
     tq = np.zeros(nq)
@@ -365,7 +415,11 @@ def search(s, qcodes, qoffs, top_k, progress=None):
         inflight.rescore(s, slot, tables)
         got = inflight.select(s, slot, top_k)
         now = time.perf_counter()
+        secs = tile_seconds(slot.qp2_events)
+        s.tile_seconds += secs
         w = np.maximum(qlens[members], 1).astype(np.float64)
+        if secs and sum(secs) > 0:  # each query's share of its tiles' GPU time
+            w = shares(qlens[members], slot.qp2_tiles, secs, ROWS) + 1e-12 * w
         tq[members] += (now - t_last) * w / w.sum()
         t_last = now
         for qi, h in zip(members.tolist(), got):

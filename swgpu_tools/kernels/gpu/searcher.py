@@ -256,6 +256,7 @@ class GpuSearcher:
         self.units: list = []  # the last search's units: query indices each (chains.py)
         self.scan_seconds = 0.0  # wall clock of the last search's scans
         self.plan_seconds = 0.0
+        self.tile_seconds: list = []  # the last qp2 search's GPU seconds a tile (qp2.py)
         if not SIM and self._stream is None:
             cuda.synchronize()
         self.setup_times["total"] = self.setup_seconds = time.perf_counter() - t_setup
@@ -614,6 +615,7 @@ class GpuSearcher:
         qcodes = np.ascontiguousarray(queries.codes, dtype=np.uint8)
         qoffs = np.ascontiguousarray(queries.offsets, dtype=np.int64)
         qlens = np.diff(qoffs)
+        self.tile_seconds = []
         if batched.use_batches(self, qlens):
             return batched.search(self, qcodes, qoffs, top_k, progress, segments)
         if segments is not None:
