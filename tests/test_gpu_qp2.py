@@ -258,13 +258,15 @@ SIM_SCRIPT = textwrap.dedent(
     def rs(n):
         return "".join(rng.choice(letters, n))
 
-    # R = 4: tiles of 128 rows; the plan: q0 and q1 fill tile 0, q0 crosses into tile 1,
-    # whose high half starts a query on lane 0; several queries share tile 1's halves
-    qlens = [150, 128, 37, 9, 60, 5, 64, 0]
+    # R = 4: tiles of 128 rows; the plan: q6, q3, q5 and q0 (from lane 21) in tile 0's low
+    # half, q2 and q4 its high half; q0 crosses into tile 1, whose high half starts q1 on
+    # lane 0
+    qlens = [150, 128, 65, 9, 60, 5, 64, 0]
     qs = [(f"q{i}", rs(n)) for i, n in enumerate(qlens)]
     db = [(f"s{i}", rs(int(rng.integers(1, 30)))) for i in range(6)]
     db.append(("hom0", qs[0][1][:40] + rs(3) + qs[0][1][45:140]))  # across the tile edge
     db.append(("hom1", qs[1][1][10:50]))
+    db.append(("hom2", qs[2][1][5:60]))  # q2: 17 lanes of tile 0's high half
     db.append(("dup", db[2][1]))
     db.append(("hom3", qs[3][1] + rs(2)))
     db.append(("one", "W"))

@@ -11,7 +11,8 @@ queries ran at 5,146 GCUPS against s16's 4,218 (RESULTS-gpu.md, run 193).
   flagged, pad columns around each range), and the tiles' boundary words; built once per
   searcher, on first use.
 * :func:`plan`: the queries as two streams of lanes (the halves), each query in whole
-  lanes of R rows, longest first into the half with fewer lanes, back to back, cut into
+  lanes of R rows, longest first into the half with fewer lanes, back to back (each
+  half's longest query at its end, where the last tile's empty lanes are), cut into
   tiles of 32 lanes; a query crosses a tile edge where it falls there (the tile's last row
   is handed on through the boundary words) and a tile holds the end of one query and the
   start of the next (the kernel resets that half of the row above on the lane where a
@@ -89,15 +90,23 @@ class Tile:
 
 def plan(lengths, R: int = R_DEFAULT) -> list[Tile]:
     """The tiles of queries of ``lengths`` (queries of length 0 take no lane)."""
-    halves: list[list] = [[], []]
+    chosen: list[list] = [[], []]
     used = [0, 0]
     for q in sorted(range(len(lengths)), key=lambda q: (-int(lengths[q]), q)):
         nl = -(-int(lengths[q]) // R)
         if nl == 0:
             continue
         h = 0 if used[0] <= used[1] else 1
-        halves[h].append((q, used[h], nl))
+        chosen[h].append((q, nl))
         used[h] += nl
+    halves: list[list] = [[], []]
+    for h, members in enumerate(chosen):
+        # the half's longest query last: the last tile's empty lanes then cost the query
+        # they slow least (a short query there would pay them all)
+        p0 = 0
+        for q, nl in members[1:] + members[:1]:
+            halves[h].append((q, p0, nl))
+            p0 += nl
     tiles = []
     first = [0, 0]  # per half: its first member that may reach into the tile
     for k in range(-(-max(used) // G)):
