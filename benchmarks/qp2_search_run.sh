@@ -4,7 +4,7 @@
 # 20 benchmark queries, qp2 on (SWGPU_QP2=1) and off (s16), same machine.
 #   bash benchmarks/qp2_search_run.sh      (carry .whl-smk .whl-test gpu_bench_data)
 # Knobs: TESTS (pytest paths; "" skips), MARK (pytest -m, "gpu and not slow"), TEST_LIMIT
-# (s), REPEAT (gpu_bench --repeat, 2), QP2 ("1 0").
+# (s), REPEAT (gpu_bench --repeat, 2), QP2 ("1 0"), NCU=1 (NCU_SKIP): ncu of one qp2 launch.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 SWGPU_CACHE_DIR=/tmp/swgpu-cache
@@ -42,3 +42,20 @@ for q in ${QP2:-1 0}; do
   echo "rc=$?" | tee -a "$LOG"
   grep -E "^BQ|TOTAL|units|Error|error" "$OUT/gpu_bench_qp2_$q.log" | tail -24 | tee -a "$LOG"
 done
+# NCU=1: ncu on one launch of the package's qp2 kernel (a tile of the 20 benchmark queries
+# on bench200M, after the first NCU_SKIP launches): pipes, wavefronts, stalls
+if [ "${NCU:-0}" = 1 ]; then
+  NCUB=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  M=smsp__issue_active.avg.pct_of_peak_sustained_active,sm__cycles_elapsed.avg,sm__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,smsp__inst_executed.avg.per_cycle_active
+  for s in short_scoreboard long_scoreboard wait math_pipe_throttle not_selected selected dispatch_stall no_instruction barrier mio_throttle lg_throttle branch_resolving; do
+    M=$M,smsp__average_warp_latency_issue_stalled_$s.ratio
+  done
+  M=$M,sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active
+  SWGPU_QP2=1 timeout 300 $NCUB --clock-control none -k regex:qp2 --launch-skip "${NCU_SKIP:-10}" -c 1 \
+    --section Occupancy --section ComputeWorkloadAnalysis --section WarpStateStats --section InstructionStats \
+    --print-details all --metrics "$M" \
+    python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta --repeat 1 --skip-start \
+    > "$OUT/ncu_qp2_package.txt" 2>&1
+  echo "== ncu qp2 (package) rc=$?" | tee -a "$LOG"
+  grep -vE '^\s*$|^BQ' "$OUT/ncu_qp2_package.txt" | grep -E 'qp2|%|ratio|cycles|inst|Inst|Pipe|pipe|Registers|Occupancy|Error|ERR|IPC|Issue|No kernels' | head -90 | tee -a "$LOG"
+fi
