@@ -43,7 +43,8 @@ for q in ${QP2:-1 0}; do
   grep -E "^BQ|TOTAL|units|Error|error" "$OUT/gpu_bench_qp2_$q.log" | tail -24 | tee -a "$LOG"
 done
 # NCU=1: ncu on one launch of the package's qp2 kernel (a tile of the 20 benchmark queries
-# on bench200M, after the first NCU_SKIP launches): pipes, wavefronts, stalls
+# on bench200M, after the first NCU_SKIP launches; numba's mangled names carry no module
+# name, and with SWGPU_QP2=1 gpu_bench launches no other kernel_py first): pipes, stalls
 if [ "${NCU:-0}" = 1 ]; then
   NCUB=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
   M=smsp__issue_active.avg.pct_of_peak_sustained_active,sm__cycles_elapsed.avg,sm__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,smsp__inst_executed.avg.per_cycle_active
@@ -51,7 +52,7 @@ if [ "${NCU:-0}" = 1 ]; then
     M=$M,smsp__average_warp_latency_issue_stalled_$s.ratio
   done
   M=$M,sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active
-  SWGPU_QP2=1 timeout 300 $NCUB --clock-control none -k regex:qp2 --launch-skip "${NCU_SKIP:-10}" -c 1 \
+  SWGPU_QP2=1 timeout 300 $NCUB --clock-control none -k regex:kernel_py --launch-skip "${NCU_SKIP:-10}" -c 1 \
     --section Occupancy --section ComputeWorkloadAnalysis --section WarpStateStats --section InstructionStats \
     --print-details all --metrics "$M" \
     python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta --repeat 1 --skip-start \
