@@ -44,7 +44,7 @@ for q in ${QP2:-1 0}; do
 done
 # NCU=1: ncu on one launch of the package's qp2 kernel (a tile of the 20 benchmark queries
 # on bench200M, after the first NCU_SKIP launches; numba's mangled names carry no module
-# name, and with SWGPU_QP2=1 gpu_bench launches no other kernel_py first): pipes, stalls
+# name; check the profiled launch's grid (SMs x 384) and 16 arguments): pipes, stalls
 if [ "${NCU:-0}" = 1 ]; then
   NCUB=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
   M=smsp__issue_active.avg.pct_of_peak_sustained_active,sm__cycles_elapsed.avg,sm__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,smsp__inst_executed.avg.per_cycle_active
