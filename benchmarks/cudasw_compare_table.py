@@ -16,8 +16,9 @@ timer around the whole query loop; swgpu: gpu_bench.py's overall figure, median 
 its repeats after a warm-up pass).  CUDASW++ reads the query file CUDASW_PASSES times
 in one process; the passes after the first are reported (median), since the first
 pays its warm-up.  Per query: CUDASW++'s own scan time of that query; swgpu's per-query
-time is the time between consecutive queries' hits with several queries in flight (an
-attribution, see gpu_bench.py).  Top scores: each tool's best score per query, which
+time is an attribution (see gpu_bench.py): with qp2, the query's share of its tiles' GPU
+time by real rows; otherwise the time between consecutive queries' hits with several
+queries in flight.  Top scores: each tool's best score per query, which
 must agree when both score BLOSUM62 with BLAST gap open 11, extend 1.
 
 The CUDASW++ log formats parsed here are those its src/main.cu prints with --verbose
@@ -485,7 +486,8 @@ def build(out_dir: str) -> tuple[str, dict]:
         "GCUPS = query length x database residues / seconds / 1e9, database resident on the GPU. "
         "Overall: all queries over the wall clock of the whole query set. CUDASW++: its own "
         "timers, the passes over the query file after the first (warm-up). swgpu: "
-        "gpu_bench.py, median of its repeats; its per-query figure is the time between "
+        "gpu_bench.py, median of its repeats; its per-query figure is an attribution: with qp2, "
+        "the query's share of its tiles' GPU time by real rows, else the time between "
         "consecutive queries' hits with queries in flight. Top: each tool's best score per "
         "query (BLOSUM62, BLAST gap open 11, extend 1 must give equal scores).",
         "",

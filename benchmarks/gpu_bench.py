@@ -9,7 +9,8 @@ resident on the GPU; median of --repeat runs).  Overall: all queries' cells over
 the wall clock of the whole search.  Per query: the time from the previous
 query's top hits being back on the host to this query's (with queries
 pipelined, --pipeline 2 or 3, the next queries' kernels already run meanwhile, so
-this is an attribution; ``--copies K`` measures each query's own throughput, and
+this is an attribution; with qp2 the queries share tiles, and a query's time is its
+share of its tiles' GPU time by real rows; ``--copies K`` measures each query's own throughput, and
 ``--copies-rows 4096`` each query in a screen of its copies, at least 4,096 residues).
 ``--shard 0/4`` scores a quarter of the database picked as the workflow's shards
 are (crc32 of the id), ``--pipeline 1,2`` compares one and two queries in flight.
