@@ -361,9 +361,12 @@ def _setup(s):
     )
 
 
-def _start(s, st, slot, sub: list, noe: int, nxt: int, limit: int, cstream) -> None:
+def _start(
+    s, st, slot, sub: list, noe: int, nxt: int, limit: int, cstream, events=None
+) -> list[Tile]:
     """Queue a group's tiles (queries ``sub``) into ``slot``'s zeroed score rows on
-    ``cstream``, then the histograms on the slot's stream."""
+    ``cstream``, then the histograms on the slot's stream; the tiles (``events``: gets
+    their timing events, :func:`launch`)."""
     from . import inflight
 
     m = len(sub)
@@ -373,24 +376,11 @@ def _start(s, st, slot, sub: list, noe: int, nxt: int, limit: int, cstream) -> N
     s._fill(slot.d_scores_all, m * s.n, 0, cstream)
     rows = {j: j for j in range(m)}
     tiles = plan([len(q) for q in sub], ROWS)
-    slot.qp2_tiles, slot.qp2_events = tiles, []
-    launch(
-        st,
-        tiles,
-        sub,
-        rows,
-        s.matrix,
-        noe,
-        nxt,
-        slot.d_scores_all,
-        s.n,
-        cstream,
-        ROWS,
-        slot.qp2_events,
-    )
+    launch(st, tiles, sub, rows, s.matrix, noe, nxt, slot.d_scores_all, s.n, cstream, ROWS, events)
     if not SIM and cstream is not slot.stream:
         slot.after([cstream])
     inflight.histograms(s, slot, m, limit)
+    return tiles
 
 
 def search(s, qcodes, qoffs, top_k, progress=None):
@@ -409,7 +399,6 @@ def search(s, qcodes, qoffs, top_k, progress=None):
     parts = groups(nq, s.n)
     s.units = parts
     s.plan_seconds = 0.0
-    s.tile_seconds = []
     depth = 2
     slots = [s._slot(k) for k in range(depth)]
     tq = np.zeros(nq)
@@ -420,15 +409,16 @@ def search(s, qcodes, qoffs, top_k, progress=None):
 
     def finish():
         nonlocal t_last, done
-        members, slot = pending.pop(0)
+        members, slot, tiles, events = pending.pop(0)
         inflight.rescore(s, slot, tables)
         got = inflight.select(s, slot, top_k)
         now = time.perf_counter()
-        secs = tile_seconds(slot.qp2_events)
+        secs = tile_seconds(events)
         s.tile_seconds += secs
         w = np.maximum(qlens[members], 1).astype(np.float64)
-        if secs and sum(secs) > 0:  # each query's share of its tiles' GPU time
-            w = shares(qlens[members], slot.qp2_tiles, secs, ROWS) + 1e-12 * w
+        if secs and sum(secs) > 0:  # each query's share of its tiles' GPU time (a query
+            # of length 0 keeps a time above 0)
+            w = shares(qlens[members], tiles, secs, ROWS) + 1e-12 * w
         tq[members] += (now - t_last) * w / w.sum()
         t_last = now
         for qi, h in zip(members.tolist(), got):
@@ -441,8 +431,10 @@ def search(s, qcodes, qoffs, top_k, progress=None):
         slot = slots[g % depth]
         if len(pending) == depth:
             finish()
-        _start(s, st, slot, [queries[q] for q in members.tolist()], noe, nxt, limit, cstream)
-        pending.append((members, slot))
+        events: list = []
+        sub = [queries[q] for q in members.tolist()]
+        tiles = _start(s, st, slot, sub, noe, nxt, limit, cstream, events)
+        pending.append((members, slot, tiles, events))
     while pending:
         finish()
     s._sync()
