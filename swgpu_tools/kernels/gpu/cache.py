@@ -354,53 +354,49 @@ def aux():
     return load_module("aux" + ("_sim" if SIM else ""), aux_kernel_source())
 
 
-def get_pair_kernel(R: int, kind="local"):
-    """The compiled pair kernel (dispatcher) of ``kind`` (see :func:`.codegen.pair_kernel_source`)."""
+def _jitted(table: dict, key, name: str, source) -> object:
+    """The kernel ``kernel_py`` of the module ``name`` (its source from ``source()``,
+    rendered only when the kernel is not in ``table`` yet), compiled (disk cache) and kept
+    in ``table`` under ``key``."""
     from numba import cuda
 
-    kind = pair_kind(kind)
     with _lock:
-        key = (R, kind)
-        kern = _pair_kernels.get(key)
+        kern = table.get(key)
         if kern is None:
-            name = f"pair_{kind}_r{R}{'_sim' if SIM else ''}"
-            mod = load_module(name, pair_kernel_source(R, kind, SIM))
+            mod = load_module(name, source())
             kern = cuda.jit(mod.SIG, cache=True)(mod.kernel_py)
-            _pair_kernels[key] = kern
+            table[key] = kern
         return kern
 
 
-def _qp2_name_source(R: int, U: int):
-    return f"qp2_{R}x{U}{'_sim' if SIM else ''}", qp2_kernel_source(R, U, SIM)
+def _ptx(name: str, source: str, cc) -> str:
+    """PTX of module ``name``'s ``kernel_py`` for compute capability ``cc`` (no GPU)."""
+    from numba import cuda
+
+    mod = load_module(name, source)
+    ptx, _ = cuda.compile_ptx(mod.kernel_py, mod.SIG, cc=cc)
+    return ptx
+
+
+def get_pair_kernel(R: int, kind="local"):
+    """The compiled pair kernel (dispatcher) of ``kind`` (see :func:`.codegen.pair_kernel_source`)."""
+    kind = pair_kind(kind)
+    name = f"pair_{kind}_r{R}{'_sim' if SIM else ''}"
+    return _jitted(_pair_kernels, (R, kind), name, lambda: pair_kernel_source(R, kind, SIM))
 
 
 def get_qp2_kernel(R: int, U: int = 2):
     """The compiled two-queries-per-register kernel (:mod:`.qp2`) of R rows a lane."""
-    from numba import cuda
-
-    with _lock:
-        kern = _qp2_kernels.get((R, U))
-        if kern is None:
-            mod = load_module(*_qp2_name_source(R, U))
-            kern = cuda.jit(mod.SIG, cache=True)(mod.kernel_py)
-            _qp2_kernels[(R, U)] = kern
-        return kern
+    name = f"qp2_{R}x{U}{'_sim' if SIM else ''}"
+    return _jitted(_qp2_kernels, (R, U), name, lambda: qp2_kernel_source(R, U, SIM))
 
 
 def qp2_kernel_ptx(R: int, U: int = 2, cc=(9, 0)) -> str:
     """PTX of the qp2 kernel for compute capability ``cc`` (NVVM, no GPU)."""
-    from numba import cuda
-
-    mod = load_module(f"qp2_{R}x{U}", qp2_kernel_source(R, U, False))
-    ptx, _ = cuda.compile_ptx(mod.kernel_py, mod.SIG, cc=cc)
-    return ptx
+    return _ptx(f"qp2_{R}x{U}", qp2_kernel_source(R, U, False), cc)
 
 
 def pair_kernel_ptx(R: int, kind="local", cc=(9, 0)) -> str:
     """PTX of a pair kernel for compute capability ``cc`` (NVVM, no GPU)."""
-    from numba import cuda
-
     kind = pair_kind(kind)
-    mod = load_module(f"pair_{kind}_r{R}", pair_kernel_source(R, kind, False))
-    ptx, _ = cuda.compile_ptx(mod.kernel_py, mod.SIG, cc=cc)
-    return ptx
+    return _ptx(f"pair_{kind}_r{R}", pair_kernel_source(R, kind, False), cc)
