@@ -532,6 +532,12 @@ import json; d = json.load(open('/tmp/scaleAB_${v}_$n/q20/results/stats/tracebac
 print('   traceback align_s', round(d['align_s'], 3), 'phases', d['phases_s'])" | tee -a "$OUT/log.txt"
     done
   done
+  if [ "${AB_PAIRS:-0}" -gt 0 ]; then  # the last pair's tables, compared
+    for t in hits.tsv alignments.tsv; do
+      cmp -s /tmp/scaleAB_0_$AB_PAIRS/q20/results/$t /tmp/scaleAB_default_$AB_PAIRS/q20/results/$t \
+        && echo "$AB_VAR A/B: $t identical" || echo "$AB_VAR A/B: $t DIFFERS"
+    done | tee -a "$OUT/log.txt"
+  fi
   # STANDBY_AB=N: N pairs of 20-query runs, the warm process's GPU standby off, then on
   # (SWGPU_GPU_STANDBY), on this machine; the tables of the last pair compared
   for n in $(seq 1 "${STANDBY_AB:-0}"); do
@@ -582,10 +588,13 @@ if has_phase AT; then
   # after S: the 20 queries' alignments alone (align_first_call.py on S's results) with
   # 16, 8 and 4 threads: does the traceback's align phase scale with threads, or does a
   # long query's few alignments bound it?
-  for th in 16 8 4; do
-    echo "== align_first_call.py, $th threads" | tee -a "$OUT/log.txt"
-    timeout 120 python3 benchmarks/align_first_call.py /tmp/scaleS_true/q20/results \
-      $BD/bench_queries.fasta --threads $th 2>&1 | tee -a "$OUT/log.txt"
+  # (AT_THREADS, "16 8 4"; AT_SCORES=1: each also with the hits' scores given)
+  for th in ${AT_THREADS:-16 8 4}; do
+    for sc in "" $([ "${AT_SCORES:-0}" = 1 ] && echo --scores); do
+      echo "== align_first_call.py, $th threads $sc" | tee -a "$OUT/log.txt"
+      timeout 120 python3 benchmarks/align_first_call.py /tmp/scaleS_true/q20/results \
+        $BD/bench_queries.fasta --threads $th $sc 2>&1 | tee -a "$OUT/log.txt"
+    done
   done
 fi
 if has_phase DIAG; then

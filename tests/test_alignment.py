@@ -185,11 +185,59 @@ def check_lane_passes(q, subjects, s, go, ge, probe, check_grid):
     lanes = 32 // probe.itemsize
     grid, step, ncols = QL.forward_grid(len(q), off, idx, lanes)
     assert QL.lanes_pass(
-        q, codes, off, idx, s.matrix, go, ge, False, qe, se, best, best, qe, se, probe, grid, step
+        q,
+        codes,
+        off,
+        idx,
+        s.matrix,
+        go,
+        ge,
+        False,
+        qe,
+        se,
+        best,
+        best,
+        qe,
+        se,
+        probe,
+        grid,
+        step,
+        np.zeros(0, np.int64),
     )
     live = np.flatnonzero(best[:n] > 0)
     for k in range(n):
         assert (best[k], qe[k], se[k]) == scalar.forward_end(q, subjects[k], s.matrix, go, ge)
+    # the pass given the best scores (a search's): the same ends and grid samples; a
+    # wrong score changes nothing
+    for wrong in (0, 1, -1):
+        known = best[:n].copy()
+        known[0] += wrong
+        g2 = np.full_like(grid, -7)
+        g2[0] = 0
+        g2[:, 0] = 0
+        b2, q2, s2 = (np.zeros(QL.ALN_LANES, np.int64) for _ in range(3))
+        assert QL.lanes_pass(
+            q,
+            codes,
+            off,
+            idx,
+            s.matrix,
+            go,
+            ge,
+            False,
+            q2,
+            s2,
+            b2,
+            b2,
+            q2,
+            s2,
+            probe,
+            g2,
+            step,
+            known,
+        )
+        assert (b2[:n] == best[:n]).all() and (q2[:n] == qe[:n]).all() and (s2[:n] == se[:n]).all()
+        assert (g2[:, :, :n] == grid[:, :, :n]).all()
         if check_grid:  # the forward pass's samples for the bands: DP values at grid points
             H = local_dp(q, subjects[k], s.matrix, go, ge)
             for c in range(1, grid.shape[0]):
@@ -219,6 +267,7 @@ def check_lane_passes(q, subjects, s, go, ge, probe, check_grid):
         probe,
         nogrid,
         1,
+        np.zeros(0, np.int64),
     )
     for r, k in enumerate(live):
         assert found[r] == best[k] + 1
@@ -239,6 +288,34 @@ def test_int16_lanes_overflow_falls_back_to_int32():
     for k, aln in enumerate(got):
         check_alignment(aln, piece(0), piece(k), s, int(scores[0, k]))
         assert aln == align_local(piece(0), piece(k), s.matrix, 11, 1)
+    known = scores[0, :3].astype(np.int64)
+    assert align_many(seqs, seqs, [0] * 3, [0, 1, 2], s, threads=1, scores=known) == got
+
+
+def test_known_scores_give_the_same_alignments():
+    """Database hits (query lanes) given their best scores, as the traceback step gives
+    a search's: the same alignments as without them, and with wrong scores too."""
+    s = scheme("BLOSUM62")
+    rng = np.random.default_rng(11)
+    queries = ["".join(rng.choice(list(LETTERS[:20]), n)) for n in (40, 150, 333)]
+    texts = []
+    for q in queries:
+        for _ in range(23):
+            t = list(q[rng.integers(0, len(q) // 3) :])
+            for x in np.flatnonzero(rng.random(len(t)) < rng.uniform(0.05, 0.6)):
+                t[x] = rng.choice(list(LETTERS[:20]))
+            flank = "".join(rng.choice(list(LETTERS[:20]), rng.integers(0, 40)))
+            texts.append(flank + "".join(t) if rng.random() < 0.7 else flank + flank)
+    qs = s.encode(SequenceSet.from_pairs([(f"q{i}", t) for i, t in enumerate(queries)]))
+    db = s.encode(SequenceSet.from_pairs([(f"d{i}", t) for i, t in enumerate(texts)]))
+    qi = np.repeat(np.arange(3), 23)
+    si = np.arange(len(texts))
+    best = cpu.score_all(qs, db, s.matrix, 11, 1)[qi, si].astype(np.int64)
+    plain = align_many(qs, db, qi, si, s, threads=2)
+    assert [a.score for a in plain] == best.tolist()
+    assert align_many(qs, db, qi, si, s, threads=2, scores=best) == plain
+    wrong = best + rng.integers(-2, 3, len(best))
+    assert align_many(qs, db, qi, si, s, threads=2, scores=wrong) == plain
 
 
 # ---------------------------------------------------------------------------

@@ -117,6 +117,7 @@ def align_many(
     pair_lanes: bool | None = None,
     backend: str = "auto",
     stats: dict | None = None,
+    scores=None,
 ) -> list[Alignment]:
     """Align the pairs (queries[query_index[k]], database[subject_index[k]]) in parallel.
 
@@ -127,6 +128,11 @@ def align_many(
     cell_limit: traceback bytes per alignment before checkpointing (default
     :data:`TRACEBACK_CELL_LIMIT` divided among the threads).
     mode, ends, pair_lanes, backend, stats: as in :func:`align_pairs`.
+    scores: each pair's best local score where known (a database search's, as
+    the traceback step has them), or None.  Database hits (local mode, several
+    pairs per query, CPU) then find their end cells with less work; the
+    alignments are the same, and a score that is not the pair's best only costs
+    the time of the pass without it.
     Returns one :class:`Alignment` per pair, in input order.
     """
     return align_arrays(
@@ -146,6 +152,7 @@ def align_many(
         pair_lanes,
         backend,
         stats,
+        scores,
     )
 
 
@@ -238,6 +245,7 @@ def align_arrays(
     pair_lanes=None,
     backend="auto",
     stats=None,
+    scores=None,
 ) -> list[Alignment]:
     """:func:`align_many` on concatenated codes and offsets (see :mod:`.batch`)."""
     import numba
@@ -324,6 +332,7 @@ def align_arrays(
         ends,
         bool(query_lanes),
         bool(pair_lanes),
+        None if scores is None else np.ascontiguousarray(scores, dtype=np.int64),
     )
     out = results(info, parts)
     stats["band_fallbacks"] = int(fallbacks.sum())

@@ -399,8 +399,12 @@ def align_batch(
     ends,
     query_lanes,
     pair_lanes,
+    known=None,
 ):
     """Align pairs (qidx[k], sidx[k]) in ``mode``; see the module doc.
+
+    ``known``: each pair's best local score, from a search (database hits in
+    query lanes use it; a wrong one costs time, never the results), or None.
 
     Returns (info, parts, fallbacks): pair k's operations are
     ``ops[room[k + 1] - info[k, 5]:room[k + 1]]`` for the (ops, room, mask)
@@ -434,6 +438,7 @@ def align_batch(
             info,
             ops,
             room,
+            known=known,
         )
         rest = status == TRACE
         parts = [(ops, room, ~rest)]

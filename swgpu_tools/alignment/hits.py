@@ -70,6 +70,7 @@ def hits_chunk(
     ops,
     room,
     status,
+    known,
     gridbuf,
 ):
     """Chunk c's groups (item t, pairs perm[item_start[t]:item_start[t + 1]], belongs to
@@ -79,7 +80,8 @@ def hits_chunk(
     at ops[room[k + 1]]; status[k]: DONE, WIDE, SCALAR or TRACE (see the
     module doc).  ``gridbuf``: int32 working memory of this chunk's thread for the
     grids of its passes (:data:`.query_lanes.GRID_BYTES` hold any; one too small is
-    replaced).
+    replaced).  ``known``: each pair's best score where a search gave it (empty:
+    none), for the forward pass (:func:`.query_lanes.lanes_pass`).
     """
     L = 32 // probe.itemsize
     best = np.zeros(L, dtype=np.int64)
@@ -94,6 +96,8 @@ def hits_chunk(
     spa = np.zeros(L, dtype=np.int64)
     spb = np.zeros(L, dtype=np.int64)
     nogrid = np.zeros((0, 0, 0), dtype=np.int32)
+    kn = np.full(L, -1, dtype=np.int64)
+    nokn = kn[:0]
     for t in range(item_start.shape[0] - 1):
         if item_chunk[t] != c:
             continue
@@ -105,6 +109,7 @@ def hits_chunk(
         subjects = np.empty(n, dtype=np.int64)
         for l in range(n):
             subjects[l] = sidx[ks[l]]
+            kn[l] = known[ks[l]] if known.shape[0] > 0 else -1
         nc, nr, step, ncols = grid_shape(m, soff, subjects, L)
         if nc * nr * L > gridbuf.shape[0]:
             gridbuf = np.empty(nc * nr * L, dtype=np.int32)
@@ -139,6 +144,7 @@ def hits_chunk(
                     probe,
                     nogrid,
                     phase,
+                    nokn,
                 )
             else:
                 ok = lanes_pass(
@@ -159,6 +165,7 @@ def hits_chunk(
                     probe,
                     grid,
                     step,
+                    kn[:n],
                 )
             if not ok:
                 for x in range(nweak if reverse else n):
@@ -330,8 +337,12 @@ def hits_in_lanes(
     ops,
     room,
     band_min=None,
+    known=None,
 ):
     """Locate (and with ``do_trace`` trace back) database hits; see the module doc.
+
+    ``known``: each pair's best local score where a search gave it (a wrong one
+    costs time, never the results), else None.
 
     Returns (status, fallbacks): status[k] is TRACE for the weak hits whose
     regions are still to be traced back (DONE for the others); fallbacks[k] =
@@ -344,6 +355,9 @@ def hits_in_lanes(
     qlen = qoff[qidx + 1] - qoff[qidx]
     status = np.zeros(n, dtype=np.int64)
     narrow = fits_int16(matrix, gap_open, gap_extend)
+    known = np.zeros(0, np.int64) if known is None else np.ascontiguousarray(known, np.int64)
+    if known.shape[0] not in (0, n):
+        raise ValueError(f"known scores: {known.shape[0]} for {n} pairs")
     todo = np.arange(n, dtype=np.int64)
     for probe in (np.zeros(1, np.int16), np.zeros(1, np.int32)):
         if probe.itemsize == 2 and not narrow:
@@ -377,6 +391,7 @@ def hits_in_lanes(
             ops,
             room,
             status,
+            known,
             scratch=_grid_scratch,
         )
         todo = np.flatnonzero(status == WIDE).astype(np.int64)

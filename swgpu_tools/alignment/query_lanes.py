@@ -46,6 +46,7 @@ ALN_COLS = (
     else 2
 )
 column_pass_track = make_column_pass(None, ALN_COLS, True)
+column_pass_split = make_column_pass(None, ALN_COLS, False, split=True)
 profile16 = make_profile_shuffle(16)
 I16_MAX = 32767
 #: The forward pass samples its DP values every GRID_STEP rows and columns
@@ -121,6 +122,7 @@ def lanes_pass(
     probe,
     grid,
     step,
+    known,
 ):
     """Forward or reverse score-only pass for up to L subjects of one query.
 
@@ -147,6 +149,11 @@ def lanes_pass(
     value at row min(r * step, len(q)), column min(c * step, ncols) (ncols:
     the longest subject rounded up to ALN_COLS, :func:`pass_shape`): the
     samples :func:`.band.prefix_bound` reads.
+
+    Forward, where ``known`` holds every lane's best score (a search's: known[l]
+    for subject l): :func:`_known_columns`, the same results with less work; a
+    known score that proves wrong is ignored (the tracked pass then runs).
+    ``known`` empty: unknown.
     """
     L = 32 // probe.itemsize
     narrow = probe.itemsize == 2
@@ -224,21 +231,53 @@ def lanes_pass(
     G = np.zeros(L, dtype=np.int64)
     I = np.zeros(L, dtype=np.int64)
     J = np.zeros(L, dtype=np.int64)
-    for j in range(0, ncols, ALN_COLS):
+    fast = not reverse and 0 < nsub <= known.shape[0]
+    for l in range(nsub if fast else 0):
+        if known[l] < 0 or (narrow and known[l] >= I16_MAX - max(0, mmax)):
+            fast = False  # unknown, or int16 lanes may overflow: the tracked pass says so
+    if fast:
+        fast = _known_columns(
+            qc,
+            prof,
+            pstride,
+            H,
+            E,
+            bc,
+            ic,
+            oe,
+            gap_extend,
+            known,
+            nsub,
+            ncols,
+            shuffle,
+            inter,
+            table8,
+            matT,
+            scodes,
+            starts,
+            lens,
+            na,
+            nl,
+            G,
+            I,
+            J,
+            grid,
+            step,
+            m,
+        )
+        if not fast:  # a known score was wrong: the tracked pass, from the start
+            for x in range(m * L):
+                H[x] = 0
+                E[x] = -oe
+            for l in range(L):
+                G[l] = 0
+                I[l] = 0
+                J[l] = 0
+    for j in range(0, 0 if fast else ncols, ALN_COLS):
+        _block_profile(
+            j, shuffle, inter, table8, prof, pstride, matT, scodes, starts, lens, reverse, na, nl
+        )
         for c in range(ALN_COLS):
-            jj = j + c
-            if shuffle:
-                profile16(inter, jj * L, table8, prof, c * pstride)
-            else:
-                for l in range(L):
-                    if jj >= lens[l]:
-                        r = na
-                    elif reverse:
-                        r = scodes[starts[l] + lens[l] - 1 - jj]
-                    else:
-                        r = scodes[starts[l] + jj]
-                    for x in range(nl):
-                        prof[c * pstride + x * L + l] = matT[r, x]
             for l in range(L):
                 bc[c * L + l] = G[l]
                 ic[c * L + l] = 0
@@ -273,6 +312,118 @@ def lanes_pass(
         else:
             out_a[l] = I[l] + 1 if G[l] > 0 else 0
             out_b[l] = J[l] + 1 if G[l] > 0 else 0
+    return True
+
+
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _block_profile(
+    j, shuffle, inter, table8, prof, pstride, matT, scodes, starts, lens, reverse, na, nl
+):
+    """The column profiles of pass columns j .. j + ALN_COLS - 1 into ``prof``."""
+    L = prof.shape[0] // (ALN_COLS * nl)
+    for c in range(ALN_COLS):
+        jj = j + c
+        if shuffle:
+            profile16(inter, jj * L, table8, prof, c * pstride)
+        else:
+            for l in range(L):
+                if jj >= lens[l]:
+                    r = na
+                elif reverse:
+                    r = scodes[starts[l] + lens[l] - 1 - jj]
+                else:
+                    r = scodes[starts[l] + jj]
+                for x in range(nl):
+                    prof[c * pstride + x * L + l] = matT[r, x]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _known_columns(
+    qc,
+    prof,
+    pstride,
+    H,
+    E,
+    bc,
+    ic,
+    oe,
+    gap_extend,
+    known,
+    nsub,
+    ncols,
+    shuffle,
+    inter,
+    table8,
+    matT,
+    scodes,
+    starts,
+    lens,
+    na,
+    nl,
+    G,
+    I,
+    J,
+    grid,
+    step,
+    m,
+):
+    """The forward pass of :func:`lanes_pass` for lanes whose best scores are known.
+
+    Each block of ALN_COLS columns runs the column pass without tracking (only
+    each lane's maximum: fewer instructions a cell), reading H and E and writing
+    the next columns to a second pair of arrays.  A block that brings a lane to
+    its known score runs again with tracking from the columns before it, which
+    gives the first cell reaching that score in column-major order: the end, as
+    the tracked pass finds it.  The pass runs to the last column, so that every
+    maximum is checked: it returns False where a lane's maximum is not its known
+    score (G, I, J and the grid are then to be discarded).  (Stopping once every
+    lane has its end would save ~7 % more, but a score below the best would then
+    give an alignment of that lower score unnoticed.)
+    """
+    L = bc.shape[0] // ALN_COLS
+    capture = grid.shape[0] > 0
+    H2 = np.empty_like(H)
+    E2 = np.empty_like(E)
+    bl = np.empty(L, dtype=H.dtype)
+    found = np.zeros(L, dtype=np.int64)
+    top = I16_MAX if H.itemsize == 2 else 2147483647
+    for j in range(0, ncols, ALN_COLS):
+        _block_profile(
+            j, shuffle, inter, table8, prof, pstride, matT, scodes, starts, lens, False, na, nl
+        )
+        for l in range(L):
+            bl[l] = 0
+        column_pass_split(qc, prof, pstride, H, E, H2, E2, bl, oe, gap_extend)
+        hit = False
+        for l in range(nsub):
+            if bl[l] > G[l]:
+                G[l] = bl[l]
+            if found[l] == 0 and bl[l] >= known[l]:
+                hit = True
+        if hit:  # again with tracking, in place: the first cell reaching the score
+            for c in range(ALN_COLS):
+                for l in range(L):
+                    bc[c * L + l] = known[l] - 1 if l < nsub and found[l] == 0 else top
+                    ic[c * L + l] = 0
+            column_pass_track(qc, prof, pstride, H, E, bc, ic, oe, gap_extend)
+            for l in range(nsub):
+                if found[l] != 0 or bl[l] < known[l]:
+                    continue
+                for c in range(ALN_COLS):
+                    if bc[c * L + l] >= known[l]:
+                        I[l] = ic[c * L + l]
+                        J[l] = j + c
+                        found[l] = 1
+                        break
+        else:  # the new columns are the ones written
+            H, H2 = H2, H
+            E, E2 = E2, E
+        col = j + ALN_COLS  # H now holds DP column col (rows 1 .. m)
+        if capture and (col % step == 0 or col == ncols):
+            _grab(grid, (col + step - 1) // step, H, step, m)
+    for l in range(nsub):
+        if found[l] == 0 or G[l] != known[l]:
+            return False
     return True
 
 

@@ -55,7 +55,7 @@ def splat(builder, value, vty):
     return builder.shuffle_vector(v, undef, mask)
 
 
-def make_column_pass(lanes, cols, track, carry=False):
+def make_column_pass(lanes, cols, track, carry=False, split=False):
     """Build an intrinsic computing ``cols`` DP columns for ``lanes`` subjects.
 
     ``lanes=None``: as many lanes as fit one 256-bit register for the lane
@@ -64,7 +64,10 @@ def make_column_pass(lanes, cols, track, carry=False):
     ``_column_pass(q, prof, pstride, H, E, best, oe, ext)`` (track=False),
     ``_column_pass(q, prof, pstride, H, E, bc, ic, oe, ext)`` (track=True) and
     ``_column_pass(q, prof, pstride, H, E, best, D, F, boff, oe, ext)``
-    (carry=True, without tracking: a strip of rows of a longer query).
+    (carry=True, without tracking: a strip of rows of a longer query) and
+    ``_column_pass(q, prof, pstride, H, E, H2, E2, best, oe, ext)`` (split=True,
+    without tracking: H and E are read, the new values go to H2 and E2, so that
+    a caller may keep the columns before the pass).
 
     Column c's profile is prof[c*pstride:], its letter a at [a*lanes : +lanes].
     H[i], E[i] hold, per row i, H of the previous column and E for the next
@@ -89,11 +92,11 @@ def make_column_pass(lanes, cols, track, carry=False):
     Arithmetic wraps in the lane type: callers keep values in range.
     """
 
-    assert not (track and carry)
+    assert not (track and carry) and not (split and (track or carry))
 
     def typer_impl(args):
         arrays = [t for t in args if isinstance(t, types.Array)]
-        nargs = 9 if track else 11 if carry else 8
+        nargs = 9 if track else 11 if carry else 10 if split else 8
         narrays = nargs - 4 if carry else nargs - 3
         if len(args) != nargs or len(arrays) != narrays:
             return None
@@ -137,6 +140,14 @@ def make_column_pass(lanes, cols, track, carry=False):
             ]
             hbase = builder.bitcast(ha.data, vptr)
             ebase = builder.bitcast(ea.data, vptr)
+            hout, eout = hbase, ebase
+            if split:
+                hout = builder.bitcast(
+                    context.make_array(tys[5])(context, builder, cargs[5]).data, vptr
+                )
+                eout = builder.bitcast(
+                    context.make_array(tys[6])(context, builder, cargs[6]).data, vptr
+                )
             if track:
                 bca = context.make_array(tys[5])(context, builder, cargs[5])
                 ica = context.make_array(tys[6])(context, builder, cargs[6])
@@ -152,7 +163,8 @@ def make_column_pass(lanes, cols, track, carry=False):
                     builder.load(p, align=align) for p in iptrs
                 ]
             else:
-                ba = context.make_array(tys[5])(context, builder, cargs[5])
+                kb = 7 if split else 5
+                ba = context.make_array(tys[kb])(context, builder, cargs[kb])
                 bptrs = [builder.bitcast(ba.data, vptr)]
                 carried0 = [builder.load(bptrs[0], align=align)]
             if carry:  # the strip's first d_c and f_c from D and F
@@ -202,6 +214,9 @@ def make_column_pass(lanes, cols, track, carry=False):
                 t = builder.sub(h, oe_v)
                 e = vmax(builder, builder.sub(e, ext_v), t)
                 fs_new.append(vmax(builder, builder.sub(fs[c], ext_v), t))
+            if split:
+                hp = builder.gep(hout, [i])
+                ep = builder.gep(eout, [i])
             builder.store(hl, hp, align=align)
             builder.store(e, ep, align=align)
             if not track:
@@ -250,6 +265,10 @@ def make_column_pass(lanes, cols, track, carry=False):
 
         def typer(typingctx, q, prof, pstride, H, E, best, D, F, boff, oe, ext):
             return typer_impl((q, prof, pstride, H, E, best, D, F, boff, oe, ext))
+    elif split:
+
+        def typer(typingctx, q, prof, pstride, H, E, H2, E2, best, oe, ext):
+            return typer_impl((q, prof, pstride, H, E, H2, E2, best, oe, ext))
     else:
 
         def typer(typingctx, q, prof, pstride, H, E, best, oe, ext):
@@ -257,6 +276,7 @@ def make_column_pass(lanes, cols, track, carry=False):
 
     name = f"_column_pass_{lanes or 'reg'}x{cols}" + ("_track" if track else "")
     name += "_carry" if carry else ""
+    name += "_split" if split else ""
     typer.__name__ = typer.__qualname__ = name
     return intrinsic(typer)
 
