@@ -405,6 +405,34 @@ def test_pictures_started_early_equal_those_drawn_at_the_end(tmp_path):
         assert not [p for p in (work / "early").iterdir() if p.name.endswith(".tmp")]
 
 
+def test_early_pictures_with_a_gate_wait_for_the_alignments(tmp_path):
+    """start_early(gate=True) (run-steps, a traceback before the plots): no picture is
+    drawn until alignments_done() says the alignments are made; then they are, the
+    same files as make_report alone.  Without the message, make_report's own jobs
+    open the gate."""
+    import time
+
+    from swgpu_tools.report import make
+
+    hits, changes = random_scan(tmp_path, 20, 6, seed=8)
+    stats = shard_stats(tmp_path / "stats", 2)
+    make_report(hits, changes, stats, tmp_path / "alone")
+    make.start_early(hits, stats, tmp_path / "early", gate=True)
+    time.sleep(3.0)  # inputs read, matplotlib imported: still no picture
+    assert not [p for p in (tmp_path / "early").iterdir() if p.suffix == ".png"]
+    make.alignments_done()
+    deadline = time.time() + 60
+    want = {os.path.join(tmp_path / "early", name) for name in make.EARLY}
+    while time.time() < deadline and not all(os.path.exists(p) for p in want):
+        time.sleep(0.05)
+    assert all(os.path.exists(p) for p in want)
+    make_report(hits, changes, stats, tmp_path / "early")
+    _same_pictures(tmp_path / "alone", tmp_path / "early")
+    make.start_early(hits, stats, tmp_path / "shut", gate=True)
+    make_report(hits, changes, stats, tmp_path / "shut")
+    _same_pictures(tmp_path / "alone", tmp_path / "shut")
+
+
 def test_the_step_that_starts_the_pictures_early_never_imports_matplotlib(tmp_path):
     """After start_early the early process draws every picture (make_report sends it
     the rest), so the step's own process (rule finish: its traceback waits on it)

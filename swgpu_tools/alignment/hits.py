@@ -355,7 +355,8 @@ def hits_in_lanes(
     qlen = qoff[qidx + 1] - qoff[qidx]
     status = np.zeros(n, dtype=np.int64)
     narrow = fits_int16(matrix, gap_open, gap_extend)
-    known = np.zeros(0, np.int64) if known is None else np.ascontiguousarray(known, np.int64)
+    # a writable copy: a read-only array (pandas') would be another Numba type to compile
+    known = np.zeros(0, np.int64) if known is None else np.array(known, dtype=np.int64)
     if known.shape[0] not in (0, n):
         raise ValueError(f"known scores: {known.shape[0]} for {n} pairs")
     todo = np.arange(n, dtype=np.int64)

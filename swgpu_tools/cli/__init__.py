@@ -259,12 +259,24 @@ def _plots_early(merge: list[str], later: list[list[str]]) -> None:
     """The plots step's pictures that need only the hits table, see
     :func:`swgpu_tools.report.make.start_early`."""
 
+    names = [s[0] for s in later]
+    aligns = "plots" in names and "traceback" in names[: names.index("plots")]
+
     def start(p):
-        from ..report.make import start_early
+        from ..engine import traceback
+        from ..report.make import alignments_done, start_early
         from ..steps.history import early_changes_file
 
         changes = early_changes_file(p.changes) if p.changes else None
-        start_early(p.hits, p.step_stats, p.out_dir, queries_path=p.queries, changes_path=changes)
+        # the drawing starts once the alignments are made: its processes would take CPUs
+        # from the alignments' threads (SWGPU_EARLY_GATE=0: at once, for measuring)
+        gate = aligns and os.environ.get("SWGPU_EARLY_GATE", "1") != "0"
+        start_early(
+            p.hits, p.step_stats, p.out_dir, queries_path=p.queries, changes_path=changes,
+            gate=gate,
+        )  # fmt: skip
+        if gate and alignments_done not in traceback.after_align:
+            traceback.after_align.append(alignments_done)
 
     _start_early(merge, later, "plots", "pictures", start)
 

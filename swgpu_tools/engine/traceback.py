@@ -29,6 +29,11 @@ from ..sequences import SequenceSet
 
 log = get_logger(__name__)
 
+#: Called (no arguments) once the alignments are made, before the table is built and
+#: written: ``swgpu run-steps`` lets the early pictures start drawing then
+#: (:func:`swgpu_tools.report.make.alignments_done`).
+after_align: list = []
+
 #: Columns of the internal table kept for reuse, beside the output fields.
 REUSE_COLUMNS = [
     "qacc",
@@ -285,6 +290,8 @@ def traceback_columns(
         blobs.append(ops)
     align_s = time.perf_counter() - t0
     log.info(f"aligned {len(todo):,} hits in {align_s:.2f} s; reused {reused:,} alignments")
+    for hook in after_align:
+        hook()
     wrong = np.flatnonzero(got != scores)
     if len(wrong):
         k = int(wrong[0])

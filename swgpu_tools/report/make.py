@@ -180,6 +180,8 @@ def _picture_jobs(hits, changes, table, steps, out) -> list[tuple[str, str, tupl
 #: Those that list the queries are drawn again when changes.tsv names a query that
 #: neither the query file nor hits.tsv has (their arguments differ then).
 EARLY = ("scores.png", "evalues.png", "hits_per_query.png", "top_queries.png", "shards.png")
+#: The longest the early pictures wait for the alignments (``start_early(gate=True)``).
+GATE_S = 30.0
 
 
 @dataclass
@@ -195,7 +197,13 @@ _EARLY: dict[str, _Early] = {}  # by the output folder's real path
 
 
 def start_early(
-    hits_path, stats_paths, out_dir, queries_path=None, workers=None, changes_path=None
+    hits_path,
+    stats_paths,
+    out_dir,
+    queries_path=None,
+    workers=None,
+    changes_path=None,
+    gate=False,
 ) -> None:
     """Fork a process that draws :data:`EARLY` into ``out_dir`` now (the arguments
     as :func:`make_report`'s); :func:`make_report` for the same folder sends it the
@@ -211,7 +219,12 @@ def start_early(
     written, the steps' when :func:`traceback_done` says the step statistics are.
     :func:`make_report` then sends every picture it would draw; the process draws
     those whose figure arguments differ from what it drew ahead (so the files are
-    the same as drawn at the end)."""
+    the same as drawn at the end).
+
+    ``gate``: the process imports matplotlib and reads its inputs at once, but starts
+    drawing (several processes at once) only when :func:`alignments_done` says the
+    traceback's alignments are made (or after :data:`GATE_S`, or at any other
+    message): the drawing processes would take CPUs from the alignments' threads."""
     os.makedirs(out_dir, exist_ok=True)
     out = _paths(out_dir)
     n = _n_workers(workers, len(EARLY))
@@ -268,9 +281,15 @@ def start_early(
             drawn.update({j[1]: d for j, d in new})
             return len(todo)
 
+        inbox = _Inbox(receive)
+        held = []  # a message that came while the drawing waited for the alignments
+        if gate:
+            kind, payload = inbox.next(timeout=GATE_S)
+            mark("gate")
+            if kind not in ("aligned", "wait"):
+                held.append((kind, payload))
         start([j for j in jobs if os.path.basename(j[1]) in EARLY], groups=n)
         changes, pending = None, changes_path
-        inbox = _Inbox(receive)
         while True:
             if pending is not None and os.path.exists(pending):  # the early changes
                 try:
@@ -284,8 +303,11 @@ def start_early(
                     mark("changes")
                     # (the steps' picture: its statistics come later)
                     start([j for j in ahead if os.path.basename(j[1]) != "steps.png"])
-            kind, payload = inbox.next(timeout=0.02 if pending is not None else None)
-            if kind == "wait":
+            if held:
+                kind, payload = held.pop()
+            else:
+                kind, payload = inbox.next(timeout=0.02 if pending is not None else None)
+            if kind in ("wait", "aligned"):
                 continue
             if kind == "stats":  # the step statistics are complete: the steps' picture
                 mark("stats_message")
@@ -316,6 +338,13 @@ def start_early(
     # every picture it may draw (ahead, or at the end): what cancel_early removes
     pictures = [out[name] for name in OUTPUTS if name.endswith(".png")]
     _EARLY[os.path.realpath(out_dir)] = _Early(pid, pictures, send, started, timeline_path)
+
+
+def alignments_done() -> None:
+    """Tell the early pictures' processes started with ``gate`` that the traceback's
+    alignments are made: they start drawing now."""
+    for early in _EARLY.values():
+        _post(early.send, ("aligned", None))
 
 
 def traceback_done() -> None:
