@@ -413,14 +413,3 @@ def test_the_other_column_count_gives_the_same_alignments():
     assert sorted(r["cols"] for r in runs.values()) == [2, 4]
     first, second = runs.values()
     assert len(first["alignments"]) == 120 and first["alignments"] == second["alignments"]
-
-
-def test_first_threads_starts_the_pool_and_aligns():
-    """The warm-up that run-steps runs beside the merge (first threads of the
-    traceback): the pool grows to the threads asked for, and its made-up hits align
-    (with and without their scores) without error."""
-    from swgpu_tools.alignment import pool, warmup
-
-    warmup.first_threads(7)
-    assert pool._pool and pool._pool[1] >= 7
-    assert len(pool._pool[0]._threads) >= 2

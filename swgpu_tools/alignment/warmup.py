@@ -104,28 +104,6 @@ def first_hits() -> None:
     load_kernel()
 
 
-def first_threads(threads: int) -> None:
-    """Align made-up database hits on ``threads`` threads of the pool, a few
-    milliseconds of work: a process's first call on many threads starts the pool's
-    threads and their memory, which cost a 16-thread traceback's first call ~0.05 s
-    (RESULTS-workflow.md, run 206).  ``swgpu run-steps`` calls this while the merge
-    runs, so that the traceback's call is not the first."""
-    from ..scoring import ScoringScheme
-    from ..sequences import EncodedSequences
-    from .api import align_many
-
-    n = 4 * max(1, int(threads))  # groups: several a thread
-    rng = np.random.default_rng(5)
-    queries = [rng.integers(0, 20, 60).astype(np.uint8) for _ in range(n)]
-    subjects = [np.concatenate([x[:30], x[33:]]) for x in queries for _ in range(4)]
-    qi = np.repeat(np.arange(n, dtype=np.int64), 4)
-    si = np.arange(4 * n, dtype=np.int64)
-    q, db = EncodedSequences.from_codes(queries), EncodedSequences.from_codes(subjects)
-    scheme = ScoringScheme("BLOSUM62", 11, 1)
-    got = align_many(q, db, qi, si, scheme, threads=threads, backend="cpu")
-    align_many(q, db, qi, si, scheme, threads=threads, backend="cpu", scores=[a.score for a in got])
-
-
 def first_singles() -> None:
     """Call the traceback of regions one at a time, with checkpoints
     (:func:`swgpu_tools.alignment.batch.traceback_singles`), on one made-up region,

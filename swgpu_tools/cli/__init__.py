@@ -143,19 +143,17 @@ def _chain(steps: list[list[str]], warming) -> int:
 
 def _warm_traceback(steps: list[list[str]]):
     """With a merge before a traceback: a thread that loads what the traceback
-    needs (Numba, its kernels: 0.4-0.7 s) and starts its alignment threads while the
-    merge runs; else None.  Best effort: what fails to load here is loaded by the
-    traceback."""
-    pair = _merge_and_traceback(steps)
-    if pair is None:
+    needs (Numba, its kernels: 0.4-0.7 s) while the merge runs; else None.  Best
+    effort: what fails to load here is loaded by the traceback."""
+    if _merge_and_traceback(steps) is None:
         return None
 
     def load() -> None:
         try:
             from ..steps.traceback import preload
 
-            preload(_parsed_quietly(pair[1]).threads)
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the traceback loads it itself
+            preload()
+        except Exception as exc:  # noqa: BLE001 - the traceback loads it itself
             from ..logs import get_logger
 
             get_logger(__name__).debug(f"traceback not preloaded: {exc}")

@@ -31,25 +31,16 @@ from ..sequences import SequenceSet
 log = get_logger(__name__)
 
 
-def preload(threads: int | None = None) -> None:
+def preload() -> None:
     """Import and load what this step's first call would (pandas, Numba, the
-    alignment package, the fields kernel) and start the alignments' ``threads``
-    (default: all; :func:`swgpu_tools.alignment.warmup.first_threads`): ``swgpu
-    run-steps`` calls it on a thread while the merge runs, so that the traceback
-    starts warm."""
+    alignment package, the fields kernel): ``swgpu run-steps`` calls it on a thread
+    while the merge runs, so that the traceback starts warm."""
     import pandas  # noqa: F401
 
     from .. import alignment  # noqa: F401
-    from ..alignment.warmup import first_threads
     from ..io.fields import load_kernel
 
     load_kernel()
-    if threads is None:
-        import numba
-
-        threads = numba.get_num_threads()
-    if threads > 1 and os.environ.get("SWGPU_WARM_THREADS", "1") != "0":  # (0: for measuring)
-        first_threads(threads)
 
 
 def read_hits(path):
