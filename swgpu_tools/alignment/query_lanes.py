@@ -231,39 +231,15 @@ def lanes_pass(
     G = np.zeros(L, dtype=np.int64)
     I = np.zeros(L, dtype=np.int64)
     J = np.zeros(L, dtype=np.int64)
+    # what the column profiles are made from (:func:`_block_profile`)
+    src = (shuffle, inter, table8, prof, pstride, matT, scodes, starts, lens, reverse, na, nl)
     fast = not reverse and 0 < nsub <= known.shape[0]
     for l in range(nsub if fast else 0):
         if known[l] < 0 or (narrow and known[l] >= I16_MAX - max(0, mmax)):
             fast = False  # unknown, or int16 lanes may overflow: the tracked pass says so
     if fast:
         fast = _known_columns(
-            qc,
-            prof,
-            pstride,
-            H,
-            E,
-            bc,
-            ic,
-            oe,
-            gap_extend,
-            known,
-            nsub,
-            ncols,
-            shuffle,
-            inter,
-            table8,
-            matT,
-            scodes,
-            starts,
-            lens,
-            na,
-            nl,
-            G,
-            I,
-            J,
-            grid,
-            step,
-            m,
+            qc, src, H, E, bc, ic, oe, gap_extend, known, nsub, ncols, G, I, J, grid, step, m
         )
         if not fast:  # a known score was wrong: the tracked pass, from the start
             for x in range(m * L):
@@ -274,9 +250,7 @@ def lanes_pass(
                 I[l] = 0
                 J[l] = 0
     for j in range(0, 0 if fast else ncols, ALN_COLS):
-        _block_profile(
-            j, shuffle, inter, table8, prof, pstride, matT, scodes, starts, lens, reverse, na, nl
-        )
+        _block_profile(j, src)
         for c in range(ALN_COLS):
             for l in range(L):
                 bc[c * L + l] = G[l]
@@ -316,10 +290,11 @@ def lanes_pass(
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
-def _block_profile(
-    j, shuffle, inter, table8, prof, pstride, matT, scodes, starts, lens, reverse, na, nl
-):
-    """The column profiles of pass columns j .. j + ALN_COLS - 1 into ``prof``."""
+def _block_profile(j, src):
+    """The column profiles of pass columns j .. j + ALN_COLS - 1 into ``prof``; ``src``:
+    (shuffle, inter, table8, prof, pstride, matT, scodes, starts, lens, reverse, na, nl)
+    as :func:`lanes_pass` makes them."""
+    shuffle, inter, table8, prof, pstride, matT, scodes, starts, lens, reverse, na, nl = src
     L = prof.shape[0] // (ALN_COLS * nl)
     for c in range(ALN_COLS):
         jj = j + c
@@ -339,33 +314,7 @@ def _block_profile(
 
 @njit(cache=True, nogil=True, boundscheck=False)
 def _known_columns(
-    qc,
-    prof,
-    pstride,
-    H,
-    E,
-    bc,
-    ic,
-    oe,
-    gap_extend,
-    known,
-    nsub,
-    ncols,
-    shuffle,
-    inter,
-    table8,
-    matT,
-    scodes,
-    starts,
-    lens,
-    na,
-    nl,
-    G,
-    I,
-    J,
-    grid,
-    step,
-    m,
+    qc, src, H, E, bc, ic, oe, gap_extend, known, nsub, ncols, G, I, J, grid, step, m
 ):
     """The forward pass of :func:`lanes_pass` for lanes whose best scores are known.
 
@@ -381,6 +330,7 @@ def _known_columns(
     give an alignment of that lower score unnoticed.)
     """
     L = bc.shape[0] // ALN_COLS
+    prof, pstride = src[3], src[4]
     capture = grid.shape[0] > 0
     H2 = np.empty_like(H)
     E2 = np.empty_like(E)
@@ -388,9 +338,7 @@ def _known_columns(
     found = np.zeros(L, dtype=np.int64)
     top = I16_MAX if H.itemsize == 2 else 2147483647
     for j in range(0, ncols, ALN_COLS):
-        _block_profile(
-            j, shuffle, inter, table8, prof, pstride, matT, scodes, starts, lens, False, na, nl
-        )
+        _block_profile(j, src)
         for l in range(L):
             bl[l] = 0
         column_pass_split(qc, prof, pstride, H, E, H2, E2, bl, oe, gap_extend)
