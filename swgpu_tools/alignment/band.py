@@ -136,11 +136,10 @@ def backward_band(
     found_a = -1
     found_b = se + 1
     for a in range(1, qe + 1):
-        row = matrix[q[qe - a]]
+        qa = q[qe - a]
         i = qe - a
         r = (i + R - 1) // R
         need = best - _slack(i, r * R, m, gap_open, gap_extend)
-        grow = grid[:, r]
         for x in range(qlo, qhi + 1):
             Hc[x] = NEG
             Vc[x] = NEG
@@ -161,9 +160,9 @@ def backward_band(
                 break
             g_h = max(g_h - gap_extend, hleft - oe)
             v = max(Vp[b] - gap_extend, Hp[b] - oe)
-            g = max(Hp[b - 1] + row[s[se - b]], v, g_h)
+            g = max(Hp[b - 1] + matrix[qa, s[se - b]], v, g_h)
             j = se - b
-            bound = grow[gcol[j]] + cslack[j]
+            bound = grid[gcol[j], r] + cslack[j]
             if g + bound >= need or max(v, g_h) + gap_open + bound >= need:
                 Hc[b] = g
                 Vc[b] = v
