@@ -121,7 +121,10 @@ def test_one_process_gives_the_tables_of_one_process_per_step(scored):
     )
     # the pictures of the hits were drawn beside the traceback, and are the same
     # (steps.png shows each run's own times)
-    assert json.loads((chained / "stats/plots.json").read_text())["early"] is True
+    plots_stats = json.loads((chained / "stats/plots.json").read_text())
+    assert plots_stats["early"] is True
+    # ... once the traceback said its alignments were made (its message came first)
+    assert "gate_aligned" in plots_stats["early_timeline_s"], plots_stats["early_timeline_s"]
     assert json.loads((alone / "stats/plots.json").read_text())["early"] is False
     for name in ["scores.png", "evalues.png", "hits_per_query.png", "top_queries.png"]:
         assert (chained / "plots" / name).read_bytes() == (alone / "plots" / name).read_bytes()

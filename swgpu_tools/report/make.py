@@ -285,7 +285,7 @@ def start_early(
         held = []  # a message that came while the drawing waited for the alignments
         if gate:
             kind, payload = inbox.next(timeout=GATE_S)
-            mark("gate")
+            mark(f"gate_{kind}")  # gate_aligned: opened by the traceback's alignments
             if kind not in ("aligned", "wait"):
                 held.append((kind, payload))
         start([j for j in jobs if os.path.basename(j[1]) in EARLY], groups=n)
