@@ -10,8 +10,7 @@ subjects per query).  Per group of up to 16 subjects of one query
    and the traceback on the bands of :mod:`.band` (a tiny part of the region);
 3. weaker hits (short regions): the start from the reverse pass in lanes;
    their regions are traced back afterwards in pair lanes
-   (:func:`.batch.traceback_regions`), except those too large for pair lanes,
-   traced back in the chunk one at a time.
+   (:func:`.batch.traceback_regions`).
 
 Rare cases leave the chunk function with a status and are finished by
 separate functions, compiled only when a run needs them (so a first run
@@ -29,7 +28,6 @@ import numpy as np
 from numba import njit
 
 from .band import backward_band, forward_band_traceback
-from .pair_row import PAIR_LANES
 from .pool import private_buffer, run_chunks
 from .query_lanes import GRID_BYTES, fits_int16, grid_shape, grid_view, lanes_pass
 from .scalar import reverse_start
@@ -184,22 +182,6 @@ def hits_chunk(
                     info[k, 1] = wqe[x] - spa[x]
                     info[k, 3] = wse[x] - spb[x]
                     status[k] = TRACE
-                    if do_trace and spa[x] * (spb[x] + 1) * PAIR_LANES > cell_limit:
-                        # too large for pair lanes: traced back here, one at a time as
-                        # batch.traceback_singles would, beside the other groups' passes
-                        # (not after them all, where one large region is a serial tail)
-                        s = scodes[soff[wsub[x]] : soff[wsub[x] + 1]]
-                        score, count = traceback(
-                            q[wqe[x] - spa[x] : wqe[x]],
-                            s[wse[x] - spb[x] : wse[x]],
-                            matrix,
-                            gap_open,
-                            gap_extend,
-                            cell_limit,
-                            ops[room[k] : room[k + 1]],
-                        )
-                        info[k, 5] = count if score == wbest[x] else -1
-                        status[k] = DONE
                 continue
             for l in range(n):
                 k = ks[l]
