@@ -289,7 +289,7 @@ def lanes_pass(
     return True
 
 
-@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+@njit(cache=True, nogil=True, boundscheck=False)
 def _block_profile(j, src):
     """The column profiles of pass columns j .. j + ALN_COLS - 1 into ``prof``; ``src``:
     (shuffle, inter, table8, prof, pstride, matT, scodes, starts, lens, reverse, na, nl)
