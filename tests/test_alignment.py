@@ -316,6 +316,8 @@ def test_known_scores_give_the_same_alignments():
     assert align_many(qs, db, qi, si, s, threads=2, scores=best) == plain
     wrong = best + rng.integers(-2, 3, len(best))
     assert align_many(qs, db, qi, si, s, threads=2, scores=wrong) == plain
+    with pytest.raises(ValueError, match="scores must have shape"):
+        align_many(qs, db, qi, si, s, threads=2, scores=best[:-1])
     # a small cell limit: weak hits' regions one at a time with checkpoints, strong ones'
     # bands falling back to the scalar passes
     assert min(best) < 200 and max(best) >= 200  # weak hits and strong ones

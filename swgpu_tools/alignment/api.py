@@ -275,6 +275,11 @@ def align_arrays(
             raise ValueError("ends are for local and semi-global modes only")
         if ends.shape != (len(qidx), 3):
             raise ValueError(f"ends must have shape ({len(qidx)}, 3), got {ends.shape}")
+    if scores is not None:
+        # a writable copy: a read-only array (pandas') would be another Numba type to compile
+        scores = np.array(scores, dtype=np.int64)
+        if scores.shape != qidx.shape:
+            raise ValueError(f"scores must have shape ({len(qidx)},), got {scores.shape}")
     if pair_lanes is None:
         pair_lanes = PAIR_LANES_DEFAULT
     qlen = qoff[qidx + 1] - qoff[qidx]
@@ -332,7 +337,7 @@ def align_arrays(
         ends,
         bool(query_lanes),
         bool(pair_lanes),
-        None if scores is None else np.ascontiguousarray(scores, dtype=np.int64),
+        scores,
     )
     out = results(info, parts)
     stats["band_fallbacks"] = int(fallbacks.sum())

@@ -342,7 +342,8 @@ def hits_in_lanes(
     """Locate (and with ``do_trace`` trace back) database hits; see the module doc.
 
     ``known``: each pair's best local score where a search gave it (a wrong one
-    costs time, never the results), else None.
+    costs time, never the results; a writable int64 array, as
+    :func:`.api.align_arrays` makes it), else None.
 
     Returns (status, fallbacks): status[k] is TRACE for the weak hits whose
     regions are still to be traced back (DONE for the others); fallbacks[k] =
@@ -355,10 +356,8 @@ def hits_in_lanes(
     qlen = qoff[qidx + 1] - qoff[qidx]
     status = np.zeros(n, dtype=np.int64)
     narrow = fits_int16(matrix, gap_open, gap_extend)
-    # a writable copy: a read-only array (pandas') would be another Numba type to compile
-    known = np.zeros(0, np.int64) if known is None else np.array(known, dtype=np.int64)
-    if known.shape[0] not in (0, n):
-        raise ValueError(f"known scores: {known.shape[0]} for {n} pairs")
+    if known is None:
+        known = np.zeros(0, np.int64)
     todo = np.arange(n, dtype=np.int64)
     for probe in (np.zeros(1, np.int16), np.zeros(1, np.int32)):
         if probe.itemsize == 2 and not narrow:
