@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
-"""Many queries per launch (kernels/gpu/batched.py) against one query at a time, on a
-small subject set: the case of a re-scan's new and changed sequences.
+"""Many queries per launch (kernels/gpu/batched.py) against qp2 (two queries per register,
+kernels/gpu/qp2.py) and one query at a time (s16), on a subject set of a given size: a
+re-scan's new and changed sequences, or a shard.
 
     python benchmarks/gpu_batch_bench.py --db bench_db.fasta --queries q.fasta \
-        [--subjects 1663] [--queries-n 2000] [--top-k 510] [--repeat 2] [--json out.json]
+        [--subjects 1663] [--queries-n 2000] [--top-k 510] [--repeat 2] \
+        [--paths batched,qp2,s16] [--json out.json]
 
 The subject set is ``--subjects`` entries of ``--db`` picked at random (seed 1; all
 of it with 0), the queries the first ``--queries-n`` of ``--queries`` (repeated
-if the file has fewer).  Both paths search the same uploaded database
-(``GpuSearcher(batch=True)`` and ``batch=False``); each is timed ``--repeat``
-times after a warm-up search (kernels loaded), and the best time is reported
-with its GCUPS (query residues x subject residues / seconds / 1e9).  The two
-paths' top hits must be identical (exit 1 otherwise).
+if the file has fewer).  Every path searches the same uploaded database
+(``GpuSearcher`` with ``batch=True``; ``batch=False, qp2=True``; ``batch=False,
+qp2=False``), each timed ``--repeat`` times after a warm-up search (kernels loaded),
+and the best time is reported with its GCUPS (query residues x subject residues /
+seconds / 1e9), and which path the searcher's own choice ('auto') takes.  The paths'
+top hits must be identical (exit 1 otherwise).
 """
 
 from __future__ import annotations
@@ -37,6 +40,16 @@ def _gpu_name() -> str:
         return "none"
 
 
+def _auto_path(s, eqs) -> str:
+    """The path the searcher's own choice ('auto') takes for these queries."""
+    from swgpu_tools.kernels.gpu import batched, qp2
+
+    qlens = np.diff(eqs.offsets)
+    if batched.use_batches(s, qlens):
+        return "batched"
+    return "qp2" if qp2.wanted(s, qlens) else "s16"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--db", required=True)
@@ -45,6 +58,7 @@ def main() -> int:
     ap.add_argument("--queries-n", type=int, default=2000)
     ap.add_argument("--top-k", type=int, default=510)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--paths", default="batched,s16", help="of batched, qp2, s16")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
@@ -74,19 +88,20 @@ def main() -> int:
     }
     s = gpu.GpuSearcher.from_scheme(edb, scheme)
     out["mode"] = s.mode
+    out["auto"] = _auto_path(s, eqs)
+    settings = {"batched": (True, "auto"), "qp2": (False, True), "s16": (False, False)}
     hits = {}
-    for batch in (True, False):
-        s.batch = batch
-        hits[batch] = s.search(eqs, args.top_k)  # warm-up: kernels loaded, plans made
+    for key in args.paths.split(","):
+        s.batch, s.qp2 = settings[key]
+        hits[key] = s.search(eqs, args.top_k)  # warm-up: kernels loaded, plans made
         times = []
         for _ in range(args.repeat):
             t = time.perf_counter()
             s.search(eqs, args.top_k)
             times.append(time.perf_counter() - t)
         best = min(times)
-        key = "batched" if batch else "one_query_at_a_time"
         out[key] = {"seconds": times, "gcups": cells / best / 1e9}
-        if batch:  # the last search's split: GPU wait, host top-k, launching; blocks
+        if key == "batched":  # the last search's split: GPU wait, host top-k, launching
             out[key]["split"] = dict(s.batch_seconds)
             print(f"  {s.batch_seconds}", flush=True)
         print(
@@ -94,21 +109,23 @@ def main() -> int:
             f"{cells / best / 1e9:.1f} GCUPS",
             flush=True,
         )
-    a, b = hits[True], hits[False]
-    same = (
+    keys = list(hits)
+    a = hits[keys[0]]
+    same = all(
         len(a) == len(b)
         and (a.query_index == b.query_index).all()
         and (a.subject_index == b.subject_index).all()
         and (a.score == b.score).all()
+        for b in (hits[k] for k in keys[1:])
     )
     out["identical_hits"] = bool(same)
-    out["speedup"] = out["one_query_at_a_time"]["seconds"][0] and (
-        min(out["one_query_at_a_time"]["seconds"]) / min(out["batched"]["seconds"])
-    )
+    best = {k: min(out[k]["seconds"]) for k in keys}
     print(
         f"{len(db):,} subjects ({out['subject_residues']:,} residues) x {len(qs):,} queries "
-        f"({out['query_residues']:,} residues), mode {s.mode}: batched {out['speedup']:.1f}x "
-        f"faster; hits identical: {same}",
+        f"({out['query_residues']:,} residues), mode {s.mode}: "
+        + ", ".join(f"{k} {best[k]:.3f} s" for k in keys)
+        + f"; fastest {min(best, key=best.get)}; auto takes {out['auto']}; "
+        f"hits identical: {same}",
         flush=True,
     )
     if args.json:
