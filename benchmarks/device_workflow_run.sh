@@ -541,6 +541,9 @@ if has_phase S; then
         --queries 20=$BD/bench_queries.fasta --cores 16 --threads 16 --shards 1 \
         --workdir /tmp/scaleR_${plug}_$n --json /tmp/scaleR_${plug}_$n.json 2>&1 \
         | grep -A12 "== q20" | tee -a "$OUT/log.txt"
+      python3 -c "
+import json; d = json.load(open('/tmp/scaleR_${plug}_$n/q20/results/stats/traceback.json'))
+print('   traceback align_s', round(d['align_s'], 3))" 2>&1 | tee -a "$OUT/log.txt"
     done
   done
   # AB_VAR=NAME AB_PAIRS=N: N pairs of 20-query runs with NAME=0, then unset (the default)
