@@ -50,8 +50,8 @@
 # PHASE=DIAG: after S: micro-timings of this host (pandas import, 200 MB written, hashed, read)
 #          and the 20-query run again under cProfile (Snakemake and every swgpu process).
 # PHASE=MENU: gpu_bench.py with the shape menus MENU_CONFIGS (SWGPU_CONFIGS values, "-" = default).
-# PHASE=QB: qp2 / batched / s16 by subject-set size (QB_SUBJECTS, QB_QN, QB_SMALL_QN,
-#          QB_PATHS; QB_TEST=1 qp2's GPU test first, QB_BENCH=1 the 20-query kernel benchmark).
+# PHASE=QB: qp2 / batched / s16 by subject-set size (QB_SUBJECTS, 0 = all; QB_QN, QB_SMALL_QN,
+#          QB_PATHS, QB_QUERIES, QB_PRECOMPILE=0; QB_TEST=1 qp2's GPU test first, QB_BENCH=1 the 20-query kernel benchmark).
 # PHASE=KV: scoring-kernel variants (KV_MODES, e.g. "s16,s16@nolob+u1+b0") in one gpu_bench.py;
 #          KV_DBS: other databases (peak_db.py's 256, 1,024 and 2,048-aa ones are made).
 # PHASE="T S" runs T, then S (phases run in the order of this file).
@@ -432,7 +432,9 @@ if has_phase QB; then
   # (QB_SUBJECTS entries of bench200M; 109820 is a quarter: a 50 M-residue shard),
   # QB_QN queries (the 500 UniProt queries repeated); QB_SMALL_QN: more query counts on
   # the largest set
-  has_phase GT || has_phase GK || has_phase T || has_phase S || has_phase F4 || precompile_all
+  # QB_PRECOMPILE=0: kernels compiled on first use (the benchmark needs only the GPU ones)
+  [ "${QB_PRECOMPILE:-1}" = 1 ] && ! { has_phase GT || has_phase GK || has_phase T || has_phase S || has_phase F4; } \
+    && precompile_all
   # QB_TEST=1: qp2's GPU test first; QB_BENCH=1: the 20-query kernel benchmark (bench200M)
   if [ "${QB_TEST:-0}" = 1 ]; then
     SWGPU_TEST_DATA=$D timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_qp2.py \
@@ -449,7 +451,7 @@ open('/tmp/q500.fasta', 'w').write(gzip.open('$D/uniprot_queries500.fasta.gz', '
     for qn in ${QB_QN:-2000} $([ "$n" = "$big" ] && echo "${QB_SMALL_QN:-}"); do
       echo "== qp2 / batched / s16: $n subjects x $qn queries" | tee -a "$OUT/log.txt"
       timeout ${QB_TIMEOUT:-200} python3 benchmarks/gpu_batch_bench.py --db $BD/bench_db.fasta \
-        --queries /tmp/q500.fasta --subjects $n --queries-n $qn --top-k ${QB_TOPK:-500} \
+        --queries ${QB_QUERIES:-/tmp/q500.fasta} --subjects $n --queries-n $qn --top-k ${QB_TOPK:-500} \
         --repeat ${QB_REPEAT:-1} --paths ${QB_PATHS:-batched,qp2,s16} --json "$OUT/qb_${n}_$qn.json" 2>&1 \
         | grep -v "^  {" | tee -a "$OUT/log.txt"
     done
