@@ -35,9 +35,10 @@ def _gpu_name() -> str:
     from numba import cuda
 
     try:
-        return cuda.get_current_device().name.decode()
+        name = cuda.get_current_device().name
     except Exception:  # the simulator
         return "none"
+    return name.decode() if isinstance(name, bytes) else str(name)
 
 
 def _auto_path(s, eqs) -> str:
