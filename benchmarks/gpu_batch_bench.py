@@ -41,16 +41,6 @@ def _gpu_name() -> str:
     return name.decode() if isinstance(name, bytes) else str(name)
 
 
-def _auto_path(s, eqs) -> str:
-    """The path the searcher's own choice ('auto') takes for these queries."""
-    from swgpu_tools.kernels.gpu import batched, qp2
-
-    qlens = np.diff(eqs.offsets)
-    if batched.use_batches(s, qlens):
-        return "batched"
-    return "qp2" if qp2.wanted(s, qlens) else "s16"
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--db", required=True)
@@ -89,7 +79,9 @@ def main() -> int:
     }
     s = gpu.GpuSearcher.from_scheme(edb, scheme)
     out["mode"] = s.mode
-    out["auto"] = _auto_path(s, eqs)
+    # the searcher's own choice ('auto'; its one-unit-at-a-time path is s16's)
+    path = s.path(np.diff(eqs.offsets))
+    out["auto"] = {"units": "s16"}.get(path, path)
     settings = {"batched": (True, "auto"), "qp2": (False, True), "s16": (False, False)}
     hits = {}
     for key in args.paths.split(","):

@@ -288,6 +288,29 @@ def test_qp2_is_wanted_where_its_tiles_fill(monkeypatch):
     assert qp2.wanted(s, np.array([144]))
 
 
+def test_search_path_by_subject_set_size(monkeypatch):
+    """``GpuSearcher.path`` (what ``search`` runs, and what gpu_batch_bench.py reports as
+    'auto'): 2,000 UniProt-length queries take many queries a launch against a re-scan's
+    delta (1,663 subjects, 0.76 M residues; batched 0.32 s against qp2's 2.8 s in run 210)
+    and qp2 against a 50 M-residue shard (qp2 4,772 GCUPS, batched 3,381, runs 210-211);
+    one short query alone takes neither."""
+    from swgpu_tools.kernels.gpu.searcher import GpuSearcher
+
+    for name in ("SWGPU_QP2", "SWGPU_BATCH", "SWGPU_CHAINS"):
+        monkeypatch.delenv(name, raising=False)
+
+    def facts(n, residues, **kw):
+        return _searcher_facts(**{"n": n, "total_residues": residues, "batch": "auto",
+                                  "lengths": np.full(n, 455), **kw})  # fmt: skip
+
+    q2000 = np.full(2_000, 458)
+    assert GpuSearcher.path(facts(1_663, 759_240), q2000) == "batched"
+    assert GpuSearcher.path(facts(109_820, 50_178_170), q2000) == "qp2"
+    assert GpuSearcher.path(facts(109_820, 50_178_170), np.array([144])) == "units"
+    assert GpuSearcher.path(facts(109_820, 50_178_170, qp2=False), q2000) == "units"
+    assert GpuSearcher.path(facts(1_663, 759_240, batch=False), q2000) == "qp2"
+
+
 def test_fits_and_overflow_limit():
     m = np.full((24, 24), -1)
     np.fill_diagonal(m, 11)

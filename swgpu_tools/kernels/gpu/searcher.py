@@ -607,6 +607,13 @@ class GpuSearcher:
             raise ValueError("query codes exceed the matrix size")
         return {"letters": qletters, self.mode: self._table(self.mode, qletters)}
 
+    def path(self, qlens) -> str:
+        """How :meth:`search` scores queries of these lengths: 'batched' (many queries a
+        launch, :mod:`.batched`), 'qp2' (:mod:`.qp2`) or 'units' (one unit at a time)."""
+        if batched.use_batches(self, qlens):
+            return "batched"
+        return "qp2" if qp2.wanted(self, qlens) else "units"
+
     def search(self, queries, top_k, progress=None, segments=None) -> TopHits:
         """Top ``top_k`` hits of each query (:class:`~swgpu_tools.kernels.TopHits`);
         ``segments`` (the batched path only): the top ``top_k`` of each run of
@@ -616,11 +623,12 @@ class GpuSearcher:
         qoffs = np.ascontiguousarray(queries.offsets, dtype=np.int64)
         qlens = np.diff(qoffs)
         self.tile_seconds = []
-        if batched.use_batches(self, qlens):
+        path = self.path(qlens)
+        if path == "batched":
             return batched.search(self, qcodes, qoffs, top_k, progress, segments)
         if segments is not None:
             raise ValueError("a search by segments needs the batched path")
-        if qp2.wanted(self, qlens):
+        if path == "qp2":
             return qp2.search(self, qcodes, qoffs, top_k, progress)
         tables = self._query_tables(qcodes)
         units, lay = self._units(qcodes, qoffs, tables)
