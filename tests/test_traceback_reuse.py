@@ -95,3 +95,44 @@ def test_reuse_rows_take_the_last_of_repeated_stored_rows_and_skip_missing_keys(
     hits, scores, qh, sh, previous = _frames([row, other, row], [other, row, row, missing], False)
     ks, rows = _reuse_rows(hits, scores, qh, sh, previous)
     assert ks == [0, 1, 2] and rows.tolist() == [1, 2, 2]
+
+
+def test_after_align_hooks_run_before_small_alignments_and_after_large(monkeypatch):
+    """The hooks of ``after_align`` (run-steps: the early pictures' gate) run before the
+    alignments where the hits left to align hold fewer than SMALL_ALIGN_CELLS cells
+    (nothing worth keeping the CPUs free for), after them otherwise."""
+    import swgpu_tools.alignment as alignment
+    from swgpu_tools.engine import traceback as tb
+    from swgpu_tools.kernels import cpu
+    from swgpu_tools.scoring import ScoringScheme
+    from swgpu_tools.sequences import SequenceSet
+
+    scheme = ScoringScheme()
+    queries = SequenceSet.from_pairs([("q1", "MKVLAAGIVGLLLAWQPSAHA"), ("q2", "WWHHKKRRDDEE")])
+    subjects = SequenceSet.from_pairs([("s1", "MKVLAAGIVGALLAWQPSAHA"), ("s2", "WWHHKRRDDEE")])
+    sc = cpu.score_all(
+        scheme.encode(queries), scheme.encode(subjects), scheme.matrix, scheme.gap_open,
+        scheme.gap_extend,
+    )  # fmt: skip
+    hits = pd.DataFrame(
+        {
+            "qacc": ["q1", "q2"], "sacc": ["s1", "s2"], "score": [sc[0, 0], sc[1, 1]],
+            "qseqid": ["q1", "q2"], "sseqid": ["s1", "s2"], "stitle": ["", ""],
+            "evalue": [1e-5, 1e-3], "bitscore": [40.0, 30.0],
+        }
+    )  # fmt: skip
+    events = []
+    real = alignment.align_many
+
+    def align_many(*args, **kw):
+        events.append("align")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(alignment, "align_many", align_many)
+    monkeypatch.setattr(tb, "after_align", [lambda: events.append("hook")])
+    tb.traceback_columns(hits, queries, subjects, scheme, threads=1)
+    assert events == ["hook", "align"]
+    events.clear()
+    monkeypatch.setattr(tb, "SMALL_ALIGN_CELLS", 0)
+    tb.traceback_columns(hits, queries, subjects, scheme, threads=1)
+    assert events == ["align", "hook"]

@@ -31,8 +31,13 @@ log = get_logger(__name__)
 
 #: Called (no arguments) once the alignments are made, before the table is built and
 #: written: ``swgpu run-steps`` lets the early pictures start drawing then
-#: (:func:`swgpu_tools.report.make.alignments_done`).
+#: (:func:`swgpu_tools.report.make.alignments_done`).  Where the hits left to align
+#: hold fewer than :data:`SMALL_ALIGN_CELLS` cells, before they are made instead.
 after_align: list = []
+#: Query x subject residues below which the alignments are too little work to keep the
+#: CPUs free for (a re-scan's few new hits: on the 2-core VM the early pictures waited
+#: for 5 alignments and the plots step took ~0.15-0.2 s longer, RESULTS-workflow.md).
+SMALL_ALIGN_CELLS = 5e8
 
 #: Columns of the internal table kept for reuse, beside the output fields.
 REUSE_COLUMNS = [
@@ -262,6 +267,11 @@ def traceback_columns(
             reused = int(whole.sum())
     marks.append(("reuse", time.perf_counter()))
     todo = np.flatnonzero(~have)
+    cells = np.diff(queries.offsets)[qi[todo]] * np.diff(subjects.offsets)[si[todo]]
+    hooks_first = float(cells.sum()) < SMALL_ALIGN_CELLS
+    if hooks_first:
+        for hook in after_align:
+            hook()
     t0 = time.perf_counter()
     loaded, overloads = _kernels_loaded(), _alignment_overloads()
     if len(todo):
@@ -290,8 +300,9 @@ def traceback_columns(
         blobs.append(ops)
     align_s = time.perf_counter() - t0
     log.info(f"aligned {len(todo):,} hits in {align_s:.2f} s; reused {reused:,} alignments")
-    for hook in after_align:
-        hook()
+    if not hooks_first:
+        for hook in after_align:
+            hook()
     wrong = np.flatnonzero(got != scores)
     if len(wrong):
         k = int(wrong[0])
