@@ -39,6 +39,12 @@ after_align: list = []
 #: for 5 alignments and the plots step took ~0.15-0.2 s longer, RESULTS-workflow.md).
 SMALL_ALIGN_CELLS = 5e8
 
+
+def _after_align() -> None:
+    for hook in after_align:
+        hook()
+
+
 #: Columns of the internal table kept for reuse, beside the output fields.
 REUSE_COLUMNS = [
     "qacc",
@@ -267,11 +273,10 @@ def traceback_columns(
             reused = int(whole.sum())
     marks.append(("reuse", time.perf_counter()))
     todo = np.flatnonzero(~have)
-    cells = np.diff(queries.offsets)[qi[todo]] * np.diff(subjects.offsets)[si[todo]]
+    cells = queries.lengths[qi[todo]] * subjects.lengths[si[todo]]
     hooks_first = float(cells.sum()) < SMALL_ALIGN_CELLS
     if hooks_first:
-        for hook in after_align:
-            hook()
+        _after_align()
     t0 = time.perf_counter()
     loaded, overloads = _kernels_loaded(), _alignment_overloads()
     if len(todo):
@@ -301,8 +306,7 @@ def traceback_columns(
     align_s = time.perf_counter() - t0
     log.info(f"aligned {len(todo):,} hits in {align_s:.2f} s; reused {reused:,} alignments")
     if not hooks_first:
-        for hook in after_align:
-            hook()
+        _after_align()
     wrong = np.flatnonzero(got != scores)
     if len(wrong):
         k = int(wrong[0])

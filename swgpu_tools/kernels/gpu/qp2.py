@@ -341,14 +341,10 @@ def tile_seconds(events: list) -> list[float]:
 
 
 def warps_for(R: int = R_DEFAULT, K: int = 24) -> int:
-    """Warps of a launch (:func:`geometry`)."""
+    """Warps of a launch (:func:`geometry`); the stream has :data:`RANGES_PER_WARP`
+    subject ranges a warp."""
     blocks, block, _ = geometry(K, R)
     return blocks * block // 32
-
-
-def ranges_for(R: int = R_DEFAULT, K: int = 24) -> int:
-    """Subject ranges of the stream: :data:`RANGES_PER_WARP` per warp of a launch."""
-    return warps_for(R, K) * RANGES_PER_WARP
 
 
 # -- the searcher's path ------------------------------------------------------------
@@ -382,7 +378,8 @@ def _stream(s) -> Stream:
         t0 = time.perf_counter()
         codes, offsets = s._qp2_src
         K = s.matrix.shape[0]
-        s._qp2 = Stream(codes, offsets, K, ranges_for(ROWS, K), warps_for(ROWS, K))
+        warps = warps_for(ROWS, K)
+        s._qp2 = Stream(codes, offsets, K, warps * RANGES_PER_WARP, warps)
         s.setup_times["qp2_stream"] = time.perf_counter() - t0
         log.debug(f"qp2 stream: {s._qp2.n_ranges} ranges, {time.perf_counter() - t0:.2f} s")
     return s._qp2
