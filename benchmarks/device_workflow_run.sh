@@ -54,6 +54,7 @@
 #          QB_PATHS, QB_QUERIES, QB_PRECOMPILE=0; QB_TEST=1 qp2's GPU test first, QB_BENCH=1 the 20-query kernel benchmark).
 # PHASE=KV: scoring-kernel variants (KV_MODES, e.g. "s16,s16@nolob+u1+b0") in one gpu_bench.py;
 #          KV_DBS: other databases (peak_db.py's 256, 1,024 and 2,048-aa ones are made).
+# GPU_TEST_FILES="tests/test_warm.py": those files' GPU tests first (GPU_TEST_LIMIT s, 200).
 # PHASE="T S" runs T, then S (phases run in the order of this file).
 # SWGPU_COMMIT=<commit> names the commit in the log (the device gets a copy of the
 # working tree without its history).
@@ -122,6 +123,15 @@ kernel_bench() {
   timeout 100 python3 benchmarks/gpu_bench.py --db $BD/bench_db.fasta --queries $BD/bench_queries.fasta --repeat 2 \
     --skip-start --json "$OUT/gpu_bench.json" 2>&1 | grep -iv "^BQ" | tail -4 | tee -a "$OUT/log.txt"
 }
+# GPU_TEST_FILES="tests/test_warm.py …": those files' GPU tests first, whatever the phase
+# (here the swgpu command is on PATH, which the warm process's tests need)
+if [ -n "${GPU_TEST_FILES:-}" ]; then
+  echo "== GPU tests of $GPU_TEST_FILES" | tee -a "$OUT/log.txt"
+  # shellcheck disable=SC2086
+  SWGPU_TEST_DATA=$D SWGPU_BENCH_DB=$BD/bench_db.fasta SWGPU_BENCH_QUERIES=$BD/bench_queries.fasta \
+    timeout "${GPU_TEST_LIMIT:-200}" python3 -m pytest -m gpu -q -p no:cacheprovider $GPU_TEST_FILES 2>&1 | tail -8 \
+    | tee -a "$OUT/log.txt"
+fi
 if has_phase A; then
   t0=$(ts); swgpu backend --precompile 2>&1 | tee -a "$OUT/log.txt"; echo "precompile $(el $t0 $(ts)) s" | tee -a "$OUT/log.txt"
   echo "== GPU tests" | tee -a "$OUT/log.txt"
