@@ -50,6 +50,11 @@
 # PHASE=DIAG: after S: micro-timings of this host (pandas import, 200 MB written, hashed, read)
 #          and the 20-query run again under cProfile (Snakemake and every swgpu process).
 # PHASE=MENU: gpu_bench.py with the shape menus MENU_CONFIGS (SWGPU_CONFIGS values, "-" = default).
+# PHASE=MB: the merge step on a synthetic re-scan-sized table (merge_bench.py; CPU only):
+#          MB_THREADS (1,4,16), k-th scores by sorted runs and by sorting all rows.
+# PHASE=FL: a re-scan's first batched search after its kernels' preload (gpu_batch_bench.py
+#          --preload, FL_SUBJECTS 6589 x 2,000 queries), with CUDA_MODULE_LOADING as the
+#          image has it, then EAGER.
 # PHASE=QB: qp2 / batched / s16 by subject-set size (QB_SUBJECTS, 0 = all; QB_QN, QB_SMALL_QN,
 #          QB_PATHS, QB_QUERIES, QB_PRECOMPILE=0; QB_TEST=1 qp2's GPU test first, QB_BENCH=1 the 20-query kernel benchmark).
 # PHASE=KV: scoring-kernel variants (KV_MODES, e.g. "s16,s16@nolob+u1+b0") in one gpu_bench.py;
@@ -436,6 +441,21 @@ open('/tmp/q500.fasta', 'w').write(gzip.open('$D/uniprot_queries500.fasta.gz', '
   has_phase BB && timeout 120 python3 benchmarks/gpu_batch_bench.py --db $D/uniprot20k.fasta.gz \
     --queries /tmp/q500.fasta --subjects 0 --queries-n 500 --top-k 500 --json "$OUT/batch_u20k.json" \
     2>&1 | tee -a "$OUT/log.txt"
+fi
+if has_phase MB; then
+  echo "== merge_bench.py (threads ${MB_THREADS:=1,4,16})" | tee -a "$OUT/log.txt"
+  timeout 200 python3 benchmarks/merge_bench.py --repeat 3 --threads "$MB_THREADS" --kth runs,sort 2>&1 \
+    | grep -v "^run " | tee -a "$OUT/log.txt"
+fi
+if has_phase FL; then
+  swgpu backend --precompile > /dev/null 2>&1
+  for ml in default EAGER; do
+    echo "== first batched search after the preload, CUDA_MODULE_LOADING=$ml" | tee -a "$OUT/log.txt"
+    ( [ "$ml" = default ] || export CUDA_MODULE_LOADING=$ml
+      timeout 120 python3 benchmarks/gpu_batch_bench.py --db $BD/bench_db.fasta \
+        --queries $D/uniprot_queries500.fasta.gz --subjects "${FL_SUBJECTS:-6589}" --queries-n 2000 \
+        --paths batched --repeat 2 --preload --json "$OUT/first_launch_$ml.json" 2>&1 | tail -6 | tee -a "$OUT/log.txt" )
+  done
 fi
 if has_phase QB; then
   # qp2 against many queries per launch (batched) and s16 by the size of the subject set

@@ -10,6 +10,10 @@ hits do), then times :func:`swgpu_tools.steps.merge_hits.merge_hits` on it (in
 this process, after one warm-up call) and prints its phases.  ``--check FILE``
 also writes hits.tsv there, to compare two versions' tables.
 
+``--threads 1,4,16`` and ``--kth runs,sort`` time each combination in turn: ``sort``
+finds each query's k-th score by sorting all rows (``engine.merge.MAX_RUNS = 0``, as
+before the run search), ``runs`` by the binary search over sorted runs.
+
 ``--cut``: first times a scoring job's joint cut of its shards
 (:func:`swgpu_tools.engine.merge.top_k_of`, ``--threads``), the work that a job of
 several shards does only as one of several jobs (``steps/score_shard._joint_cut``).
@@ -100,35 +104,48 @@ def main() -> None:
     ap.add_argument("--top-k", type=int, default=500)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--check", default=None, help="write hits.tsv here")
-    ap.add_argument("--threads", type=int, default=None, help="merge threads (default: all CPUs)")
+    ap.add_argument(
+        "--threads", default=None, help="merge threads, a comma list (default: all CPUs)"
+    )
+    ap.add_argument("--kth", default="runs", help="runs, sort or both: runs,sort")
     ap.add_argument("--cut", action="store_true", help="time the scoring job's joint cut first")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         t = time.perf_counter()
         table, parts = make_inputs(d, args.queries, args.shards, args.top_k)
         print(f"inputs made in {time.perf_counter() - t:.1f} s")
+        from swgpu_tools.engine import merge as merge_module
+
+        runs_limit = merge_module.MAX_RUNS
+        all_cpus = len(os.sched_getaffinity(0))
+        thread_list = [int(t) for t in args.threads.split(",")] if args.threads else [None]
         if args.cut:
-            threads = args.threads or len(os.sched_getaffinity(0))
-            time_cut(parts, os.path.join(d, "queries.fasta"), args.top_k, threads, args.repeat)
+            time_cut(
+                parts, os.path.join(d, "queries.fasta"), args.top_k,
+                thread_list[0] or all_cpus, args.repeat,
+            )  # fmt: skip
         out = args.check or os.path.join(d, "hits.tsv")
         stats = os.path.join(d, "merge.json")
-        times = []
-        for rep in range(args.repeat + 1):
-            t = time.perf_counter()
-            merge_hits(
-                [table], os.path.join(d, "queries.fasta"), os.path.join(d, "database.json"),
-                out, ScoringScheme(), top_k=args.top_k, max_evalue=10.0, stats_path=stats,
-                threads=args.threads,
-            )  # fmt: skip
-            if rep:
-                times.append(time.perf_counter() - t)
-                rec = json.load(open(stats))
-                print(f"run {rep}: {times[-1]:.3f} s, phases {rec['phases_s']}")
-        print(
-            f"merge_hits of {rec['shard_hits']:,} shard hits -> {rec['hits']:,} hits, "
-            f"threads {args.threads or 'all'}: "
-            f"median {sorted(times)[len(times) // 2]:.3f} s, min {min(times):.3f} s"
-        )
+        for kth in args.kth.split(","):
+            merge_module.MAX_RUNS = {"runs": runs_limit, "sort": 0}[kth]
+            for threads in thread_list:
+                times = []
+                for rep in range(args.repeat + 1):
+                    t = time.perf_counter()
+                    merge_hits(
+                        [table], os.path.join(d, "queries.fasta"),
+                        os.path.join(d, "database.json"), out, ScoringScheme(),
+                        top_k=args.top_k, max_evalue=10.0, stats_path=stats, threads=threads,
+                    )  # fmt: skip
+                    if rep:
+                        times.append(time.perf_counter() - t)
+                        rec = json.load(open(stats))
+                        print(f"run {rep}: {times[-1]:.3f} s, phases {rec['phases_s']}")
+                print(
+                    f"merge_hits of {rec['shard_hits']:,} shard hits -> {rec['hits']:,} hits, "
+                    f"k-th by {kth}, threads {threads or all_cpus}: "
+                    f"median {sorted(times)[len(times) // 2]:.3f} s, min {min(times):.3f} s"
+                )
 
 
 if __name__ == "__main__":

@@ -196,3 +196,54 @@ def test_a_jobs_joint_top_k_merges_to_the_same_table(data, n_queries, n_parts, t
         want = merge(iter(parts), queries, 60, SCHEME, top_k, max_e)
         got = merge(iter(tables), queries, 60, SCHEME, top_k, max_e)
     pd.testing.assert_frame_equal(got, want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.integers(1, 5), st.integers(1, 6), st.integers(1, 7), st.booleans())
+def test_top_members_of_sorted_runs_equal_brute_force(data, n_queries, n_runs, top_k, filtered):
+    """The k-th scores found by a binary search over a few sorted runs (as a job's shards
+    come), and the choice among only the rows at or above them, give the mask of a
+    brute-force sort by (score desc, accession asc), and so does sorting every row
+    (``MAX_RUNS = 0``); with ``passes``, only the chosen rows that pass."""
+    from swgpu_tools.engine.merge import _top_members
+
+    q, score, acc = [], [], []
+    for r in range(n_runs):
+        rows = []
+        for qi in range(n_queries):
+            for _ in range(data.draw(st.integers(0, 8))):
+                rows.append(
+                    (
+                        qi,
+                        data.draw(st.integers(-3, 3)),
+                        f"{data.draw(st.text('ab', max_size=3))}_{r}_{len(acc) + len(rows)}",
+                    )
+                )
+        rows.sort(key=lambda x: (x[0], -x[1]))  # a run: by query, descending score
+        q += [x[0] for x in rows]
+        score += [x[1] for x in rows]
+        acc += [x[2] for x in rows]
+    if not q:
+        return
+    q, score = np.array(q, np.int64), np.array(score, np.int64)
+    passing = np.array([data.draw(st.booleans()) for _ in range(len(q))]) if filtered else None
+
+    def accession_of(rows):
+        return [acc[i] for i in rows.tolist()]
+
+    passes = None if passing is None else (lambda rows: passing[rows])
+    want = np.zeros(len(q), bool)
+    for qi in range(n_queries):
+        mine = sorted(np.flatnonzero(q == qi).tolist(), key=lambda i: (-score[i], acc[i]))
+        want[mine[:top_k]] = True
+    if passing is not None:
+        want &= passing
+    got = _top_members(q, score, n_queries, top_k, accession_of, passes)
+    old = merge_module.MAX_RUNS
+    merge_module.MAX_RUNS = 0
+    try:
+        sorted_all = _top_members(q, score, n_queries, top_k, accession_of, passes)
+    finally:
+        merge_module.MAX_RUNS = old
+    assert got.tolist() == want.tolist()
+    assert sorted_all.tolist() == want.tolist()

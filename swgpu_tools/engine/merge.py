@@ -218,25 +218,52 @@ def _top_members(q, score, n_queries: int, top_k: int, accession_of, passes=None
     later filter; asked only about rows that can be in the top k) only those of
     them that pass.
 
-    One integer sort by (query, score) (the parts come as sorted runs, which the
-    stable sort merges) gives each query's k-th best score S: rows above S are in,
-    rows below out.  Rows equal to S compete for the places left by accession
-    (``accession_of(rows)``: their accessions), looked up only where such a tie
-    straddles the cut and one of its rows passes: a tie at the cut is usually far
-    below the E-value cut, so few accessions are ever compared."""
+    Each query's k-th best score S decides: rows above S are in, rows below out.
+    Rows equal to S compete for the places left by accession (``accession_of(rows)``:
+    their accessions), looked up only where such a tie straddles the cut and one of
+    its rows passes: a tie at the cut is usually far below the E-value cut, so few
+    accessions are ever compared.
+
+    The rows usually come as a few runs sorted by (query, descending score): a
+    part's hits as written, or a job's shards one after the other (:class:`_Runs`).
+    Then S is found by a binary search over score values, and only each run's
+    rows at or above S (a prefix of each query's rows in it) are looked at again.
+    Otherwise one integer sort by (query, score) gives S."""
     n = len(q)
     counts = np.bincount(q, minlength=n_queries)
     over = counts > top_k
     if not over.any():
         return np.ones(n, dtype=bool) if passes is None else passes(np.arange(n))
-    smin, smax = int(score.min()), int(score.max())
-    key = q * (smax - smin + 1) + (smax - score)
-    order = np.argsort(key, kind="stable")
-    starts = np.cumsum(counts) - counts
     kth = np.full(n_queries, np.iinfo(np.int64).min, dtype=np.int64)
-    kth[over] = score[order[starts[over] + top_k - 1]]
+    runs = _Runs.of(q, score)
+    if runs is None:
+        order = np.argsort(q * runs_span(score) + (int(score.max()) - score), kind="stable")
+        starts = np.cumsum(counts) - counts
+        kth[over] = score[order[starts[over] + top_k - 1]]
+        return _choose(q, score, kth, over, top_k, accession_of, passes)
+    kth[over] = runs.kth(np.flatnonzero(over), top_k)
+    rows = runs.at_or_above(kth)
+    mine = _choose(
+        q[rows],
+        score[rows],
+        kth,
+        over,
+        top_k,
+        lambda r: accession_of(rows[r]),
+        None if passes is None else (lambda r: passes(rows[r])),
+    )
+    member = np.zeros(n, dtype=bool)
+    member[rows[mine]] = True
+    return member
+
+
+def _choose(q, score, kth, over, top_k: int, accession_of, passes) -> np.ndarray:
+    """:func:`_top_members`' choice, given each query's k-th score ``kth`` (the
+    smallest int64 where the query has no more than ``top_k`` rows: ``over`` False)
+    among rows that hold every row of each query at or above it."""
+    n_queries = len(kth)
     cut = kth[q]
-    ok = np.ones(n, dtype=bool)
+    ok = np.ones(len(q), dtype=bool)
     if passes is not None:  # asked about the rows at or above their query's cut only
         ok[:] = False
         ask = np.flatnonzero(score >= cut)
@@ -265,17 +292,91 @@ def _top_members(q, score, n_queries: int, top_k: int, accession_of, passes=None
     return member
 
 
+def runs_span(score: np.ndarray) -> int:
+    """Distinct score values from the lowest to the highest (a sort key's stride)."""
+    return int(score.max()) - int(score.min()) + 1
+
+
+#: Sorted runs of rows above which :func:`_top_members` sorts all the rows instead.
+MAX_RUNS = 64
+
+
+class _Runs:
+    """Rows as a few runs, each sorted by (query, descending score): the key
+    ``q * span + (max - score)`` ascends within each run.  Each query's rows at or above
+    a score are a prefix of its rows in each run, found with ``searchsorted``."""
+
+    def __init__(self, key: np.ndarray, bounds: list, span: int, smin: int, smax: int):
+        self.key, self.bounds, self.span, self.smin, self.smax = key, bounds, span, smin, smax
+        self.runs = [key[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+    @classmethod
+    def of(cls, q, score) -> _Runs | None:
+        """The runs of these rows, or None where there are more than :data:`MAX_RUNS`."""
+        smin, smax = int(score.min()), int(score.max())
+        span = smax - smin + 1
+        if (int(q.max()) + 1) * span >= 2**62:
+            return None
+        key = q * span + (smax - score)
+        breaks = np.flatnonzero(key[1:] < key[:-1]) + 1
+        if len(breaks) + 1 > MAX_RUNS:
+            return None
+        return cls(key, [0, *breaks.tolist(), len(key)], span, smin, smax)
+
+    def _ends(self, queries: np.ndarray, score: np.ndarray) -> list[np.ndarray]:
+        """Per run: the end (exclusive, within the run) of each query's rows scoring at
+        least ``score`` (one per query)."""
+        bound = queries * self.span + (self.smax - np.minimum(score, self.smax))
+        return [np.searchsorted(r, bound, side="right") for r in self.runs]
+
+    def kth(self, wanted: np.ndarray, top_k: int) -> np.ndarray:
+        """The ``top_k``-th best score of each query in ``wanted`` (each has more than
+        ``top_k`` rows): a binary search over score values, all queries at once."""
+        base = wanted * self.span
+        first = [np.searchsorted(r, base, side="left") for r in self.runs]
+        # per query: at least top_k rows score >= lo, fewer than top_k score >= hi
+        lo = np.full(len(wanted), self.smin, np.int64)
+        hi = np.full(len(wanted), self.smax + 1, np.int64)
+        while True:
+            open_ = np.flatnonzero(hi - lo > 1)
+            if not len(open_):
+                return lo
+            mid = (lo[open_] + hi[open_]) // 2
+            c = np.zeros(len(open_), np.int64)  # rows scoring >= mid, over the runs
+            for r, f in zip(self.runs, first):
+                c += np.searchsorted(r, base[open_] + (self.smax - mid), side="right") - f[open_]
+            enough = c >= top_k
+            lo[open_[enough]] = mid[enough]
+            hi[open_[~enough]] = mid[~enough]
+
+    def at_or_above(self, kth: np.ndarray) -> np.ndarray:
+        """The rows (ascending) that score at least their query's ``kth`` (every row of
+        a query whose ``kth`` is below the lowest score)."""
+        queries = np.arange(len(kth))
+        floor = np.maximum(kth, self.smin)
+        pieces = []
+        for r, (a, end) in enumerate(zip(self.bounds[:-1], self._ends(queries, floor))):
+            start = np.searchsorted(self.runs[r], queries * self.span, side="left")
+            lengths = end - start
+            total = int(lengths.sum())
+            if total:
+                shift = np.repeat(start + a - (np.cumsum(lengths) - lengths), lengths)
+                pieces.append(shift + np.arange(total))
+        return np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
+
+
 def _top_members_by_ranges(
     q, score, n_queries: int, top_k: int, accession_of, passes=None, threads: int = 1
 ) -> np.ndarray:
     """:func:`_top_members` on up to ``threads`` threads, each over a range of
     queries holding about as many rows as the others (numpy's sorts, sums and
-    comparisons leave the interpreter's lock).  Each query's rows are chosen
-    among themselves only, and the rows of a range keep their order, so the
-    mask is the one of a single call."""
+    comparisons leave the interpreter's lock), where the rows are not a few sorted
+    runs (those take one thread: their choice looks only at the rows near the top).
+    Each query's rows are chosen among themselves only, and the rows of a range keep
+    their order, so the mask is the one of a single call."""
     n = len(q)
     parts = min(int(threads), n // ROWS_PER_THREAD)
-    if parts < 2:
+    if parts < 2 or _Runs.of(q, score) is not None:
         return _top_members(q, score, n_queries, top_k, accession_of, passes)
     ends = np.cumsum(np.bincount(q, minlength=n_queries))
     cuts = np.searchsorted(ends, np.arange(1, parts) * (n / parts), side="left") + 1
