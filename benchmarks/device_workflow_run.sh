@@ -443,9 +443,13 @@ open('/tmp/q500.fasta', 'w').write(gzip.open('$D/uniprot_queries500.fasta.gz', '
     2>&1 | tee -a "$OUT/log.txt"
 fi
 if has_phase MB; then
-  echo "== merge_bench.py (threads ${MB_THREADS:=1,4,16})" | tee -a "$OUT/log.txt"
-  timeout 200 python3 benchmarks/merge_bench.py --repeat 3 --threads "$MB_THREADS" --kth runs,sort 2>&1 \
-    | grep -v "^run " | tee -a "$OUT/log.txt"
+  for table in "" --candidates; do
+    echo "== merge_bench.py $table (threads ${MB_THREADS:=1,4,16})" | tee -a "$OUT/log.txt"
+    timeout 200 python3 benchmarks/merge_bench.py --repeat 3 --threads "$MB_THREADS" --kth runs,sort $table \
+      > "$OUT/merge_bench$table.txt" 2>&1
+    echo "rc=$?" | tee -a "$OUT/log.txt"
+    grep -v "^run " "$OUT/merge_bench$table.txt" | tail -12 | tee -a "$OUT/log.txt"
+  done
 fi
 if has_phase FL; then
   swgpu backend --precompile > /dev/null 2>&1

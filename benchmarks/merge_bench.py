@@ -14,6 +14,9 @@ also writes hits.tsv there, to compare two versions' tables.
 finds each query's k-th score by sorting all rows (``engine.merge.MAX_RUNS = 0``, as
 before the run search), ``runs`` by the binary search over sorted runs.
 
+``--candidates``: the table as a job now writes it (``engine.merge.candidates``: only
+each shard's rows at or above the query's k-th best score over the job's shards).
+
 ``--cut``: first times a scoring job's joint cut of its shards
 (:func:`swgpu_tools.engine.merge.top_k_of`, ``--threads``), the work that a job of
 several shards does only as one of several jobs (``steps/score_shard._joint_cut``).
@@ -35,7 +38,9 @@ from swgpu_tools.scoring import ScoringScheme
 from swgpu_tools.steps.merge_hits import merge_hits
 
 
-def make_inputs(folder: str, n_queries: int, n_shards: int, top_k: int, seed: int = 1):
+def make_inputs(
+    folder: str, n_queries: int, n_shards: int, top_k: int, seed: int = 1, keep: bool = False
+):
     rng = np.random.default_rng(seed)
     n_sub = 439_226
     accs = [f"A{rng.integers(0, 36**5):07X}{i}" for i in range(n_sub)]
@@ -76,6 +81,17 @@ def make_inputs(folder: str, n_queries: int, n_shards: int, top_k: int, seed: in
             )
         )
     path = os.path.join(folder, "shard-0000-%04d.npz" % (n_shards - 1))
+    if keep:  # as the job writes them now: only the rows that may take a place
+        from swgpu_tools.engine.merge import candidates
+
+        t = time.perf_counter()
+        kept = candidates(parts, top_k)
+        print(
+            f"candidates: {sum(len(p) for p in kept):,} of {sum(len(p) for p in parts):,} rows "
+            f"in {time.perf_counter() - t:.3f} s"
+        )
+        write_shard_hits(path, concat_shard_hits(kept))
+        return path, parts
     write_shard_hits(path, concat_shard_hits(parts))
     return path, parts
 
@@ -108,11 +124,16 @@ def main() -> None:
         "--threads", default=None, help="merge threads, a comma list (default: all CPUs)"
     )
     ap.add_argument("--kth", default="runs", help="runs, sort or both: runs,sort")
+    ap.add_argument(
+        "--candidates",
+        action="store_true",
+        help="the table as a job writes it: each shard's rows that may take a place",
+    )
     ap.add_argument("--cut", action="store_true", help="time the scoring job's joint cut first")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         t = time.perf_counter()
-        table, parts = make_inputs(d, args.queries, args.shards, args.top_k)
+        table, parts = make_inputs(d, args.queries, args.shards, args.top_k, keep=args.candidates)
         print(f"inputs made in {time.perf_counter() - t:.1f} s")
         from swgpu_tools.engine import merge as merge_module
 

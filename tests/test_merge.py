@@ -247,3 +247,33 @@ def test_top_members_of_sorted_runs_equal_brute_force(data, n_queries, n_runs, t
         merge_module.MAX_RUNS = old
     assert got.tolist() == want.tolist()
     assert sorted_all.tolist() == want.tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data(), st.integers(1, 4), st.integers(1, 5), st.integers(1, 6))
+def test_a_jobs_candidate_rows_merge_to_the_same_table(data, n_queries, n_parts, top_k):
+    """A scoring job keeps of its shards' hits only the rows at or above each query's
+    k-th best score over them (engine.merge.candidates): the merge of those parts
+    equals the merge of all the rows, with and without an E-value cut, and with
+    other jobs' tables beside; each query keeps at least min(top_k, its rows)."""
+    from swgpu_tools.engine.merge import candidates
+
+    qids, parts, _ = make_parts(data, n_queries, n_parts)
+    queries = SequenceSet.from_sequences(qids, ["MKVLA" * 8] * n_queries)
+    job = []  # as a job writes them: the query file's order, per query best first
+    for p in parts:
+        q = np.array([qids.index(p.queries[i]) for i in p.q.tolist()], dtype=np.int32)
+        o = np.lexsort((p.s, -p.score.astype(np.int64), q))  # subjects in accession order
+        job.append(ShardHits(qids, q[o], p.s[o], p.score[o], p.subjects, p.headers, p.slen))
+    split = data.draw(st.integers(0, n_parts))
+    mine, others = job[:split] or job, job[split:] if split else []
+    kept = candidates(mine, top_k)
+    assert [p.subjects for p in kept] == [p.subjects for p in mine]
+    for qi in range(n_queries):
+        before = sum(int((p.q == qi).sum()) for p in mine)
+        after = sum(int((p.q == qi).sum()) for p in kept)
+        assert min(top_k, before) <= after <= before
+    max_e = data.draw(st.sampled_from([None, 2.0, 10.0]))
+    want = merge(iter(mine + others), queries, 60, SCHEME, top_k, max_e)
+    got = merge(iter(kept + others), queries, 60, SCHEME, top_k, max_e)
+    pd.testing.assert_frame_equal(got, want)

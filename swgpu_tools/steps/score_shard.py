@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ..backend import BackendStart, driver_installed
 from ..cpus import usable_cpus
 from ..engine.increment import GPU_START_S, group_cells, plan_shard, rescan_on_cpu
-from ..engine.merge import top_k_of
+from ..engine.merge import candidates, top_k_of
 from ..engine.scan import ShardInput, scan_shards
 from ..errors import InputError, OutputError
 from ..io.fasta import read_fasta
@@ -325,6 +325,10 @@ def score_shard(
             t = time.perf_counter()
             cut = len(parts) > 1 and _joint_cut(shards, sum(len(p) for p in parts))
             # (concat_shard_hits of one part is that part)
+            # uncut: only the rows that may take a place (engine.merge.candidates;
+            # SWGPU_JOB_CANDIDATES=0 keeps every row, for measuring: the same tables)
+            if not cut and os.environ.get("SWGPU_JOB_CANDIDATES") != "0":
+                parts = candidates(parts, top_k)
             table.append(
                 top_k_of(parts, queries, top_k, threads=cpus) if cut else concat_shard_hits(parts)
             )
