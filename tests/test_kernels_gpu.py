@@ -182,6 +182,7 @@ def _check_sim(res, n_cases):
             assert val["batches"] == 1, (key, val["batches"])
 
 
+@pytest.mark.slow  # 50-130 s on 2 cores: the CUDA simulator runs a thread per GPU thread
 def test_simulator_kernels_match_reference_fast():
     """Default run: top hits of the s16 and h16 kernels with the 32-bit re-scoring path,
     streamed in batches, and many queries per launch (the slow tests add all scores,

@@ -42,7 +42,8 @@ import pytest
 
 yaml = pytest.importorskip("yaml")
 
-pytestmark = [pytest.mark.slow, pytest.mark.slurm]
+# with pytest -n (pytest-xdist, --dist loadgroup): one worker starts the one cluster
+pytestmark = [pytest.mark.slow, pytest.mark.slurm, pytest.mark.xdist_group("slurm")]
 
 REPO = Path(__file__).resolve().parents[2]
 SNAKEFILE = REPO / "Snakefile"
