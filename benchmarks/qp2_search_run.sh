@@ -14,6 +14,11 @@ if ! python3 -c "import hypothesis" 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl-test/*.whl || exit 1
   export PYTHONPATH=/tmp/sc:/tmp/site:$PWD
 fi
+# the swgpu command (tests/test_warm.py starts the warm process through it)
+mkdir -p /tmp/bin
+printf '#!/bin/sh\nexec python3 -m swgpu_tools.cli "$@"\n' > /tmp/bin/swgpu
+chmod +x /tmp/bin/swgpu
+export PATH=/tmp/bin:$PATH
 LOG=$OUT/log.txt
 echo "commit ${SWGPU_COMMIT:-unknown}; $(date -u +%FT%TZ)" | tee -a "$LOG"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$LOG"
