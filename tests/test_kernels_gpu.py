@@ -201,7 +201,7 @@ def test_simulator_s16_without_the_low_half_bias_matches_reference():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed,go,ge", [(1, 11, 1), (2, 3, 2)])
+@pytest.mark.parametrize("seed,go,ge", [(1, 11, 1)])  # (2, 3, 2): tests/test_kernels_sim.py
 def test_simulator_kernels_match_reference(seed, go, ge):
     res = _run_sim(seed, go, ge)
     assert "backend" in res
@@ -305,17 +305,6 @@ CHAINS_SCRIPT = textwrap.dedent(
     print("RESULT " + json.dumps(out))
     """
 )
-
-
-@pytest.mark.slow
-def test_simulator_chains_with_wide_groups():
-    """Chains of short queries with groups of 8 lanes (member windows of 8 steps, members
-    padded to 8 rows, subjects of up to 4 passes), in every mode: every score and the
-    top k equal the reference's, and the queries did run in chains."""
-    res = _sim_child(CHAINS_SCRIPT, 7)
-    for mode, r in res.items():
-        assert r["scores"] and r["topk"], (mode, r)
-        assert r["min_rows"] == 8 and max(r["units"]) > 1, (mode, r)
 
 
 def test_kernel_source_shapes():

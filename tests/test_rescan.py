@@ -52,11 +52,7 @@ from test_workflow import (
 from swgpu_tools.io.shardfile import shard_of
 from swgpu_tools.steps.changes import CHANGES_COLUMNS, compare
 
-pytestmark = [
-    pytest.mark.skipif(SNAKEMAKE is None, reason="snakemake is not installed"),
-    # with pytest -n (pytest-xdist, --dist loadgroup): one worker, one module fixture
-    pytest.mark.xdist_group("rescan"),
-]
+pytestmark = pytest.mark.skipif(SNAKEMAKE is None, reason="snakemake is not installed")
 
 SHARDS = 6
 REPO = SNAKEFILE.parent

@@ -64,11 +64,7 @@ BLAST12 = [
 ]
 RULES = ["database_source", "shard_db", "score_shard", "finish"]
 
-pytestmark = [
-    pytest.mark.skipif(SNAKEMAKE is None, reason="snakemake is not installed"),
-    # with pytest -n (pytest-xdist, --dist loadgroup): one worker, one module fixture
-    pytest.mark.xdist_group("workflow"),
-]
+pytestmark = pytest.mark.skipif(SNAKEMAKE is None, reason="snakemake is not installed")
 
 
 # ---------------------------------------------------------------------------

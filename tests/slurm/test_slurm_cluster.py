@@ -42,8 +42,8 @@ import pytest
 
 yaml = pytest.importorskip("yaml")
 
-# with pytest -n (pytest-xdist, --dist loadgroup): one worker starts the one cluster
-pytestmark = [pytest.mark.slow, pytest.mark.slurm, pytest.mark.xdist_group("slurm")]
+# with pytest -n, --dist loadfile keeps this file's tests, and so the one cluster, in one worker
+pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 
 REPO = Path(__file__).resolve().parents[2]
 SNAKEFILE = REPO / "Snakefile"
