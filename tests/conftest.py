@@ -31,3 +31,16 @@ def _scontrol_fails_fast(request, tmp_path_factory, monkeypatch):
         tool.write_text("#!/bin/sh\necho 'scontrol: no controller in this test' >&2\nexit 1\n")
         tool.chmod(0o755)
     monkeypatch.setenv("PATH", f"{stand_in}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+#: Test files collected first, the longest first (the CUDA simulator's kernel runs and
+#: the SIGKILL test: 4-12 minutes each on the 2-core VM on a slow day).  ``pytest -n
+#: --dist loadfile`` hands files to its workers in collection order, so these start
+#: at once and the short files fill in beside them.  Each file's tests stay together
+#: and in their order (module fixtures are set up once).
+FIRST = ("test_kernels_gpu.py", "test_kernels_sim.py", "test_reliability.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: k for k, name in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(FIRST)))
