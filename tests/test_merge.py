@@ -204,7 +204,7 @@ def test_top_members_of_sorted_runs_equal_brute_force(data, n_queries, n_runs, t
     """The k-th scores found by a binary search over a few sorted runs (as a job's shards
     come), and the choice among only the rows at or above them, give the mask of a
     brute-force sort by (score desc, accession asc), and so does sorting every row
-    (``MAX_RUNS = 0``); with ``passes``, only the chosen rows that pass."""
+    (no runs given); with ``passes``, only the chosen rows that pass."""
     from swgpu_tools.engine.merge import _top_members
 
     q, score, acc = [], [], []
@@ -238,13 +238,10 @@ def test_top_members_of_sorted_runs_equal_brute_force(data, n_queries, n_runs, t
         want[mine[:top_k]] = True
     if passing is not None:
         want &= passing
-    got = _top_members(q, score, n_queries, top_k, accession_of, passes)
-    old = merge_module.MAX_RUNS
-    merge_module.MAX_RUNS = 0
-    try:
-        sorted_all = _top_members(q, score, n_queries, top_k, accession_of, passes)
-    finally:
-        merge_module.MAX_RUNS = old
+    runs = merge_module._Runs.of(q, score)
+    assert runs is not None  # at most n_runs sorted runs
+    got = _top_members(q, score, n_queries, top_k, accession_of, passes, runs)
+    sorted_all = _top_members(q, score, n_queries, top_k, accession_of, passes, None)
     assert got.tolist() == want.tolist()
     assert sorted_all.tolist() == want.tolist()
 

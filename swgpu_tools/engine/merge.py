@@ -248,7 +248,9 @@ def _accession_ranks(acc) -> np.ndarray:
     return rank
 
 
-def _top_members(q, score, n_queries: int, top_k: int, accession_of, passes=None) -> np.ndarray:
+def _top_members(
+    q, score, n_queries: int, top_k: int, accession_of, passes=None, runs: _Runs | None = None
+) -> np.ndarray:
     """The rows among each query's ``top_k`` best by (score desc, accession asc), as a
     mask; with ``passes`` (``passes(rows)``: a mask of which of those rows may pass a
     later filter; asked only about rows that can be in the top k) only those of
@@ -261,19 +263,20 @@ def _top_members(q, score, n_queries: int, top_k: int, accession_of, passes=None
     accessions are ever compared.
 
     The rows usually come as a few runs sorted by (query, descending score): a
-    part's hits as written, or a job's shards one after the other (:class:`_Runs`).
-    Then S is found by a binary search over score values, and only each run's
-    rows at or above S (a prefix of each query's rows in it) are looked at again.
-    Otherwise one integer sort by (query, score) gives S."""
+    part's hits as written, or a job's shards one after the other.  Given those
+    ``runs`` (:class:`_Runs` of these rows), S is found by a binary search over score
+    values, and only each run's rows at or above S (a prefix of each query's rows in
+    it) are looked at again.  Otherwise (``runs`` None) one integer sort by (query,
+    score) gives S."""
     n = len(q)
     counts = np.bincount(q, minlength=n_queries)
     over = counts > top_k
     if not over.any():
         return np.ones(n, dtype=bool) if passes is None else passes(np.arange(n))
     kth = np.full(n_queries, np.iinfo(np.int64).min, dtype=np.int64)
-    runs = _Runs.of(q, score)
     if runs is None:
-        order = np.argsort(q * runs_span(score) + (int(score.max()) - score), kind="stable")
+        smin, smax = int(score.min()), int(score.max())
+        order = np.argsort(q * (smax - smin + 1) + (smax - score), kind="stable")
         starts = np.cumsum(counts) - counts
         kth[over] = score[order[starts[over] + top_k - 1]]
         return _choose(q, score, kth, over, top_k, accession_of, passes)
@@ -328,11 +331,6 @@ def _choose(q, score, kth, over, top_k: int, accession_of, passes) -> np.ndarray
     return member
 
 
-def runs_span(score: np.ndarray) -> int:
-    """Distinct score values from the lowest to the highest (a sort key's stride)."""
-    return int(score.max()) - int(score.min()) + 1
-
-
 #: Sorted runs of rows above which :func:`_top_members` sorts all the rows instead.
 MAX_RUNS = 64
 
@@ -343,7 +341,7 @@ class _Runs:
     a score are a prefix of its rows in each run, found with ``searchsorted``."""
 
     def __init__(self, key: np.ndarray, bounds: list, span: int, smin: int, smax: int):
-        self.key, self.bounds, self.span, self.smin, self.smax = key, bounds, span, smin, smax
+        self.bounds, self.span, self.smin, self.smax = bounds, span, smin, smax
         self.runs = [key[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
     @classmethod
@@ -412,8 +410,9 @@ def _top_members_by_ranges(
     their order, so the mask is the one of a single call."""
     n = len(q)
     parts = min(int(threads), n // ROWS_PER_THREAD)
-    if parts < 2 or _Runs.of(q, score) is not None:
-        return _top_members(q, score, n_queries, top_k, accession_of, passes)
+    runs = _Runs.of(q, score) if len(q) else None
+    if parts < 2 or runs is not None:
+        return _top_members(q, score, n_queries, top_k, accession_of, passes, runs)
     ends = np.cumsum(np.bincount(q, minlength=n_queries))
     cuts = np.searchsorted(ends, np.arange(1, parts) * (n / parts), side="left") + 1
     bounds = [0, *sorted(set(np.minimum(cuts, n_queries).tolist()) - {0, n_queries}), n_queries]

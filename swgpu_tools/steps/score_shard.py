@@ -324,11 +324,11 @@ def score_shard(
         def write_table(path, parts) -> None:
             t = time.perf_counter()
             cut = len(parts) > 1 and _joint_cut(shards, sum(len(p) for p in parts))
-            # (concat_shard_hits of one part is that part)
             # uncut: only the rows that may take a place (engine.merge.candidates;
             # SWGPU_JOB_CANDIDATES=0 keeps every row, for measuring: the same tables)
             if not cut and os.environ.get("SWGPU_JOB_CANDIDATES") != "0":
                 parts = candidates(parts, top_k)
+            # (concat_shard_hits of one part is that part)
             table.append(
                 top_k_of(parts, queries, top_k, threads=cpus) if cut else concat_shard_hits(parts)
             )
