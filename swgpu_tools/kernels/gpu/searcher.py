@@ -550,7 +550,8 @@ class GpuSearcher:
 
     def _fill(self, arr, n, value, stream=0):
         block = 256 if not SIM else 32
-        self.aux.fill_kernel[max(1, -(-n // block)), block, stream](arr, n, value)
+        grid = 1 if SIM else max(1, -(-n // block))  # the kernel strides over the grid
+        self.aux.fill_kernel[grid, block, stream](arr, n, value)
 
     def _one_member(self):
         """Member starts of a one-query launch (never read: one member has no window)."""
