@@ -245,7 +245,11 @@ NEAR_LIMIT_SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("variant", ["", "nolob,u1,b0"])
+@pytest.mark.parametrize(
+    "variant",
+    # the variant kept for comparisons (not the default kernel) with the slow tests
+    ["", pytest.param("nolob,u1,b0", marks=pytest.mark.slow)],
+)
 def test_simulator_s16_scores_near_the_16_bit_limit(variant):
     """Scores from 26,000 to 40,000 (a scheme of large scores on short sequences): the
     packed kernel with its low half biased by open + extend, and without, re-scores every
@@ -373,6 +377,7 @@ def test_available_never_raises():
     assert isinstance(ok, bool) and isinstance(why, str) and why
 
 
+@pytest.mark.slow  # 15-18 s on the 2-core VM (NVVM compiles every shape); .ci/run runs it
 def test_kernels_compile_for_sm90():
     """Needs CUDA's NVVM (e.g. pip nvidia-nvvm + nvidia-cuda-nvrtc), but no GPU or driver."""
     code = textwrap.dedent(

@@ -171,6 +171,7 @@ def _pair_ptx_check(full: bool) -> None:
     run_ptx_check(code, ["full" if full else "small"])
 
 
+@pytest.mark.slow  # 5 s on the 2-core VM; .ci/run runs it
 def test_pair_kernels_compile_for_sm90():
     """Every kind at R = 4.  Needs CUDA's NVVM (e.g. pip nvidia-nvvm), but no GPU or driver."""
     _pair_ptx_check(False)

@@ -159,7 +159,9 @@ SHARDS = 6
             1,
             "up to 1 scoring job at once (gpu=1, --resources)",
         ),
-        (
+        # (three of the six cases with the slow tests: a workflow run each, 6-9 s on
+        # the 2-core VM; .ci/run runs them)
+        pytest.param(
             "--resources gpu=2",
             SMI_3,
             None,
@@ -167,13 +169,32 @@ SHARDS = 6
             "gpu",
             2,
             "up to 2 scoring jobs at once (gpu=2, --resources)",
+            marks=pytest.mark.slow,
         ),
         # CUDA_VISIBLE_DEVICES hides one of the three
-        ("CUDA_VISIBLE_DEVICES=0,2", SMI_3, "0,2", [], "auto", 2, "2 GPUs visible"),
+        pytest.param(
+            "CUDA_VISIBLE_DEVICES=0,2",
+            SMI_3,
+            "0,2",
+            [],
+            "auto",
+            2,
+            "2 GPUs visible",
+            marks=pytest.mark.slow,
+        ),
         # no driver: CPU jobs, limited by --cores 4 and threads 1 only
         ("no GPU", None, None, [], "auto", 4, "scoring jobs are CPU jobs"),
         # a GPU, but backend cpu: CPU jobs too, not one per GPU
-        ("backend cpu", SMI_3, None, [], "cpu", 4, "backend cpu: scoring jobs are CPU jobs"),
+        pytest.param(
+            "backend cpu",
+            SMI_3,
+            None,
+            [],
+            "cpu",
+            4,
+            "backend cpu: scoring jobs are CPU jobs",
+            marks=pytest.mark.slow,
+        ),
     ],
 )
 def test_scoring_jobs_run_one_per_gpu(tmp_path, case, smi, mask, args, backend, want, line):

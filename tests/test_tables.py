@@ -580,6 +580,7 @@ def test_columns_written_at_once_equal_the_checked_cells(ints, texts, as_array):
         tables.format_column("sseqid", texts + [5])
 
 
+@pytest.mark.slow  # 20 s on the 2-core VM (Numba compiles the columns twice); .ci/run runs it
 def test_output_columns_compile_one_signature_for_any_array_origin():
     """The traceback's table columns come from one compiled Numba signature whether
     the sequences' arrays are writable (a FASTA file's) or read-only (a shard's
