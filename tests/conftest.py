@@ -33,12 +33,17 @@ def _scontrol_fails_fast(request, tmp_path_factory, monkeypatch):
     monkeypatch.setenv("PATH", f"{stand_in}{os.pathsep}{os.environ.get('PATH', '')}")
 
 
-#: Test files collected first, the longest first (the CUDA simulator's kernel runs and
-#: the SIGKILL test: 4-12 minutes each on the 2-core VM on a slow day).  ``pytest -n
+#: Test files collected first, the longest first (the SIGKILL test, 4-6 minutes on the
+#: 2-core VM; the CUDA simulator's kernel runs, 1-3 minutes each).  ``pytest -n
 #: --dist loadfile`` hands files to its workers in collection order, so these start
 #: at once and the short files fill in beside them.  Each file's tests stay together
 #: and in their order (module fixtures are set up once).
-FIRST = ("test_kernels_gpu.py", "test_kernels_sim.py", "test_reliability.py")
+FIRST = (
+    "test_reliability.py",
+    "test_kernels_gpu.py",
+    "test_kernels_sim.py",
+    "test_gpu_qp2.py",
+)
 
 
 def pytest_collection_modifyitems(config, items):

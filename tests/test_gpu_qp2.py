@@ -343,9 +343,10 @@ SIM_SCRIPT = textwrap.dedent(
     qlens = [150, 128, 65, 9, 60, 5, 64, 0]
     qs = [(f"q{i}", rs(n)) for i, n in enumerate(qlens)]
     db = [(f"s{i}", rs(int(rng.integers(1, 30)))) for i in range(6)]
-    db.append(("hom0", qs[0][1][:40] + rs(3) + qs[0][1][45:140]))  # across the tile edge
-    db.append(("hom1", qs[1][1][10:50]))
-    db.append(("hom2", qs[2][1][5:60]))  # q2: 17 lanes of tile 0's high half
+    # (short homologs: the simulator runs a thread per lane, minutes per 100 residues)
+    db.append(("hom0", qs[0][1][20:40] + rs(3) + qs[0][1][45:75]))  # across the tile edge
+    db.append(("hom1", qs[1][1][10:35]))
+    db.append(("hom2", qs[2][1][5:35]))  # q2: 17 lanes of tile 0's high half
     db.append(("dup", db[2][1]))
     db.append(("hom3", qs[3][1] + rs(2)))
     db.append(("one", "W"))
