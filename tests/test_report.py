@@ -378,6 +378,7 @@ def _early_in_a_process(tmp_path, seed: int, head: str, start: str, middle: str,
     return proc
 
 
+@pytest.mark.slow  # every picture drawn twice, 8-11 s; .ci/run runs it
 def test_pictures_started_early_equal_those_drawn_at_the_end(tmp_path):
     """start_early (rule finish: after the merge, beside the traceback) draws the
     pictures of the hits before changes.tsv exists; make_report then draws the
@@ -405,6 +406,7 @@ def test_pictures_started_early_equal_those_drawn_at_the_end(tmp_path):
         assert not [p for p in (work / "early").iterdir() if p.name.endswith(".tmp")]
 
 
+@pytest.mark.slow  # 9 s; .ci/run runs it
 def test_early_pictures_with_a_gate_wait_for_the_alignments(tmp_path):
     """start_early(gate=True) (run-steps, a traceback before the plots): no picture is
     drawn until alignments_done() says the alignments are made; then they are, the

@@ -107,6 +107,7 @@ def _chain(steps: list[list[str]]) -> list[str]:
 TABLES = ["hits.tsv", "alignments.tsv", "changes.tsv", "plots/queries.tsv"]
 
 
+@pytest.mark.slow  # the four steps run twice, 11-17 s on the 2-core VM; .ci/run runs it
 def test_one_process_gives_the_tables_of_one_process_per_step(scored):
     root, tables = scored
     alone, chained = root / "alone", root / "chained"
@@ -461,6 +462,7 @@ runpy.run_module("swgpu_tools.cli", run_name="__main__")
 """
 
 
+@pytest.mark.slow  # a chained run under the read counter, 10-11 s; .ci/run runs it
 def test_one_process_reads_the_query_file_once(scored, tmp_path):
     """rule finish runs merge, traceback, release and plots in one process: the query
     file is read (its records parsed) once there, not once per step; on their own, the
@@ -494,6 +496,7 @@ def test_one_process_reads_the_query_file_once(scored, tmp_path):
         ).read_bytes()
 
 
+@pytest.mark.slow  # a chained run, 9-11 s; .ci/run runs it
 def test_the_traceback_takes_the_merges_hits_table_without_reading_it(scored, tmp_path):
     """Chained after the merge, the traceback takes the hits table the merge wrote
     from memory (the same DataFrame as read: io.tables.keep_for_reading), without
