@@ -513,6 +513,7 @@ def test_the_traceback_takes_the_merges_hits_table_without_reading_it(scored, tm
     part = tmp_path / "part-reuse.tsv"
     part.write_text("".join(lines[:2] + lines[2::2]))
     cases = [("chained", None), ("reused", reuse), ("partly", str(part)), ("unread", reuse)]
+    cases.append(("forked", str(part)))  # read ahead in a forked child
     for name, previous in cases:
         steps = _steps(root, tmp_path / name, tables)[:2]
         if previous:
@@ -521,7 +522,7 @@ def test_the_traceback_takes_the_merges_hits_table_without_reading_it(scored, tm
         log.touch()
         hits = tmp_path / name / "hits.tsv"
         env = dict(os.environ)  # "unread": SWGPU_PREFETCH_TRACEBACK=0, no reading ahead
-        env["SWGPU_PREFETCH_TRACEBACK"] = "0" if name == "unread" else "1"
+        env["SWGPU_PREFETCH_TRACEBACK"] = {"unread": "0", "forked": "fork"}.get(name, "1")
         proc = subprocess.run(
             [sys.executable, "-c", AUDIT, str(hits), str(log), *_chain(steps)],
             capture_output=True,
@@ -538,11 +539,12 @@ def test_the_traceback_takes_the_merges_hits_table_without_reading_it(scored, tm
         stats = json.loads((tmp_path / name / "stats" / "traceback.json").read_text())
         assert stats["read_phases_s"]["hits"] < 0.05
         assert stats["alignments"] > 0
-        reused = {"chained": 0, "reused": stats["alignments"], "partly": len(lines[2::2])}
+        half = len(lines[2::2])
+        reused = {"chained": 0, "reused": stats["alignments"], "partly": half, "forked": half}
         assert stats["reused"] == reused.get(name, stats["alignments"])
         if previous and name != "unread":  # the previous alignments, subjects read ahead
             have, missing = stats["read_ahead_subjects"]
-            assert have > 0 and (missing > 0) == (name == "partly"), stats
+            assert have > 0 and (missing > 0) == (name in ("partly", "forked")), stats
         else:
             assert "read_ahead_subjects" not in stats
 

@@ -106,8 +106,8 @@ def run_steps(argv: list[str]) -> int:
     from ..io.fasta import remember_reads
     from ..io.tables import keep_for_reading
 
+    _prefetch_traceback(steps)  # (first: it may fork)
     warming = _warm_traceback(steps)
-    _prefetch_traceback(steps)
     try:
         # the steps' query file read once; the merge's hits table handed to the traceback
         with remember_reads(), keep_for_reading(_hits_handed_over(steps)):
@@ -188,7 +188,8 @@ def _prefetch_traceback(steps: list[list[str]]) -> None:
     those and their subjects' records on a thread while the merge runs
     (:func:`swgpu_tools.steps.traceback.prefetch_previous`).  Best effort.
     ``SWGPU_PREFETCH_TRACEBACK=0``: not (for measuring whether the read, mostly Python,
-    slows the merge beside it more than it saves the traceback)."""
+    slows the merge beside it more than it saves the traceback); ``=fork``: in a forked
+    child, which sends what it read back pickled (to measure against the thread)."""
     pair = _merge_and_traceback(steps)
     if pair is None or os.environ.get("SWGPU_PREFETCH_TRACEBACK", "1") == "0":
         return
@@ -202,7 +203,8 @@ def _prefetch_traceback(steps: list[list[str]]) -> None:
         if previous and t.shards:
             from ..steps.traceback import prefetch_previous
 
-            prefetch_previous(t.shards, previous)
+            forked = os.environ.get("SWGPU_PREFETCH_TRACEBACK") == "fork"
+            prefetch_previous(t.shards, previous, forked=forked)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - the traceback reads them itself
         from ..logs import get_logger
 

@@ -108,33 +108,83 @@ def _prefetch_key(shard_paths, previous_internal):
     return (shards, os.path.realpath(previous_internal), st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def prefetch_previous(shard_paths, previous_internal) -> bool:
+def _read_ahead(shard_paths, previous_internal, box: dict) -> None:
+    """Fill ``box`` as :func:`prefetch_previous` reads ahead (an error under "error")."""
+    t0 = time.perf_counter()
+    try:
+        box["previous"] = read_internal(previous_internal)
+        t1 = time.perf_counter()
+        fields: dict = {}
+        wanted = set(box["previous"][0]["sacc"])
+        box["subjects"] = load_subjects(shard_paths, wanted, fields)
+        box["fields"] = fields
+        box["seconds"] = {"previous": t1 - t0, "subjects": time.perf_counter() - t1}
+    except Exception as exc:  # noqa: BLE001 - the step reads them itself
+        box["error"] = exc
+
+
+def _read_ahead_forked(shard_paths, previous_internal, box: dict):
+    """:func:`_read_ahead` in a forked child that sends the box back pickled (so that
+    its reading, mostly Python, does not hold this process's interpreter lock beside
+    the merge); a thread here takes it in.  Returns that thread."""
+    import pickle
+
+    from ..forked import run_child
+
+    read_end, write_end = os.pipe()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        os.close(read_end)
+
+        def work() -> None:
+            got: dict = {}
+            _read_ahead(shard_paths, previous_internal, got)
+            if "error" in got:
+                got["error"] = RuntimeError(str(got["error"]))  # picklable
+            with os.fdopen(write_end, "wb") as fh:
+                fh.write(pickle.dumps(got, protocol=pickle.HIGHEST_PROTOCOL))
+
+        run_child(parent, work)
+    os.close(write_end)
+
+    def take() -> None:
+        with os.fdopen(read_end, "rb") as fh:
+            data = fh.read()
+        os.waitpid(pid, 0)
+        try:
+            box.update(pickle.loads(data))
+        except Exception as exc:  # noqa: BLE001 - a child that failed: the step reads
+            box["error"] = exc
+
+    thread = threading.Thread(target=take, name="swgpu-traceback-prefetch", daemon=True)
+    thread.start()
+    return thread
+
+
+def prefetch_previous(shard_paths, previous_internal, forked: bool = False) -> bool:
     """Start reading, on a thread, a re-scan's previous alignments (``previous_internal``)
     and the records of their subjects from ``shard_paths`` (``swgpu run-steps`` calls
     this before the merge: most of a re-scan's hits are the previous release's, so
-    the traceback then reads only the records of the new ones).  False when there is
-    nothing to read ahead.  :func:`traceback_hits` takes it when its arguments are the
-    same and the file did not change; an error here leaves the reading to it."""
+    the traceback then reads only the records of the new ones).  ``forked``: the
+    reading in a forked child instead (:func:`_read_ahead_forked`; call it before
+    this process starts other threads).  False when there is nothing to read ahead.
+    :func:`traceback_hits` takes it when its arguments are the same and the file did
+    not change; an error here leaves the reading to it."""
     key = _prefetch_key(shard_paths, previous_internal)
     if key is None or key in _PREFETCHED:
         return False
     box: dict = {}
-
-    def run() -> None:
-        t0 = time.perf_counter()
-        try:
-            box["previous"] = read_internal(previous_internal)
-            t1 = time.perf_counter()
-            fields: dict = {}
-            wanted = set(box["previous"][0]["sacc"])
-            box["subjects"] = load_subjects(shard_paths, wanted, fields)
-            box["fields"] = fields
-            box["seconds"] = {"previous": t1 - t0, "subjects": time.perf_counter() - t1}
-        except Exception as exc:  # noqa: BLE001 - the step reads them itself
-            box["error"] = exc
-
-    thread = threading.Thread(target=run, name="swgpu-traceback-prefetch", daemon=True)
-    thread.start()
+    if forked:
+        thread = _read_ahead_forked(shard_paths, previous_internal, box)
+    else:
+        thread = threading.Thread(
+            target=_read_ahead,
+            args=(shard_paths, previous_internal, box),
+            name="swgpu-traceback-prefetch",
+            daemon=True,
+        )
+        thread.start()
     _PREFETCHED[key] = (thread, box)
     return True
 
