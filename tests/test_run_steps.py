@@ -513,7 +513,7 @@ def test_the_traceback_takes_the_merges_hits_table_without_reading_it(scored, tm
     part = tmp_path / "part-reuse.tsv"
     part.write_text("".join(lines[:2] + lines[2::2]))
     cases = [("chained", None), ("reused", reuse), ("partly", str(part)), ("unread", reuse)]
-    cases.append(("forked", str(part)))  # read ahead in a forked child
+    cases.append(("thread", str(part)))  # read ahead on a thread (the others: forked)
     for name, previous in cases:
         steps = _steps(root, tmp_path / name, tables)[:2]
         if previous:
@@ -522,7 +522,7 @@ def test_the_traceback_takes_the_merges_hits_table_without_reading_it(scored, tm
         log.touch()
         hits = tmp_path / name / "hits.tsv"
         env = dict(os.environ)  # "unread": SWGPU_PREFETCH_TRACEBACK=0, no reading ahead
-        env["SWGPU_PREFETCH_TRACEBACK"] = {"unread": "0", "forked": "fork"}.get(name, "1")
+        env["SWGPU_PREFETCH_TRACEBACK"] = {"unread": "0", "thread": "thread"}.get(name, "1")
         proc = subprocess.run(
             [sys.executable, "-c", AUDIT, str(hits), str(log), *_chain(steps)],
             capture_output=True,
@@ -540,11 +540,11 @@ def test_the_traceback_takes_the_merges_hits_table_without_reading_it(scored, tm
         assert stats["read_phases_s"]["hits"] < 0.05
         assert stats["alignments"] > 0
         half = len(lines[2::2])
-        reused = {"chained": 0, "reused": stats["alignments"], "partly": half, "forked": half}
+        reused = {"chained": 0, "reused": stats["alignments"], "partly": half, "thread": half}
         assert stats["reused"] == reused.get(name, stats["alignments"])
         if previous and name != "unread":  # the previous alignments, subjects read ahead
             have, missing = stats["read_ahead_subjects"]
-            assert have > 0 and (missing > 0) == (name in ("partly", "forked")), stats
+            assert have > 0 and (missing > 0) == (name in ("partly", "thread")), stats
         else:
             assert "read_ahead_subjects" not in stats
 

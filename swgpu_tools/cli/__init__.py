@@ -185,11 +185,11 @@ def _parsed_quietly(step: list[str]):
 
 def _prefetch_traceback(steps: list[list[str]]) -> None:
     """With a merge before a traceback that reuses a kept release's alignments: read
-    those and their subjects' records on a thread while the merge runs
-    (:func:`swgpu_tools.steps.traceback.prefetch_previous`).  Best effort.
-    ``SWGPU_PREFETCH_TRACEBACK=0``: not (for measuring whether the read, mostly Python,
-    slows the merge beside it more than it saves the traceback); ``=fork``: in a forked
-    child, which sends what it read back pickled (to measure against the thread)."""
+    those and their subjects' records in a forked child while the merge runs
+    (:func:`swgpu_tools.steps.traceback.prefetch_previous`; the reading, mostly Python,
+    on a thread here took the merge's interpreter lock: run 222, RESULTS-workflow.md,
+    the finish job 0.16 s shorter forked).  Best effort.  ``SWGPU_PREFETCH_TRACEBACK=0``:
+    no reading ahead; ``=thread``: on a thread (both for measuring)."""
     pair = _merge_and_traceback(steps)
     if pair is None or os.environ.get("SWGPU_PREFETCH_TRACEBACK", "1") == "0":
         return
@@ -203,7 +203,7 @@ def _prefetch_traceback(steps: list[list[str]]) -> None:
         if previous and t.shards:
             from ..steps.traceback import prefetch_previous
 
-            forked = os.environ.get("SWGPU_PREFETCH_TRACEBACK") == "fork"
+            forked = os.environ.get("SWGPU_PREFETCH_TRACEBACK") != "thread"
             prefetch_previous(t.shards, previous, forked=forked)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - the traceback reads them itself
         from ..logs import get_logger

@@ -133,7 +133,12 @@ def _read_ahead_forked(shard_paths, previous_internal, box: dict):
 
     read_end, write_end = os.pipe()
     parent = os.getpid()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_end)
+        os.close(write_end)
+        raise
     if pid == 0:  # the child: never returns
         os.close(read_end)
 
@@ -163,7 +168,8 @@ def _read_ahead_forked(shard_paths, previous_internal, box: dict):
 
 
 def prefetch_previous(shard_paths, previous_internal, forked: bool = False) -> bool:
-    """Start reading, on a thread, a re-scan's previous alignments (``previous_internal``)
+    """Start reading, on a thread (or in a forked child: ``forked``), a re-scan's
+    previous alignments (``previous_internal``)
     and the records of their subjects from ``shard_paths`` (``swgpu run-steps`` calls
     this before the merge: most of a re-scan's hits are the previous release's, so
     the traceback then reads only the records of the new ones).  ``forked``: the
@@ -175,9 +181,13 @@ def prefetch_previous(shard_paths, previous_internal, forked: bool = False) -> b
     if key is None or key in _PREFETCHED:
         return False
     box: dict = {}
+    thread = None
     if forked:
-        thread = _read_ahead_forked(shard_paths, previous_internal, box)
-    else:
+        try:
+            thread = _read_ahead_forked(shard_paths, previous_internal, box)
+        except OSError:  # no fork here: a thread
+            thread = None
+    if thread is None:
         thread = threading.Thread(
             target=_read_ahead,
             args=(shard_paths, previous_internal, box),
