@@ -75,8 +75,8 @@ def save_png(fig, path) -> None:
 
     FigureCanvasAgg(fig)
     with atomic_write(path, "wb") as fh:
-        # zlib level 1: a tenth of a picture's time at level 6 (the default), files
-        # about a third larger (tens of kB)
+        # zlib level 1: the encoder ~25 % faster than at level 6 (the default) on the
+        # 2-core VM, files ~20 % larger (tens of kB)
         fig.savefig(fh, format="png", dpi=DPI, pil_kwargs={"compress_level": PNG_LEVEL})
 
 

@@ -11,6 +11,7 @@ unchanged alignments (:mod:`swgpu_tools.engine.traceback`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -168,13 +169,13 @@ def _read_ahead_forked(shard_paths, previous_internal, box: dict):
 
 
 def prefetch_previous(shard_paths, previous_internal, forked: bool = False) -> bool:
-    """Start reading, on a thread (or in a forked child: ``forked``), a re-scan's
-    previous alignments (``previous_internal``)
+    """Start reading, on a thread, a re-scan's previous alignments (``previous_internal``)
     and the records of their subjects from ``shard_paths`` (``swgpu run-steps`` calls
     this before the merge: most of a re-scan's hits are the previous release's, so
     the traceback then reads only the records of the new ones).  ``forked``: the
     reading in a forked child instead (:func:`_read_ahead_forked`; call it before
-    this process starts other threads).  False when there is nothing to read ahead.
+    this process starts other threads; a thread where fork fails).  False when there
+    is nothing to read ahead.
     :func:`traceback_hits` takes it when its arguments are the same and the file did
     not change; an error here leaves the reading to it."""
     key = _prefetch_key(shard_paths, previous_internal)
@@ -183,10 +184,8 @@ def prefetch_previous(shard_paths, previous_internal, forked: bool = False) -> b
     box: dict = {}
     thread = None
     if forked:
-        try:
+        with contextlib.suppress(OSError):  # no fork here: a thread
             thread = _read_ahead_forked(shard_paths, previous_internal, box)
-        except OSError:  # no fork here: a thread
-            thread = None
     if thread is None:
         thread = threading.Thread(
             target=_read_ahead,
