@@ -423,3 +423,125 @@ def test_gpu_qp2_random_vs_cpu_and_above_int16():
     th = s.search(eqs, 25)
     exp = top_k_from_scores(want.astype(np.int32), 25)
     assert (th.subject_index == exp.subject_index).all() and (th.score == exp.score).all()
+
+
+BATCH_SIM_SCRIPT = textwrap.dedent(
+    r"""
+    import json, sys
+    import numpy as np
+    sys.setswitchinterval(0.0002)
+    sys.path.insert(0, sys.argv[1])
+    from reference import sw_score
+    from swgpu_tools.scoring import ScoringScheme
+    from swgpu_tools.sequences import SequenceSet
+    from swgpu_tools.kernels import gpu, top_k_from_scores
+
+    rng = np.random.default_rng(int(sys.argv[2]))
+    scheme = ScoringScheme()
+    letters = list("ARNDCQEGHILKMFPSTWYV")
+
+    def rs(n):
+        return "".join(rng.choice(letters, n))
+
+    # R = 4: q0 takes 3 lanes, q1 2, q2 1, q3 none (empty); one tile
+    qlens = [11, 8, 3, 0]
+    qs = [(f"q{i}", rs(n)) for i, n in enumerate(qlens)]
+    db = [(f"s{i}", rs(int(rng.integers(1, 9)))) for i in range(4)]
+    db.append(("hom0", qs[0][1][1:10]))  # re-scored: above the lowered limit
+    db.append(("hom1", qs[1][1]))
+    edb = scheme.encode(SequenceSet.from_pairs(db))
+    eqs = scheme.encode(SequenceSet.from_pairs(qs))
+    ref = np.array([[sw_score(eqs.codes[eqs.offsets[i]:eqs.offsets[i + 1]],
+                              edb.codes[edb.offsets[j]:edb.offsets[j + 1]], scheme.matrix,
+                              scheme.gap_open, scheme.gap_extend)
+                     for j in range(len(edb))] for i in range(len(eqs))], dtype=np.int32)
+    s = gpu.GpuSearcher.from_scheme(edb, scheme, mode="s16", qp2=True, batch=True)
+    limit = int(ref[0, 4]) - 1
+    s.overflow_limit = limit
+    n = len(edb)
+    path = s.path(np.array(qlens))
+    # one search by segments (subjects 0-2 and 3-5), every subject of each: the whole
+    # score block, cut in two (a simulator search takes a minute)
+    seg = s.search(eqs, n, segments=[0, 3, n])
+    want = [top_k_from_scores(ref[:, a:b], n) for a, b in ((0, 3), (3, n))]
+    equal = True
+    for q in range(len(qs)):
+        sel = seg.query_index == q
+        w_sub = np.concatenate([w.subject_index[w.query_index == q] + a
+                                for w, a in zip(want, (0, 3))])
+        w_sc = np.concatenate([w.score[w.query_index == q] for w in want])
+        equal &= bool((seg.subject_index[sel] == w_sub).all() and (seg.score[sel] == w_sc).all())
+    print("RESULT " + json.dumps({
+        "equal": equal,
+        "rows": int(len(seg)),
+        "flagged": int((ref >= limit).sum()),
+        "rescored": int(s.rescored),
+        "path": path,
+        "qp2": bool(s.batch_seconds["qp2"]),
+    }))
+    """
+)
+
+
+@pytest.mark.slow
+def test_simulator_batched_search_by_qp2_tiles_matches_reference(monkeypatch):
+    """The batched path with qp2's tiles (a re-scan's delta on Hopper): the whole score
+    block of several queries (one empty), by segments, equals the reference's, with
+    the scores at or above the overflow limit re-scored by the 32-bit kernel."""
+    from test_kernels_gpu import _sim_child
+
+    monkeypatch.setenv("SWGPU_QP2_ROWS", "4")
+    res = _sim_child(BATCH_SIM_SCRIPT, 5)
+    assert res["path"] == "batched" and res["qp2"], res
+    assert res["equal"] and res["rows"] == 4 * 6, res
+    assert res["flagged"] >= 2 and res["rescored"] == res["flagged"], res
+
+
+@pytest.mark.gpu
+def test_gpu_batched_blocks_by_qp2_tiles_vs_cpu_and_above_int16():
+    """On a GPU: a re-scan-like delta (few subjects, many queries) searched in batches
+    with qp2's tiles against the batched s16 kernels and the CPU backend, with a self-hit
+    above the 16-bit range (re-scored), and by segments."""
+    from swgpu_tools.kernels import cpu, gpu, top_k_from_scores
+    from swgpu_tools.scoring import ScoringScheme
+    from swgpu_tools.sequences import SequenceSet
+
+    ok, why = gpu.available()
+    if not ok:
+        pytest.skip(f"no usable GPU: {why}")
+    rng = np.random.default_rng(12)
+    letters = list("ARNDCQEGHILKMFPSTWYV")
+    scheme = ScoringScheme()
+
+    def rs(n):
+        return "".join(rng.choice(letters, n))
+
+    qlens = [7000, 1500, 640, 300, 64, 1] + list(rng.integers(20, 600, 300))
+    qs = [(f"q{i}", rs(int(n))) for i, n in enumerate(qlens)]
+    db = [(f"s{i}", rs(int(rng.integers(1, 800)))) for i in range(400)]
+    db += [(f"h{i}", q[1][5 : 5 + 400]) for i, q in enumerate(qs[:20])]
+    db.append(("self0", qs[0][1]))
+    edb = scheme.encode(SequenceSet.from_pairs(db))
+    eqs = scheme.encode(SequenceSet.from_pairs(qs))
+    want = cpu.score_all(eqs, edb, scheme)
+    assert want.max() > 32767
+    s = gpu.GpuSearcher.from_scheme(edb, scheme, mode="s16", qp2=True, batch=True)
+    assert s.path(np.diff(eqs.offsets)) == "batched"
+    th = s.search(eqs, 25)
+    assert s.batch_seconds["qp2"] and s.rescored >= 1
+    exp = top_k_from_scores(want.astype(np.int32), 25)
+    assert (th.query_index == exp.query_index).all()
+    assert (th.subject_index == exp.subject_index).all() and (th.score == exp.score).all()
+    s.qp2 = False  # the batched s16 kernels: the same hits
+    old = s.search(eqs, 25)
+    assert not s.batch_seconds["qp2"]
+    assert (old.subject_index == th.subject_index).all() and (old.score == th.score).all()
+    s.qp2 = True
+    cut = 200
+    seg = s.search(eqs, 10, segments=[0, cut, len(edb)])
+    for q in (0, 7, 100):
+        got = seg.subject_index[seg.query_index == q]
+        for a, b in ((0, cut), (cut, len(edb))):
+            part = got[(got >= a) & (got < b)]
+            top = top_k_from_scores(want[q : q + 1, a:b].astype(np.int32), 10)
+            assert (part == top.subject_index + a).all(), (q, a)
