@@ -5,14 +5,13 @@ re-scan's new and changed sequences, or a shard.
 
     python benchmarks/gpu_batch_bench.py --db bench_db.fasta --queries q.fasta \
         [--subjects 1663] [--queries-n 2000] [--top-k 510] [--repeat 2] \
-        [--paths batched,batched-s16,qp2,s16] [--preload] [--json out.json]
+        [--paths batched,qp2,s16] [--preload] [--json out.json]
 
 The subject set is ``--subjects`` entries of ``--db`` picked at random (seed 1; all
 of it with 0), the queries the first ``--queries-n`` of ``--queries`` (repeated
 if the file has fewer).  Every path searches the same uploaded database
-(``GpuSearcher`` with ``batch=True``, whose blocks qp2's tiles score where qp2 is
-wanted; ``batch=True, qp2=False``, the batched s16 kernels; ``batch=False, qp2=True``;
-``batch=False, qp2=False``), each timed ``--repeat`` times after a warm-up search (kernels loaded),
+(``GpuSearcher`` with ``batch=True``; ``batch=False, qp2=True``; ``batch=False,
+qp2=False``), each timed ``--repeat`` times after a warm-up search (kernels loaded),
 and the best time is reported with its GCUPS (query residues x subject residues /
 seconds / 1e9), and which path the searcher's own choice ('auto') takes.  The paths'
 top hits must be identical (exit 1 otherwise).
@@ -96,12 +95,7 @@ def main() -> int:
     # the searcher's own choice ('auto'; its one-unit-at-a-time path is s16's)
     path = s.path(np.diff(eqs.offsets))
     out["auto"] = {"units": "s16"}.get(path, path)
-    settings = {
-        "batched": (True, "auto"),  # qp2's tiles for the blocks where qp2 is wanted
-        "batched-s16": (True, False),  # the batched s16 kernels
-        "qp2": (False, True),
-        "s16": (False, False),
-    }
+    settings = {"batched": (True, "auto"), "qp2": (False, True), "s16": (False, False)}
     hits = {}
     for key in args.paths.split(","):
         s.batch, s.qp2 = settings[key]
@@ -110,7 +104,7 @@ def main() -> int:
         first = time.perf_counter() - t
         print(
             f"{key}: first search {first:.3f} s"
-            + (f" {dict(s.batch_seconds)}" if key.startswith("batched") else ""),
+            + (f" {dict(s.batch_seconds)}" if key == "batched" else ""),
             flush=True,
         )
         times = []
@@ -120,7 +114,7 @@ def main() -> int:
             times.append(time.perf_counter() - t)
         best = min(times)
         out[key] = {"seconds": times, "gcups": cells / best / 1e9, "first_s": first}
-        if key.startswith("batched"):  # the last search's split: GPU wait, host top-k, launching
+        if key == "batched":  # the last search's split: GPU wait, host top-k, launching
             out[key]["split"] = dict(s.batch_seconds)
             print(f"  {s.batch_seconds}", flush=True)
         print(

@@ -129,15 +129,3 @@ def test_a_set_stop_ends_the_preload_of_scoring_kernels(monkeypatch, tmp_path):
     assert n == 3 and len(loaded) == 3
     loaded.clear()
     assert gpu_backend.preload_kernels(ScoringScheme("BLOSUM62", 11, 1)) > 3
-    # a re-scan's preload (batched) loads the qp2 kernel too (its tiles score the
-    # batched blocks on Hopper), unless stopped first
-    qp2_loads = []
-    monkeypatch.setattr(cache, "get_qp2_kernel", lambda R, U: qp2_loads.append(R) or Kernel())
-    loaded.clear()
-    stop.clear()
-    n = gpu_backend.preload_kernels(ScoringScheme("BLOSUM62", 11, 1), batched=True)
-    assert len(qp2_loads) == 1 and n == len(loaded) + 1
-    loaded.clear()
-    stop.clear()
-    gpu_backend.preload_kernels(ScoringScheme("BLOSUM62", 11, 1), batched=True, stop=stop)
-    assert len(loaded) == 3 and len(qp2_loads) == 1  # stopped before qp2

@@ -69,8 +69,7 @@ def preload_kernels(scheme: ScoringScheme, batched: bool = False, stop=None) -> 
     """Load (from the disk cache) the scoring kernels of the shape menu that a search
     with ``scheme`` may use into the current context; returns how many.
     ``batched``: their several-queries-per-launch variants (:mod:`.batched`: a
-    re-scan's delta) instead, and on Hopper the qp2 kernel, whose tiles score the
-    batched blocks where it serves.  ``stop``: a :class:`threading.Event`; once set, no
+    re-scan's delta) instead.  ``stop``: a :class:`threading.Event`; once set, no
     more are loaded (a job that takes a start made ahead and needs others)."""
     from .planner import menu, parse_configs
     from .searcher import kernel_mode
@@ -86,14 +85,6 @@ def preload_kernels(scheme: ScoringScheme, batched: bool = False, stop=None) -> 
                 continue
             kern = cache.get_kernel(mode, G, R, multipass, batched)
             for k in kern.overloads.values():
-                k.bind()
-            n += 1
-    if batched and mode == "s16" and not (stop is not None and stop.is_set()):
-        # the batched search's blocks are scored by qp2's tiles where qp2 serves (.batched)
-        from . import qp2
-
-        if qp2.fits(scheme.matrix, scheme.gap_open, scheme.gap_extend):
-            for k in cache.get_qp2_kernel(qp2.ROWS, qp2.U_DEFAULT).overloads.values():
                 k.bind()
             n += 1
     return n

@@ -13,12 +13,6 @@ top k of each row are chosen there with the same tie rule (score descending,
 then subject index).  Pairs whose packed (s16, h16) score may have overflowed are
 re-scored with the 32-bit kernels, as in the one-query path.  Two blocks are
 in flight: the host chooses one block's hits while the GPU scores the next.
-
-Where qp2 serves the searcher (:func:`.qp2.wanted`: s16 on Hopper, its plan full
-enough), a block's scores come from qp2's tiles instead (:func:`.qp2.launch` into
-the block's score rows, two queries per register): the same block, the same
-re-scoring and top k on the host, without qp2's own per-query histograms and
-selections (a round trip a query, which a small subject set does not hide).
 """
 
 from __future__ import annotations
@@ -30,7 +24,7 @@ import numpy as np
 
 from ..gpu_intrinsics import SIM
 from ..topk import top_rows
-from . import chains, qp2
+from . import chains
 from .codegen import PAIRED_MODES
 
 #: Largest subject count scored in batches under 'auto' (the score block of a
@@ -91,11 +85,10 @@ def _chunks(searcher, qlens) -> list:
     return out
 
 
-def _rescore_packed(searcher, block, members, qcodes, qoffs, tables, slot, limit) -> int:
+def _rescore_packed(searcher, block, members, qcodes, qoffs, tables, slot) -> int:
     """Re-score with 32-bit kernels the pairs of ``block`` (rows: ``members``) whose
-    packed (s16, h16 or qp2) score may have overflowed (at or above ``limit``);
-    returns how many."""
-    rows, cols = np.nonzero(block >= limit)
+    packed (s16 or h16) score may have overflowed; returns how many."""
+    rows, cols = np.nonzero(block >= searcher.overflow_limit)
     if len(rows) == 0:
         return 0
     t32 = tables.get("s32")
@@ -123,21 +116,6 @@ def _rescore_packed(searcher, block, members, qcodes, qoffs, tables, slot, limit
     return len(rows)
 
 
-def _qp2_block(s, q2, members, qcodes, qoffs, noe, nxt, d_out, cstream):
-    """Queue on ``cstream`` the scores of queries ``members`` (rows in that order) against
-    every subject into ``d_out`` by qp2's tiles; returns an event to record once the
-    block's copy is queued too (None under the simulator, which is synchronous)."""
-    from numba import cuda
-
-    m = len(members)
-    s._fill(d_out, m * s.n, 0, cstream)  # qp2's tiles keep the max of theirs and what is stored
-    sub = [qcodes[qoffs[q] : qoffs[q + 1]] for q in members.tolist()]
-    tiles = qp2.plan([len(q) for q in sub], qp2.ROWS)
-    rows = {j: j for j in range(m)}
-    qp2.launch(q2, tiles, sub, rows, s.matrix, noe, nxt, d_out, s.n, cstream, qp2.ROWS)
-    return None if SIM else cuda.event(timing=False)
-
-
 def search(searcher, qcodes, qoffs, top_k, progress=None, segments=None):
     """Top ``top_k`` hits of each query, many queries per launch (see the module);
     with ``segments`` (start subject of each segment, and the subject count), the
@@ -151,15 +129,9 @@ def search(searcher, qcodes, qoffs, top_k, progress=None, segments=None):
     nq = len(qoffs) - 1
     qlens = np.diff(qoffs)
     tables = s._query_tables(qcodes)
-    tiles = qp2.wanted(s, qlens)  # qp2's tiles score the blocks
-    if tiles:
-        q2, limit, noe, nxt = qp2._setup(s)
-        cstream = 0 if SIM else s._qp2_cuda_stream()
-    else:
-        s._compile_ahead(qlens, batched=True)
-        table = tables[mode]
-        d_qoffs, qstarts = s._qoffs_all(qcodes, qoffs, table)
-        limit = s.overflow_limit
+    s._compile_ahead(qlens, batched=True)
+    table = tables[mode]
+    d_qoffs, qstarts = s._qoffs_all(qcodes, qoffs, table)
     k = min(int(top_k), n)
     segs = np.asarray([0, n] if segments is None else segments, dtype=np.int64)
     chunks = _chunks(s, qlens)
@@ -178,19 +150,16 @@ def search(searcher, qcodes, qoffs, top_k, progress=None, segments=None):
     t_scan = t_last = time.perf_counter()
     s.plan_seconds = 0.0
     s.rescored = 0
-    s.batch_seconds = {"wait": 0.0, "host": 0.0, "launch": 0.0, "blocks": len(chunks), "qp2": tiles}
+    s.batch_seconds = {"wait": 0.0, "host": 0.0, "launch": 0.0, "blocks": len(chunks)}
 
-    def finish(slot, buf, members, ready):
+    def finish(slot, buf, members):
         nonlocal done, t_last
         t0 = time.perf_counter()
-        if ready is not None:  # qp2: the block's copy is done (the next block's tiles
-            ready.synchronize()  # are queued behind it on the same stream)
-        else:
-            slot.synchronize(scans=True)
+        slot.synchronize(scans=True)
         t1 = time.perf_counter()
         block = buf[: len(members) * n].reshape(len(members), n).copy()
-        if tiles or mode in PAIRED_MODES:
-            s.rescored += _rescore_packed(s, block, members, qcodes, qoffs, tables, slot, limit)
+        if mode in PAIRED_MODES:
+            s.rescored += _rescore_packed(s, block, members, qcodes, qoffs, tables, slot)
         _, cols, vals = top_rows(block, k, segs)
         s.batch_seconds["wait"] += t1 - t0
         s.batch_seconds["host"] += time.perf_counter() - t1
@@ -208,19 +177,6 @@ def search(searcher, qcodes, qoffs, top_k, progress=None, segments=None):
     pending = None
     for ci, (r, members) in enumerate(chunks):
         slot = s._slot(ci % 2)
-        if tiles:
-            t_launch = time.perf_counter()
-            ready = _qp2_block(s, q2, members, qcodes, qoffs, noe, nxt, d_out[ci % 2], cstream)
-            d_out[ci % 2][: len(members) * n].copy_to_host(
-                h_out[ci % 2][: len(members) * n], stream=cstream
-            )
-            if ready is not None:
-                ready.record(cstream)
-            s.batch_seconds["launch"] += time.perf_counter() - t_launch
-            if pending is not None:
-                finish(*pending)
-            pending = (slot, h_out[ci % 2], members, ready)
-            continue
         t0 = time.perf_counter()
         parts = s.plan(mode, r, batched=True)
         s.plan_seconds += time.perf_counter() - t0
@@ -245,7 +201,7 @@ def search(searcher, qcodes, qoffs, top_k, progress=None, segments=None):
         s.batch_seconds["launch"] += time.perf_counter() - t_launch
         if pending is not None:
             finish(*pending)
-        pending = (slot, h_out[ci % 2], members, None)
+        pending = (slot, h_out[ci % 2], members)
     if pending is not None:
         finish(*pending)
     s.scan_seconds = time.perf_counter() - t_scan
