@@ -251,7 +251,7 @@ def test_the_warm_process_ends_with_its_parent(tmp_path):
     w = Warm(tmp_path, parent_cmd=["sleep", "1"])
     w.proc.wait(30)  # the shell (its parent) ended
     pids = [int(p) for p in re.findall(r"\(pid (\d+)", w.text())]
-    assert len(pids) == 3  # the three generations
+    assert len(pids) == 4  # the four generations
     _wait_for(lambda: not any(map(_alive, pids)), timeout=20, what="the warm processes' end")
     assert "Snakemake ended: stopping" in w.text()
     assert not os.path.exists(w.socket)
@@ -346,7 +346,12 @@ def test_a_command_whose_imports_are_loading_waits_for_them(bare_server):
 
     assert waits("score-shard") and waits("run-steps")
     assert not waits("shard") and not waits("receipt") and not waits("check-shards")
-    srv.generation = 1  # the scoring generation serves, the finish one loads
+    # a re-scan's job whose searches the GPU standby serves needs the CPU's imports only
+    assert srv._later_generation_loading({"argv": ["score-shard", "x"]}, split=True)
+    srv.generation = 1  # the scoring generation (CPU) serves, numba-cuda's loads
+    assert not srv._later_generation_loading({"argv": ["score-shard", "x"]}, split=True)
+    assert waits("score-shard") and waits("run-steps")
+    srv.generation = 2  # numba-cuda's serves, the finish one loads
     assert not waits("score-shard") and waits("run-steps")
     srv.successor_since -= warm_server.RETRY_S + 1  # a load that hangs
     assert not waits("run-steps")
@@ -391,14 +396,17 @@ def test_the_job_asks_again_after_a_retry_and_runs_the_command_itself_when_refus
 
 def test_each_command_waits_only_for_a_generation_that_exists():
     from swgpu_tools.cli.steps import STEPS
-    from swgpu_tools.warm.server import COMMAND_GENERATION, generations
+    from swgpu_tools.warm.server import COMMAND_GENERATION, SPLIT_GENERATION, generations
 
     known = {name for name, _ in STEPS} | {"run-steps"}
     assert set(COMMAND_GENERATION) <= known
     assert all(0 < g < len(generations(True)) for g in COMMAND_GENERATION.values())
-    # the scoring job waits for the generation that loads numba-cuda
+    # the scoring job waits for the generation that loads numba-cuda; a re-scan's
+    # whose searches the GPU standby serves, for the one that loads Numba's CPU side
     scoring = generations(True)[COMMAND_GENERATION["score-shard"]]
     assert "cuda" in [name for name, _ in scoring]
+    split = [name for g in generations(True)[: SPLIT_GENERATION + 1] for name, _ in g]
+    assert "numba" in split and "scoring" in split and "cuda" not in split
 
 
 def test_a_childs_status_reaches_its_job_before_the_child_ends(bare_server):
@@ -729,3 +737,62 @@ def test_snakemakes_params_check_gives_the_same_records_without_importing_pandas
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == [True, True, True, True]
+
+
+def test_a_rescans_searches_are_served_by_the_gpu_standby(tmp_path):
+    """A re-scan's scoring job (every shard has a state) runs in a child of the warm
+    process, its searches served by the GPU standby over a socket
+    (swgpu_tools.remote): the same hits and state as the job in its own process;
+    the standby ends with the job.  (Without a GPU the standby's start chooses the
+    CPU: the split is the same.)"""
+    from swgpu_tools.io.fasta import read_fasta
+    from swgpu_tools.io.hitsfile import read_shard_hits
+
+    db = read_fasta(DATA / "example_database.fasta.gz")
+    pairs = [(db.ids[i], db.sequence(i)) for i in range(len(db))]
+    v2 = [(a, s[::-1] if i % 7 == 0 else s) for i, (a, s) in enumerate(pairs)]  # changed
+    v2 += [(f"NEW{i}", pairs[i][1][: len(pairs[i][1]) // 2]) for i in range(5)]  # added
+    (tmp_path / "v2.fasta").write_text("".join(f">{a}\n{s}\n" for a, s in v2))
+    for name, fasta in (("v1", DATA / "example_database.fasta.gz"), ("v2", tmp_path / "v2.fasta")):
+        subprocess.run(
+            [SWGPU, "shard", str(fasta), "--shards", "1", "--out-dir", str(tmp_path / name)],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+    own_env = {k: v for k, v in os.environ.items() if k != ENV}
+    state = tmp_path / "state-v1.npz"
+    _score_shard_job(
+        own_env, tmp_path, tmp_path / "v1/shard-0000.swdb", "v1", "--state", str(state)
+    )
+    for name in ("own", "split"):
+        shutil.copy(state, tmp_path / f"state-{name}.npz")
+    own = _score_shard_job(
+        own_env, tmp_path, tmp_path / "v2/shard-0000.swdb", "own",
+        "--state", str(tmp_path / "state-own.npz"),
+    )  # fmt: skip
+    w = Warm(tmp_path, gpu=True, standby="BLOSUM62:11:1")
+    try:
+        _wait_for(lambda: "GPU standby: ready" in w.text(), what="the standby")
+        pid = int(re.search(r"GPU standby: pid (\d+)", w.text()).group(1))
+        split = _score_shard_job(
+            w.env(), tmp_path, tmp_path / "v2/shard-0000.swdb", "split",
+            "--state", str(tmp_path / "state-split.npz"),
+        )  # fmt: skip
+        assert "the GPU standby serves the searches of the next job" in w.text()
+        assert "GPU standby: serves the searches of job pid" in w.text()
+        assert f"pid {pid}: the GPU standby takes" not in w.text()
+        _wait_for(lambda: not _alive(pid), timeout=20, what="the standby's end")
+    finally:
+        w.stop()
+    assert split["stats"]["mode"] == "incremental" and split["stats"]["delta_sequences"] > 5
+    assert "standby wait" in split["stats"]["startup_s"]  # its searches ran there
+    assert split["stats"]["rescan_estimate"]["backend"] != "cpu"
+    assert "standby wait" not in own["stats"]["startup_s"]
+
+    def rows(name):
+        h = read_shard_hits(tmp_path / f"{name}.npz")
+        return [(h.queries[q], h.subjects[s], int(x)) for q, s, x in zip(h.q, h.s, h.score)]
+
+    assert rows("split") == rows("own") and len(rows("own")) > 50
+    assert (tmp_path / "state-split.npz").read_bytes() == (tmp_path / "state-own.npz").read_bytes()

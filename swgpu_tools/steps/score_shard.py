@@ -25,6 +25,7 @@ from ..io.shardfile import note_verified, read_database_info, read_shard_unverif
 from ..io.statefile import read_state, sequence_hashes, write_state
 from ..io.stepstats import StepTimer
 from ..logs import get_logger
+from ..remote import remote_start
 from ..scoring import ScoringScheme
 from ..sequences import EncodedSequences
 
@@ -228,8 +229,10 @@ def score_shard(
     timer = StepTimer("score_shard")
     has_state = [bool(s) and os.path.exists(s) for s in states]
     cpus = threads or usable_cpus()
-    early = None
-    if backend == "cpu" or not all(has_state) or gpu_likely(backend):
+    # a re-scan run by the warm process with the GPU standby serving its searches
+    # (swgpu_tools.remote): the standby's start is under way
+    early = remote_start(scheme, backend, device) if all(has_state) and backend != "cpu" else None
+    if early is None and (backend == "cpu" or not all(has_state) or gpu_likely(backend)):
         # the GPU's start-up (lock, CUDA context, helper kernels) runs while the inputs
         # are read; a re-scan whose delta is small may still score on the CPU instead
         # (a re-scan's delta is scored several queries per launch: those kernels too)

@@ -1,8 +1,8 @@
 """The warm process: the step commands' imports, loaded once; one child per command.
 
-The imports come in three generations (:func:`generations`, in the order the
-workflow's jobs need them: the shard step's; the scoring job's, Numba and
-numba-cuda; rule finish's, pandas and matplotlib).  :func:`serve` binds its
+The imports come in four generations (:func:`generations`, in the order the
+workflow's jobs need them: the shard step's; the scoring job's, Numba; numba-cuda;
+rule finish's, pandas and matplotlib).  :func:`serve` binds its
 Unix socket first, loads the first generation (a fraction of a second) and
 takes requests; meanwhile a process forked from it loads the next generation,
 then takes over the socket and forks the one after.  So a job is never held up
@@ -34,7 +34,7 @@ import time
 import traceback
 
 from .protocol import fingerprint, receive, send
-from .standby import Standby, fork_standby, run_job
+from .standby import Standby, eligible, fork_standby, offer_searches, run_job, state_paths
 
 #: Seconds without any command after which the process ends on its own.
 IDLE_S = 3600.0
@@ -111,7 +111,9 @@ def _modules(*names: str):
 def generations(gpu: bool) -> list[list[tuple[str, object]]]:
     """Stages, (name, loader), in generations: what the shard step needs (a
     fraction of a second); the scoring job (Numba; numba-cuda and its typing
-    with ``gpu``); rule finish (pandas, the traceback and its kernels, the pictures)."""
+    with ``gpu``, a generation of its own: a re-scan's job whose searches the GPU
+    standby serves needs only the CPU's); rule finish (pandas, the traceback and its
+    kernels, the pictures)."""
     first = [
         ("numpy", _modules("numpy")),
         ("steps", _modules("swgpu_tools.steps.shard_db", "swgpu_tools.steps.score_shard")),
@@ -119,8 +121,8 @@ def generations(gpu: bool) -> list[list[tuple[str, object]]]:
     scoring = [
         ("numba", _stage_numba),
         ("scoring", _stage_scoring),
-        ("cuda", _stage_cuda(gpu)),
     ]
+    cuda = [("cuda", _stage_cuda(gpu))]
     finish = [
         ("pandas", _modules("pandas", "Bio.Align")),
         (
@@ -135,7 +137,7 @@ def generations(gpu: bool) -> list[list[tuple[str, object]]]:
         ("alignment", _stage_alignment),
         ("plots", _stage_plots),
     ]
-    return [first, scoring, finish]
+    return [first, scoring, cuda, finish]
 
 
 #: The generation whose imports each command needs (others: the first).  A
@@ -143,13 +145,15 @@ def generations(gpu: bool) -> list[list[tuple[str, object]]]:
 #: loading, is answered "retry": the job asks again shortly and is served by the
 #: loaded process, rather than its child importing again what is being loaded.
 COMMAND_GENERATION = {
-    "score-shard": 1,
-    "run-steps": 2,
-    "merge": 2,
-    "traceback": 2,
-    "release": 2,
-    "plots": 2,
+    "score-shard": 2,
+    "run-steps": 3,
+    "merge": 3,
+    "traceback": 3,
+    "release": 3,
+    "plots": 3,
 }
+#: ... and a re-scan's scoring job whose searches the GPU standby serves (:meth:`_Server._split`)
+SPLIT_GENERATION = 1
 
 #: How long a loading generation may keep requests waiting (then they are served
 #: by the processes already loaded).
@@ -201,6 +205,7 @@ class _Server:
         self.standby_scheme = standby  # a GPU standby's MATRIX:OPEN:EXTEND, or None
         self.standby: Standby | None = None
         self.standby_ours = False  # whether it is this process's child (waitpid reports it)
+        self.standby_env: dict = {}
         self.adopted: set[int] = set()  # jobs' pids that are not this process's children
         self.fingerprint = fingerprint()
         self.children: dict[int, socket.socket] = {}  # child pid -> its job's connection
@@ -277,6 +282,9 @@ class _Server:
         first scoring job that may use it; the next generations keep its handle."""
         if self.refuse:
             return
+        # the environment its start began in (later generations' numba-cuda import
+        # sets CUDA defaults in theirs): what a job's must equal for it to serve
+        self.standby_env = dict(os.environ)
         self.standby = fork_standby(
             self._close_inherited, self.run_command, self.standby_scheme, standby_preload
         )
@@ -393,11 +401,18 @@ class _Server:
                 send(conn, {"refused": why})
                 conn.close()
                 return
+            # a re-scan's scoring job: run here, its searches by the GPU standby
+            split = self._split(request)
             # a later generation loading the imports the command needs: the GPU
             # standby takes a scoring job now if it is ready (it has its own imports)
-            later = self._later_generation_loading(request)
-            pid, report_r = None, None
-            if not later or (self.standby is not None and self.standby.is_ready()):
+            later = self._later_generation_loading(request, split)
+            pid, report_r, gpu_fd = None, None, None
+            if split and not later:
+                gpu_fd = offer_searches(self.standby, request)
+                self.standby = None  # used, or gone
+                if gpu_fd is not None:
+                    self._log("the GPU standby serves the searches of the next job")
+            elif not later or (self.standby is not None and self.standby.is_ready()):
                 pid, report_r = self._to_standby(request, fds)
             if pid is None and later:
                 send(conn, {"retry": "the imports it needs are loading"})
@@ -417,12 +432,14 @@ class _Server:
                     raise
                 if pid == 0:
                     os.close(report_r)
-                    self._child(conn, request, fds, report_w, mask)  # never returns
+                    self._child(conn, request, fds, report_w, mask, gpu_fd)  # never returns
                 signal.pthread_sigmask(signal.SIG_SETMASK, mask)
                 os.close(report_w)
         finally:
             for fd in fds:
                 os.close(fd)
+            if gpu_fd is not None:
+                os.close(gpu_fd)
         conn.settimeout(None)
         self.children[pid] = conn
         self.reports[pid] = report_r
@@ -452,11 +469,27 @@ class _Server:
         self._log(f"pid {standby.pid}: the GPU standby takes the job")
         return standby.pid, report_r
 
-    def _later_generation_loading(self, request: dict) -> bool:
+    def _split(self, request: dict) -> bool:
+        """Whether a scoring request runs in a child here with its searches served by
+        the GPU standby (:mod:`swgpu_tools.remote`): a re-scan (every shard of the job
+        has a state file) that the standby could take, and ``SWGPU_GPU_SPLIT`` is
+        not ``0`` in the job's environment."""
+        standby = self.standby
+        if standby is None or standby.sock is None or not eligible(request, self.standby_env):
+            return False
+        if (request.get("env") or {}).get("SWGPU_GPU_SPLIT") == "0":
+            return False
+        states = state_paths(request.get("argv") or [])
+        cwd = str(request.get("cwd") or ".")
+        return bool(states) and all(os.path.exists(os.path.join(cwd, p)) for p in states)
+
+    def _later_generation_loading(self, request: dict, split: bool = False) -> bool:
         """Whether the request's command needs a later generation than this
-        process's, and the next one is loading (for less than :data:`RETRY_S`)."""
+        process's, and the next one is loading (for less than :data:`RETRY_S`);
+        ``split``: a scoring job whose searches the GPU standby serves (it needs
+        the scoring generation's CPU imports, not numba-cuda's)."""
         argv = request.get("argv") or [""]
-        needs = COMMAND_GENERATION.get(str(argv[0]), 0)
+        needs = SPLIT_GENERATION if split else COMMAND_GENERATION.get(str(argv[0]), 0)
         return (
             needs > self.generation
             and self.from_successor is not None
@@ -549,7 +582,13 @@ class _Server:
             self.standby.close()
 
     def _child(
-        self, conn: socket.socket, request: dict, fds: list[int], report: int, mask=None
+        self,
+        conn: socket.socket,
+        request: dict,
+        fds: list[int],
+        report: int,
+        mask=None,
+        gpu_fd: int | None = None,
     ) -> None:
         try:
             self._close_inherited(conn)
@@ -558,7 +597,7 @@ class _Server:
         except BaseException:
             traceback.print_exc()
             os._exit(1)
-        run_job(request, fds, report, self.run_command)  # never returns
+        run_job(request, fds, report, self.run_command, gpu_fd)  # never returns
 
     # -- the end ----------------------------------------------------------------
 

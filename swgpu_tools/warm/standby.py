@@ -36,6 +36,10 @@ import traceback
 
 from .protocol import ENV, JOB_EPOCHS, receive, send
 
+#: The variable that gives a job its socket to the standby (swgpu_tools.remote.ENV_FD;
+#: not imported from there: the warm process's first generation loads no backend).
+GPU_FD = "SWGPU_GPU_SERVER_FD"
+
 #: Seconds the standby waits for a command before it ends (and frees its GPU).
 IDLE_S = 120.0
 
@@ -68,6 +72,22 @@ def eligible(request: dict, env=None) -> bool:
     theirs = request.get("env") or {}
     cuda = {k for k in (*env, *theirs) if k.startswith("CUDA_")}
     return all(env.get(k) == theirs.get(k) for k in cuda)
+
+
+def state_paths(argv: list) -> list[str]:
+    """The ``--state`` files of a ``score-shard`` command line (its shards' memories of
+    the last release; ``--state A B ...`` up to the next option, or ``--state=A``)."""
+    argv = [str(a) for a in argv]
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        if arg.startswith("--state="):
+            out.append(arg.partition("=")[2])
+        elif arg == "--state":
+            for value in argv[i + 1 :]:
+                if value.startswith("-"):
+                    break
+                out.append(value)
+    return out
 
 
 class Standby:
@@ -195,8 +215,9 @@ def _standby_main(sock: socket.socket, run_command, scoring: str, preload) -> in
             print(f"[swgpu warm] GPU standby: preload: {exc}", file=sys.stderr, flush=True)
     try:
         sock.sendall(READY)
-    except OSError:
-        return 0
+    except OSError:  # the warm process closed its end: an offer it sent first (a job's
+        pass  # searches, made before this was ready) is still to be read below
+    print("[swgpu warm] GPU standby: ready", file=sys.stderr, flush=True)
     sock.settimeout(IDLE_S)
     while True:
         try:
@@ -205,6 +226,9 @@ def _standby_main(sock: socket.socket, run_command, scoring: str, preload) -> in
             return 0
         if not fds:
             continue
+        if request.get("serve"):  # a job's searches (its own process runs the rest)
+            sock.close()  # later offers fail at once
+            return _serve_searches(request, fds, env)
         *job_fds, answer = fds
         if not eligible(request, env):
             os.write(answer, b"n")
@@ -217,11 +241,56 @@ def _standby_main(sock: socket.socket, run_command, scoring: str, preload) -> in
         run_job(request, job_fds, answer, run_command)  # never returns
 
 
-def run_job(request: dict, fds: list[int], report: int, run_command) -> None:
+def _serve_searches(request: dict, fds: list[int], env: dict) -> int:
+    """Serve the searches of the job of ``request`` on the socket in ``fds``
+    (:func:`swgpu_tools.remote.serve`), then end; the socket is closed at once where
+    the job may not run here (:func:`eligible`): the job then starts its own backend."""
+    for fd in fds[1:]:
+        os.close(fd)
+    conn = socket.socket(fileno=fds[0])
+    if not eligible(request, env):
+        conn.close()
+        return 0
+    from ..remote import serve
+
+    print(
+        f"[swgpu warm] GPU standby: serves the searches of job pid {request.get('pid')}",
+        file=sys.stderr,
+        flush=True,
+    )
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return serve(conn)
+    finally:
+        conn.close()
+
+
+def offer_searches(standby: Standby, request: dict) -> int | None:
+    """Offer the standby a job's searches (:mod:`swgpu_tools.remote`) without waiting
+    for it: the job's end of a new socket pair (a file descriptor to hand to the job),
+    or None if the standby is gone.  The standby is used up either way."""
+    if standby.sock is None:
+        return None
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        send(standby.sock, {**request, "serve": True}, [theirs.fileno()])
+    except OSError:
+        ours.close()
+        return None
+    finally:
+        theirs.close()
+        standby.close()  # one job per standby
+    return ours.detach()
+
+
+def run_job(
+    request: dict, fds: list[int], report: int, run_command, gpu_fd: int | None = None
+) -> None:
     """Become the job's ``swgpu``: its standard streams (``fds``, placed at
     ``request["fds"]``), folder, umask, environment and arguments; run the
     command, write its status to ``report`` (the outputs are complete then),
-    and exit with it.  Never returns."""
+    and exit with it.  Never returns.  ``gpu_fd``: a socket to the GPU standby that
+    serves the job's searches (:func:`offer_searches`), named in its environment."""
     status = 1
     try:
         for target, fd in zip(request["fds"], fds):
@@ -238,6 +307,8 @@ def run_job(request: dict, fds: list[int], report: int, run_command) -> None:
         env = {str(k): str(v) for k, v in request["env"].items() if k != ENV}
         if env.get(JOB_EPOCHS):  # when the job was taken (its step's statistics)
             env[JOB_EPOCHS] += f",{time.time():.3f}"
+        if gpu_fd is not None:  # its searches are served by the GPU standby
+            env[GPU_FD] = str(gpu_fd)
         os.environ.clear()
         os.environ.update(env)
         argv = [str(a) for a in request["argv"]]

@@ -1,0 +1,255 @@
+"""A re-scan's GPU searches in the GPU standby, the rest of its job in a warm child.
+
+A re-scan's scoring job reads its shards and their states and finds the new and
+changed sequences (about 0.6 s of Python and numpy on a GPU host) before it
+scores them on the GPU (about 1 s for bench200M's 1 % release x 2,000 queries).
+Run whole in the warm process's GPU standby (:mod:`swgpu_tools.warm.standby`), that
+CPU work waited for the standby's own start (numba-cuda's import and the CUDA
+driver, under one interpreter lock: 1.2-1.6 s after its fork), and only then began.
+
+Split, the job runs in a child of the warm process that has the scoring job's CPU
+imports, and the standby serves its searches over a socket: the reading overlaps
+the GPU's start, and the GPU is ready when the delta is (:mod:`swgpu_tools.warm.server`
+offers the standby a job's searches where every shard of the job has a state).
+
+* :class:`RemoteStart`: the job's side, a stand-in for
+  :class:`~swgpu_tools.backend.BackendStart` (``result``, ``seconds_left``) whose
+  backend's ``search`` sends the encoded sequences and gets the hits back;
+  where the standby is gone it starts a backend in the job's process instead.
+* :func:`serve`: the standby's side; one job, then it ends (and frees its GPU).
+
+Messages are :mod:`swgpu_tools.warm.protocol`'s JSON, each followed by the raw bytes of
+the arrays it lists (dtype and shape).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import select
+import socket
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .backend import BackendChoice, BackendStart, StartedBackend, start_backend
+from .kernels import TopHits
+from .logs import get_logger
+from .scoring import ScoringScheme
+from .sequences import EncodedSequences
+from .warm.protocol import receive, send
+
+log = get_logger(__name__)
+
+#: The job's end of the socket to the GPU standby (a file descriptor number), set in
+#: the job's environment by the warm process that runs it.
+ENV_FD = "SWGPU_GPU_SERVER_FD"
+
+
+class RemoteError(RuntimeError):
+    """The GPU standby answered with an error (its text)."""
+
+
+# -- messages with arrays ------------------------------------------------------------
+def send_message(sock: socket.socket, message: dict, arrays=()) -> None:
+    """Send ``message`` and the bytes of ``arrays`` after it."""
+    arrays = [np.ascontiguousarray(a) for a in arrays]
+    send(sock, {**message, "arrays": [[a.dtype.str, list(a.shape)] for a in arrays]})
+    for a in arrays:
+        if a.nbytes:
+            sock.sendall(memoryview(a.reshape(-1)).cast("B"))
+
+
+def receive_message(sock: socket.socket) -> tuple[dict, list[np.ndarray]]:
+    """One message of :func:`send_message` and its arrays; EOFError if the peer closed
+    the connection first."""
+    message, _ = receive(sock)
+    arrays = []
+    for dtype, shape in message.pop("arrays", []):
+        a = np.empty(shape, dtype=np.dtype(dtype))
+        if a.nbytes:
+            view = memoryview(a.reshape(-1)).cast("B")
+            got = 0
+            while got < len(view):
+                n = sock.recv_into(view[got:], min(len(view) - got, 1 << 24))
+                if not n:
+                    raise EOFError("connection closed")
+                got += n
+        arrays.append(a)
+    return message, arrays
+
+
+def _scheme_fields(scheme: ScoringScheme) -> dict:
+    return {f.name: getattr(scheme, f.name) for f in dataclasses.fields(scheme) if f.init}
+
+
+# -- the standby's side ----------------------------------------------------------------
+def serve(sock: socket.socket) -> int:
+    """Serve one job's ``start`` and ``search`` requests on ``sock`` until it closes it
+    (the GPU standby, after the warm process offered it a job's searches); the
+    backend is started as the job would start it (taking the standby's start made
+    ahead).  An error is sent back as ``{"error": text}``."""
+    run = searcher = None
+    while True:
+        try:
+            message, arrays = receive_message(sock)
+        except (EOFError, OSError, ValueError):
+            return 0
+        try:
+            op = message.get("op")
+            if op == "start":
+                if run is None:
+                    scheme = ScoringScheme(**message["scheme"])
+                    run = start_backend(
+                        str(message.get("backend") or "auto"),
+                        "auto",
+                        scheme=scheme,
+                        batched=bool(message.get("batched")),
+                    )
+                    searcher = run.searcher()
+                reply = {
+                    "name": run.name,
+                    "reason": run.choice.reason,
+                    "gpu_id": run.gpu_id,
+                    "uuid": run.device_uuid,
+                    "steps": {k: float(v) for k, v in run.steps.items()},
+                }
+                send_message(sock, reply)
+            elif op == "search" and searcher is not None:
+                qc, qo, dc, do, *segments = arrays
+                hits = searcher.search(
+                    EncodedSequences(qc, qo),
+                    EncodedSequences(dc, do),
+                    ScoringScheme(**message["scheme"]),
+                    int(message["top_k"]),
+                    segments=segments[0] if segments else None,
+                )
+                times = getattr(searcher, "last_times", None) or {}
+                send_message(
+                    sock,
+                    {"times": {k: float(v) for k, v in times.items()}},
+                    [hits.query_index, hits.subject_index, hits.score],
+                )
+            else:
+                raise ValueError(f"unknown request {op!r}")
+        except Exception as exc:  # the job gets the error and fails with it
+            try:
+                send_message(sock, {"error": f"{type(exc).__name__}: {exc}"})
+            except OSError:
+                return 1
+
+
+# -- the job's side ----------------------------------------------------------------
+@dataclass
+class RemoteStarted(StartedBackend):
+    """A backend started in the GPU standby: its searches run there."""
+
+    uuid: str | None = None
+    sock: socket.socket | None = None
+    scheme: ScoringScheme | None = None
+
+    @property
+    def device_uuid(self) -> str | None:  # (this process starts no CUDA to find it)
+        return self.uuid
+
+    def searcher(self):
+        return RemoteSearcher(self.sock)
+
+
+class RemoteSearcher:
+    """A :class:`~swgpu_tools.kernels.SearchBackend` whose searches run in the standby."""
+
+    name = "gpu"
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.last_times: dict = {}
+
+    def search(self, queries, database, scheme, top_k, progress=None, segments=None) -> TopHits:
+        arrays = [queries.codes, queries.offsets, database.codes, database.offsets]
+        if segments is not None:
+            arrays.append(np.asarray(segments, dtype=np.int64))
+        message = {"op": "search", "scheme": _scheme_fields(scheme), "top_k": int(top_k)}
+        send_message(self.sock, message, arrays)
+        reply, got = receive_message(self.sock)
+        if "error" in reply:
+            raise RemoteError(f"the GPU standby's search failed: {reply['error']}")
+        self.last_times = reply.get("times") or {}
+        if progress is not None:
+            progress(len(queries), len(queries))
+        return TopHits(*got)
+
+
+class RemoteStart:
+    """:class:`~swgpu_tools.backend.BackendStart` for a job whose searches the GPU standby
+    serves on ``sock``: asks it to start at once (``batched``: load the kernels that
+    score many queries per launch, a re-scan's); where the standby cannot answer, a
+    backend started here (``backend``, ``device``) instead."""
+
+    def __init__(self, sock: socket.socket, scheme: ScoringScheme, batched: bool = True,
+                 backend: str = "auto", device="auto"):  # fmt: skip
+        self.sock, self.scheme = sock, scheme
+        self._args = (backend, device, scheme, batched)
+        self.began = time.perf_counter()
+        self._result: StartedBackend | None = None
+        self._fallback: BackendStart | None = None
+        try:
+            send_message(
+                sock,
+                {"op": "start", "scheme": _scheme_fields(scheme), "batched": batched,
+                 "backend": backend},
+            )  # fmt: skip
+        except OSError as exc:
+            self._fall_back(exc)
+
+    def _fall_back(self, why) -> None:
+        log.warning(f"the GPU standby is gone ({why}); starting the backend here")
+        backend, device, scheme, batched = self._args
+        self._fallback = BackendStart(backend, device, background=True, scheme=scheme,
+                                      batched=batched)  # fmt: skip
+
+    def seconds_left(self, expected: float) -> float:
+        """As :meth:`BackendStart.seconds_left` (from when this job asked)."""
+        if self._fallback is not None:
+            return self._fallback.seconds_left(expected)
+        if self._result is not None or select.select([self.sock], [], [], 0)[0]:
+            return 0.0
+        return max(0.0, expected - (time.perf_counter() - self.began))
+
+    def result(self) -> StartedBackend:
+        if self._fallback is not None:
+            return self._fallback.result()
+        if self._result is None:
+            t = time.perf_counter()
+            try:
+                reply, _ = receive_message(self.sock)
+            except (EOFError, OSError, ValueError) as exc:
+                self._fall_back(exc)
+                return self._fallback.result()
+            if "error" in reply:
+                raise RemoteError(f"the GPU standby's start failed: {reply['error']}")
+            steps = {f"standby {k}": v for k, v in (reply.get("steps") or {}).items()}
+            steps["standby wait"] = time.perf_counter() - t
+            self._result = RemoteStarted(
+                BackendChoice(reply["name"], reply["reason"]),
+                reply.get("gpu_id"),
+                steps,
+                uuid=reply.get("uuid"),
+                sock=self.sock,
+                scheme=self.scheme,
+            )
+        return self._result
+
+
+def remote_start(scheme: ScoringScheme, backend: str = "auto", device="auto"):
+    """The :class:`RemoteStart` of this job where the warm process gave it a socket to
+    the GPU standby (:data:`ENV_FD`; taken once), else None."""
+    fd = os.environ.pop(ENV_FD, None)
+    if not fd:
+        return None
+    try:
+        sock = socket.socket(fileno=int(fd))
+    except (ValueError, OSError):
+        return None
+    return RemoteStart(sock, scheme, True, backend, device)
