@@ -147,7 +147,6 @@ class RemoteStarted(StartedBackend):
 
     uuid: str | None = None
     sock: socket.socket | None = None
-    scheme: ScoringScheme | None = None
 
     @property
     def device_uuid(self) -> str | None:  # (this process starts no CUDA to find it)
@@ -189,7 +188,7 @@ class RemoteStart:
 
     def __init__(self, sock: socket.socket, scheme: ScoringScheme, batched: bool = True,
                  backend: str = "auto", device="auto"):  # fmt: skip
-        self.sock, self.scheme = sock, scheme
+        self.sock = sock
         self._args = (backend, device, scheme, batched)
         self.began = time.perf_counter()
         self._result: StartedBackend | None = None
@@ -237,7 +236,6 @@ class RemoteStart:
                 steps,
                 uuid=reply.get("uuid"),
                 sock=self.sock,
-                scheme=self.scheme,
             )
         return self._result
 
