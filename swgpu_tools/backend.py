@@ -399,6 +399,14 @@ def prestart(scheme=None) -> BackendStart:
     return start
 
 
+def prestart_age() -> float | None:
+    """Seconds since the start made ahead (:func:`prestart`) began, or None if there is
+    none (left to take)."""
+    if not _PRESTARTED:
+        return None
+    return time.perf_counter() - _PRESTARTED[-1][0].began
+
+
 def _take_prestarted(backend: str, device, scheme, batched: bool = False) -> StartedBackend | None:
     if not _PRESTARTED or backend == "cpu" or device != "auto":
         return None

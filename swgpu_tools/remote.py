@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .backend import BackendChoice, BackendStart, StartedBackend, start_backend
+from .backend import BackendChoice, BackendStart, StartedBackend, prestart_age, start_backend
 from .kernels import TopHits
 from .logs import get_logger
 from .scoring import ScoringScheme
@@ -99,6 +99,10 @@ def serve(sock: socket.socket) -> int:
         try:
             op = message.get("op")
             if op == "start":
+                # at once: when the start made ahead began (the job's cost model; the
+                # epoch, as both processes run on one host)
+                age = prestart_age()
+                send_message(sock, {"began": None if age is None else time.time() - age})
                 if run is None:
                     scheme = ScoringScheme(**message["scheme"])
                     run = start_backend(
@@ -193,6 +197,7 @@ class RemoteStart:
         self.began = time.perf_counter()
         self._result: StartedBackend | None = None
         self._fallback: BackendStart | None = None
+        self._ack: tuple | None = None
         try:
             send_message(
                 sock,
@@ -208,12 +213,26 @@ class RemoteStart:
         self._fallback = BackendStart(backend, device, background=True, scheme=scheme,
                                       batched=batched)  # fmt: skip
 
+    def _read_ack(self, wait: bool) -> None:
+        """The standby's first answer to "start": when its start began (an epoch; None:
+        it had none made ahead)."""
+        if self._ack is None and (wait or select.select([self.sock], [], [], 0)[0]):
+            message, _ = receive_message(self.sock)
+            self._ack = (message.get("began"),)
+
     def seconds_left(self, expected: float) -> float:
-        """As :meth:`BackendStart.seconds_left` (from when this job asked)."""
+        """As :meth:`BackendStart.seconds_left`, from when the standby's start began
+        (where it said so already; else from when this job asked)."""
         if self._fallback is not None:
             return self._fallback.seconds_left(expected)
-        if self._result is not None or select.select([self.sock], [], [], 0)[0]:
+        if self._result is not None:
             return 0.0
+        try:
+            self._read_ack(False)
+        except (EOFError, OSError, ValueError):
+            return 0.0  # gone: :meth:`result` starts a backend here
+        if self._ack is not None and self._ack[0] is not None:
+            return max(0.0, expected - (time.time() - float(self._ack[0])))
         return max(0.0, expected - (time.perf_counter() - self.began))
 
     def result(self) -> StartedBackend:
@@ -222,6 +241,7 @@ class RemoteStart:
         if self._result is None:
             t = time.perf_counter()
             try:
+                self._read_ack(True)
                 reply, _ = receive_message(self.sock)
             except (EOFError, OSError, ValueError) as exc:
                 self._fall_back(exc)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -109,6 +110,26 @@ def test_an_error_in_the_standby_fails_the_jobs_search():
     with pytest.raises(remote.RemoteError, match="out of memory"):
         searcher.search(scheme.encode(qs), scheme.encode(db), scheme, 3)
     t.join(10)
+    job.close()
+    standby.close()
+
+
+def test_the_jobs_wait_for_the_standby_counts_from_when_the_standbys_start_began():
+    """The cost model's start-up left (``seconds_left``): from the age the standby gives
+    at once (its start made ahead began earlier than the job), 0 once it answered."""
+    job, standby = socket.socketpair()
+    start = remote.RemoteStart(job, ScoringScheme())
+    assert remote.receive_message(standby)[0]["op"] == "start"
+    assert 2.9 < start.seconds_left(3.0) <= 3.0  # nothing heard yet: from the job's ask
+    remote.send_message(standby, {"began": time.time() - 2.5})
+    time.sleep(0.05)
+    assert 0.0 < start.seconds_left(3.0) < 0.46  # its start began 2.55 s ago
+    assert start.seconds_left(2.0) == 0.0
+    remote.send_message(
+        standby, {"name": "gpu", "reason": "a GPU", "gpu_id": 0, "uuid": "GPU-x", "steps": {}}
+    )
+    run = start.result()
+    assert run.name == "gpu" and run.device_uuid == "GPU-x" and start.seconds_left(3.0) == 0.0
     job.close()
     standby.close()
 

@@ -745,6 +745,21 @@ def test_a_rescans_searches_are_served_by_the_gpu_standby(tmp_path):
     (swgpu_tools.remote): the same hits and state as the job in its own process;
     the standby ends with the job.  (Without a GPU the standby's start chooses the
     CPU: the split is the same.)"""
+    _split_case(tmp_path)
+
+
+@pytest.mark.gpu
+def test_a_rescans_searches_are_served_on_the_standbys_gpu(tmp_path):
+    from swgpu_tools.backend import gpu_status
+
+    if not gpu_status()[0]:
+        pytest.skip(f"no usable GPU: {gpu_status()[1]}")
+    split, own = _split_case(tmp_path)
+    assert split["stats"]["backend"] == own["stats"]["backend"] == "gpu"
+    assert split["stats"]["device_uuid"] == own["stats"]["device_uuid"]
+
+
+def _split_case(tmp_path):
     from swgpu_tools.io.fasta import read_fasta
     from swgpu_tools.io.hitsfile import read_shard_hits
 
@@ -796,3 +811,4 @@ def test_a_rescans_searches_are_served_by_the_gpu_standby(tmp_path):
 
     assert rows("split") == rows("own") and len(rows("own")) > 50
     assert (tmp_path / "state-split.npz").read_bytes() == (tmp_path / "state-own.npz").read_bytes()
+    return split, own
