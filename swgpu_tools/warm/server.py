@@ -205,7 +205,6 @@ class _Server:
         self.standby_scheme = standby  # a GPU standby's MATRIX:OPEN:EXTEND, or None
         self.standby: Standby | None = None
         self.standby_ours = False  # whether it is this process's child (waitpid reports it)
-        self.standby_env: dict = {}
         self.adopted: set[int] = set()  # jobs' pids that are not this process's children
         self.fingerprint = fingerprint()
         self.children: dict[int, socket.socket] = {}  # child pid -> its job's connection
@@ -282,9 +281,6 @@ class _Server:
         first scoring job that may use it; the next generations keep its handle."""
         if self.refuse:
             return
-        # the environment its start began in (later generations' numba-cuda import
-        # sets CUDA defaults in theirs): what a job's must equal for it to serve
-        self.standby_env = dict(os.environ)
         self.standby = fork_standby(
             self._close_inherited, self.run_command, self.standby_scheme, standby_preload
         )
@@ -475,7 +471,7 @@ class _Server:
         has a state file) that the standby could take, and ``SWGPU_GPU_SPLIT`` is
         not ``0`` in the job's environment."""
         standby = self.standby
-        if standby is None or standby.sock is None or not eligible(request, self.standby_env):
+        if standby is None or standby.sock is None or not eligible(request, standby.env):
             return False
         if (request.get("env") or {}).get("SWGPU_GPU_SPLIT") == "0":
             return False

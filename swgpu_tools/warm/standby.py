@@ -93,10 +93,14 @@ def state_paths(argv: list) -> list[str]:
 class Standby:
     """The warm process's handle on its standby (one command, then gone)."""
 
-    def __init__(self, pid: int, sock: socket.socket):
+    def __init__(self, pid: int, sock: socket.socket, env: dict | None = None):
         self.pid = pid
         self.sock: socket.socket | None = sock
         self.ready = False  # it said :data:`READY`: it answers an offer at once
+        #: the environment its start began in (None: this process's), which a job's must
+        #: match (:func:`eligible`; the warm process's later generations import numba-cuda,
+        #: which sets CUDA defaults in theirs)
+        self.env = env
 
     def is_ready(self) -> bool:
         """Whether the standby has loaded what it loads before taking a command (it
@@ -159,6 +163,7 @@ def fork_standby(close_inherited, run_command, scoring: str, preload=None) -> St
     ``preload`` loads, beside the GPU's start, what a scoring job needs on the
     CPU); None if fork fails."""
     parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    env = dict(os.environ)  # before the start sets its defaults (CUDA_DEVICE_MAX_CONNECTIONS)
     sys.stdout.flush()
     sys.stderr.flush()
     try:
@@ -169,12 +174,12 @@ def fork_standby(close_inherited, run_command, scoring: str, preload=None) -> St
         return None
     if pid:
         child_end.close()
-        return Standby(pid, parent_end)
+        return Standby(pid, parent_end, env)
     status = 1
     try:
         parent_end.close()
         close_inherited()
-        status = _standby_main(child_end, run_command, scoring, preload)
+        status = _standby_main(child_end, run_command, scoring, preload, env)
     except BaseException:
         traceback.print_exc()
     finally:
@@ -196,13 +201,12 @@ def _scheme(scoring: str):
         return None
 
 
-def _standby_main(sock: socket.socket, run_command, scoring: str, preload) -> int:
+def _standby_main(sock: socket.socket, run_command, scoring: str, preload, env: dict) -> int:
     from .. import backend
 
     # (close_inherited restored the other signals' defaults)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the job, not this
     print(f"[swgpu warm] GPU standby: starting, pid {os.getpid()}", file=sys.stderr, flush=True)
-    env = dict(os.environ)  # before the start sets its defaults (CUDA_DEVICE_MAX_CONNECTIONS)
     backend.prestart(_scheme(scoring))
     # SWGPU_STANDBY_READY_EARLY=1 (to measure): ready at once, leaving what the preload
     # loads to the job, which then reads its shards while the start's thread imports
