@@ -388,14 +388,15 @@ def _init_gpu_typing_beside():
 _PRESTARTED: list = []
 
 
-def prestart(scheme=None) -> BackendStart:
+def prestart(scheme=None, batched: bool = False) -> BackendStart:
     """Start the backend now, on a thread (``auto``: the GPU where one is usable, with
     ``scheme``'s cached scoring kernels), for a command this process runs later:
     that command's :func:`start_backend` with ``device="auto"`` and a backend other
-    than ``cpu`` takes it (once) instead of starting again."""
+    than ``cpu`` takes it (once) instead of starting again.  ``batched``: a re-scan
+    is expected: the batched kernels are loaded first."""
     stop = threading.Event()  # set by a re-scan's job: the kernels it needs are others
-    start = BackendStart("auto", "auto", background=True, scheme=scheme, stop=stop)
-    _PRESTARTED[:] = [(start, scheme, stop)]
+    start = BackendStart("auto", "auto", background=True, scheme=scheme, batched=batched, stop=stop)
+    _PRESTARTED[:] = [(start, scheme, stop, batched)]
     return start
 
 
@@ -410,7 +411,7 @@ def prestart_age() -> float | None:
 def _take_prestarted(backend: str, device, scheme, batched: bool = False) -> StartedBackend | None:
     if not _PRESTARTED or backend == "cpu" or device != "auto":
         return None
-    start, pre_scheme, stop = _PRESTARTED.pop()
+    start, pre_scheme, stop, pre_batched = _PRESTARTED.pop()
     if batched:  # a re-scan: its delta is scored by the batched kernels, loaded below
         stop.set()  # (the single-query ones the start may still be loading: no more)
     t = time.perf_counter()
@@ -429,7 +430,8 @@ def _take_prestarted(backend: str, device, scheme, batched: bool = False) -> Sta
         t = time.perf_counter()
         preload_kernels(scheme)
         steps["scoring kernels"] = time.perf_counter() - t
-    _preload_batched(scheme, batched, steps)
+    if not (pre_batched and scheme == pre_scheme):  # (else the start made ahead loaded them)
+        _preload_batched(scheme, batched, steps)
     return StartedBackend(started.choice, started.gpu_id, steps)
 
 
@@ -477,8 +479,12 @@ def start_backend(
 
         if typing is not None:
             typing.join()
-        steps.update(gpu_kernels.warm_up(scheme, stop=stop))
-        _preload_batched(scheme, batched, steps)
+        if batched:  # a re-scan's: its batched kernels first, then the single-query ones
+            steps.update(gpu_kernels.warm_up(None))
+            _preload_batched(scheme, batched, steps)
+            steps.update(gpu_kernels.load_scoring_kernels(scheme, stop=stop))
+        else:
+            steps.update(gpu_kernels.warm_up(scheme, stop=stop))
     return StartedBackend(choice, gpu_id if choice.name == "gpu" else None, steps)
 
 

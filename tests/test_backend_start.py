@@ -90,17 +90,22 @@ def test_a_prestarted_gpu_taken_for_a_rescan_loads_the_batched_kernels(monkeypat
             return Started()
 
     standby = ScoringScheme("BLOSUM62", 11, 1)
-    for scheme, batched, want in (
-        (standby, True, [(11, True)]),
-        (ScoringScheme("BLOSUM62", 10, 1), False, [(10, False)]),
-        (standby, False, []),
+    other = ScoringScheme("BLOSUM62", 10, 1)
+    # (the job's scheme, whether it is a re-scan, whether the start made ahead loaded
+    # the batched kernels already, the loads then made on the job's behalf)
+    for scheme, batched, ahead_batched, want in (
+        (standby, True, False, [(11, True)]),
+        (other, False, False, [(10, False)]),
+        (standby, False, False, []),
+        (standby, True, True, []),  # a standby told of a re-scan: loaded already
+        (other, True, True, [(10, False), (10, True)]),  # ... but of another scheme
     ):
         calls.clear()
         stop = threading.Event()  # the start's single-query kernels: no more once set
-        monkeypatch.setattr(be, "_PRESTARTED", [(Ahead(), standby, stop)])
+        monkeypatch.setattr(be, "_PRESTARTED", [(Ahead(), standby, stop, ahead_batched)])
         got = be.start_backend("auto", "auto", scheme=scheme, batched=batched)
         assert calls == want
-        assert ("batched kernels" in got.steps) == batched
+        assert ("batched kernels" in got.steps) == any(b for _, b in want)
         assert stop.is_set() == batched
 
 
@@ -129,3 +134,39 @@ def test_a_set_stop_ends_the_preload_of_scoring_kernels(monkeypatch, tmp_path):
     assert n == 3 and len(loaded) == 3
     loaded.clear()
     assert gpu_backend.preload_kernels(ScoringScheme("BLOSUM62", 11, 1)) > 3
+
+
+def test_a_rescans_start_loads_the_batched_kernels_before_the_single_query_ones(monkeypatch):
+    """A re-scan's start (``batched``: also the GPU standby told of a re-scan) loads the
+    batched kernels first, then the single-query ones (which a set ``stop`` ends);
+    a first scan's, the single-query ones only.  (The GPU's calls are stood in for.)"""
+    import swgpu_tools.backend as be
+    from swgpu_tools.kernels import gpu as gpu_kernels
+    from swgpu_tools.kernels.gpu import backend as gpu_backend
+
+    order = []
+    monkeypatch.setattr(be, "_PRESTARTED", [])
+    monkeypatch.setattr(be, "_start_driver_beside", lambda: None)
+    monkeypatch.setattr(be, "_init_gpu_typing_beside", lambda: None)
+    monkeypatch.setattr(be, "acquire_gpu", lambda device: 0)
+    monkeypatch.setattr(be, "bind_gpu", lambda gpu_id: None)
+    monkeypatch.setattr(be, "choose_backend", lambda backend: be.BackendChoice("gpu", "test"))
+    monkeypatch.setattr(gpu_backend, "SIM", False)
+    monkeypatch.setattr(
+        gpu_backend,
+        "preload_kernels",
+        lambda scheme, batched=False, stop=None: order.append("batched" if batched else "single"),
+    )
+
+    def warm_up(scheme=None, stop=None):
+        order.append("helpers")
+        return {"helpers": 0.0, **gpu_backend.load_scoring_kernels(scheme, stop)}
+
+    monkeypatch.setattr(gpu_kernels, "warm_up", warm_up)
+    scheme = ScoringScheme("BLOSUM62", 11, 1)
+    got = be.start_backend("auto", "auto", scheme=scheme, batched=True)
+    assert order == ["helpers", "batched", "single"]
+    assert {"batched kernels", "scoring kernels"} <= set(got.steps)
+    order.clear()
+    be.start_backend("auto", "auto", scheme=scheme, batched=False)
+    assert order == ["helpers", "single"]

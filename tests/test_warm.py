@@ -52,12 +52,14 @@ class Warm:
         parent_cmd: list[str] | None = None,
         gpu: bool = False,
         standby: str | None = None,
+        rescan: bool = False,
     ):
         self.log = tmp_path / "warm.log"
         self.socket = str(tmp_path / "s")
         env = {k: v for k, v in os.environ.items() if k != ENV}
         args = [SWGPU, "warm-serve", "--socket", self.socket] + (["--gpu"] if gpu else [])
         args += ["--gpu-standby", standby] if standby else []
+        args += ["--rescan"] if rescan else []
         if parent_cmd is None:
             args += ["--parent", str(os.getpid())]
             self.proc = subprocess.Popen(
@@ -739,27 +741,35 @@ def test_snakemakes_params_check_gives_the_same_records_without_importing_pandas
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == [True, True, True, True]
 
 
-def test_a_rescans_searches_are_served_by_the_gpu_standby(tmp_path):
+@pytest.mark.parametrize("rescan", [False, True], ids=["standby", "rescan-standby"])
+def test_a_rescans_searches_are_served_by_the_gpu_standby(tmp_path, rescan):
     """A re-scan's scoring job (every shard has a state) runs in a child of the warm
     process, its searches served by the GPU standby over a socket
     (swgpu_tools.remote): the same hits and state as the job in its own process;
-    the standby ends with the job.  (Without a GPU the standby's start chooses the
-    CPU: the split is the same.)"""
-    _split_case(tmp_path)
+    the standby ends with the job; so too where the standby was told to expect a
+    re-scan (``--rescan``: a lighter CPU preload).  (Without a GPU the standby's start
+    chooses the CPU: the split is the same.)"""
+    _split_case(tmp_path, rescan)
 
 
 @pytest.mark.gpu
-def test_a_rescans_searches_are_served_on_the_standbys_gpu(tmp_path):
+@pytest.mark.parametrize("rescan", [False, True], ids=["standby", "rescan-standby"])
+def test_a_rescans_searches_are_served_on_the_standbys_gpu(tmp_path, rescan):
+    """... on the GPU: where the standby expected a re-scan, its own start loaded the
+    batched kernels (the job's start loads none); else the job's start loads them."""
     from swgpu_tools.backend import gpu_status
 
     if not gpu_status()[0]:
         pytest.skip(f"no usable GPU: {gpu_status()[1]}")
-    split, own = _split_case(tmp_path)
+    split, own = _split_case(tmp_path, rescan)
     assert split["stats"]["backend"] == own["stats"]["backend"] == "gpu"
     assert split["stats"]["device_uuid"] == own["stats"]["device_uuid"]
+    steps = split["stats"]["startup_s"]
+    assert ("standby prestarted batched kernels" in steps) == rescan, steps
+    assert ("standby batched kernels" in steps) == (not rescan), steps
 
 
-def _split_case(tmp_path):
+def _split_case(tmp_path, rescan=False):
     from swgpu_tools.io.fasta import read_fasta
     from swgpu_tools.io.hitsfile import read_shard_hits
 
@@ -786,10 +796,11 @@ def _split_case(tmp_path):
         own_env, tmp_path, tmp_path / "v2/shard-0000.swdb", "own",
         "--state", str(tmp_path / "state-own.npz"),
     )  # fmt: skip
-    w = Warm(tmp_path, gpu=True, standby="BLOSUM62:11:1")
+    w = Warm(tmp_path, gpu=True, standby="BLOSUM62:11:1", rescan=rescan)
     try:
         _wait_for(lambda: "GPU standby: ready" in w.text(), what="the standby")
         pid = int(re.search(r"GPU standby: pid (\d+)", w.text()).group(1))
+        assert ("(a re-scan expected)" in w.text()) == rescan
         split = _score_shard_job(
             w.env(), tmp_path, tmp_path / "v2/shard-0000.swdb", "split",
             "--state", str(tmp_path / "state-split.npz"),

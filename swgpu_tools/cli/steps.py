@@ -219,6 +219,13 @@ def add_steps(sub) -> None:
         "(no --backend cpu, --device auto); it ends after two minutes without one. "
         "SWGPU_GPU_STANDBY=0 turns it off",
     )
+    p.add_argument(
+        "--rescan",
+        action="store_true",
+        help="with --gpu-standby: a re-scan is expected (every shard has its re-scan state): "
+        "the standby loads the batched kernels first and, of the CPU's side, only what "
+        "serving a re-scan's searches needs (SWGPU_STANDBY_RESCAN=0 ignores it)",
+    )
     p.set_defaults(run=run_warm_serve)
 
     p = _parser(
@@ -367,9 +374,15 @@ def run_warm_serve(args) -> int:
     from ..warm.server import serve
 
     standby = args.gpu_standby if os.environ.get("SWGPU_GPU_STANDBY", "1") != "0" else None
+    rescan = args.rescan and os.environ.get("SWGPU_STANDBY_RESCAN", "1") != "0"
     # the children run commands as `swgpu` does (cli.run_command, set by cli.build_parser)
     return serve(
-        args.socket, args.command_runner, parent=args.parent, gpu=args.gpu, standby=standby
+        args.socket,
+        args.command_runner,
+        parent=args.parent,
+        gpu=args.gpu,
+        standby=standby,
+        rescan=rescan,
     )
 
 

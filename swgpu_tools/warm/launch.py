@@ -89,14 +89,19 @@ def snakemake_runs_jobs_here() -> bool:
 
 
 def start(
-    log_path: str, gpu: bool, parent: int | None = None, standby: str | None = None
+    log_path: str,
+    gpu: bool,
+    parent: int | None = None,
+    standby: str | None = None,
+    rescan: bool = False,
 ) -> WarmProcess | None:
     """Start ``swgpu warm-serve`` (the ``swgpu`` on PATH, the jobs' one) and set
     ``$SWGPU_WARM`` in this process, so that the jobs it starts from now on use
     it; None (and nothing set) if there is no ``swgpu`` on PATH.  Its log goes
     to ``log_path``.  ``parent``: the process whose end ends it (default: this
     one).  ``standby`` (``MATRIX:OPEN:EXTEND``, with ``gpu``): a GPU standby
-    started for the scoring job (:mod:`.standby`)."""
+    started for the scoring job (:mod:`.standby`); ``rescan``: it should expect a
+    re-scan's job (every shard has its re-scan state)."""
     exe = shutil.which("swgpu")
     if exe is None:
         return None
@@ -109,7 +114,8 @@ def start(
         process = subprocess.Popen(
             args
             + (["--gpu"] if gpu else [])
-            + (["--gpu-standby", standby] if gpu and standby else []),
+            + (["--gpu-standby", standby] if gpu and standby else [])
+            + (["--rescan"] if gpu and standby and rescan else []),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

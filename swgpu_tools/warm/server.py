@@ -62,6 +62,17 @@ def standby_preload() -> None:
     _stage_scoring()
 
 
+def rescan_preload() -> None:
+    """A GPU standby's preload where a re-scan is expected: its job's CPU work runs in
+    a warm child, and the standby only serves its searches (:mod:`swgpu_tools.remote`),
+    whose host step needs Numba's CPU typing and the top-k function of the batched
+    search (:func:`swgpu_tools.kernels.topk.top_rows`)."""
+    _stage_numba()
+    from ..kernels import topk
+
+    topk.precompile()  # loaded from the disk cache (compiled there where missing)
+
+
 def _stage_cuda(gpu: bool):
     def load() -> None:
         importlib.import_module("numba.cuda")  # imported by every scoring job (its check)
@@ -196,6 +207,7 @@ class _Server:
         gpu: bool,
         idle_s: float,
         standby: str | None = None,
+        rescan: bool = False,
     ):
         self.path = path
         self.run_command = run_command
@@ -203,6 +215,7 @@ class _Server:
         self.gpu = gpu
         self.idle_s = idle_s
         self.standby_scheme = standby  # a GPU standby's MATRIX:OPEN:EXTEND, or None
+        self.standby_rescan = rescan  # a re-scan is expected (see rescan_preload)
         self.standby: Standby | None = None
         self.standby_ours = False  # whether it is this process's child (waitpid reports it)
         self.adopted: set[int] = set()  # jobs' pids that are not this process's children
@@ -282,11 +295,16 @@ class _Server:
         if self.refuse:
             return
         self.standby = fork_standby(
-            self._close_inherited, self.run_command, self.standby_scheme, standby_preload
+            self._close_inherited,
+            self.run_command,
+            self.standby_scheme,
+            rescan_preload if self.standby_rescan else standby_preload,
+            batched=self.standby_rescan,
         )
         self.standby_ours = self.standby is not None
         if self.standby is not None:
-            self._log(f"GPU standby: pid {self.standby.pid}")
+            expects = " (a re-scan expected)" if self.standby_rescan else ""
+            self._log(f"GPU standby: pid {self.standby.pid}{expects}")
 
     def _fork_successor(self) -> bool:
         """Fork the process that loads the next generation; True in that process."""
@@ -634,6 +652,7 @@ def serve(
     gpu: bool = False,
     idle_s: float = IDLE_S,
     standby: str | None = None,
+    rescan: bool = False,
 ) -> int:
     """Run the warm process on the Unix socket ``path`` until ``parent`` (a
     process id: its Snakemake) ends, SIGTERM, or ``idle_s`` seconds without a
@@ -641,7 +660,8 @@ def serve(
     :func:`~swgpu_tools.cli.run_command`) and exits with its status.  ``gpu``:
     also load numba-cuda's typing (scoring jobs on a GPU); ``standby`` (with
     ``gpu``): fork a GPU standby (:mod:`.standby`) that preloads the scoring
-    kernels of this scoring (``MATRIX:OPEN:EXTEND``; ``""``: none)."""
+    kernels of this scoring (``MATRIX:OPEN:EXTEND``; ``""``: none); ``rescan``: a
+    re-scan is expected (the standby loads what serving its searches needs)."""
     for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(name, "1")  # no thread pools in a process that forks
-    return _Server(path, run_command, parent, gpu, idle_s, standby).run()
+    return _Server(path, run_command, parent, gpu, idle_s, standby, rescan).run()

@@ -156,12 +156,15 @@ class Standby:
         return None
 
 
-def fork_standby(close_inherited, run_command, scoring: str, preload=None) -> Standby | None:
+def fork_standby(
+    close_inherited, run_command, scoring: str, preload=None, batched: bool = False
+) -> Standby | None:
     """Fork the standby (in the warm process: ``close_inherited`` closes, in the
     child, what it must not keep of the warm process's and restores the signals'
     defaults; ``scoring``, ``MATRIX:OPEN:EXTEND``: the scoring kernels to load;
     ``preload`` loads, beside the GPU's start, what a scoring job needs on the
-    CPU); None if fork fails."""
+    CPU; ``batched``: a re-scan is expected, its batched kernels are loaded
+    first); None if fork fails."""
     parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     env = dict(os.environ)  # before the start sets its defaults (CUDA_DEVICE_MAX_CONNECTIONS)
     sys.stdout.flush()
@@ -179,7 +182,7 @@ def fork_standby(close_inherited, run_command, scoring: str, preload=None) -> St
     try:
         parent_end.close()
         close_inherited()
-        status = _standby_main(child_end, run_command, scoring, preload, env)
+        status = _standby_main(child_end, run_command, scoring, preload, env, batched)
     except BaseException:
         traceback.print_exc()
     finally:
@@ -201,13 +204,15 @@ def _scheme(scoring: str):
         return None
 
 
-def _standby_main(sock: socket.socket, run_command, scoring: str, preload, env: dict) -> int:
+def _standby_main(
+    sock: socket.socket, run_command, scoring: str, preload, env: dict, batched: bool = False
+) -> int:
     from .. import backend
 
     # (close_inherited restored the other signals' defaults)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the job, not this
     print(f"[swgpu warm] GPU standby: starting, pid {os.getpid()}", file=sys.stderr, flush=True)
-    backend.prestart(_scheme(scoring))
+    backend.prestart(_scheme(scoring), batched=batched)
     # SWGPU_STANDBY_READY_EARLY=1 (to measure): ready at once, leaving what the preload
     # loads to the job, which then reads its shards while the start's thread imports
     # Numba (the preload waits for that import; READY came 1.2-1.6 s after the fork)

@@ -181,13 +181,15 @@ def start_warm_process(early=False):
         return
     from swgpu_tools.warm.launch import start
 
-    # with a GPU: a standby process starts it at once, for the first scoring job
+    # with a GPU: a standby process starts it at once, for the first scoring job;
+    # where every shard has its re-scan state, for a re-scan's searches
     standby = f"{config['matrix']}:{config['gap_open']}:{config['gap_extend']}"
     _WARM.append(
         start(
             "results/logs/warm-start.log",
             gpu=bool(SCORE_GPUS),
             standby=standby if config["backend"] != "cpu" else None,
+            rescan=all(os.path.exists(f"results/state/shard-{s}.npz") for s in SHARD_IDS),
         )
     )
     mark_start("warm_started")

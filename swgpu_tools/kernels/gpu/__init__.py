@@ -34,7 +34,7 @@ packed 16-bit and int32 device helpers), which stays beside this package.
 from __future__ import annotations
 
 from ..gpu_intrinsics import SIM
-from .backend import GpuBackend, warm_up
+from .backend import GpuBackend, load_scoring_kernels, warm_up
 from .cache import aux, get_kernel, get_pair_kernel, kernel_ptx, kernels_dir, precompile
 from .codegen import (
     HIST_BINS,
@@ -63,6 +63,7 @@ __all__ = [
     "SIM",
     "GpuBackend",
     "warm_up",
+    "load_scoring_kernels",
     "aux",
     "get_kernel",
     "get_pair_kernel",

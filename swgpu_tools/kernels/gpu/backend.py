@@ -57,12 +57,19 @@ def warm_up(scheme: ScoringScheme | None = None, stop=None) -> dict:
             for kern in disp.overloads.values():
                 kern.bind()  # module loaded into this context now, not at the first launch
     times["helper kernels"] = time.perf_counter() - t
-    if scheme is not None and not SIM and os.environ.get("SWGPU_PRELOAD", "1") != "0":
-        t = time.perf_counter()
-        n = preload_kernels(scheme, stop=stop)
-        times["scoring kernels"] = time.perf_counter() - t
-        log.debug(f"{n} scoring kernels loaded from the cache")
+    times.update(load_scoring_kernels(scheme, stop=stop))
     return times
+
+
+def load_scoring_kernels(scheme: ScoringScheme | None, stop=None) -> dict:
+    """:func:`preload_kernels` of ``scheme`` (single-query kernels) where preloading is
+    on; returns its seconds as ``{"scoring kernels": s}`` (nothing without a scheme)."""
+    if scheme is None or SIM or os.environ.get("SWGPU_PRELOAD", "1") == "0":
+        return {}
+    t = time.perf_counter()
+    n = preload_kernels(scheme, stop=stop)
+    log.debug(f"{n} scoring kernels loaded from the cache")
+    return {"scoring kernels": time.perf_counter() - t}
 
 
 def preload_kernels(scheme: ScoringScheme, batched: bool = False, stop=None) -> int:
