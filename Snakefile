@@ -71,6 +71,11 @@ include: "workflow/rules/common.smk"
 # the rest of the parse and the making of the DAG; otherwise from onstart.
 start_warm_process(early=True)
 
+# The database's digest (a new release file is checked, and refused if truncated
+# or not FASTA) and the check of earlier results, beside the warm process's start.
+DATABASE_CONTENT = database_content_digest()
+check_earlier_results()
+
 
 include: "workflow/rules/shard_db.smk"
 include: "workflow/rules/score_shard.smk"

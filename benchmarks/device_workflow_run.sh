@@ -120,8 +120,8 @@ precompile_all() {
 gpu_tests() {  # $1: seconds allowed
   echo "== GPU tests" | tee -a "$OUT/log.txt"
   SWGPU_TEST_DATA=$D SWGPU_BENCH_DB=$BD/bench_db.fasta SWGPU_BENCH_QUERIES=$BD/bench_queries.fasta \
-    timeout "$1" python3 -m pytest -m gpu -q -p no:cacheprovider --durations=6 tests 2>&1 | tail -12 \
-    | tee -a "$OUT/log.txt"
+    timeout "$1" python3 -m pytest -m gpu -q -p no:cacheprovider --durations=6 tests 2>&1 \
+    | tee "$OUT/gpu_tests.txt" | tail -12 | tee -a "$OUT/log.txt"  # (all of it comes back)
 }
 kernel_bench() {
   echo "== gpu_bench 20 queries" | tee -a "$OUT/log.txt"
@@ -134,8 +134,8 @@ if [ -n "${GPU_TEST_FILES:-}" ]; then
   echo "== GPU tests of $GPU_TEST_FILES" | tee -a "$OUT/log.txt"
   # shellcheck disable=SC2086
   SWGPU_TEST_DATA=$D SWGPU_BENCH_DB=$BD/bench_db.fasta SWGPU_BENCH_QUERIES=$BD/bench_queries.fasta \
-    timeout "${GPU_TEST_LIMIT:-200}" python3 -m pytest -m gpu -q -p no:cacheprovider $GPU_TEST_FILES 2>&1 | tail -8 \
-    | tee -a "$OUT/log.txt"
+    timeout "${GPU_TEST_LIMIT:-200}" python3 -m pytest -m gpu -q -p no:cacheprovider $GPU_TEST_FILES 2>&1 \
+    | tee "$OUT/gpu_test_files.txt" | tail -8 | tee -a "$OUT/log.txt"
 fi
 if has_phase A; then
   t0=$(ts); swgpu backend --precompile 2>&1 | tee -a "$OUT/log.txt"; echo "precompile $(el $t0 $(ts)) s" | tee -a "$OUT/log.txt"

@@ -532,6 +532,13 @@ class BackendStart:
             return max(0.0, expected - (time.perf_counter() - self.began))
         return float("inf") if self._error is not None else 0.0
 
+    def wait(self) -> None:
+        """Wait until the start is over (done or failed), from any thread; its result or
+        error is left to :meth:`result`."""
+        thread = self._thread
+        if thread is not None:
+            thread.join()
+
     def result(self) -> StartedBackend:
         if self._thread is not None:
             self._thread.join()

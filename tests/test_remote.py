@@ -232,3 +232,60 @@ def test_a_standby_offered_a_jobs_searches_before_it_was_ready_serves_them():
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
     out = json.loads(line[len("RESULT ") :])
     assert out == {"offered": True, "used_up": True, "remote": True, "exit": 0, "equal": True}
+
+
+READY_BEFORE_PRELOAD = r"""
+import json, os, select, sys
+sys.path.insert(0, sys.argv[1])
+from swgpu_tools.warm.standby import READY, fork_standby
+
+batched = sys.argv[2] == "1"
+gate_r, gate_w = os.pipe()
+done_r, done_w = os.pipe()
+
+def preload():  # (in the standby) loading until the script says go
+    os.read(gate_r, 1)
+    os.write(done_w, b"p")
+
+standby = fork_standby(lambda: None, None, "BLOSUM62:11:1", preload, batched=batched)
+out = {}
+# READY while the preload is held (3 s where it must not come: the preload is not
+# started on a thread then, and nothing else holds it)
+got = select.select([standby.sock], [], [], 30 if batched else 3)[0]
+out["ready_while_held"] = bool(got) and standby.sock.recv(1) == READY
+os.write(gate_w, b"x")
+out["preloaded"] = bool(select.select([done_r], [], [], 30)[0])
+if not out["ready_while_held"]:
+    out["ready_after"] = bool(select.select([standby.sock], [], [], 30)[0])
+standby.close()  # the warm process is gone: the standby ends
+pid, status = os.waitpid(standby.pid, 0)
+out["exit"] = os.waitstatus_to_exitcode(status)
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("batched", [True, False], ids=["rescan", "scan"])
+def test_a_standby_told_of_a_rescan_is_ready_before_its_preload(batched):
+    """A standby that expects a re-scan (``batched``) says READY and reads its offers
+    while its CPU preload still waits (that runs on a thread once the GPU's start is
+    over: a re-scan's job waits for the GPU, not for it); one that expects a scan from
+    scratch (it may run the whole job) says READY only after its preload."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    proc = subprocess.run(
+        [sys.executable, "-c", READY_BEFORE_PRELOAD, str(Path(__file__).parent.parent),
+         "1" if batched else "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
+    out = json.loads(line[len("RESULT ") :])
+    want = {"ready_while_held": batched, "preloaded": True, "exit": 0}
+    if not batched:
+        want["ready_after"] = True
+    assert out == want

@@ -463,10 +463,11 @@ def test_which_scoring_jobs_the_gpu_standby_may_take():
     assert not eligible({"argv": ["score-shard", "a"], "env": {}}, env)  # CUDA_* unset there
 
 
-def _score_shard_job(env, tmp_path, shard, name, *extra) -> dict:
+def _score_shard_job(env, tmp_path, shard, name, *extra, queries=None) -> dict:
     out, stats = tmp_path / f"{name}.npz", tmp_path / f"{name}.json"
+    queries = queries or DATA / "example_queries.fasta"
     proc = subprocess.run(
-        [SWGPU, "score-shard", str(shard), "--queries", str(DATA / "example_queries.fasta")]
+        [SWGPU, "score-shard", str(shard), "--queries", str(queries)]
         + ["--out", str(out), "--stats", str(stats), "--top-k", "20", "--threads", "2", *extra],
         env=env,
         capture_output=True,
@@ -761,7 +762,7 @@ def test_a_rescans_searches_are_served_on_the_standbys_gpu(tmp_path, rescan):
 
     if not gpu_status()[0]:
         pytest.skip(f"no usable GPU: {gpu_status()[1]}")
-    split, own = _split_case(tmp_path, rescan)
+    split, own = _split_case(tmp_path, rescan, gpu=True)
     assert split["stats"]["backend"] == own["stats"]["backend"] == "gpu"
     assert split["stats"]["device_uuid"] == own["stats"]["device_uuid"]
     steps = split["stats"]["startup_s"]
@@ -769,13 +770,20 @@ def test_a_rescans_searches_are_served_on_the_standbys_gpu(tmp_path, rescan):
     assert ("standby batched kernels" in steps) == (not rescan), steps
 
 
-def _split_case(tmp_path, rescan=False):
+def _split_case(tmp_path, rescan=False, gpu=False):
+    """``gpu``: a delta the re-scan's cost model gives to the GPU (3e10 cells: half of
+    the database changed, 100 queries), not to the CPU (the small one's 4e8 cells)."""
     from swgpu_tools.io.fasta import read_fasta
     from swgpu_tools.io.hitsfile import read_shard_hits
 
     db = read_fasta(DATA / "example_database.fasta.gz")
     pairs = [(db.ids[i], db.sequence(i)) for i in range(len(db))]
-    v2 = [(a, s[::-1] if i % 7 == 0 else s) for i, (a, s) in enumerate(pairs)]  # changed
+    queries = None
+    if gpu:
+        queries = tmp_path / "queries.fasta"
+        queries.write_text("".join(f">q{a}\n{s}\n" for a, s in pairs[:100]))
+    changed = 2 if gpu else 7
+    v2 = [(a, s[::-1] if i % changed == 0 else s) for i, (a, s) in enumerate(pairs)]
     v2 += [(f"NEW{i}", pairs[i][1][: len(pairs[i][1]) // 2]) for i in range(5)]  # added
     (tmp_path / "v2.fasta").write_text("".join(f">{a}\n{s}\n" for a, s in v2))
     for name, fasta in (("v1", DATA / "example_database.fasta.gz"), ("v2", tmp_path / "v2.fasta")):
@@ -788,13 +796,14 @@ def _split_case(tmp_path, rescan=False):
     own_env = {k: v for k, v in os.environ.items() if k != ENV}
     state = tmp_path / "state-v1.npz"
     _score_shard_job(
-        own_env, tmp_path, tmp_path / "v1/shard-0000.swdb", "v1", "--state", str(state)
-    )
+        own_env, tmp_path, tmp_path / "v1/shard-0000.swdb", "v1", "--state", str(state),
+        queries=queries,
+    )  # fmt: skip
     for name in ("own", "split"):
         shutil.copy(state, tmp_path / f"state-{name}.npz")
     own = _score_shard_job(
         own_env, tmp_path, tmp_path / "v2/shard-0000.swdb", "own",
-        "--state", str(tmp_path / "state-own.npz"),
+        "--state", str(tmp_path / "state-own.npz"), queries=queries,
     )  # fmt: skip
     w = Warm(tmp_path, gpu=True, standby="BLOSUM62:11:1", rescan=rescan)
     try:
@@ -803,7 +812,7 @@ def _split_case(tmp_path, rescan=False):
         assert ("(a re-scan expected)" in w.text()) == rescan
         split = _score_shard_job(
             w.env(), tmp_path, tmp_path / "v2/shard-0000.swdb", "split",
-            "--state", str(tmp_path / "state-split.npz"),
+            "--state", str(tmp_path / "state-split.npz"), queries=queries,
         )  # fmt: skip
         assert "the GPU standby serves the searches of the next job" in w.text()
         assert "GPU standby: serves the searches of job pid" in w.text()
@@ -823,3 +832,32 @@ def _split_case(tmp_path, rescan=False):
     assert rows("split") == rows("own") and len(rows("own")) > 50
     assert (tmp_path / "state-split.npz").read_bytes() == (tmp_path / "state-own.npz").read_bytes()
     return split, own
+
+
+def test_the_warm_launch_tells_the_gpu_standby_of_a_rescan(monkeypatch, tmp_path):
+    """``launch.start``: ``--rescan`` goes with a GPU standby only (the Snakefile passes
+    ``rescan`` where every shard has its state)."""
+    from swgpu_tools.warm import launch
+
+    seen = []
+
+    class Popen:
+        def __init__(self, args, **kwargs):
+            seen.append(args)
+
+    monkeypatch.setattr(launch.shutil, "which", lambda name: "/bin/swgpu")
+    monkeypatch.setattr(launch.subprocess, "Popen", Popen)
+    monkeypatch.setattr(launch.atexit, "register", lambda *a: None)
+    monkeypatch.delenv(ENV, raising=False)
+    for gpu, standby, rescan, want in (
+        (True, "BLOSUM62:11:1", True, True),
+        (True, "BLOSUM62:11:1", False, False),
+        (True, None, True, False),
+        (False, "BLOSUM62:11:1", True, False),
+    ):
+        seen.clear()
+        w = launch.start(str(tmp_path / "warm.log"), gpu, standby=standby, rescan=rescan)
+        shutil.rmtree(w.folder)
+        assert ("--rescan" in seen[0]) == want, (gpu, standby, rescan)
+        assert ("--gpu-standby" in seen[0]) == bool(gpu and standby)
+    monkeypatch.delenv(ENV, raising=False)

@@ -31,6 +31,7 @@ import signal
 import socket
 import struct
 import sys
+import threading
 import time
 import traceback
 
@@ -212,16 +213,21 @@ def _standby_main(
     # (close_inherited restored the other signals' defaults)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the job, not this
     print(f"[swgpu warm] GPU standby: starting, pid {os.getpid()}", file=sys.stderr, flush=True)
-    backend.prestart(_scheme(scoring), batched=batched)
+    start = backend.prestart(_scheme(scoring), batched=batched)
     # SWGPU_STANDBY_READY_EARLY=1 (to measure): ready at once, leaving what the preload
     # loads to the job, which then reads its shards while the start's thread imports
     # Numba (the preload waits for that import; READY came 1.2-1.6 s after the fork)
     early = os.environ.get("SWGPU_STANDBY_READY_EARLY") == "1"
     if preload is not None and not early:
-        try:
-            preload()
-        except Exception as exc:  # the job loads it then
-            print(f"[swgpu warm] GPU standby: preload: {exc}", file=sys.stderr, flush=True)
+        if batched and os.environ.get("SWGPU_STANDBY_PRELOAD_AFTER", "1") != "0":
+            # a re-scan's: its job's searches wait for the GPU's start, whose imports
+            # would share the interpreter lock with the preload; so the preload comes
+            # after the start, on a thread, and the standby reads its offer at once
+            threading.Thread(
+                target=_preload_after, args=(start, preload), name="swgpu-preload", daemon=True
+            ).start()
+        else:
+            _preload(preload)
     try:
         sock.sendall(READY)
     except OSError:  # the warm process closed its end: an offer it sent first (a job's
@@ -248,6 +254,19 @@ def _standby_main(
         sock.close()  # later offers fail at once
         signal.signal(signal.SIGINT, signal.default_int_handler)
         run_job(request, job_fds, answer, run_command)  # never returns
+
+
+def _preload(preload) -> None:
+    try:
+        preload()
+    except Exception as exc:  # the job loads it then
+        print(f"[swgpu warm] GPU standby: preload: {exc}", file=sys.stderr, flush=True)
+
+
+def _preload_after(start, preload) -> None:
+    """``preload`` once the GPU's start made ahead (``start``) is over."""
+    start.wait()
+    _preload(preload)
 
 
 def _serve_searches(request: dict, fds: list[int], env: dict) -> int:

@@ -39,12 +39,15 @@ def _input_path(key):
 DATABASE = _input_path("database")
 QUERIES = _input_path("queries")
 
-# The database's content digest, a parameter of rule database_source (see
-# shard_db.smk): computed only when the file's size, times or inode changed since
-# the digest noted in .snakemake/swgpu/database-stamp.json.
-from swgpu_tools.steps.receipt import database_content
 
-DATABASE_CONTENT = database_content(DATABASE, ".snakemake/swgpu/database-stamp.json")
+def database_content_digest():
+    """The database's content digest, a parameter of rule database_source (see
+    shard_db.smk): computed only when the file's size, times or inode changed since
+    the digest noted in .snakemake/swgpu/database-stamp.json.  A new file that is
+    truncated or not FASTA is refused here, before any job."""
+    from swgpu_tools.steps.receipt import database_content
+
+    return database_content(DATABASE, ".snakemake/swgpu/database-stamp.json")
 
 
 # ---------------------------------------------------------------------------
@@ -72,15 +75,16 @@ def dry_run():
     return bool(getattr(settings, "dryrun", False)) or workflow.dryrun
 
 
-# Damaged results of earlier runs (a corrupt shard, a truncated table, a kept
-# release that differs from its manifest) are found now and removed, so that
-# this run makes them again (swgpu_tools/health.py).  Not in a dry run, which
-# changes nothing.
-if workflow.is_main_process and not dry_run():
-    from swgpu_tools.health import check_results
+def check_earlier_results():
+    """Damaged results of earlier runs (a corrupt shard, a truncated table, a kept
+    release that differs from its manifest) are found now and removed, so that
+    this run makes them again (swgpu_tools/health.py).  Not in a dry run, which
+    changes nothing."""
+    if workflow.is_main_process and not dry_run():
+        from swgpu_tools.health import check_results
 
-    for _line in check_results("results", config["shards"]):
-        print(f"swgpu: {_line}", file=sys.stderr)
+        for line in check_results("results", config["shards"]):
+            print(f"swgpu: {line}", file=sys.stderr)
 
 
 def shard_files():

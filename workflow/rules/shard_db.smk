@@ -13,8 +13,8 @@
 #   * the database: results/shards/source.json (rule database_source, `swgpu
 #     receipt`: a shell rule, since Snakemake runs a `run:` block in a new
 #     Snakemake process, seconds of start-up).  The database is not an input at
-#     all: its content digest is a parameter (common.smk: DATABASE_CONTENT,
-#     swgpu_tools/steps/receipt.py), computed by our threads only when the
+#     all: its content digest is a parameter (DATABASE_CONTENT: the Snakefile,
+#     common.smk, swgpu_tools/steps/receipt.py), computed by our threads only when the
 #     file's size, times or inode changed.  Snakemake runs the rule when the
 #     digest changed (a new release; the params trigger); a `touch` runs
 #     nothing.  So Snakemake never reads the database (its sha256 of it cost
