@@ -218,13 +218,18 @@ def _standby_main(
     # loads to the job, which then reads its shards while the start's thread imports
     # Numba (the preload waits for that import; READY came 1.2-1.6 s after the fork)
     early = os.environ.get("SWGPU_STANDBY_READY_EARLY") == "1"
+    go = None  # set: the preload may begin (a re-scan's standby)
     if preload is not None and not early:
         if batched and os.environ.get("SWGPU_STANDBY_PRELOAD_AFTER", "1") != "0":
-            # a re-scan's: its job's searches wait for the GPU's start, whose imports
-            # would share the interpreter lock with the preload; so the preload comes
-            # after the start, on a thread, and the standby reads its offer at once
+            # a re-scan's: its job waits for the GPU's start, whose imports would share
+            # the interpreter lock with the preload; so the preload runs on a thread
+            # once the start is over or the job's offer came (the start's imports are
+            # done by then; the preload must be done when the job's search comes), and
+            # the standby reads its offer at once
+            go = threading.Event()
+            threading.Thread(target=_when_over, args=(start, go), daemon=True).start()
             threading.Thread(
-                target=_preload_after, args=(start, preload), name="swgpu-preload", daemon=True
+                target=_preload_after, args=(go, preload), name="swgpu-preload", daemon=True
             ).start()
         else:
             _preload(preload)
@@ -243,6 +248,8 @@ def _standby_main(
             continue
         if request.get("serve"):  # a job's searches (its own process runs the rest)
             sock.close()  # later offers fail at once
+            if go is not None:
+                go.set()
             return _serve_searches(request, fds, env)
         *job_fds, answer = fds
         if not eligible(request, env):
@@ -263,9 +270,14 @@ def _preload(preload) -> None:
         print(f"[swgpu warm] GPU standby: preload: {exc}", file=sys.stderr, flush=True)
 
 
-def _preload_after(start, preload) -> None:
-    """``preload`` once the GPU's start made ahead (``start``) is over."""
+def _when_over(start, go: threading.Event) -> None:
+    """Set ``go`` once the GPU's start made ahead (``start``) is over."""
     start.wait()
+    go.set()
+
+
+def _preload_after(go: threading.Event, preload) -> None:
+    go.wait()
     _preload(preload)
 
 
