@@ -85,11 +85,13 @@ def _scheme_fields(scheme: ScoringScheme) -> dict:
 
 
 # -- the standby's side ----------------------------------------------------------------
-def serve(sock: socket.socket) -> int:
+def serve(sock: socket.socket, ready=None) -> int:
     """Serve one job's ``start`` and ``search`` requests on ``sock`` until it closes it
     (the GPU standby, after the warm process offered it a job's searches); the
     backend is started as the job would start it (taking the standby's start made
-    ahead).  An error is sent back as ``{"error": text}``."""
+    ahead).  ``ready``: called before ``start`` is answered (the standby's CPU preload,
+    which the searches' host step needs: its wait is the start's, not the search's).
+    An error is sent back as ``{"error": text}``."""
     run = searcher = None
     while True:
         try:
@@ -112,6 +114,10 @@ def serve(sock: socket.socket) -> int:
                         batched=bool(message.get("batched")),
                     )
                     searcher = run.searcher()
+                    if ready is not None:
+                        t = time.perf_counter()
+                        ready()
+                        run.steps["preload wait"] = time.perf_counter() - t
                 reply = {
                     "name": run.name,
                     "reason": run.choice.reason,

@@ -5,6 +5,7 @@ there reaches the job; a standby that is gone leaves the job a backend of its ow
 
 from __future__ import annotations
 
+import select
 import socket
 import threading
 import time
@@ -92,6 +93,28 @@ def test_a_search_served_on_a_socket_equals_the_backends_own():
     job.close()  # the job ends: so does the standby's loop
     server.join(10)
     assert not server.is_alive()
+    standby.close()
+
+
+def test_the_jobs_start_is_answered_once_the_standbys_preload_is_done():
+    """``serve(..., ready=...)``: the start's answer waits for ``ready`` (a re-scan
+    standby's CPU preload), and the job's start counts that wait as the standby's."""
+    scheme = ScoringScheme()
+    job, standby = socket.socketpair()
+    gate = threading.Event()
+    server = threading.Thread(
+        target=remote.serve, args=(standby,), kwargs={"ready": gate.wait}, daemon=True
+    )
+    server.start()
+    start = remote.RemoteStart(job, scheme)
+    time.sleep(0.3)
+    start._read_ack(True)  # the first answer (when its start began) comes at once ...
+    assert not select.select([job], [], [], 0.3)[0]  # ... the backend's only after ready
+    gate.set()
+    run = start.result()
+    assert run.steps["standby preload wait"] >= 0.2
+    job.close()
+    server.join(10)
     standby.close()
 
 

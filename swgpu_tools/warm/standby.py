@@ -218,19 +218,19 @@ def _standby_main(
     # loads to the job, which then reads its shards while the start's thread imports
     # Numba (the preload waits for that import; READY came 1.2-1.6 s after the fork)
     early = os.environ.get("SWGPU_STANDBY_READY_EARLY") == "1"
-    go = None  # set: the preload may begin (a re-scan's standby)
+    loading = None  # a re-scan's standby: the preload's thread
     if preload is not None and not early:
         if batched and os.environ.get("SWGPU_STANDBY_PRELOAD_AFTER", "1") != "0":
             # a re-scan's: its job waits for the GPU's start, whose imports would share
-            # the interpreter lock with the preload; so the preload runs on a thread
-            # once the start is over or the job's offer came (the start's imports are
-            # done by then; the preload must be done when the job's search comes), and
-            # the standby reads its offer at once
-            go = threading.Event()
-            threading.Thread(target=_when_over, args=(start, go), daemon=True).start()
-            threading.Thread(
-                target=_preload_after, args=(go, preload), name="swgpu-preload", daemon=True
-            ).start()
+            # the interpreter lock with the preload (run 229: the start took 1.2 s
+            # beside it, 0.65 s alone); so the preload runs on a thread once the start
+            # is over (begun at the job's offer instead, it slowed the start's last
+            # steps: run 231), and the standby reads its offer at once.  The job's
+            # start is answered once both are done (remote.serve: ``ready``)
+            loading = threading.Thread(
+                target=_preload_after, args=(start, preload), name="swgpu-preload", daemon=True
+            )
+            loading.start()
         else:
             _preload(preload)
     try:
@@ -248,9 +248,7 @@ def _standby_main(
             continue
         if request.get("serve"):  # a job's searches (its own process runs the rest)
             sock.close()  # later offers fail at once
-            if go is not None:
-                go.set()
-            return _serve_searches(request, fds, env)
+            return _serve_searches(request, fds, env, loading)
         *job_fds, answer = fds
         if not eligible(request, env):
             os.write(answer, b"n")
@@ -270,21 +268,19 @@ def _preload(preload) -> None:
         print(f"[swgpu warm] GPU standby: preload: {exc}", file=sys.stderr, flush=True)
 
 
-def _when_over(start, go: threading.Event) -> None:
-    """Set ``go`` once the GPU's start made ahead (``start``) is over."""
+def _preload_after(start, preload) -> None:
+    """``preload`` once the GPU's start made ahead (``start``) is over."""
     start.wait()
-    go.set()
-
-
-def _preload_after(go: threading.Event, preload) -> None:
-    go.wait()
     _preload(preload)
 
 
-def _serve_searches(request: dict, fds: list[int], env: dict) -> int:
+def _serve_searches(
+    request: dict, fds: list[int], env: dict, loading: threading.Thread | None = None
+) -> int:
     """Serve the searches of the job of ``request`` on the socket in ``fds``
     (:func:`swgpu_tools.remote.serve`), then end; the socket is closed at once where
-    the job may not run here (:func:`eligible`): the job then starts its own backend."""
+    the job may not run here (:func:`eligible`): the job then starts its own backend.
+    ``loading``: the preload's thread, which the job's start waits for."""
     for fd in fds[1:]:
         os.close(fd)
     conn = socket.socket(fileno=fds[0])
@@ -300,7 +296,7 @@ def _serve_searches(request: dict, fds: list[int], env: dict) -> int:
     )
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        return serve(conn)
+        return serve(conn, ready=None if loading is None else loading.join)
     finally:
         conn.close()
 
