@@ -364,8 +364,15 @@ def test_a_second_workflow_run_in_the_same_folder_is_refused(tmp_path):
     )
     deadline = time.time() + 120
     while time.time() < deadline and not list((work / ".snakemake/locks").glob("*")):
-        time.sleep(0.2)
-    second = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)
+        time.sleep(0.05)
+    # the first run held where it holds its lock (its jobs' processes go on), so that a
+    # small workflow cannot end before the second run looks (CI saw that race once)
+    os.kill(first.pid, signal.SIGSTOP)
+    try:
+        assert list((work / ".snakemake/locks").glob("*")), "the first run ended too soon"
+        second = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
     first.communicate(timeout=600)
     assert first.returncode == 0
     assert second.returncode != 0 and "LockException" in second.stdout + second.stderr
