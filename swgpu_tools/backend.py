@@ -540,9 +540,8 @@ class BackendStart:
             thread.join()
 
     def result(self) -> StartedBackend:
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        self.wait()
+        self._thread = None
         if self._error is not None:
             raise self._error
         return self._result

@@ -192,6 +192,21 @@ def test_state_paths_of_a_scoring_command_line():
     assert state_paths(["score-shard", "a", "--queries", "q"]) == []
 
 
+def _script_result(script: str, *args: str) -> dict:
+    """What ``script``, run in a fresh Python process with ``args``, printed on its last
+    line that starts with "RESULT " (JSON); the script must exit with 0."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT ") :])
+
+
 BEFORE_READY = r"""
 import json, os, socket, sys, time
 sys.path.insert(0, sys.argv[1])
@@ -240,20 +255,9 @@ def test_a_standby_offered_a_jobs_searches_before_it_was_ready_serves_them():
     offer all the same and serves the job (the same hits as the CPU backend here);
     then it ends.  (In a fresh process: a fork after this one ran Numba's threads
     would hang.)"""
-    import json
-    import subprocess
-    import sys
     from pathlib import Path
 
-    proc = subprocess.run(
-        [sys.executable, "-c", BEFORE_READY, str(Path(__file__).parent)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
-    out = json.loads(line[len("RESULT ") :])
+    out = _script_result(BEFORE_READY, str(Path(__file__).parent))
     assert out == {"offered": True, "used_up": True, "remote": True, "exit": 0, "equal": True}
 
 
@@ -293,21 +297,9 @@ def test_a_standby_told_of_a_rescan_is_ready_before_its_preload(batched):
     while its CPU preload still waits (that runs on a thread once the GPU's start is
     over: a re-scan's job waits for the GPU, not for it); one that expects a scan from
     scratch (it may run the whole job) says READY only after its preload."""
-    import json
-    import subprocess
-    import sys
     from pathlib import Path
 
-    proc = subprocess.run(
-        [sys.executable, "-c", READY_BEFORE_PRELOAD, str(Path(__file__).parent.parent),
-         "1" if batched else "0"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
-    out = json.loads(line[len("RESULT ") :])
+    out = _script_result(READY_BEFORE_PRELOAD, str(Path(__file__).parent.parent), str(int(batched)))
     want = {"ready_while_held": batched, "preloaded": True, "exit": 0}
     if not batched:
         want["ready_after"] = True

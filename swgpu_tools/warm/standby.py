@@ -46,7 +46,8 @@ IDLE_S = 120.0
 
 #: Seconds the warm process waits for the standby's answer to a hand-over.
 ANSWER_S = 5.0
-#: What the standby sends on its socket once it takes commands (its preload done):
+#: What the standby sends on its socket once it takes commands (its preload done; a
+#: standby told of a re-scan sends it at once, its preload then runs on a thread):
 #: the warm process may then hand it a scoring job before its own generation that
 #: would run such a job has loaded (:meth:`Standby.is_ready`).
 READY = b"R"

@@ -121,9 +121,14 @@ def shard_receipts(wildcards):
     return expand("results/shards/shard-{s}.json", s=_job_shards(wildcards))
 
 
+def state_file(shard_id):
+    """The re-scan memory file of shard ``shard_id`` ("0002"; not a declared output)."""
+    return f"results/state/shard-{shard_id}.npz"
+
+
 def shard_states(wildcards):
     """The re-scan memory files of a score_shard job's shards (not declared outputs)."""
-    return " ".join(shlex.quote(f"results/state/shard-{s}.npz") for s in _job_shards(wildcards))
+    return " ".join(shlex.quote(state_file(s)) for s in _job_shards(wildcards))
 
 
 def shard_hit_tables(wildcards=None):
@@ -193,7 +198,7 @@ def start_warm_process(early=False):
             "results/logs/warm-start.log",
             gpu=bool(SCORE_GPUS),
             standby=standby if config["backend"] != "cpu" else None,
-            rescan=all(os.path.exists(f"results/state/shard-{s}.npz") for s in SHARD_IDS),
+            rescan=all(os.path.exists(state_file(s)) for s in SHARD_IDS),
         )
     )
     mark_start("warm_started")
