@@ -615,8 +615,42 @@ def test_gpu_topk_among_scores_above_2048():
         for mode in _modes(gpu):
             s = _searcher(gpu, edb, scheme.matrix, mode, batch=True)
             th = s.search(eqs, k, segments=segs)
+            assert s.topk_on_gpu  # the best of each segment chosen on the GPU
             assert th.subject_index.tolist() == exp.subject_index.tolist(), (mode, k)
             assert th.score.tolist() == exp.score.tolist(), (mode, k)
+
+
+@pytest.mark.gpu
+def test_gpu_segment_choice_equals_the_hosts_on_large_blocks():
+    """``segment_topk_kernel`` (the batched search's choice per row and segment) against
+    the host's :func:`~swgpu_tools.kernels.topk.top_rows` on a re-scan's shapes: 300 rows,
+    segments up to TOPK_CAP columns, k below and above their lengths, crowded ties and
+    scores up to 2^31 - 1."""
+    _gpu()
+    from numba import cuda
+
+    from swgpu_tools.kernels.gpu import batched, cache
+    from swgpu_tools.kernels.gpu.codegen import TOPK_CAP
+    from swgpu_tools.kernels.topk import top_rows
+
+    rng = np.random.default_rng(5)
+    segs = np.array([0, 1650, 3300, 3300, 3301, 3301 + TOPK_CAP], np.int64)
+    n = int(segs[-1])
+    for k, hi in ((1000, 60), (1000, 2**31 - 1), (4000, 3000), (1, 5)):
+        block = rng.integers(0, hi, (300, n), dtype=np.int64).astype(np.int32)
+        assert batched.topk_on_gpu(segs, k)
+        offs = np.concatenate([[0], np.cumsum(np.minimum(np.diff(segs), k))]).astype(np.int64)
+        per = int(offs[-1])
+        dc = cuda.device_array(300 * per, np.int32)
+        dv = cuda.device_array(300 * per, np.int32)
+        cache.aux().segment_topk_kernel[300 * (len(segs) - 1), batched.TOPK_THREADS](
+            cuda.to_device(block.reshape(-1)), n, cuda.to_device(segs), cuda.to_device(offs),
+            k, dc, dv,
+        )  # fmt: skip
+        _, cols, vals = top_rows(block, k, segs)
+        assert (dc.copy_to_host() == cols).all(), (k, hi)
+        assert (dv.copy_to_host() == vals).all(), (k, hi)
+    assert not batched.topk_on_gpu(np.array([0, TOPK_CAP + 1]), 10)  # left to the host
 
 
 @pytest.mark.gpu

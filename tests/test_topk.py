@@ -51,3 +51,61 @@ def test_top_rows_refuses_segments_that_do_not_cover_the_row():
         top_rows(np.zeros((1, 5), np.int32), 2, [0, 3])
     with pytest.raises(ValueError):
         top_rows(np.zeros((1, 5), np.int32), 2, [0, 4, 2, 5])
+
+
+_SIM_CHOICE = r"""
+import json, sys
+import numpy as np
+from numba import cuda
+from swgpu_tools.kernels.gpu import batched, cache
+
+out = []
+for m, n, k, hi, segments, seed in json.loads(sys.argv[1]):
+    scores = np.random.default_rng(seed).integers(0, hi + 1, (m, n)).astype(np.int32)
+    segs = np.array(segments, np.int64)
+    assert batched.topk_on_gpu(segs, k)
+    offs = np.concatenate([[0], np.cumsum(np.minimum(np.diff(segs), k))]).astype(np.int64)
+    per = int(offs[-1])
+    dc, dv = cuda.device_array(m * per, np.int32), cuda.device_array(m * per, np.int32)
+    cache.aux().segment_topk_kernel[m * (len(segs) - 1), batched.TOPK_THREADS](
+        cuda.to_device(scores.reshape(-1)), n, cuda.to_device(segs), cuda.to_device(offs), k, dc, dv
+    )
+    out.append([scores.tolist(), dc.copy_to_host().tolist(), dv.copy_to_host().tolist()])
+print("RESULT " + json.dumps(out))
+"""
+
+#: (rows, columns, k, highest score, segments, seed): ties in narrow score ranges, the
+#: widest scores, an empty segment, k below, at and above a segment's length.
+_SIM_CASES = [
+    (3, 37, 5, 3, [0, 9, 9, 30, 37], 1),
+    (2, 40, 40, 2**31 - 2, [0, 17, 40], 2),
+    (2, 33, 12, 40, [0, 33], 3),
+]
+
+
+def test_the_gpus_choice_per_segment_equals_a_full_sort_in_the_simulator():
+    """The batched search's top-k on the GPU (``segment_topk_kernel``, a bitonic sort per
+    row and segment in shared memory) gives each segment's best in the same order as a
+    full sort of it, under the CUDA simulator."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    proc = subprocess.run(
+        [sys.executable, "-c", _SIM_CHOICE, json.dumps(_SIM_CASES)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    for (m, n, k, hi, segments, _seed), (scores, cols, vals) in zip(
+        _SIM_CASES, json.loads(line[len("RESULT ") :])
+    ):
+        _, want_cols, want_vals = _reference(np.array(scores, np.int32), k, segments)
+        assert (cols, vals) == (want_cols, want_vals), (m, n, k, hi, segments)

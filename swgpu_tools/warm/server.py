@@ -64,9 +64,15 @@ def standby_preload() -> None:
 
 def rescan_preload() -> None:
     """A GPU standby's preload where a re-scan is expected: its job's CPU work runs in
-    a warm child, and the standby only serves its searches (:mod:`swgpu_tools.remote`),
-    whose host step needs Numba's CPU typing and the top-k function of the batched
-    search (:func:`swgpu_tools.kernels.topk.top_rows`)."""
+    a warm child, and the standby only serves its searches (:mod:`swgpu_tools.remote`).
+    Their best hits are chosen on the GPU (:func:`swgpu_tools.kernels.gpu.batched.topk_on_gpu`:
+    every shard's delta at most ``TOPK_CAP`` sequences), so nothing is loaded; a
+    larger delta loads the host's choice, Numba's CPU typing and
+    :func:`swgpu_tools.kernels.topk.top_rows`, at its first block (0.4 s on an H200
+    host).  With ``SWGPU_GPU_TOPK=0`` (the host's choice, for measuring) they are
+    loaded here."""
+    if os.environ.get("SWGPU_GPU_TOPK", "1") != "0":
+        return
     _stage_numba()
     from ..kernels import topk
 

@@ -53,6 +53,7 @@ def warm_up(scheme: ScoringScheme | None = None, stop=None) -> dict:
             aux.hist_kernel,
             aux.select_kernel,
             aux.fill_kernel,
+            aux.segment_topk_kernel,
         ):
             for kern in disp.overloads.values():
                 kern.bind()  # module loaded into this context now, not at the first launch

@@ -8,11 +8,15 @@ not (a re-scan's 1,663 new and changed sequences x 2,000 queries took 9.1 s,
 length and cut into a few blocks; one launch per partition scores a whole
 block, up to :data:`MAX_QUERIES` queries (the batched kernels of
 ``templates/score_kernel.py.in``: warp task ``wt`` serves query ``wt % n_q``);
-the whole (queries x subjects) score block comes back to the host, and the
-top k of each row are chosen there with the same tie rule (score descending,
-then subject index).  Pairs whose packed (s16, h16) score may have overflowed are
-re-scored with the 32-bit kernels, as in the one-query path.  Two blocks are
-in flight: the host chooses one block's hits while the GPU scores the next.
+each row's top k (of each segment of subjects: a re-scan's shards) are chosen
+with the same tie rule (score descending, then subject index): on the GPU where
+every segment has at most :data:`~.codegen.TOPK_CAP` subjects
+(``segment_topk_kernel`` of ``templates/aux_kernels.py.in``: only the chosen
+hits come back), else on the host from the whole score block
+(:func:`..topk.top_rows`).  Pairs whose packed (s16, h16) score may have
+overflowed are re-scored with the 32-bit kernels, as in the one-query path.  Two
+blocks are in flight: the host takes one block's hits while the GPU scores the
+next.
 """
 
 from __future__ import annotations
@@ -24,8 +28,8 @@ import numpy as np
 
 from ..gpu_intrinsics import SIM
 from ..topk import top_rows
-from . import chains
-from .codegen import PAIRED_MODES
+from . import cache, chains
+from .codegen import PAIRED_MODES, TOPK_CAP
 
 #: Largest subject count scored in batches under 'auto' (the score block of a
 #: launch is queries x subjects).
@@ -45,6 +49,18 @@ SCORE_WORDS = 1 << 25
 #: Blocks a search is cut into (at least :data:`MIN_BLOCK` queries each).
 BLOCKS = 4
 MIN_BLOCK = 64
+#: Threads per block of ``segment_topk_kernel`` (the simulator runs each as a thread).
+TOPK_THREADS = 32 if SIM else 256
+
+
+def topk_on_gpu(segments: np.ndarray, k: int) -> bool:
+    """Whether the GPU chooses each row's best ``k`` of each segment (``segments``: start
+    columns, then the subject count): every segment at most :data:`~.codegen.TOPK_CAP`
+    subjects, and ``$SWGPU_GPU_TOPK`` not '0' (the host's choice, for measuring: the
+    same hits)."""
+    if os.environ.get("SWGPU_GPU_TOPK", "1") == "0" or k <= 0 or len(segments) < 2:
+        return False
+    return int(np.diff(segments).max()) <= TOPK_CAP
 
 
 def use_batches(searcher, qlens) -> bool:
@@ -85,12 +101,10 @@ def _chunks(searcher, qlens) -> list:
     return out
 
 
-def _rescore_packed(searcher, block, members, qcodes, qoffs, tables, slot) -> int:
-    """Re-score with 32-bit kernels the pairs of ``block`` (rows: ``members``) whose
-    packed (s16 or h16) score may have overflowed; returns how many."""
-    rows, cols = np.nonzero(block >= searcher.overflow_limit)
-    if len(rows) == 0:
-        return 0
+def _rescored(searcher, rows, cols, members, qcodes, qoffs, tables, slot) -> np.ndarray:
+    """The 32-bit scores of the pairs (row ``rows[i]`` of the block, its query
+    ``members[rows[i]]``; subject ``cols[i]``)."""
+    out = np.empty(len(rows), np.int32)
     t32 = tables.get("s32")
     if t32 is None:
         t32 = tables["s32"] = searcher._table("s32", tables["letters"])
@@ -98,7 +112,8 @@ def _rescore_packed(searcher, block, members, qcodes, qoffs, tables, slot) -> in
     for r in np.unique(rows).tolist():
         qi = int(members[r])
         q = qcodes[qoffs[qi] : qoffs[qi + 1]]
-        sub = cols[rows == r]
+        mine = rows == r
+        sub = cols[mine]
         parts = searcher.plan("s32", len(q), subset=sub)
         st = slot.stream
         searcher._launch(
@@ -112,14 +127,56 @@ def _rescore_packed(searcher, block, members, qcodes, qoffs, tables, slot) -> in
             scores=d_scores,
         )
         slot.synchronize()
-        block[r, sub] = d_scores.copy_to_host()[sub]
+        out[mine] = d_scores.copy_to_host()[sub]
+    return out
+
+
+def _rescore_packed(searcher, block, members, qcodes, qoffs, tables, slot) -> int:
+    """Re-score with 32-bit kernels the pairs of ``block`` (rows: ``members``) whose
+    packed (s16 or h16) score may have overflowed; returns how many."""
+    rows, cols = np.nonzero(block >= searcher.overflow_limit)
+    if len(rows):
+        block[rows, cols] = _rescored(searcher, rows, cols, members, qcodes, qoffs, tables, slot)
     return len(rows)
+
+
+def _rescore_chosen(searcher, cols, vals, k, segs, offs, d_block, members, *rest) -> int:
+    """The GPU's choice (``cols``, ``vals``: a row per member, each segment's best at
+    ``offs``) with the pairs whose packed score may have overflowed re-scored in 32
+    bits; returns how many.  Such a pair's exact score is at least the limit, and
+    every other pair's is below it, so each segment's chosen set holds them all and
+    stays right; only their order is made again.  Unless a segment's every chosen
+    pair overflowed and some were left out: that row is chosen again on the host
+    from its whole row of scores (``d_block``, still on the GPU), re-scored."""
+    limit, n = searcher.overflow_limit, searcher.n
+    over = vals >= limit
+    if not over.any():
+        return 0
+    kk = np.diff(offs)
+    full = kk > 0
+    ran_out = ((vals[:, offs[1:][full] - 1] >= limit) & (np.diff(segs)[full] > kk[full])).any(1)
+    count = 0
+    for r in np.flatnonzero(ran_out).tolist():
+        row = d_block[r * n : (r + 1) * n].copy_to_host().reshape(1, n)
+        count += _rescore_packed(searcher, row, members[r : r + 1], *rest)
+        _, c, v = top_rows(row, k, segs)
+        cols[r], vals[r] = c, v
+    rows, idx = np.nonzero(over & ~ran_out[:, None])
+    if not len(rows):
+        return count
+    vals[rows, idx] = _rescored(searcher, rows, cols[rows, idx], members, *rest)
+    g = np.searchsorted(offs, idx, side="right") - 1  # each pair's segment
+    for r, gg in sorted(set(zip(rows.tolist(), g.tolist()))):
+        a, b = offs[gg], offs[gg + 1]
+        o = np.lexsort((cols[r, a:b], -vals[r, a:b].astype(np.int64)))
+        cols[r, a:b], vals[r, a:b] = cols[r, a:b][o], vals[r, a:b][o]
+    return count + len(rows)
 
 
 def search(searcher, qcodes, qoffs, top_k, progress=None, segments=None):
     """Top ``top_k`` hits of each query, many queries per launch (see the module);
     with ``segments`` (start subject of each segment, and the subject count), the
-    top ``top_k`` of each segment, by segment (:func:`..topk.top_rows`)."""
+    top ``top_k`` of each segment, by segment (as :func:`..topk.top_rows` gives them)."""
     from numba import cuda
 
     from .. import TopHits
@@ -137,10 +194,27 @@ def search(searcher, qcodes, qoffs, top_k, progress=None, segments=None):
     chunks = _chunks(s, qlens)
     cap = max((len(m) for _, m in chunks), default=1)
     d_out = [cuda.device_array(cap * n, dtype=np.int32) for _ in range(2)]
-    h_out = [
-        np.zeros(cap * n, np.int32) if SIM else cuda.pinned_array(cap * n, dtype=np.int32)
-        for _ in range(2)
+    on_gpu = topk_on_gpu(segs, k)
+    offs = np.concatenate([[0], np.cumsum(np.minimum(np.diff(segs), k))]).astype(np.int64)
+    per_row = int(offs[-1])  # hits a row gives
+    # what comes back per block: the GPU's choice (columns, scores), or every score
+    width = per_row if on_gpu else n
+    d_back = [
+        [cuda.device_array(cap * width, dtype=np.int32) for _ in range(2)] if on_gpu else [d]
+        for d in d_out
     ]
+    h_back = [
+        [
+            np.zeros(cap * width, np.int32)
+            if SIM
+            else cuda.pinned_array(cap * width, dtype=np.int32)
+            for _ in d
+        ]
+        for d in d_back
+    ]
+    if on_gpu:
+        d_segs, d_offs = cuda.to_device(segs), cuda.to_device(offs)
+        topk_kernel = cache.aux().segment_topk_kernel
     hits: list = [None] * nq
     for qi in np.flatnonzero(qlens == 0).tolist():  # no residues: every score is 0
         cols = np.concatenate([np.arange(a, min(a + k, b)) for a, b in zip(segs[:-1], segs[1:])])
@@ -151,21 +225,34 @@ def search(searcher, qcodes, qoffs, top_k, progress=None, segments=None):
     s.plan_seconds = 0.0
     s.rescored = 0
     s.batch_seconds = {"wait": 0.0, "host": 0.0, "launch": 0.0, "blocks": len(chunks)}
+    s.topk_on_gpu = on_gpu
 
-    def finish(slot, buf, members):
+    def finish(slot, j, members):
         nonlocal done, t_last
         t0 = time.perf_counter()
         slot.synchronize(scans=True)
         t1 = time.perf_counter()
-        block = buf[: len(members) * n].reshape(len(members), n).copy()
-        if mode in PAIRED_MODES:
-            s.rescored += _rescore_packed(s, block, members, qcodes, qoffs, tables, slot)
-        _, cols, vals = top_rows(block, k, segs)
+        m = len(members)
+        if on_gpu:
+            cols = h_back[j][0][: m * per_row].reshape(m, per_row).astype(np.int64)
+            vals = h_back[j][1][: m * per_row].reshape(m, per_row).copy()
+            if mode in PAIRED_MODES:
+                s.rescored += _rescore_chosen(
+                    s, cols, vals, k, segs, offs, d_out[j], members, qcodes, qoffs, tables, slot
+                )
+            cols, vals = cols.reshape(-1), vals.reshape(-1)
+        else:
+            block = h_back[j][0][: m * n].reshape(m, n).copy()
+            if mode in PAIRED_MODES:
+                s.rescored += _rescore_packed(s, block, members, qcodes, qoffs, tables, slot)
+            _, cols, vals = top_rows(block, k, segs)
         s.batch_seconds["wait"] += t1 - t0
         s.batch_seconds["host"] += time.perf_counter() - t1
-        per = len(cols) // max(len(members), 1)  # every row gives as many
         for r, qi in enumerate(members.tolist()):
-            hits[qi] = (cols[r * per : (r + 1) * per], vals[r * per : (r + 1) * per])
+            hits[qi] = (
+                cols[r * per_row : (r + 1) * per_row],
+                vals[r * per_row : (r + 1) * per_row],
+            )
         now = time.perf_counter()
         w = qlens[members].astype(np.float64)
         tq[members] += (now - t_last) * w / w.sum()
@@ -176,7 +263,8 @@ def search(searcher, qcodes, qoffs, top_k, progress=None, segments=None):
 
     pending = None
     for ci, (r, members) in enumerate(chunks):
-        slot = s._slot(ci % 2)
+        j = ci % 2
+        slot = s._slot(j)
         t0 = time.perf_counter()
         parts = s.plan(mode, r, batched=True)
         s.plan_seconds += time.perf_counter() - t0
@@ -194,14 +282,20 @@ def search(searcher, qcodes, qoffs, top_k, progress=None, segments=None):
             int(qlens[members].max()),
             table,
             slot,
-            batch=(d_qbase, d_qlens, m, d_out[ci % 2]),
+            batch=(d_qbase, d_qlens, m, d_out[j]),
         )
         slot.after(used)
-        d_out[ci % 2][: m * n].copy_to_host(h_out[ci % 2][: m * n], stream=st)
+        if on_gpu:
+            dc, dv = d_back[j]
+            topk_kernel[m * (len(segs) - 1), TOPK_THREADS, st](
+                d_out[j], n, d_segs, d_offs, k, dc, dv
+            )
+        for d, h in zip(d_back[j], h_back[j]):
+            d[: m * width].copy_to_host(h[: m * width], stream=st)
         s.batch_seconds["launch"] += time.perf_counter() - t_launch
         if pending is not None:
             finish(*pending)
-        pending = (slot, h_out[ci % 2], members)
+        pending = (slot, j, members)
     if pending is not None:
         finish(*pending)
     s.scan_seconds = time.perf_counter() - t_scan

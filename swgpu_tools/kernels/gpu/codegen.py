@@ -123,6 +123,9 @@ WARP = 32
 PADQ = 64
 #: Bins of the top-k score histogram (scores above are counted in the last).
 HIST_BINS = 4096
+#: Longest segment of columns whose best hits a batched search chooses on the GPU
+#: (``segment_topk_kernel``: its packed keys in 32 KiB of shared memory; a power of two).
+TOPK_CAP = 4096
 
 #: Pair kernels: table rows are matrix codes 0..31, then the virtual rows' scores
 #: (row 32: zeros, for the rows above row 1; row 33: very negative, global_rev).
@@ -434,4 +437,4 @@ def qp2_kernel_source(R: int, U: int = 2, sim: bool = SIM) -> str:
 
 def aux_kernel_source() -> str:
     """Source of the top-k helper and alphabet kernels (``templates/aux_kernels.py.in``)."""
-    return render("aux_kernels", NB=HIST_BINS)
+    return render("aux_kernels", NB=HIST_BINS, TOPK_CAP=TOPK_CAP)
