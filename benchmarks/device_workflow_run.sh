@@ -59,7 +59,8 @@
 #          QB_PATHS, QB_QUERIES, QB_PRECOMPILE=0; QB_TEST=1 qp2's GPU test first, QB_BENCH=1 the 20-query kernel benchmark).
 # PHASE=KV: scoring-kernel variants (KV_MODES, e.g. "s16,s16@nolob+u1+b0") in one gpu_bench.py;
 #          KV_DBS: other databases (peak_db.py's 256, 1,024 and 2,048-aa ones are made).
-# GPU_TEST_FILES="tests/test_warm.py": those files' GPU tests first (GPU_TEST_LIMIT s, 200).
+# GPU_TEST_FILES="tests/test_warm.py": those files' GPU tests first (GPU_TEST_LIMIT s, 200),
+# after the kernels' precompile (carry .whl-test for the tests' hypothesis).
 # PHASE="T S" runs T, then S (phases run in the order of this file).
 # SWGPU_COMMIT=<commit> names the commit in the log (the device gets a copy of the
 # working tree without its history).
@@ -131,6 +132,11 @@ kernel_bench() {
 # GPU_TEST_FILES="tests/test_warm.py …": those files' GPU tests first, whatever the phase
 # (here the swgpu command is on PATH, which the warm process's tests need)
 if [ -n "${GPU_TEST_FILES:-}" ]; then
+  # the kernels first (16 compiles at once): a test that compiles them one by one may
+  # pass the time limit before pytest prints anything (run 233)
+  precompile_all
+  python3 -c "import hypothesis" 2>/dev/null || python3 -m pip install -q --no-index --no-deps \
+    --no-compile --target $SITE .whl-test/*.whl > /dev/null 2>&1
   echo "== GPU tests of $GPU_TEST_FILES" | tee -a "$OUT/log.txt"
   # shellcheck disable=SC2086
   SWGPU_TEST_DATA=$D SWGPU_BENCH_DB=$BD/bench_db.fasta SWGPU_BENCH_QUERIES=$BD/bench_queries.fasta \

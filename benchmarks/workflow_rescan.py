@@ -324,8 +324,15 @@ def main():
         )
         label = str(tree or REPO) + (f" {args.again_env}" if kind == "env" else "")
         marks = timeline(again)
+        scoring = scoring_details(again)
         repeats.append(
-            {"run": label, "wall_s": r["wall_s"], "steps": r["steps"], "timeline": marks}
+            {
+                "run": label,
+                "wall_s": r["wall_s"],
+                "steps": r["steps"],
+                "timeline": marks,
+                "scoring": scoring,
+            }
         )
         steps = ", ".join(
             f"{k.removesuffix('.tsv')} {v:.2f}" for k, v in sorted(r["steps"].items())
@@ -339,6 +346,7 @@ def main():
             flush=True,
         )
         print(f"  timeline (s after the first job's process): {marks}", flush=True)
+        print(f"  scoring job: {scoring}", flush=True)
     same = {
         f: filecmp.cmp(inc / "results" / f, scratch / "results" / f, shallow=False)
         for f in ("hits.tsv", "alignments.tsv")
@@ -390,6 +398,33 @@ def main():
                 indent=1,
             )
         )
+
+
+def scoring_details(folder: Path) -> dict:
+    """The re-scan's scoring job as its statistics and the warm process's log tell it:
+    who ran it (a warm child with the GPU standby serving its searches, the standby
+    alone, or its own GPU start), its phases, its wait for the GPU and its searches'
+    seconds."""
+    log = folder / "results" / "logs" / "warm-start.log"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    text = text[text.rfind("0: listening on") :]  # this run's (the log is appended to)
+    how = (
+        "standby serves its searches"
+        if "serves the searches of the next job" in text
+        else "standby runs it"
+        if "the GPU standby takes the job" in text
+        else "its own GPU start"
+    )
+    out: dict = {"how": how}
+    for f in sorted((folder / "results" / "stats" / "score_shard").glob("*.json")):
+        d = json.loads(f.read_text())
+        first = (d.get("shards") or [d])[0]
+        out.update(
+            phases={k: round(v, 3) for k, v in d.get("phases_s", {}).items()},
+            kernel_s=round(d.get("kernel_s", 0.0), 3),
+            startup_wait_s=first.get("startup_wait_s"),
+        )
+    return out
 
 
 if __name__ == "__main__":

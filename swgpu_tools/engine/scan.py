@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -305,6 +305,8 @@ def scan_shards(
                     **{f"gpu_{k}": round(v, 4) for k, v in search.backend_s.items()},
                 },
             )
+            if joint.group_of[i] is not None and joint.backend_s:  # the joint search's whole
+                info["joint_search_s"] = {k: round(v, 4) for k, v in joint.backend_s.items()}
             if joint.group_of[i] is not None:
                 info["joint_delta_shards"] = joint.group_of[i]
             if stats is not None:
@@ -364,6 +366,9 @@ class _Joint:
     passes: list
     group_of: list  # per shard: how many shards its search served (None: no search)
     kernel_s: float = 0.0
+    #: the searches' own seconds as the backend gives them (a GPU's setup, plan, scan,
+    #: and a batched search's waits for the GPU and host work), summed
+    backend_s: dict = field(default_factory=dict)
 
 
 def _split_segments(th, segs: np.ndarray, k: int, n_queries: int) -> list:
@@ -418,6 +423,8 @@ def _joint_deltas(plans, searcher, q_enc, scheme, keep: int, queries, progress) 
         th = searcher.search(q_enc.subset(inc), union, scheme, keep, progress=progress, **kw)
         seconds = time.perf_counter() - t
         joint.kernel_s += seconds
+        for key, value in (getattr(searcher, "last_times", None) or {}).items():
+            joint.backend_s[key] = joint.backend_s.get(key, 0.0) + value
         q_cells = float(qlen[inc].sum())
         total = q_cells * union.total_residues
         for g, (i, lists) in enumerate(zip(members, _split_segments(th, segs, keep, len(inc)))):

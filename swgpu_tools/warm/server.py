@@ -424,7 +424,9 @@ class _Server:
             # a re-scan's scoring job: run here, its searches by the GPU standby
             split = self._split(request)
             # a later generation loading the imports the command needs: the GPU
-            # standby takes a scoring job now if it is ready (it has its own imports)
+            # standby takes a scoring job now if it is ready (it has its own imports),
+            # unless it was told of a re-scan: then it loaded only what serving the
+            # searches needs, and the job waits for the scoring generation instead
             later = self._later_generation_loading(request, split)
             pid, report_r, gpu_fd = None, None, None
             if split and not later:
@@ -432,7 +434,11 @@ class _Server:
                 self.standby = None  # used, or gone
                 if gpu_fd is not None:
                     self._log("the GPU standby serves the searches of the next job")
-            elif not later or (self.standby is not None and self.standby.is_ready()):
+            elif not later or (
+                self.standby is not None
+                and self.standby.is_ready()
+                and not (split and self.standby_rescan)
+            ):
                 pid, report_r = self._to_standby(request, fds)
             if pid is None and later:
                 send(conn, {"retry": "the imports it needs are loading"})

@@ -171,6 +171,10 @@ class GpuBackend:
         if segments is None or batched.use_batches(searcher, queries.lengths):
             hits = searcher.search(queries, top_k, progress=progress, segments=segments)
             self._note(searcher.plan_seconds, searcher.scan_seconds)
+            # a batched search's parts: waits for the GPU, host work, launches
+            for k, v in (getattr(searcher, "batch_seconds", None) or {}).items():
+                if k != "blocks":
+                    self.last_times[f"batch_{k}"] = v
             return hits
         plan_s, scan_s = [0.0], [0.0]
 

@@ -215,10 +215,14 @@ def search(searcher, qcodes, qoffs, top_k, progress=None, segments=None):
     if on_gpu:
         d_segs, d_offs = cuda.to_device(segs), cuda.to_device(offs)
         topk_kernel = cache.aux().segment_topk_kernel
-    hits: list = [None] * nq
-    for qi in np.flatnonzero(qlens == 0).tolist():  # no residues: every score is 0
-        cols = np.concatenate([np.arange(a, min(a + k, b)) for a, b in zip(segs[:-1], segs[1:])])
-        hits[qi] = (cols.astype(np.int64), np.zeros(len(cols), np.int32))
+    # every query gets per_row hits: a row each, in query order
+    hit_cols = np.empty((nq, per_row), np.int32)
+    hit_vals = np.empty((nq, per_row), np.int32)
+    empty = np.flatnonzero(qlens == 0)  # no residues: every score is 0
+    hit_cols[empty] = np.concatenate(
+        [np.arange(a, min(a + k, b)) for a, b in zip(segs[:-1], segs[1:])]
+    )
+    hit_vals[empty] = 0
     done = nq - sum(len(m) for _, m in chunks)
     tq = np.zeros(nq)
     t_scan = t_last = time.perf_counter()
@@ -240,19 +244,15 @@ def search(searcher, qcodes, qoffs, top_k, progress=None, segments=None):
                 s.rescored += _rescore_chosen(
                     s, cols, vals, k, segs, offs, d_out[j], members, qcodes, qoffs, tables, slot
                 )
-            cols, vals = cols.reshape(-1), vals.reshape(-1)
         else:
             block = h_back[j][0][: m * n].reshape(m, n).copy()
             if mode in PAIRED_MODES:
                 s.rescored += _rescore_packed(s, block, members, qcodes, qoffs, tables, slot)
             _, cols, vals = top_rows(block, k, segs)
+        hit_cols[members] = cols.reshape(m, per_row)
+        hit_vals[members] = vals.reshape(m, per_row)
         s.batch_seconds["wait"] += t1 - t0
         s.batch_seconds["host"] += time.perf_counter() - t1
-        for r, qi in enumerate(members.tolist()):
-            hits[qi] = (
-                cols[r * per_row : (r + 1) * per_row],
-                vals[r * per_row : (r + 1) * per_row],
-            )
         now = time.perf_counter()
         w = qlens[members].astype(np.float64)
         tq[members] += (now - t_last) * w / w.sum()
@@ -300,4 +300,8 @@ def search(searcher, qcodes, qoffs, top_k, progress=None, segments=None):
         finish(*pending)
     s.scan_seconds = time.perf_counter() - t_scan
     s.timings = [(qi, int(qlens[qi]), float(tq[qi])) for qi in range(nq)]
-    return TopHits.from_per_query(hits)
+    return TopHits(
+        np.repeat(np.arange(nq, dtype=np.int32), per_row),
+        hit_cols.reshape(-1),
+        hit_vals.reshape(-1),
+    )

@@ -623,7 +623,7 @@ class GpuSearcher:
         qcodes = np.ascontiguousarray(queries.codes, dtype=np.uint8)
         qoffs = np.ascontiguousarray(queries.offsets, dtype=np.int64)
         qlens = np.diff(qoffs)
-        self.tile_seconds = []
+        self.tile_seconds, self.batch_seconds = [], {}  # (the batched path sets those)
         path = self.path(qlens)
         if path == "batched":
             return batched.search(self, qcodes, qoffs, top_k, progress, segments)
