@@ -37,6 +37,8 @@
 #          (h16 among their modes), gpu_bench.py on bench200M in s16, h16 and s32 (one process),
 #          and in s16 and h16 on a database of 2,048-aa subjects (multi-pass kernels).
 # PHASE=GT: precompile and the GPU tests only.
+# PHASE=SB: a re-scan's joint delta search (6,589 subjects in 4 segments x 2,000 queries), each
+#          row's choice on the host and on the GPU (benchmarks/gpu_segment_topk_bench.py).
 # WARM_START=false: config warm_start false in S and F4; WARM_AB=1: S with false, then true.
 # STANDBY_AB=N: after S, N pairs of 20-query runs with the GPU standby off, then on.
 # AB_VAR=NAME AB_PAIRS=N: after S, N pairs of 20-query runs with NAME=0, then NAME unset.
@@ -142,6 +144,12 @@ if [ -n "${GPU_TEST_FILES:-}" ]; then
   SWGPU_TEST_DATA=$D SWGPU_BENCH_DB=$BD/bench_db.fasta SWGPU_BENCH_QUERIES=$BD/bench_queries.fasta \
     timeout "${GPU_TEST_LIMIT:-200}" python3 -m pytest -m gpu -q -p no:cacheprovider $GPU_TEST_FILES 2>&1 \
     | tee "$OUT/gpu_test_files.txt" | tail -8 | tee -a "$OUT/log.txt"
+fi
+if has_phase SB; then
+  [ -n "${GPU_TEST_FILES:-}" ] || precompile_all
+  echo "== a re-scan's joint search, each row's choice on the host and on the GPU" | tee -a "$OUT/log.txt"
+  timeout 150 python3 benchmarks/gpu_segment_topk_bench.py --db $BD/bench_db.fasta \
+    --queries $D/uniprot_queries500.fasta.gz --json "$OUT/segment_topk.json" 2>&1 | tail -5 | tee -a "$OUT/log.txt"
 fi
 if has_phase A; then
   t0=$(ts); swgpu backend --precompile 2>&1 | tee -a "$OUT/log.txt"; echo "precompile $(el $t0 $(ts)) s" | tee -a "$OUT/log.txt"
