@@ -57,25 +57,9 @@ def warm_up(scheme: ScoringScheme | None = None, stop=None) -> dict:
         ):
             for kern in disp.overloads.values():
                 kern.bind()  # module loaded into this context now, not at the first launch
-        _first_launch(aux)
     times["helper kernels"] = time.perf_counter() - t
     times.update(load_scoring_kernels(scheme, stop=stop))
     return times
-
-
-def _first_launch(aux) -> None:
-    """Launch the batched search's choice kernel once on one score, as part of the start
-    (which runs ahead of the work), not in the first search.  In a GPU standby without
-    Numba's CPU side loaded, a re-scan's search took 1.02-1.11 s with the choice on the
-    GPU against 0.92-0.96 s on the host (runs 233-235) while the same searches in one
-    process took as long either way: a first launch's cost is the suspect."""
-    from numba import cuda
-
-    one = cuda.to_device(np.zeros(1, np.int32))
-    segs = cuda.to_device(np.array([0, 1], np.int64))
-    out = cuda.device_array(1, np.int32)
-    aux.segment_topk_kernel[1, 32](one, np.int64(1), segs, segs, np.int32(1), out, out)
-    cuda.synchronize()
 
 
 def load_scoring_kernels(scheme: ScoringScheme | None, stop=None) -> dict:

@@ -287,9 +287,8 @@ def search(searcher, qcodes, qoffs, top_k, progress=None, segments=None):
         slot.after(used)
         if on_gpu:
             dc, dv = d_back[j]
-            # numpy scalars of the signature's types: an exact overload, no conversion search
             topk_kernel[m * (len(segs) - 1), TOPK_THREADS, st](
-                d_out[j], np.int64(n), d_segs, d_offs, np.int32(k), dc, dv
+                d_out[j], n, d_segs, d_offs, k, dc, dv
             )
         for d, h in zip(d_back[j], h_back[j]):
             d[: m * width].copy_to_host(h[: m * width], stream=st)
