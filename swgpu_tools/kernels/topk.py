@@ -1,11 +1,13 @@
 """The best ``k`` columns of each row of a score block, per segment of columns.
 
-A GPU search of many queries per launch (:mod:`.gpu.batched`) brings back the
-whole (queries x subjects) score block and chooses each row's best hits on
-the host.  A re-scan scores every shard's new and changed sequences in one
-such search: the subjects are the shards' deltas one after another, and each
-shard needs its own best ``k`` per query, so the columns come in *segments*
-and the best ``k`` are chosen in each.
+A GPU search of many queries per launch (:mod:`.gpu.batched`) chooses each
+row's best hits on the GPU where every segment has at most ``TOPK_CAP``
+columns; otherwise (and with ``SWGPU_GPU_TOPK=0``) it brings back the whole
+(queries x subjects) score block and chooses them here, on the host.  A
+re-scan scores every shard's new and changed sequences in one such search:
+the subjects are the shards' deltas one after another, and each shard needs
+its own best ``k`` per query, so the columns come in *segments* and the best
+``k`` are chosen in each.
 
 Order of each row's choice: segment, then score descending, then column
 ascending (the searcher's tie rule).  One compiled pass (Numba, no GIL, rows
