@@ -109,3 +109,76 @@ def test_the_gpus_choice_per_segment_equals_a_full_sort_in_the_simulator():
     ):
         _, want_cols, want_vals = _reference(np.array(scores, np.int32), k, segments)
         assert (cols, vals) == (want_cols, want_vals), (m, n, k, hi, segments)
+
+
+class _OnDevice:
+    """A stand-in for a device array: slices, and a copy to the host."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __getitem__(self, where):
+        return _OnDevice(self.a[where])
+
+    def copy_to_host(self):
+        return self.a.copy()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    m=st.integers(1, 5),
+    n=st.integers(1, 40),
+    k=st.integers(1, 45),
+    limit=st.integers(1, 40),
+    cuts=st.lists(st.integers(0, 40), max_size=3),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_gpus_choice_with_overflowed_scores_mended_equals_the_exact_choice(
+    m, n, k, limit, cuts, seed
+):
+    """The batched search's GPU choice is made on packed scores, which saturate at the
+    overflow limit; ``batched._rescore_chosen`` re-scores the chosen pairs at or above
+    it and orders them again, or chooses a row again from its whole row where a
+    segment's every choice overflowed.  With the 32-bit re-scores taken from the exact
+    scores, the result must equal the choice on the exact scores (a full sort of each
+    segment)."""
+    from swgpu_tools.kernels.gpu import batched
+
+    rng = np.random.default_rng(seed)
+    exact = rng.integers(0, 60, (m, n)).astype(np.int32)
+    over = exact >= limit
+    packed = np.where(over, limit + rng.integers(0, 3, (m, n)), exact).astype(np.int32)
+    segments = np.array([0] + sorted(min(c, n) for c in cuts) + [n], np.int64)
+    offs = np.concatenate([[0], np.cumsum(np.minimum(np.diff(segments), k))]).astype(np.int64)
+    per = int(offs[-1])
+    _, cols, vals = top_rows(packed, k, segments)  # what the GPU chose
+    cols, vals = cols.reshape(m, per).astype(np.int64), vals.reshape(m, per).copy()
+
+    class Searcher:
+        overflow_limit = limit
+
+    Searcher.n = n
+    members = rng.permutation(m)  # rows are queries in any order
+
+    def rescored(searcher, rows, subjects, members_, *rest):
+        return exact[np.argsort(members)][members_[rows], subjects]
+
+    original = batched._rescored
+    batched._rescored = rescored
+    try:
+        batched._rescore_chosen(
+            Searcher(),
+            cols,
+            vals,
+            k,
+            segments,
+            offs,
+            _OnDevice(packed.reshape(-1)),
+            members,
+            *(None,) * 4,  # the query codes, offsets, tables and slot of a real search
+        )
+    finally:
+        batched._rescored = original
+    _, want_cols, want_vals = top_rows(exact, k, segments)
+    assert cols.reshape(-1).tolist() == want_cols.tolist()
+    assert vals.reshape(-1).tolist() == want_vals.tolist()

@@ -925,3 +925,21 @@ def test_the_warm_launch_tells_the_gpu_standby_of_a_rescan(monkeypatch, tmp_path
         assert ("--rescan" in seen[0]) == want, (gpu, standby, rescan)
         assert ("--gpu-standby" in seen[0]) == bool(gpu and standby)
     monkeypatch.delenv(ENV, raising=False)
+
+
+def test_a_rescan_standby_preloads_numbas_cpu_side_only_for_the_hosts_choice(monkeypatch):
+    """The standby told of a re-scan loads nothing of Numba's CPU side: its batched
+    searches choose each row's best hits on the GPU; with ``SWGPU_GPU_TOPK=0`` (the
+    host's choice) it loads Numba's CPU typing and ``top_rows``, as before."""
+    from swgpu_tools.kernels import topk
+    from swgpu_tools.warm import server as warm_server
+
+    loaded = []
+    monkeypatch.setattr(warm_server, "_stage_numba", lambda: loaded.append("numba"))
+    monkeypatch.setattr(topk, "precompile", lambda: loaded.append("top_rows"))
+    monkeypatch.delenv("SWGPU_GPU_TOPK", raising=False)
+    warm_server.rescan_preload()
+    assert loaded == []
+    monkeypatch.setenv("SWGPU_GPU_TOPK", "0")
+    warm_server.rescan_preload()
+    assert loaded == ["numba", "top_rows"]
