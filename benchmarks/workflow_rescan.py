@@ -413,7 +413,7 @@ def scoring_details(folder: Path) -> dict:
         if "serves the searches of the next job" in text
         else "standby runs it"
         if "the GPU standby takes the job" in text
-        else "its own GPU start"
+        else "its own process (no GPU standby)"
     )
     out: dict = {"how": how}
     for f in sorted((folder / "results" / "stats" / "score_shard").glob("*.json")):
