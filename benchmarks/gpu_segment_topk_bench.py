@@ -47,6 +47,7 @@ def main() -> int:
     from swgpu_tools.io.fasta import read_fasta
     from swgpu_tools.kernels import gpu
     from swgpu_tools.kernels.gpu import batched, cache
+    from swgpu_tools.kernels.topk import segment_places
     from swgpu_tools.scoring import ScoringScheme
     from swgpu_tools.sequences import SequenceSet
 
@@ -87,7 +88,7 @@ def main() -> int:
     # the kernel alone: one block of 500 rows of random scores
     m, n = 500, len(db)
     block = np.random.default_rng(2).integers(0, 200, m * n).astype(np.int32)
-    offs = np.concatenate([[0], np.cumsum(np.minimum(np.diff(segs), args.keep))]).astype(np.int64)
+    offs = segment_places(segs, args.keep)
     per = int(offs[-1])
     d_block, d_segs, d_offs = cuda.to_device(block), cuda.to_device(segs), cuda.to_device(offs)
     dc, dv = cuda.device_array(m * per, np.int32), cuda.device_array(m * per, np.int32)

@@ -631,7 +631,7 @@ def test_gpu_segment_choice_equals_the_hosts_on_large_blocks():
 
     from swgpu_tools.kernels.gpu import batched, cache
     from swgpu_tools.kernels.gpu.codegen import TOPK_CAP
-    from swgpu_tools.kernels.topk import top_rows
+    from swgpu_tools.kernels.topk import segment_places, top_rows
 
     rng = np.random.default_rng(5)
     segs = np.array([0, 1650, 3300, 3300, 3301, 3301 + TOPK_CAP], np.int64)
@@ -639,7 +639,7 @@ def test_gpu_segment_choice_equals_the_hosts_on_large_blocks():
     for k, hi in ((1000, 60), (1000, 2**31 - 1), (4000, 3000), (1, 5)):
         block = rng.integers(0, hi, (300, n), dtype=np.int64).astype(np.int32)
         assert batched.topk_on_gpu(segs, k)
-        offs = np.concatenate([[0], np.cumsum(np.minimum(np.diff(segs), k))]).astype(np.int64)
+        offs = segment_places(segs, k)
         per = int(offs[-1])
         dc = cuda.device_array(300 * per, np.int32)
         dv = cuda.device_array(300 * per, np.int32)

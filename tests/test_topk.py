@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from swgpu_tools.kernels import top_k_from_scores
-from swgpu_tools.kernels.topk import MAX_SPAN, top_rows
+from swgpu_tools.kernels.topk import MAX_SPAN, segment_places, top_rows
 
 
 def _reference(scores, k, segments):
@@ -58,13 +58,14 @@ import json, sys
 import numpy as np
 from numba import cuda
 from swgpu_tools.kernels.gpu import batched, cache
+from swgpu_tools.kernels.topk import segment_places
 
 out = []
 for m, n, k, hi, segments, seed in json.loads(sys.argv[1]):
     scores = np.random.default_rng(seed).integers(0, hi + 1, (m, n)).astype(np.int32)
     segs = np.array(segments, np.int64)
     assert batched.topk_on_gpu(segs, k)
-    offs = np.concatenate([[0], np.cumsum(np.minimum(np.diff(segs), k))]).astype(np.int64)
+    offs = segment_places(segs, k)
     per = int(offs[-1])
     dc, dv = cuda.device_array(m * per, np.int32), cuda.device_array(m * per, np.int32)
     cache.aux().segment_topk_kernel[m * (len(segs) - 1), batched.TOPK_THREADS](
@@ -149,7 +150,7 @@ def test_the_gpus_choice_with_overflowed_scores_mended_equals_the_exact_choice(
     over = exact >= limit
     packed = np.where(over, limit + rng.integers(0, 3, (m, n)), exact).astype(np.int32)
     segments = np.array([0] + sorted(min(c, n) for c in cuts) + [n], np.int64)
-    offs = np.concatenate([[0], np.cumsum(np.minimum(np.diff(segments), k))]).astype(np.int64)
+    offs = segment_places(segments, k)
     per = int(offs[-1])
     _, cols, vals = top_rows(packed, k, segments)  # what the GPU chose
     cols, vals = cols.reshape(m, per).astype(np.int64), vals.reshape(m, per).copy()

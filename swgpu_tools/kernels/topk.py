@@ -86,6 +86,14 @@ def _top_segments(block, k, seg, out_cols, out_vals):  # pragma: no cover - comp
             o += kk
 
 
+def segment_places(segments, k: int) -> np.ndarray:
+    """Where each segment's chosen columns begin in a row's choice, then the row's
+    length (int64): the running sum of ``min(k, segment length)``, the layout of
+    :func:`top_rows`' rows and of the batched GPU search's choice."""
+    sizes = np.minimum(np.diff(np.asarray(segments, dtype=np.int64)), max(0, int(k)))
+    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+
 def top_rows(scores: np.ndarray, k: int, segments=None):
     """The best ``k`` of each row of ``scores`` (m x n, int32) in each segment of
     columns (``segments``: their start columns and n, ascending; default one
@@ -97,7 +105,7 @@ def top_rows(scores: np.ndarray, k: int, segments=None):
     if len(seg) < 2 or seg[0] != 0 or seg[-1] != n or (np.diff(seg) < 0).any():
         raise ValueError(f"segments must rise from 0 to {n}, got {seg.tolist()}")
     k = max(0, int(k))
-    per_row = int(np.minimum(np.diff(seg), k).sum())
+    per_row = int(segment_places(seg, k)[-1])
     out_cols = np.empty((m, per_row), np.int64)
     out_vals = np.empty((m, per_row), np.int32)
     if m and per_row:

@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from ..gpu_intrinsics import SIM
-from ..topk import top_rows
+from ..topk import segment_places, top_rows
 from . import cache, chains
 from .codegen import PAIRED_MODES, TOPK_CAP
 
@@ -195,7 +195,7 @@ def search(searcher, qcodes, qoffs, top_k, progress=None, segments=None):
     cap = max((len(m) for _, m in chunks), default=1)
     d_out = [cuda.device_array(cap * n, dtype=np.int32) for _ in range(2)]
     on_gpu = topk_on_gpu(segs, k)
-    offs = np.concatenate([[0], np.cumsum(np.minimum(np.diff(segs), k))]).astype(np.int64)
+    offs = segment_places(segs, k)
     per_row = int(offs[-1])  # hits a row gives
     # what comes back per block: the GPU's choice (columns, scores), or every score
     width = per_row if on_gpu else n
