@@ -101,8 +101,7 @@ class SubsetSearch:
         t = time.perf_counter()
         hits = self.searcher.search(q, d, self.scheme, k, progress=self.progress)
         self.seconds += time.perf_counter() - t
-        for key, value in (getattr(self.searcher, "last_times", None) or {}).items():
-            self.backend_s[key] = self.backend_s.get(key, 0.0) + value
+        _add_backend_times(self.backend_s, self.searcher)
         self.cells += float(q.lengths.sum()) * float(d.total_residues)
         self.calls += 1
         return lists_of(hits, len(qi), None if si is None else np.asarray(si, np.int64))
@@ -305,10 +304,10 @@ def scan_shards(
                     **{f"gpu_{k}": round(v, 4) for k, v in search.backend_s.items()},
                 },
             )
-            if joint.group_of[i] is not None and joint.backend_s:  # the joint search's whole
-                info["joint_search_s"] = {k: round(v, 4) for k, v in joint.backend_s.items()}
             if joint.group_of[i] is not None:
                 info["joint_delta_shards"] = joint.group_of[i]
+                if joint.backend_s:  # the joint search's whole
+                    info["joint_search_s"] = {k: round(v, 4) for k, v in joint.backend_s.items()}
             if stats is not None:
                 stats[i].update(info)
             _log_scan(info, queries, sh.database)
@@ -353,6 +352,13 @@ def _log_scan(info: dict, queries: SequenceSet, database: SequenceSet) -> None:
         f"({database.total_residues:,} residues): {what}{info['cells']:.3g} cells in "
         f"{info['kernel_s']:.2f} s, {info['gcups']:.2f} GCUPS"
     )
+
+
+def _add_backend_times(into: dict, searcher) -> None:
+    """Add the searcher's last search's own seconds (a GPU backend's ``last_times``:
+    setup, plan, scan, a batched search's waits and host work) to ``into``."""
+    for key, value in (getattr(searcher, "last_times", None) or {}).items():
+        into[key] = into.get(key, 0.0) + value
 
 
 @dataclass
@@ -423,8 +429,7 @@ def _joint_deltas(plans, searcher, q_enc, scheme, keep: int, queries, progress) 
         th = searcher.search(q_enc.subset(inc), union, scheme, keep, progress=progress, **kw)
         seconds = time.perf_counter() - t
         joint.kernel_s += seconds
-        for key, value in (getattr(searcher, "last_times", None) or {}).items():
-            joint.backend_s[key] = joint.backend_s.get(key, 0.0) + value
+        _add_backend_times(joint.backend_s, searcher)
         q_cells = float(qlen[inc].sum())
         total = q_cells * union.total_residues
         for g, (i, lists) in enumerate(zip(members, _split_segments(th, segs, keep, len(inc)))):
