@@ -542,6 +542,34 @@ def _standby_case(tmp_path):
     return took, later
 
 
+def _ask(srv, request: dict, fds: list[int]) -> dict:
+    """The serving process's reply to one job's ``request`` (sent with ``fds``)."""
+    import socket
+
+    from swgpu_tools.warm.protocol import receive, send
+
+    job, conn = socket.socketpair()
+    try:
+        send(job, request, fds)
+        srv._handle(conn)
+        job.settimeout(5)
+        return receive(job)[0]
+    finally:
+        job.close()
+
+
+def _take_offer(sock, offers: list) -> None:
+    """The standby's side of a job offered whole on ``sock``: taken (the offer noted in
+    ``offers``), its descriptors closed."""
+    from swgpu_tools.warm.protocol import receive
+
+    got, fds = receive(sock, max_fds=8)
+    offers.append(got)
+    os.write(fds[-1], b"y")
+    for fd in fds:
+        os.close(fd)
+
+
 def test_a_ready_standby_takes_a_scoring_job_while_the_scoring_generation_loads(bare_server):
     """A score-shard request while the generation that runs scoring jobs still loads:
     "retry" while the GPU standby has not said it is ready; once it has, the
@@ -550,7 +578,6 @@ def test_a_ready_standby_takes_a_scoring_job_while_the_scoring_generation_loads(
     import socket
     import threading
 
-    from swgpu_tools.warm.protocol import receive, send
     from swgpu_tools.warm.standby import READY, Standby
 
     srv = bare_server
@@ -559,29 +586,14 @@ def test_a_ready_standby_takes_a_scoring_job_while_the_scoring_generation_loads(
     srv.standby, srv.standby_ours = Standby(424_242, ours), True
     request = {"argv": ["score-shard", "s.swdb"], "fingerprint": srv.fingerprint, "pid": 1}
     pipes = [os.pipe() for _ in range(3)]
-
-    def ask() -> dict:
-        job, conn = socket.socketpair()
-        try:
-            send(job, request, [r for r, _ in pipes])
-            srv._handle(conn)
-            job.settimeout(5)
-            return receive(job)[0]
-        finally:
-            job.close()
-
-    def standby() -> None:  # takes the offer
-        got, fds = receive(theirs, max_fds=8)
-        os.write(fds[-1], b"y")
-        for fd in fds:
-            os.close(fd)
+    fds = [r for r, _ in pipes]
 
     try:
-        assert "retry" in ask()  # not ready yet
+        assert "retry" in _ask(srv, request, fds)  # not ready yet
         theirs.sendall(READY)
-        taker = threading.Thread(target=standby)
+        taker = threading.Thread(target=_take_offer, args=(theirs, []))
         taker.start()
-        assert ask() == {"pid": 424_242}
+        assert _ask(srv, request, fds) == {"pid": 424_242}
         taker.join(5)
         assert srv.standby is None and 424_242 in srv.children
     finally:
@@ -601,7 +613,6 @@ def test_a_standby_told_of_a_rescan_never_takes_a_whole_rescan_job(bare_server, 
     import socket
     import threading
 
-    from swgpu_tools.warm.protocol import receive, send
     from swgpu_tools.warm.standby import READY, Standby
 
     srv = bare_server
@@ -618,34 +629,17 @@ def test_a_standby_told_of_a_rescan_never_takes_a_whole_rescan_job(bare_server, 
     ours, theirs = socket.socketpair()
     srv.standby, srv.standby_ours = Standby(424_242, ours, {}), True
     theirs.sendall(READY)
-    offers = []
-
-    def take() -> None:  # the standby's side of an offer of the whole job
-        got, fds = receive(theirs, max_fds=8)
-        offers.append(got)
-        os.write(fds[-1], b"y")
-        for fd in fds:
-            os.close(fd)
-
-    def ask() -> dict:
-        job, conn = socket.socketpair()
-        try:
-            send(job, request, [r for r, _ in pipes])
-            srv._handle(conn)
-            job.settimeout(5)
-            return receive(job)[0]
-        finally:
-            job.close()
-
+    offers: list = []
+    fds = [r for r, _ in pipes]
     try:
         srv.standby_rescan = True
         assert srv._split(request)
-        assert "retry" in ask()
+        assert "retry" in _ask(srv, request, fds)
         assert srv.standby is not None and srv.standby.is_ready() and not srv.children
         srv.standby_rescan = False
-        taker = threading.Thread(target=take)
+        taker = threading.Thread(target=_take_offer, args=(theirs, offers))
         taker.start()
-        assert ask() == {"pid": 424_242}
+        assert _ask(srv, request, fds) == {"pid": 424_242}
         taker.join(5)
         assert len(offers) == 1 and "serve" not in offers[0]  # the whole job
     finally:
@@ -661,10 +655,6 @@ def test_the_signals_are_held_while_a_jobs_child_is_forked(bare_server, monkeypa
     reset its handlers (a SIGTERM passed on by the job in between met the server's
     handler in the child and was lost: the child ran on, CI25); the parent's mask is
     as before afterwards."""
-    import socket
-
-    from swgpu_tools.warm.protocol import receive, send
-
     srv = bare_server
     seen = []
 
@@ -676,14 +666,9 @@ def test_the_signals_are_held_while_a_jobs_child_is_forked(bare_server, monkeypa
     before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
     request = {"argv": ["shard", "x.fasta"], "fingerprint": srv.fingerprint, "pid": 1}
     pipes = [os.pipe() for _ in range(3)]
-    job, conn = socket.socketpair()
     try:
-        send(job, request, [r for r, _ in pipes])
-        srv._handle(conn)
-        job.settimeout(5)
-        assert receive(job)[0] == {"pid": 424_243}
+        assert _ask(srv, request, [r for r, _ in pipes]) == {"pid": 424_243}
     finally:
-        job.close()
         for r, w in pipes:
             os.close(r)
             os.close(w)
