@@ -61,7 +61,7 @@ from swgpu_tools.kernels.gpu import batched, cache
 from swgpu_tools.kernels.topk import segment_places
 
 out = []
-for m, n, k, hi, segments, seed in json.loads(sys.argv[1]):
+for m, n, k, hi, segments, seed in json.loads(sys.argv[2]):  # (argv[1]: the tests' folder)
     scores = np.random.default_rng(seed).integers(0, hi + 1, (m, n)).astype(np.int32)
     segs = np.array(segments, np.int64)
     assert batched.topk_on_gpu(segs, k)
@@ -89,24 +89,11 @@ def test_the_gpus_choice_per_segment_equals_a_full_sort_in_the_simulator():
     row and segment in shared memory) gives each segment's best in the same order as a
     full sort of it, under the CUDA simulator."""
     import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
 
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
-    proc = subprocess.run(
-        [sys.executable, "-c", _SIM_CHOICE, json.dumps(_SIM_CASES)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    from test_kernels_gpu import _sim_child
+
     for (m, n, k, hi, segments, _seed), (scores, cols, vals) in zip(
-        _SIM_CASES, json.loads(line[len("RESULT ") :])
+        _SIM_CASES, _sim_child(_SIM_CHOICE, json.dumps(_SIM_CASES))
     ):
         _, want_cols, want_vals = _reference(np.array(scores, np.int32), k, segments)
         assert (cols, vals) == (want_cols, want_vals), (m, n, k, hi, segments)
