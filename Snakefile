@@ -1,9 +1,9 @@
 # swgpu: exact Smith-Waterman screening of protein queries against a database.
 #
-#   database_source  database FASTA -> results/shards/source.json (a receipt: the
-#                rules take receipts, not big files, as inputs; see shard_db.smk)
 #   shard_db     database FASTA     -> results/shards/shard-NNNN.swdb (+ a receipt
-#                shard-NNNN.json each) + database.json
+#                shard-NNNN.json each: the rules take receipts, not big files, as
+#                inputs; see shard_db.smk) + database.json + source.json (the
+#                database's receipt; the step runs when its content digest changed)
 #   score_shard  queries x shards   -> results/hits/shard-NNNN[-MMMM].npz (a run of shards
 #                per job, config shards_per_job;
 #                results/state/ keeps what a re-scan of the next release reuses)
@@ -51,11 +51,9 @@ wildcard_constraints:
     shard=r"[0-9][0-9][0-9][0-9]+(?:-[0-9][0-9][0-9][0-9]+)?",
 
 
-# The target and the database's receipt (shard_db.smk) run where Snakemake
-# runs, never as cluster jobs.
+# The target runs where Snakemake runs, never as a cluster job.
 localrules:
     all,
-    database_source,
 
 
 # GPUs count per machine, not across a cluster (also set in profiles/default,
@@ -75,6 +73,7 @@ start_warm_process(early=True)
 # or not FASTA) and the check of earlier results, beside the warm process's start.
 DATABASE_CONTENT = database_content_digest()
 check_earlier_results()
+note_merge_filters()
 
 
 include: "workflow/rules/shard_db.smk"

@@ -1,4 +1,4 @@
-"""The database's receipt and content digest (rule database_source; swgpu_tools/steps/receipt.py).
+"""The database's receipt and content digest (rule shard_db; swgpu_tools/steps/receipt.py).
 
 The workflow passes the digest as a parameter instead of letting Snakemake checksum
 the database, so the digest must change with any change of content, stay the same

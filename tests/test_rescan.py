@@ -233,8 +233,8 @@ def test_same_release_with_other_filters_is_not_a_new_release(rescan, tmp_path):
     # nothing to do: no job at all
     proc = _snakemake(work, "--config", "max_evalue=1e-3")
     assert "Nothing to be done" in proc.stdout + proc.stderr
-    # the database touched, not changed: no job at all (its checksum is the one
-    # recorded for its receipt, results/shards/source.json)
+    # the database touched, not changed: no job at all (its content digest, a
+    # parameter of rule shard_db, is the one recorded)
     os.utime(work / "database.fasta")
     proc = _snakemake(work, "--config", "max_evalue=1e-3")
     assert "Nothing to be done" in proc.stdout + proc.stderr

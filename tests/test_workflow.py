@@ -62,7 +62,7 @@ BLAST12 = [
     "evalue",
     "bitscore",
 ]
-RULES = ["database_source", "shard_db", "score_shard", "finish"]
+RULES = ["shard_db", "score_shard", "finish"]
 
 pytestmark = pytest.mark.skipif(SNAKEMAKE is None, reason="snakemake is not installed")
 
@@ -516,7 +516,6 @@ def test_dry_run_lists_the_jobs(tmp_path, per_job, jobs):
     proc = _snakemake(tmp_path, "-n")
     out = proc.stdout + proc.stderr
     assert _job_counts(out) == {
-        "database_source": 1,
         "shard_db": 1,
         "score_shard": len(jobs),
         "finish": 1,

@@ -24,7 +24,7 @@ STEPS = [
     ("merge", "merge shard hits into hits.tsv (rule finish)"),
     ("traceback", "align the merged hits (rule finish)"),
     ("check-shards", "verify shard files; move corrupt ones aside"),
-    ("receipt", "a database file's receipt, the shard step's input (rule database_source)"),
+    ("receipt", "a database file's receipt: its path, size and content digest"),
     ("release", "keep this release, compare with the previous one, list the tables (rule finish)"),
     ("plots", "plots and tables for the report (rule finish)"),
     ("warm-serve", "the warm-start process of a local run (the Snakefile's onstart hook)"),
@@ -54,6 +54,19 @@ def add_steps(sub) -> None:
         default=None,
         metavar="N",
         help="worker processes (default: every CPU this process may use)",
+    )
+    p.add_argument(
+        "--receipt",
+        default=None,
+        metavar="JSON",
+        help="also write the database file's receipt here, last (as 'swgpu receipt')",
+    )
+    p.add_argument(
+        "--content",
+        default=None,
+        metavar="DIGEST",
+        help="with --receipt: the file's content digest, as the workflow computed it "
+        "(default: compute it here)",
     )
     p.set_defaults(run=run_shard)
 
@@ -182,9 +195,9 @@ def add_steps(sub) -> None:
         sub,
         "receipt",
         "Write the receipt of a database file: its path, size and content digest "
-        "(the same content, the same receipt).  The workflow's shard step takes the "
-        "receipt as its input instead of the database, and the workflow passes the "
-        "digest as a parameter, so that Snakemake never checksums the database.",
+        "(the same content, the same receipt).  The workflow's shard step writes it "
+        "beside the shards ('swgpu shard --receipt'); the workflow passes the digest "
+        "as a parameter, so that Snakemake never checksums the database.",
     )
     p.add_argument("database", help="the database file")
     p.add_argument(
@@ -272,7 +285,13 @@ def run_shard(args) -> int:
     from ..steps.shard_db import shard_database
 
     shard_database(
-        args.database, args.out_dir, args.shards, stats_path=args.stats, threads=args.threads
+        args.database,
+        args.out_dir,
+        args.shards,
+        stats_path=args.stats,
+        threads=args.threads,
+        receipt_path=args.receipt,
+        content=args.content,
     )
     return 0
 

@@ -9,7 +9,7 @@ score_shard        queries x one shard -> that shard's top-k hits       :mod:`.s
 merge_hits         all shards' hits -> hits.tsv (top-k, E-values)       :mod:`.merge_hits`
 traceback          hits.tsv -> alignments (TSV, SAM, Parquet, text)     :mod:`.traceback`
 check_shards       verify shard files, move corrupt ones aside          :mod:`.shard_db`
-receipt            a database file's receipt (rule database_source)     :mod:`.receipt`
+receipt            a database file's receipt (written by shard_db)      :mod:`.receipt`
 =================  ===================================================  ===========================
 
 Every step reads and writes files only (atomically), logs through

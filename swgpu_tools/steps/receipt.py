@@ -1,16 +1,16 @@
-"""The receipt step (rule ``database_source``): a database file's receipt.
+"""A database file's receipt and content digest (rule ``shard_db`` writes the receipt).
 
 Snakemake never reads the database file itself.  A checksum-based rerun would
 have it compute the file's sha256 when it builds the DAG (whenever the file is
 newer than its receipt) and again when the receipt's job ends: 0.3-0.8 s of a
 run on bench200M, all of it before the first step.  Instead, the workflow
 passes the file's content digest (:func:`database_content`) as a parameter of
-rule ``database_source``:
+rule ``shard_db``:
 
 * the digest is computed only when the file's stamp (size, times, inode) differs
   from the one noted with the last digest, by several threads over 16 MiB pieces;
-* a new release changes the digest, so the rule runs (Snakemake's ``params``
-  trigger) and writes a new receipt: the shard step runs;
+* a new release changes the digest, so the shard step runs (Snakemake's
+  ``params`` trigger) and writes the shards and a new receipt;
 * a touched file has a new stamp and the same digest: no job runs;
 * a new or changed file that ends part-way (a gzip stream cut short, a last record
   with no residues) is refused here, when the workflow is parsed, before any job

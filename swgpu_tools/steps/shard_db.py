@@ -61,6 +61,8 @@ def shard_database(
     stats_path=None,
     threads: int | None = None,
     range_bytes: int | None = None,
+    receipt_path=None,
+    content: str | None = None,
 ) -> dict:
     """Split a FASTA database into ``n_shards`` shard files and ``out_dir/database.json``.
 
@@ -78,6 +80,11 @@ def shard_database(
     reads the file again to name the first problem's line and record.
     ``database.json`` holds ``content_sha256``, the digest of the records
     (headers, residues, lengths), which names the release.
+
+    ``receipt_path``: also write the database file's receipt there, last
+    (:func:`swgpu_tools.steps.receipt.write_source_receipt`: its path, size and
+    content digest, ``content`` where the workflow computed it, else computed
+    here), so that the shard files' set is complete where the receipt is.
     """
     from ..io.fasta_blocks import BLOCK_BYTES, plan_ranges
 
@@ -169,6 +176,10 @@ def shard_database(
         write_json(os.path.join(out_dir, receipt_name(part["file"])), part)
     write_json(os.path.join(out_dir, "database.json"), summary)
     _record_verified(out_dir, [p["file"] for p in per_shard])
+    if receipt_path is not None:
+        from .receipt import content_digest, write_source_receipt
+
+        write_source_receipt(database, receipt_path, content or content_digest(database))
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     timer.fields.update(
         sequences=read["sequences"],

@@ -41,7 +41,7 @@ QUERIES = _input_path("queries")
 
 
 def database_content_digest():
-    """The database's content digest, a parameter of rule database_source (see
+    """The database's content digest, a parameter of rule shard_db (see
     shard_db.smk): computed only when the file's size, times or inode changed since
     the digest noted in .snakemake/swgpu/database-stamp.json.  A new file that is
     truncated or not FASTA is refused here, before any job."""
@@ -85,6 +85,17 @@ def check_earlier_results():
 
         for line in check_results("results", config["shards"]):
             print(f"swgpu: {line}", file=sys.stderr)
+
+
+def note_merge_filters():
+    """The merge's E-value filters noted for the scoring jobs: the only scoring job of
+    the database makes the merge step's table ahead with them
+    (swgpu_tools/steps/merge_ahead.py; they are no options of rule score_shard, so
+    that changing them runs rule finish alone).  Not in a dry run."""
+    if workflow.is_main_process and not dry_run():
+        from swgpu_tools.steps.merge_ahead import note_filters
+
+        note_filters("results", config["max_evalue"], config.get("dbsize") or None)
 
 
 def shard_files():

@@ -10,17 +10,18 @@
 # 200 MB of shards x 2 outputs of a scoring job; minutes at TrEMBL's size).
 # So the rules take small receipts as inputs and pass the big files' paths as
 # parameters:
-#   * the database: results/shards/source.json (rule database_source, `swgpu
-#     receipt`: a shell rule, since Snakemake runs a `run:` block in a new
-#     Snakemake process, seconds of start-up).  The database is not an input at
-#     all: its content digest is a parameter (DATABASE_CONTENT: the Snakefile,
-#     common.smk, swgpu_tools/steps/receipt.py), computed by our threads only when the
-#     file's size, times or inode changed.  Snakemake runs the rule when the
+#   * the database is not an input at all: its content digest is a parameter
+#     of this step (DATABASE_CONTENT: the Snakefile, common.smk,
+#     swgpu_tools/steps/receipt.py), computed by our threads only when the
+#     file's size, times or inode changed.  Snakemake runs the step when the
 #     digest changed (a new release; the params trigger); a `touch` runs
 #     nothing.  So Snakemake never reads the database (its sha256 of it cost
-#     0.3-0.8 s of each new release's run: once when it built the DAG, once when
-#     the receipt's job ended).  The receipt holds the digest, so a new
-#     release's receipt differs and the shard step runs;
+#     0.3-0.8 s of each new release's run: once when it built the DAG, once
+#     when the job ended).  The step writes the database's receipt last,
+#     results/shards/source.json (`swgpu shard --receipt`: path, size, digest),
+#     the record of the release the shards hold.  (Until 2026-11-29 a rule of
+#     its own, database_source, wrote it as this step's input: one job more
+#     before the first step, ~0.1-0.3 s of every new release's run);
 #   * each shard: results/shards/shard-NNNN.json (its digest, sequences and
 #     residues), written with the shard: the same bytes when the shard's
 #     content is the same, whatever the shard file's size.
@@ -38,27 +39,13 @@
 # before any other job, so the rule counts one thread.
 
 
-rule database_source:
-    output:
-        receipt="results/shards/source.json",
-    log:
-        "results/logs/database_source.log",
-    params:
-        database=DATABASE,
-        content=DATABASE_CONTENT,
-    shell:
-        "swgpu receipt {params.database:q} --content {params.content:q}"
-        " --out {output.receipt:q} > {log:q} 2>&1"
-
-
 checkpoint shard_db:
-    input:
-        source=rules.database_source.output.receipt,
     output:
         shards=shard_files(),
         receipts=shard_receipt_files(),
         info="results/shards/database.json",
         stats="results/stats/shard_db.json",
+        source="results/shards/source.json",
     log:
         "results/logs/shard_db.log",
     benchmark:
@@ -66,8 +53,10 @@ checkpoint shard_db:
     threads: 1
     params:
         database=DATABASE,
+        content=DATABASE_CONTENT,
         shards=config["shards"],
         out_dir=lambda wildcards, output: os.path.dirname(output.info),
     shell:
         "swgpu shard {params.database:q} --shards {params.shards}"
-        " --out-dir {params.out_dir:q} --stats {output.stats:q} > {log:q} 2>&1"
+        " --out-dir {params.out_dir:q} --stats {output.stats:q}"
+        " --receipt {output.source:q} --content {params.content:q} > {log:q} 2>&1"
