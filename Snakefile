@@ -73,7 +73,6 @@ start_warm_process(early=True)
 # or not FASTA) and the check of earlier results, beside the warm process's start.
 DATABASE_CONTENT = database_content_digest()
 check_earlier_results()
-note_merge_filters()
 
 
 include: "workflow/rules/shard_db.smk"

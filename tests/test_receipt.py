@@ -89,6 +89,35 @@ def test_receipt_holds_the_content_not_the_time(tmp_path):
     assert json.loads(c.read_text())["content"] != json.loads(a.read_text())["content"]
 
 
+def test_the_shard_step_writes_the_receipt_last(tmp_path, monkeypatch):
+    """`swgpu shard --receipt` (rule shard_db) writes the database's receipt, the same
+    bytes as `swgpu receipt`, after the shards and database.json; with no digest
+    given it computes it; a failing shard step writes none."""
+    from swgpu_tools.cli import main
+    from swgpu_tools.steps import shard_db
+
+    db = tmp_path / "db.fasta"
+    db.write_bytes(b">a\nACDE\n>b\nKLMN\n")
+    out = tmp_path / "shards"
+    digest = receipt.content_digest(db)
+    order = []
+    real = shard_db.write_json
+    monkeypatch.setattr(shard_db, "write_json", lambda p, o: order.append(p) or real(p, o))
+    assert main(["shard", str(db), "--shards", "2", "--out-dir", str(out),
+                 "--receipt", str(tmp_path / "r.json"), "--content", digest]) == 0  # fmt: skip
+    assert main(["receipt", str(db), "--out", str(tmp_path / "alone.json")]) == 0
+    assert (tmp_path / "r.json").read_bytes() == (tmp_path / "alone.json").read_bytes()
+    assert [os.path.basename(p) for p in order][-1] == "database.json"  # then the receipt
+    assert (tmp_path / "r.json").stat().st_mtime_ns >= (out / "database.json").stat().st_mtime_ns
+    assert main(["shard", str(db), "--shards", "2", "--out-dir", str(out),
+                 "--receipt", str(tmp_path / "r2.json")]) == 0  # fmt: skip
+    assert json.loads((tmp_path / "r2.json").read_text())["content"] == digest
+    db.write_bytes(b">a\nACDE\n>a\nKLMN\n")  # an accession twice: refused, no receipt
+    with pytest.raises(Exception, match="a"):
+        shard_db.shard_database(db, out, 2, receipt_path=tmp_path / "r3.json")
+    assert not (tmp_path / "r3.json").exists()
+
+
 def test_missing_database_is_an_error(tmp_path):
     with pytest.raises(FileNotFoundError):
         receipt.database_content(tmp_path / "none.fasta", tmp_path / "note.json")

@@ -291,7 +291,7 @@ def run_shard(args) -> int:
         stats_path=args.stats,
         threads=args.threads,
         receipt_path=args.receipt,
-        content=args.content,
+        file_digest=args.content,
     )
     return 0
 

@@ -17,7 +17,6 @@ from ..io.stepstats import StepTimer
 from ..io.tables import HITS_COLUMNS, write_table
 from ..logs import get_logger
 from ..scoring import ScoringScheme
-from .merge_ahead import adopt
 
 log = get_logger(__name__)
 
@@ -40,40 +39,15 @@ def merge_hits(
     (default: the whole database's residues from ``database.json``).  ``threads``:
     CPU threads for choosing the queries' top k (default: every CPU this process
     may use).
-
-    Where the only scoring job made this merge ahead, with these inputs and options
-    (:mod:`.merge_ahead`), its table is taken and None returned; else the hits.
     """
     timer = StepTimer("merge_hits")
-    with timer.phase("read"):
-        info = read_database_info(database_info_path)
-    residues = int(dbsize) if dbsize else int(info["residues"])
-    # the merge made ahead by the only scoring job, where its inputs and options are these
-    with timer.phase("ahead"):
-        made = adopt(
-            list(hit_paths), queries_path, database_info_path, out_path, scheme, top_k,
-            max_evalue, residues,
-        )  # fmt: skip
-    if made is not None:
-        note_hit_tables({hit_paths[0]: os.stat(hit_paths[0])})
-        timer.fields.update(
-            shard_hits=made["shard_hits"],
-            hits=made["hits"],
-            shards=1,
-            db_residues=residues,
-            made_ahead_s=made["seconds"],
-        )
-        timer.write(stats_path)
-        log.info(
-            f"merged {made['shard_hits']:,} shard hits into {made['hits']:,} hits by the "
-            f"scoring job: {os.fspath(out_path)}"
-        )
-        return None
     # pandas (0.4 s on the 2-core machine, ~1 s on an H100 host) is needed only for
     # the table at the end: imported on a thread while the hits are read and sorted
     threading.Thread(target=importlib.import_module, args=("pandas",), daemon=True).start()
     with timer.phase("read"):
         queries = read_fasta(queries_path)
+        info = read_database_info(database_info_path)
+    residues = int(dbsize) if dbsize else int(info["residues"])
     sizes: list[int] = []
 
     stamps: dict = {}  # each table's stat before it was read in full

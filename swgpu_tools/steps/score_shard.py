@@ -9,9 +9,7 @@ tables, so the final tables do not depend on how shards are grouped into jobs.
 
 from __future__ import annotations
 
-import importlib
 import os
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -30,7 +28,6 @@ from ..logs import get_logger
 from ..remote import remote_start
 from ..scoring import ScoringScheme
 from ..sequences import EncodedSequences
-from .merge_ahead import discard, filters_for, make_ahead
 
 log = get_logger(__name__)
 
@@ -52,20 +49,16 @@ def _joint_cut(shards: list, rows: int) -> bool:
     mode = os.environ.get("SWGPU_JOB_TOPK", "auto")
     if mode in ("0", "1"):
         return mode == "1"
-    return rows > CUT_ROWS or not _only_job(shards)
-
-
-def _info_path(shards: list) -> str:
-    return os.path.join(os.path.dirname(os.fspath(shards[0])), "database.json")
-
-
-def _only_job(shards: list) -> bool:
-    """Whether ``shards`` are all the shards of ``database.json`` beside them."""
+    if rows > CUT_ROWS:
+        return True
     try:
-        files = {s["file"] for s in read_database_info(_info_path(shards))["shards"]}
+        info = read_database_info(
+            os.path.join(os.path.dirname(os.fspath(shards[0])), "database.json")
+        )
+        files = {s["file"] for s in info["shards"]}
     except (OSError, InputError, KeyError, TypeError):
-        return False
-    return files == {os.path.basename(os.fspath(s)) for s in shards}
+        return True
+    return files != {os.path.basename(os.fspath(s)) for s in shards}
 
 
 #: Per-shard statistics summed into a job's record when it scores several shards.
@@ -235,13 +228,6 @@ def score_shard(
     margin = top_k if margin is None else int(margin)
     timer = StepTimer("score_shard")
     has_state = [bool(s) and os.path.exists(s) for s in states]
-    # the only job of the database also makes the merge step's table (merge_ahead)
-    ahead = None
-    if _only_job(shards):
-        discard(out_path)  # made for the table as it was
-        ahead = filters_for(out_path)
-    if ahead is not None:  # which needs pandas: imported while the job reads and scores
-        threading.Thread(target=importlib.import_module, args=("pandas",), daemon=True).start()
     cpus = threads or usable_cpus()
     # a re-scan run by the warm process with the GPU standby serving its searches
     # (swgpu_tools.remote): the standby's start is under way
@@ -352,13 +338,6 @@ def score_shard(
             timer.fields["joint_cut"] = cut
             timer.fields["joint_cut_s"] = round(time.perf_counter() - t, 4)
             write_shard_hits(path, table[0])
-            if ahead is not None:  # beside the states' writes
-                t = time.perf_counter()
-                make_ahead(
-                    path, table[0], queries_path, queries, _info_path(shards), scheme, top_k,
-                    ahead, cpus,
-                )  # fmt: skip
-                timer.fields["merge_ahead_s"] = round(time.perf_counter() - t, 4)
 
         todo = [(write_table, out_path, parts)] + [
             (write_state, path, state) for path, state in zip(states, new_states) if path

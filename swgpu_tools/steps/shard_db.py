@@ -62,7 +62,7 @@ def shard_database(
     threads: int | None = None,
     range_bytes: int | None = None,
     receipt_path=None,
-    content: str | None = None,
+    file_digest: str | None = None,
 ) -> dict:
     """Split a FASTA database into ``n_shards`` shard files and ``out_dir/database.json``.
 
@@ -83,7 +83,7 @@ def shard_database(
 
     ``receipt_path``: also write the database file's receipt there, last
     (:func:`swgpu_tools.steps.receipt.write_source_receipt`: its path, size and
-    content digest, ``content`` where the workflow computed it, else computed
+    content digest: ``file_digest`` where the workflow computed it, else computed
     here), so that the shard files' set is complete where the receipt is.
     """
     from ..io.fasta_blocks import BLOCK_BYTES, plan_ranges
@@ -179,7 +179,7 @@ def shard_database(
     if receipt_path is not None:
         from .receipt import content_digest, write_source_receipt
 
-        write_source_receipt(database, receipt_path, content or content_digest(database))
+        write_source_receipt(database, receipt_path, file_digest or content_digest(database))
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     timer.fields.update(
         sequences=read["sequences"],

@@ -87,17 +87,6 @@ def check_earlier_results():
             print(f"swgpu: {line}", file=sys.stderr)
 
 
-def note_merge_filters():
-    """The merge's E-value filters noted for the scoring jobs: the only scoring job of
-    the database makes the merge step's table ahead with them
-    (swgpu_tools/steps/merge_ahead.py; they are no options of rule score_shard, so
-    that changing them runs rule finish alone).  Not in a dry run."""
-    if workflow.is_main_process and not dry_run():
-        from swgpu_tools.steps.merge_ahead import note_filters
-
-        note_filters("results", config["max_evalue"], config.get("dbsize") or None)
-
-
 def shard_files():
     """The shard files written by rule shard_db, in shard order."""
     return expand("results/shards/shard-{shard}.swdb", shard=SHARD_IDS)
