@@ -115,6 +115,32 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def test_a_forwarded_command_imports_no_command_line_module(warm, tmp_path):
+    """The console script hands a job's command to the warm process before the
+    command-line modules are imported (swgpu_tools/console.py); with no warm process
+    it runs the command itself."""
+    db = str(DATA / "example_database.fasta.gz")
+
+    def receipt(out, env):  # the console script, its imports listed (-X importtime)
+        return subprocess.run(
+            [sys.executable, "-X", "importtime", SWGPU, "receipt", db, "--out", str(out)],
+            env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    def imported(proc) -> list[str]:
+        assert proc.returncode == 0, proc.stderr
+        return re.findall(r"\| +(swgpu_tools[\w.]*)$", proc.stderr, re.M)
+
+    forwarded = imported(receipt(tmp_path / "r.json", warm.env()))
+    assert len(warm.children("receipt")) == 1
+    assert "swgpu_tools.warm.client" in forwarded
+    assert not [m for m in forwarded if m.startswith("swgpu_tools.cli")], forwarded
+    alone = {k: v for k, v in warm.env().items() if k != ENV}
+    assert "swgpu_tools.cli" in imported(receipt(tmp_path / "r2.json", alone))
+    assert len(warm.children("receipt")) == 1  # not forwarded
+    assert (tmp_path / "r.json").read_bytes() == (tmp_path / "r2.json").read_bytes()
+
+
 def test_a_command_runs_in_a_child_with_the_jobs_folder_streams_and_status(warm, tmp_path):
     work = tmp_path / "job"
     work.mkdir()

@@ -9,6 +9,7 @@ with status 2; an unknown option prints that command's usage.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import threading
@@ -39,6 +40,13 @@ def _epilog() -> str:
     lines += [f"  {'run-steps':<14}several of these steps in one process (rule finish)"]
     lines += ["", "Run 'swgpu COMMAND --help' for a command's options.", "", SCORING_NOTE]
     return "\n".join(lines)
+
+
+@functools.cache
+def parsers() -> tuple[argparse.ArgumentParser, dict]:
+    """:func:`build_parser`'s parsers, built once a process (parsing does not change
+    them; ``run-steps`` parses each step's options several times)."""
+    return build_parser()
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict]:
@@ -178,7 +186,7 @@ def _parsed_quietly(step: list[str]):
     import contextlib
     import io
 
-    _, commands = build_parser()
+    _, commands = parsers()
     with contextlib.redirect_stderr(io.StringIO()):
         return commands[step[0]].parse_args(step[1:])
 
@@ -288,7 +296,7 @@ def main(argv=None) -> int:
         argv = sys.argv[1:]
     if argv and argv[0] == "run-steps":
         return run_steps(list(argv[1:]))
-    parser, commands = build_parser()
+    parser, commands = parsers()
     args, extra = parser.parse_known_args(argv)
     if not args.command:
         parser.print_help()
@@ -345,8 +353,10 @@ def run_command(argv: list[str]) -> int:
     return _profiled(argv) if profile else main(argv)
 
 
-def entry() -> None:
-    """The ``swgpu`` console script: :func:`main`, then exit with its status.
+def entry(forward: bool = True) -> None:
+    """The ``swgpu`` command (:mod:`swgpu_tools.console`): :func:`main`, then exit with
+    its status.  ``forward``: hand it to the warm-start process first, where there is
+    one (the console script did already: False).
 
     After a workflow step (or ``run-steps``) the process ends at once
     (``os._exit``, after flushing the standard streams and the logs), without
@@ -362,7 +372,7 @@ def entry() -> None:
 
     argv = sys.argv[1:]
     status = None
-    if os.environ.get(WARM_ENV) and argv[:1] != ["warm-serve"]:
+    if forward and os.environ.get(WARM_ENV) and argv[:1] != ["warm-serve"]:
         from ..warm.client import forward
 
         status = forward(argv)  # None: run it here
