@@ -11,6 +11,7 @@ from ..backend import BackendStart, StartedBackend
 from ..errors import InputError
 from ..io.hitsfile import ShardHits
 from ..io.stepstats import process_age
+from ..kernels import segment_places
 from ..logs import ProgressBar, get_logger
 from ..scoring import ScoringScheme
 from ..sequences import EncodedSequences, SequenceSet
@@ -382,11 +383,11 @@ def _split_segments(th, segs: np.ndarray, k: int, n_queries: int) -> list:
     (offsets per query, subject index within the segment, score).  Every query
     has ``min(k, segment length)`` hits in each segment where the search kept
     that many (the batched GPU search does): then by columns of one reshape."""
-    sizes = np.minimum(np.diff(segs), k)
-    per = int(sizes.sum())
+    start = segment_places(segs, k)
+    sizes = np.diff(start)
+    per = int(start[-1])
     out = []
     if per and len(th) == n_queries * per:
-        start = np.concatenate([[0], np.cumsum(sizes)])
         subj = th.subject_index.reshape(n_queries, per)
         score = th.score.reshape(n_queries, per)
         for g, size in enumerate(sizes.tolist()):

@@ -119,6 +119,16 @@ class PairBackend(Protocol):
     ) -> np.ndarray: ...
 
 
+def segment_places(segments, k: int) -> np.ndarray:
+    """Where each segment's hits begin in a query's hits of a search with ``segments``
+    (see :class:`SearchBackend`) that kept ``min(k, segment length)`` in each, then
+    their number (int64): the running sum of those counts.  The layout of
+    :func:`~swgpu_tools.kernels.topk.top_rows`' rows and of the batched GPU search's
+    choice."""
+    sizes = np.minimum(np.diff(np.asarray(segments, dtype=np.int64)), max(0, int(k)))
+    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+
 def by_segment(search, queries, database, top_k: int, segments, progress=None) -> TopHits:
     """A search with ``segments`` (see :class:`SearchBackend`) as one search per
     segment: ``search(queries, part, top_k, progress)`` -> TopHits of ``part``."""

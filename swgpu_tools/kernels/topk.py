@@ -22,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from . import segment_places  # (the layout of a row's choice; re-exported here)
+
 #: A segment whose scores span more values than this is sorted instead of counted.
 MAX_SPAN = 1 << 16
 
@@ -84,14 +86,6 @@ def _top_segments(block, k, seg, out_cols, out_vals):  # pragma: no cover - comp
                     out_cols[r, o + i] = j
                     out_vals[r, o + i] = block[r, j]
             o += kk
-
-
-def segment_places(segments, k: int) -> np.ndarray:
-    """Where each segment's chosen columns begin in a row's choice, then the row's
-    length (int64): the running sum of ``min(k, segment length)``, the layout of
-    :func:`top_rows`' rows and of the batched GPU search's choice."""
-    sizes = np.minimum(np.diff(np.asarray(segments, dtype=np.int64)), max(0, int(k)))
-    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
 
 def top_rows(scores: np.ndarray, k: int, segments=None):
