@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from children import script_result
 from ptx_check import run_ptx_check
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,16 +148,7 @@ def _sim_child(script: str, *args, variant: str = "") -> dict:
     child process, with the s16 kernel ``variant``; the JSON of its last RESULT line."""
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(ROOT))
     env["SWGPU_KERNEL_VARIANT"] = variant
-    proc = subprocess.run(
-        [sys.executable, "-c", script, str(TESTS), *(str(a) for a in args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT ") :])
+    return script_result(script, TESTS, *args, env=env, timeout=900)
 
 
 def _run_sim(seed, go=11, ge=1, cases=ALL_CASES, full=True, variant=""):

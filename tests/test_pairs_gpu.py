@@ -15,15 +15,13 @@
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
+from children import script_result
 from ptx_check import run_ptx_check
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,16 +127,7 @@ def test_pair_kernel_source():
 @pytest.mark.slow  # 25-30 s on the 2-core machine; .ci/run runs the slow tests too
 def test_simulator_pair_ends_and_alignments_match_cpu():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(ROOT))
-    proc = subprocess.run(
-        [sys.executable, "-c", SIM_SCRIPT, "7", "3"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
-    res = json.loads(line[len("RESULT ") :])
+    res = script_result(SIM_SCRIPT, 7, 3, env=env, timeout=600)
     assert len(res) == 8
     for r in res:
         assert r["got"] == r["exp"], r["case"]

@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import pytest
+from children import script_result
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -192,21 +193,6 @@ def test_state_paths_of_a_scoring_command_line():
     assert state_paths(["score-shard", "a", "--queries", "q"]) == []
 
 
-def _script_result(script: str, *args: str) -> dict:
-    """What ``script``, run in a fresh Python process with ``args``, printed on its last
-    line that starts with "RESULT " (JSON); the script must exit with 0."""
-    import json
-    import subprocess
-    import sys
-
-    proc = subprocess.run(
-        [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT ") :])
-
-
 BEFORE_READY = r"""
 import json, os, socket, sys, time
 sys.path.insert(0, sys.argv[1])
@@ -257,7 +243,7 @@ def test_a_standby_offered_a_jobs_searches_before_it_was_ready_serves_them():
     would hang.)"""
     from pathlib import Path
 
-    out = _script_result(BEFORE_READY, str(Path(__file__).parent))
+    out = script_result(BEFORE_READY, str(Path(__file__).parent), timeout=120)
     assert out == {"offered": True, "used_up": True, "remote": True, "exit": 0, "equal": True}
 
 
@@ -299,7 +285,8 @@ def test_a_standby_told_of_a_rescan_is_ready_before_its_preload(batched):
     scratch (it may run the whole job) says READY only after its preload."""
     from pathlib import Path
 
-    out = _script_result(READY_BEFORE_PRELOAD, str(Path(__file__).parent.parent), str(int(batched)))
+    here = str(Path(__file__).parent.parent)
+    out = script_result(READY_BEFORE_PRELOAD, here, str(int(batched)), timeout=120)
     want = {"ready_while_held": batched, "preloaded": True, "exit": 0}
     if not batched:
         want["ready_after"] = True
