@@ -8,6 +8,7 @@ process ends with its parent.  The workflow tests run with the warm start on
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -596,32 +597,20 @@ def _take_offer(sock, offers: list) -> None:
         os.close(fd)
 
 
-def test_a_ready_standby_takes_a_scoring_job_while_the_scoring_generation_loads(bare_server):
-    """A score-shard request while the generation that runs scoring jobs still loads:
-    "retry" while the GPU standby has not said it is ready; once it has, the
-    serving process hands the job to it at once (the standby has its own imports;
-    the job waited for that generation, 0.5-0.9 s on an H100 host)."""
+@contextlib.contextmanager
+def _fake_standby(srv, env: dict | None = None):
+    """A GPU standby for ``srv`` (pid 424,242, started under ``env``) that is only a
+    socket: yields (its end of the socket, the read ends of three pipes standing for a
+    job's streams); closes them after."""
     import socket
-    import threading
 
-    from swgpu_tools.warm.standby import READY, Standby
+    from swgpu_tools.warm.standby import Standby
 
-    srv = bare_server
-    srv.from_successor, srv.successor_since = 99, time.monotonic()  # loading
-    ours, theirs = socket.socketpair()
-    srv.standby, srv.standby_ours = Standby(424_242, ours), True
-    request = {"argv": ["score-shard", "s.swdb"], "fingerprint": srv.fingerprint, "pid": 1}
     pipes = [os.pipe() for _ in range(3)]
-    fds = [r for r, _ in pipes]
-
+    ours, theirs = socket.socketpair()
+    srv.standby, srv.standby_ours = Standby(424_242, ours, env), True
     try:
-        assert "retry" in _ask(srv, request, fds)  # not ready yet
-        theirs.sendall(READY)
-        taker = threading.Thread(target=_take_offer, args=(theirs, []))
-        taker.start()
-        assert _ask(srv, request, fds) == {"pid": 424_242}
-        taker.join(5)
-        assert srv.standby is None and 424_242 in srv.children
+        yield theirs, [r for r, _ in pipes]
     finally:
         for r, w in pipes:
             os.close(r)
@@ -630,16 +619,37 @@ def test_a_ready_standby_takes_a_scoring_job_while_the_scoring_generation_loads(
         theirs.close()
 
 
+def test_a_ready_standby_takes_a_scoring_job_while_the_scoring_generation_loads(bare_server):
+    """A score-shard request while the generation that runs scoring jobs still loads:
+    "retry" while the GPU standby has not said it is ready; once it has, the
+    serving process hands the job to it at once (the standby has its own imports;
+    the job waited for that generation, 0.5-0.9 s on an H100 host)."""
+    import threading
+
+    from swgpu_tools.warm.standby import READY
+
+    srv = bare_server
+    srv.from_successor, srv.successor_since = 99, time.monotonic()  # loading
+    request = {"argv": ["score-shard", "s.swdb"], "fingerprint": srv.fingerprint, "pid": 1}
+    with _fake_standby(srv) as (theirs, fds):
+        assert "retry" in _ask(srv, request, fds)  # not ready yet
+        theirs.sendall(READY)
+        taker = threading.Thread(target=_take_offer, args=(theirs, []))
+        taker.start()
+        assert _ask(srv, request, fds) == {"pid": 424_242}
+        taker.join(5)
+        assert srv.standby is None and 424_242 in srv.children
+
+
 def test_a_standby_told_of_a_rescan_never_takes_a_whole_rescan_job(bare_server, tmp_path):
     """A re-scan's scoring job (every ``--state`` file there) that reaches the first
     generation while the scoring one loads: a standby started with ``--rescan`` loaded
     only what serving searches needs, so the job is told "retry" even once the standby
     is ready (on an H200 host the standby running the whole job read its shards for
     1.1 s instead of 0.2 s); a standby without the hint takes it as before."""
-    import socket
     import threading
 
-    from swgpu_tools.warm.standby import READY, Standby
+    from swgpu_tools.warm.standby import READY
 
     srv = bare_server
     srv.from_successor, srv.successor_since = 99, time.monotonic()  # loading
@@ -651,13 +661,9 @@ def test_a_standby_told_of_a_rescan_never_takes_a_whole_rescan_job(bare_server, 
         "cwd": str(tmp_path),
         "env": {},
     }
-    pipes = [os.pipe() for _ in range(3)]
-    ours, theirs = socket.socketpair()
-    srv.standby, srv.standby_ours = Standby(424_242, ours, {}), True
-    theirs.sendall(READY)
     offers: list = []
-    fds = [r for r, _ in pipes]
-    try:
+    with _fake_standby(srv, env={}) as (theirs, fds):
+        theirs.sendall(READY)
         srv.standby_rescan = True
         assert srv._split(request)
         assert "retry" in _ask(srv, request, fds)
@@ -668,12 +674,6 @@ def test_a_standby_told_of_a_rescan_never_takes_a_whole_rescan_job(bare_server, 
         assert _ask(srv, request, fds) == {"pid": 424_242}
         taker.join(5)
         assert len(offers) == 1 and "serve" not in offers[0]  # the whole job
-    finally:
-        for r, w in pipes:
-            os.close(r)
-            os.close(w)
-        ours.close()
-        theirs.close()
 
 
 def test_the_signals_are_held_while_a_jobs_child_is_forked(bare_server, monkeypatch):
