@@ -35,6 +35,7 @@ alignment before its traceback)::
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -117,6 +118,13 @@ class PairBackend(Protocol):
         scheme: ScoringScheme,
         mode: str,
     ) -> np.ndarray: ...
+
+
+def gpu_chooses_hits() -> bool:
+    """Whether a batched GPU search may choose each row's best hits on the GPU
+    (``$SWGPU_GPU_TOPK`` not '0'; '0' keeps the host's choice, for measuring: the
+    same hits).  Numba-free, for the warm process's standby too."""
+    return os.environ.get("SWGPU_GPU_TOPK", "1") != "0"
 
 
 def segment_places(segments, k: int) -> np.ndarray:

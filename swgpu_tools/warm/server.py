@@ -71,7 +71,9 @@ def rescan_preload() -> None:
     :func:`swgpu_tools.kernels.topk.top_rows`, at its first block (0.4 s on an H200
     host).  With ``SWGPU_GPU_TOPK=0`` (the host's choice, for measuring) they are
     loaded here."""
-    if os.environ.get("SWGPU_GPU_TOPK", "1") != "0":
+    from ..kernels import gpu_chooses_hits
+
+    if gpu_chooses_hits():
         return
     _stage_numba()
     from ..kernels import topk

@@ -172,7 +172,7 @@ class GpuBackend:
             hits = searcher.search(queries, top_k, progress=progress, segments=segments)
             self._note(searcher.plan_seconds, searcher.scan_seconds)
             # a batched search's parts: waits for the GPU, host work, launches
-            for k, v in (getattr(searcher, "batch_seconds", None) or {}).items():
+            for k, v in searcher.batch_seconds.items():
                 if k != "blocks":
                     self.last_times[f"batch_{k}"] = v
             return hits

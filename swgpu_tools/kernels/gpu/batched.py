@@ -26,6 +26,7 @@ import time
 
 import numpy as np
 
+from .. import gpu_chooses_hits
 from ..gpu_intrinsics import SIM
 from ..topk import segment_places, top_rows
 from . import cache, chains
@@ -56,9 +57,8 @@ TOPK_THREADS = 32 if SIM else 256
 def topk_on_gpu(segments: np.ndarray, k: int) -> bool:
     """Whether the GPU chooses each row's best ``k`` of each segment (``segments``: start
     columns, then the subject count): every segment at most :data:`~.codegen.TOPK_CAP`
-    subjects, and ``$SWGPU_GPU_TOPK`` not '0' (the host's choice, for measuring: the
-    same hits)."""
-    if os.environ.get("SWGPU_GPU_TOPK", "1") == "0" or k <= 0 or len(segments) < 2:
+    subjects, and :func:`~swgpu_tools.kernels.gpu_chooses_hits`."""
+    if not gpu_chooses_hits() or k <= 0 or len(segments) < 2:
         return False
     return int(np.diff(segments).max()) <= TOPK_CAP
 
