@@ -28,4 +28,4 @@ def entry() -> None:
             os._exit(status)  # (nothing loaded here needs the interpreter's teardown)
     from .cli import entry as run_here
 
-    run_here(forward=False)
+    run_here()

@@ -17,7 +17,6 @@ import threading
 from .. import __version__
 from ..errors import InputError
 from ..logs import configure
-from ..warm.protocol import ENV as WARM_ENV
 from .options import SCORING_NOTE, add_verbosity
 from .steps import STEPS, add_steps
 from .user import add_align, add_backend, add_changes, add_search
@@ -353,17 +352,15 @@ def run_command(argv: list[str]) -> int:
     return _profiled(argv) if profile else main(argv)
 
 
-def entry(forward: bool = True) -> None:
-    """The ``swgpu`` command (:mod:`swgpu_tools.console`): :func:`main`, then exit with
-    its status.  ``forward``: hand it to the warm-start process first, where there is
-    one (the console script did already: False).
+def entry() -> None:
+    """The ``swgpu`` command run in this process (:mod:`swgpu_tools.console` hands a
+    workflow job's command to the warm-start process first, where there is one):
+    :func:`main`, then exit with its status.
 
     After a workflow step (or ``run-steps``) the process ends at once
     (``os._exit``, after flushing the standard streams and the logs), without
     the interpreter's teardown: with the compiled alignment kernels loaded,
     that teardown took 0.3-0.4 s of every traceback job, 7% of a small re-scan.
-    With ``$SWGPU_WARM`` set (a local workflow run's jobs), the command runs in a
-    child of the warm-start process when it can take it (:mod:`swgpu_tools.warm`).
     Every output is complete and closed by then (written to a temporary file
     and renamed).  Other commands exit normally.  With ``$SWGPU_PROFILE`` set to
     a folder, the command runs under cProfile and leaves its statistics there.
@@ -371,20 +368,10 @@ def entry(forward: bool = True) -> None:
     import logging
 
     argv = sys.argv[1:]
-    status = None
-    if forward and os.environ.get(WARM_ENV) and argv[:1] != ["warm-serve"]:
-        from ..warm.client import forward
-
-        status = forward(argv)  # None: run it here
-    if status is None:
-        status = run_command(argv)
+    status = run_command(argv)
     if argv and argv[0] in _WORKFLOW_COMMANDS:
         sys.stdout.flush()
         sys.stderr.flush()
         logging.shutdown()
         os._exit(status)
     sys.exit(status)
-
-
-if __name__ == "__main__":
-    entry()

@@ -1,5 +1,5 @@
-"""``python -m swgpu_tools.cli``: the ``swgpu`` command."""
+"""``python -m swgpu_tools.cli``: the ``swgpu`` command (as the console script runs it)."""
 
-from . import entry
+from ..console import entry
 
 entry()
