@@ -436,6 +436,24 @@ def test_each_command_waits_only_for_a_generation_that_exists():
     assert "cuda" in [name for name, _ in scoring]
     split = [name for g in generations(True)[: SPLIT_GENERATION + 1] for name, _ in g]
     assert "numba" in split and "scoring" in split and "cuda" not in split
+    assert "matrices" in split  # every job checks its scheme's matrix name
+
+
+def test_the_matrices_stage_leaves_the_matrix_names_cached():
+    """A job forked after the stage finds the names cached (no import of Bio.Align)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from swgpu_tools.warm.server import _stage_matrices\n"
+        "from swgpu_tools.scoring import matrix_names\n"
+        "assert 'Bio.Align' not in sys.modules\n"
+        "_stage_matrices()\n"
+        "print(matrix_names.cache_info().currsize, 'Bio.Align.substitution_matrices' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1", "True"]
 
 
 def test_a_childs_status_reaches_its_job_before_the_child_ends(bare_server):

@@ -55,6 +55,15 @@ def _stage_scoring() -> None:
     seqhash.preload()  # serial functions: loading them starts no threads
 
 
+def _stage_matrices() -> None:
+    """The names of Biopython's substitution matrices, cached (``scoring.matrix_names``:
+    every job's scoring scheme is checked against them; the import of ``Bio.Align``
+    took 0.055 s of a re-scan's scoring job on an H200 host, run 243)."""
+    from ..scoring import matrix_names
+
+    matrix_names()
+
+
 def standby_preload() -> None:
     """What the scoring generation loads but numba-cuda (the GPU standby's own
     start loads that): Numba's CPU typing and the scoring job's CPU functions."""
@@ -138,6 +147,7 @@ def generations(gpu: bool) -> list[list[tuple[str, object]]]:
         ("steps", _modules("swgpu_tools.steps.shard_db", "swgpu_tools.steps.score_shard")),
     ]
     scoring = [
+        ("matrices", _stage_matrices),
         ("numba", _stage_numba),
         ("scoring", _stage_scoring),
     ]
