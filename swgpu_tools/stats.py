@@ -493,6 +493,62 @@ def spouge_evalue_floor(raw, query_length, subject_length, db_residues: int, par
     return area * params.K * np.exp(-params.lambda_ * y) * scale
 
 
+def spouge_floor_may_pass(query_lengths, q, raw, subject_length, db_residues: int, params, cutoff):
+    """A mask of the hits whose :func:`spouge_evalue_floor` may be at most ``cutoff``
+    (every such hit is in it; few others): hit ``i`` of query ``q[i]`` (length
+    ``query_lengths[q[i]]``), score ``raw[i]``, subject length ``subject_length[i]``.
+    Cheaper than the floor of every hit: a few integer operations per hit, the floor
+    itself only for the hits it keeps.
+
+    For a query length m and subjects at least e long, the floor is at least
+    ``h(y) = max(m - lead, 0) * f * K exp(-lambda y) * D``, ``lead = a y + b``: with
+    a database size (``D`` = ``db_residues``) ``f = max(e - lead, 0) / e`` where
+    ``lead > 0`` ((n - lead)/n grows with n) and 1 otherwise ((n - lead)/n >= 1);
+    without one (``D`` = 1) ``f = max(e - lead, 0)``.  ``h`` does not grow with the
+    score (``a >= 0``, ``lambda > 0``), so per query length and class of subject
+    lengths (half octaves: e = 1, 2, 3, 4, 6, 8, 12, ...) a binary search gives the
+    least score whose ``h`` is at most ``cutoff``; a hit below it has a floor above
+    ``cutoff``.  (Where ``a < 0`` or ``lambda <= 0`` every hit is kept.)"""
+    q = np.asarray(q, dtype=np.int64)
+    y = np.asarray(raw, dtype=np.int64)
+    n = np.asarray(subject_length, dtype=np.int64)
+    a = float(params.alpha)
+    if not len(y) or not (a >= 0 and params.lambda_ > 0):
+        return np.ones(len(y), dtype=bool)
+    b = 2.0 * (params.gap_open + params.gap_extend) * (params.alpha_un - params.alpha)
+    lengths, which = np.unique(np.asarray(query_lengths, dtype=np.int64), return_inverse=True)
+    m = lengths.astype(np.float64)[:, None]
+    j = np.arange(48)
+    e = (2.0 ** (j // 2) * np.where(j % 2 == 1, 1.5, 1.0))[None, :]
+    strict = float(cutoff) * (1 + 1e-9)  # beyond the floor's own rounding
+
+    def h(score):  # (lengths, classes) -> the bound
+        lead = a * score + b
+        if db_residues:
+            f = np.where(lead > 0, np.maximum(e - lead, 0.0) / e, 1.0) * float(db_residues)
+        else:
+            f = np.maximum(e - lead, 0.0)
+        return np.maximum(m - lead, 0.0) * f * params.K * np.exp(-params.lambda_ * score)
+
+    lo, hi = int(y.min()), int(y.max()) + 1  # the least score in [lo, hi] with h <= cutoff
+    low = np.full((len(lengths), len(j)), lo, dtype=np.int64)
+    high = np.full_like(low, hi)
+    while True:
+        open_ = low < high
+        if not open_.any():
+            break
+        mid = (low + high) // 2
+        fits = h(mid.astype(np.float64)) <= strict
+        high = np.where(open_ & fits, mid, high)
+        low = np.where(open_ & ~fits, mid + 1, low)
+    # each hit's subject-length class: the largest j with e_j <= n, from the float32
+    # exponent and first mantissa bit of n (exact below 2**24; longer: as 2**24 - 1)
+    f32 = np.minimum(np.maximum(n, 1), (1 << 24) - 1).astype(np.float32)
+    cls = (f32.view(np.int32) >> 22) - 254
+    least = low.reshape(-1)[which[q] * len(j) + cls]
+    return (y >= least) | (n < 1)
+
+
 _erfc_each = np.vectorize(math.erfc, otypes=[np.float64])
 _SQRT2 = math.sqrt(2.0)
 #: Below this, erfc(x) is 2 - erfc(-x) with erfc(-x) < 1.2e-29, far under half an

@@ -53,6 +53,9 @@ def test_hit_table_keeps_header_lines_and_reads_format_1(tmp_path):
     write_shard_hits(tmp_path / "h.npz", hits)
     back = read_shard_hits(tmp_path / "h.npz")
     assert back.headers.tolist() == heads and back.sseqids_titles() == want
+    lazy = read_shard_hits(tmp_path / "h.npz", lazy=True)  # the merge's: accessions as Lines
+    assert isinstance(lazy.subjects, Lines) and lazy.subjects.tolist() == accs == back.subjects
+    assert lazy.sseqids_titles() == want
     # format 1 (up to 2026-11-24): sequence ids and titles instead of header lines
     meta = {"format": 1, "queries": 1, "subjects": 4}
 

@@ -364,3 +364,34 @@ def test_spouge_floor_is_never_above_the_evalue_and_tight_for_long_sequences():
             long = (m > 300) & (sl > 300) & (raw < 60)
             assert (low[long] > 0.5 * e[long]).mean() > 0.9
     assert checked >= 12
+
+
+def test_the_floor_screen_keeps_every_hit_whose_floor_may_pass_and_few_others():
+    """stats.spouge_floor_may_pass, the merge's first look at the E-value floor: every
+    hit whose floor is at most the cut-off is kept (brute force over scores, lengths,
+    cut-offs, database sizes and the tabulated schemes), and it keeps few others
+    (else it saves nothing)."""
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+    n = 30000
+    qlens = rng.integers(1, 40000, 700)
+    q = rng.integers(0, len(qlens), n)
+    raw = rng.integers(1, 400, n)
+    sl = np.where(rng.random(n) < 0.02, rng.integers(-1, 3, n), rng.integers(1, 40000, n))
+    sl[:3] = [2**24 - 1, 2**24, 2**31]  # the longest lengths' classes
+    checked = kept_extra = passing = 0
+    for matrix, go, ge in [("BLOSUM62", 11, 1), ("BLOSUM45", 14, 2), ("PAM30", 9, 1)]:
+        params = stats.lookup(matrix, go, ge)
+        for db in (0, 10**6, 2 * 10**8):
+            with np.errstate(divide="ignore", invalid="ignore"):  # the lengths 0 and -1
+                low = stats.spouge_evalue_floor(raw.astype(np.float64), qlens[q], sl, db, params)
+            for cutoff in (1e-30, 1e-5, 10.0, 1e6):
+                ok = stats.spouge_floor_may_pass(qlens, q, raw, sl, db, params, cutoff)
+                could = ~(low > cutoff)
+                assert ok[could].all(), (matrix, db, cutoff)
+                kept_extra += int((ok & ~could).sum())
+                passing += int(could.sum())
+                checked += 1
+    assert checked == 36
+    assert 0 < passing and kept_extra < 0.1 * n * checked

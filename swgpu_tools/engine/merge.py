@@ -73,10 +73,14 @@ def merge(
         qlens = queries.lengths.astype(np.int64)
 
         def passes(q, score, slen):  # the E-value floor: a hit above it can never pass
+            cut = max_evalue * (1 + 1e-6)
+            ok = stats.spouge_floor_may_pass(qlens, q, score, slen, db_residues, params, cut)
+            rows = np.flatnonzero(ok)  # the floor itself only where a cheap bound allows
             low = stats.spouge_evalue_floor(
-                score.astype(np.float64), qlens[q], slen, db_residues, params
+                score[rows].astype(np.float64), qlens[q[rows]], slen[rows], db_residues, params
             ).reshape(-1)
-            return ~(low > max_evalue * (1 + 1e-6))
+            ok[rows] = ~(low > cut)
+            return ok
 
     top = None
     batch: list[ShardHits] = []
@@ -458,11 +462,14 @@ def _cut(
 
     def accessions(subjects: np.ndarray) -> list[str]:  # of subjects by index, ascending
         bounds = np.searchsorted(subjects, sub_off).tolist()
-        return [
-            p.subjects[i]
-            for k, p in enumerate(parts)
-            for i in (subjects[bounds[k] : bounds[k + 1]] - sub_off[k]).tolist()
-        ]
+        out: list[str] = []
+        for k, p in enumerate(parts):
+            mine = subjects[bounds[k] : bounds[k + 1]] - sub_off[k]
+            if isinstance(p.subjects, Lines):  # a table read lazily: decode only these
+                out += p.subjects.take(mine).tolist()
+            else:
+                out += [p.subjects[i] for i in mine.tolist()]
+        return out
 
     def accession_of(rows: np.ndarray) -> list[str]:
         used, at = used_and_index(s[rows], int(sub_off[-1]))

@@ -33,7 +33,7 @@ class ShardHits:
     q: np.ndarray  # int32 per hit: index into ``queries``
     s: np.ndarray  # int32 per hit: index into ``subjects``
     score: np.ndarray  # int32 per hit
-    subjects: list[str]  # accessions of the subjects hit
+    subjects: list[str] | Lines  # accessions of the subjects hit (Lines: decoded when read)
     headers: Lines  # their FASTA header lines, without '>' (a list of str is converted)
     slen: np.ndarray  # int64, their lengths
 
@@ -144,15 +144,23 @@ def write_shard_hits(path, hits: ShardHits) -> None:
         )
 
 
-def read_shard_hits(path) -> ShardHits:
-    """Read a file of :func:`write_shard_hits`; InputError naming it if it is not one."""
+def read_shard_hits(path, lazy: bool = False) -> ShardHits:
+    """Read a file of :func:`write_shard_hits`; InputError naming it if it is not one.
+
+    ``lazy``: the subjects' accessions as :class:`~swgpu_tools.io.lines.Lines`, decoded
+    when read (the merge reads those of the few subjects it keeps: decoding every
+    one took 0.04 s of a re-scan's merge of 439,226 subjects)."""
     name = os.fspath(path)
     try:
         with np.load(name, allow_pickle=False) as z:
             meta = json.loads(z["meta"].tobytes())
             if meta.get("format") not in (1, FORMAT):
                 raise ValueError(f"format {meta.get('format')}")
-            subjects = _unpack(z["subjects"], meta["subjects"])
+            subjects = (
+                Lines.from_blob(z["subjects"].tobytes(), meta["subjects"])
+                if lazy
+                else _unpack(z["subjects"], meta["subjects"])
+            )
             if meta["format"] == 1:  # sequence ids and titles: header lines again
                 seqids = _unpack(z["sseqid"], meta["subjects"])
                 titles = _unpack(z["stitle"], meta["subjects"])

@@ -55,7 +55,7 @@ def merge_hits(
     def tables():  # one shard's hits at a time: the merge keeps only the running top-k
         for p in hit_paths:
             st = os.stat(p)
-            t = read_shard_hits(p)
+            t = read_shard_hits(p, lazy=True)
             stamps[p] = st
             sizes.append(len(t))
             yield t
