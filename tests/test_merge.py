@@ -262,6 +262,9 @@ def test_a_jobs_candidate_rows_merge_to_the_same_table(data, n_queries, n_parts,
         q = np.array([qids.index(p.queries[i]) for i in p.q.tolist()], dtype=np.int32)
         o = np.lexsort((p.s, -p.score.astype(np.int64), q))  # subjects in accession order
         job.append(ShardHits(qids, q[o], p.s[o], p.score[o], p.subjects, p.headers, p.slen))
+    if data.draw(st.booleans()):  # a part not in one sorted run: its rows found joined
+        p = job[0]
+        job[0] = ShardHits(qids, p.q[::-1], p.s[::-1], p.score[::-1], p.subjects, p.headers, p.slen)
     split = data.draw(st.integers(0, n_parts))
     mine, others = job[:split] or job, job[split:] if split else []
     kept = candidates(mine, top_k)

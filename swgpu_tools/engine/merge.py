@@ -182,14 +182,18 @@ def candidates(parts: list[ShardHits], top_k: int) -> list[ShardHits]:
     ``top_k`` rows of the job instead of the shards' sum (a quarter for four)."""
     if len(parts) < 2 or any(p.queries != parts[0].queries for p in parts[1:]):
         return parts
-    q = np.concatenate([p.q for p in parts]).astype(np.int64)
-    score = np.concatenate([p.score for p in parts]).astype(np.int64)
     n_queries = len(parts[0].queries)
-    if not len(q):
+    if not sum(len(p) for p in parts):
         return parts
-    over = np.bincount(q, minlength=n_queries) > top_k
-    runs = _Runs.of(q, score) if over.any() else None
+    # each part one sorted run, as a job's shards are (no copy of the rows joined)
+    runs = _Runs.of_parts(parts, n_queries)
+    if runs is None:  # else found in the rows joined
+        q = np.concatenate([p.q for p in parts]).astype(np.int64)
+        runs = _Runs.of(q, np.concatenate([p.score for p in parts]).astype(np.int64))
     if runs is None:
+        return parts
+    over = runs.counts(n_queries) > top_k
+    if not over.any():
         return parts
     kth = np.full(n_queries, np.iinfo(np.int64).min, dtype=np.int64)
     kth[over] = runs.kth(np.flatnonzero(over), top_k)
@@ -361,17 +365,52 @@ class _Runs:
             return None
         return cls(key, [0, *breaks.tolist(), len(key)], span, smin, smax)
 
+    @classmethod
+    def of_parts(cls, parts: list[ShardHits], n_queries: int) -> _Runs | None:
+        """The runs of the parts' rows one after the other where each part is one run
+        (keys int32 where they fit: half the memory), else None."""
+        scores = [p.score for p in parts if len(p)]
+        smin = min(int(x.min()) for x in scores)
+        smax = max(int(x.max()) for x in scores)
+        span = smax - smin + 1
+        if (n_queries + 1) * span >= 2**62:
+            return None
+        kind = np.int32 if (n_queries + 1) * span < 2**31 else np.int64
+        keys, bounds = [], [0]
+        for p in parts:
+            key = p.q.astype(kind, copy=False) * kind(span)
+            key += kind(smax) - p.score.astype(kind, copy=False)
+            if len(key) > 1 and bool((key[1:] < key[:-1]).any()):
+                return None
+            keys.append(key)
+            bounds.append(bounds[-1] + len(key))
+        runs = cls.__new__(cls)
+        runs.bounds, runs.span, runs.smin, runs.smax = bounds, span, smin, smax
+        runs.runs = keys
+        return runs
+
+    @staticmethod
+    def _find(run: np.ndarray, values: np.ndarray, side: str) -> np.ndarray:
+        """``searchsorted`` with the values in the run's own type (else numpy would
+        convert the whole run at each search); every value fits it (see of_parts)."""
+        return np.searchsorted(run, values.astype(run.dtype, copy=False), side=side)
+
+    def counts(self, n_queries: int) -> np.ndarray:
+        """Each query's rows, over the runs."""
+        edges = np.arange(n_queries + 1, dtype=np.int64) * self.span
+        return sum(np.diff(self._find(r, edges, "left")) for r in self.runs)
+
     def _ends(self, queries: np.ndarray, score: np.ndarray) -> list[np.ndarray]:
         """Per run: the end (exclusive, within the run) of each query's rows scoring at
         least ``score`` (one per query)."""
         bound = queries * self.span + (self.smax - np.minimum(score, self.smax))
-        return [np.searchsorted(r, bound, side="right") for r in self.runs]
+        return [self._find(r, bound, "right") for r in self.runs]
 
     def kth(self, wanted: np.ndarray, top_k: int) -> np.ndarray:
         """The ``top_k``-th best score of each query in ``wanted`` (each has more than
         ``top_k`` rows): a binary search over score values, all queries at once."""
         base = wanted * self.span
-        first = [np.searchsorted(r, base, side="left") for r in self.runs]
+        first = [self._find(r, base, "left") for r in self.runs]
         # per query: at least top_k rows score >= lo, fewer than top_k score >= hi
         lo = np.full(len(wanted), self.smin, np.int64)
         hi = np.full(len(wanted), self.smax + 1, np.int64)
@@ -382,7 +421,7 @@ class _Runs:
             mid = (lo[open_] + hi[open_]) // 2
             c = np.zeros(len(open_), np.int64)  # rows scoring >= mid, over the runs
             for r, f in zip(self.runs, first):
-                c += np.searchsorted(r, base[open_] + (self.smax - mid), side="right") - f[open_]
+                c += self._find(r, base[open_] + (self.smax - mid), "right") - f[open_]
             enough = c >= top_k
             lo[open_[enough]] = mid[enough]
             hi[open_[~enough]] = mid[~enough]
@@ -394,7 +433,7 @@ class _Runs:
         floor = np.maximum(kth, self.smin)
         pieces = []
         for r, (a, end) in enumerate(zip(self.bounds[:-1], self._ends(queries, floor))):
-            start = np.searchsorted(self.runs[r], queries * self.span, side="left")
+            start = self._find(self.runs[r], queries * self.span, "left")
             lengths = end - start
             total = int(lengths.sum())
             if total:
