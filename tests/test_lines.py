@@ -30,6 +30,30 @@ def test_lines_take_concat_and_pack_like_lists(a, b, data):
     assert Lines.from_blob(both.packed(), len(a + b)).tolist() == a + b
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.binary(max_size=4), st.sampled_from([b"\n", b"|", b""])), max_size=10),
+       st.data())  # fmt: skip
+def test_packed_equals_the_lines_joined_one_by_one(pieces, data):
+    """Lines.packed copies lines that follow each other in the blob, one newline apart,
+    as one slice: the same bytes as joining every line, whatever separates the lines
+    of the blob (a newline, another byte, nothing) and whichever lines are taken, in
+    any order, repeated or not (the bytes of a line hold no newline)."""
+    pieces = [(p.replace(b"\n", b"."), sep) for p, sep in pieces]
+    blob, starts, ends = b"", [], []
+    for p, sep in pieces:
+        starts.append(len(blob))
+        blob += p
+        ends.append(len(blob))
+        blob += sep
+    lines = Lines(blob, np.array(starts, np.int64), np.array(ends, np.int64))
+    n = len(pieces)
+    idx = data.draw(st.lists(st.integers(0, max(n - 1, 0)), max_size=12)) if n else []
+    if data.draw(st.booleans()):
+        idx = sorted(set(idx))  # a job's case: ascending, each once
+    taken = lines.take(idx)
+    assert taken.packed() == b"\n".join(blob[starts[i] : ends[i]] for i in idx)
+
+
 def test_lines_of_a_blob_with_a_newline_after_each_line():
     """A shard's header blob ends each line with a newline: its lines are taken
     without them."""
