@@ -348,9 +348,10 @@ class _Runs:
     ``q * span + (max - score)`` ascends within each run.  Each query's rows at or above
     a score are a prefix of its rows in each run, found with ``searchsorted``."""
 
-    def __init__(self, key: np.ndarray, bounds: list, span: int, smin: int, smax: int):
-        self.bounds, self.span, self.smin, self.smax = bounds, span, smin, smax
-        self.runs = [key[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    def __init__(self, runs: list[np.ndarray], bounds: list, span: int, smin: int, smax: int):
+        """``runs``: each run's keys; ``bounds``: where each run starts among the rows,
+        and their count."""
+        self.runs, self.bounds, self.span, self.smin, self.smax = runs, bounds, span, smin, smax
 
     @classmethod
     def of(cls, q, score) -> _Runs | None:
@@ -363,7 +364,8 @@ class _Runs:
         breaks = np.flatnonzero(key[1:] < key[:-1]) + 1
         if len(breaks) + 1 > MAX_RUNS:
             return None
-        return cls(key, [0, *breaks.tolist(), len(key)], span, smin, smax)
+        bounds = [0, *breaks.tolist(), len(key)]
+        return cls([key[a:b] for a, b in zip(bounds[:-1], bounds[1:])], bounds, span, smin, smax)
 
     @classmethod
     def of_parts(cls, parts: list[ShardHits], n_queries: int) -> _Runs | None:
@@ -384,10 +386,7 @@ class _Runs:
                 return None
             keys.append(key)
             bounds.append(bounds[-1] + len(key))
-        runs = cls.__new__(cls)
-        runs.bounds, runs.span, runs.smin, runs.smax = bounds, span, smin, smax
-        runs.runs = keys
-        return runs
+        return cls(keys, bounds, span, smin, smax)
 
     @staticmethod
     def _find(run: np.ndarray, values: np.ndarray, side: str) -> np.ndarray:
