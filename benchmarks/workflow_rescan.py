@@ -400,26 +400,25 @@ def main():
         )
 
 
+#: The scoring job's ``started_by`` (its statistics), in words.
+STARTED_BY = {
+    "remote": "standby serves its searches",
+    "standby": "standby runs it",
+    "own": "its own process (no GPU standby)",
+}
+
+
 def scoring_details(folder: Path) -> dict:
-    """The re-scan's scoring job as its statistics and the warm process's log tell it:
-    who ran it (a warm child with the GPU standby serving its searches, the standby
-    alone, or its own GPU start), its phases, its wait for the GPU and its searches'
-    seconds."""
-    log = folder / "results" / "logs" / "warm-start.log"
-    text = log.read_text(errors="replace") if log.exists() else ""
-    text = text[text.rfind("0: listening on") :]  # this run's (the log is appended to)
-    how = (
-        "standby serves its searches"
-        if "serves the searches of the next job" in text
-        else "standby runs it"
-        if "the GPU standby takes the job" in text
-        else "its own process (no GPU standby)"
-    )
-    out: dict = {"how": how}
+    """The re-scan's scoring job as its statistics tell it: who ran it (a warm child
+    with the GPU standby serving its searches, the standby alone, or its own GPU
+    start), its phases, its wait for the GPU and its searches' seconds."""
+    out: dict = {}
     for f in sorted((folder / "results" / "stats" / "score_shard").glob("*.json")):
         d = json.loads(f.read_text())
         first = (d.get("shards") or [d])[0]
+        by = first.get("started_by")
         out.update(
+            how=STARTED_BY.get(by, str(by)),
             phases={k: round(v, 3) for k, v in d.get("phases_s", {}).items()},
             kernel_s=round(d.get("kernel_s", 0.0), 3),
             startup_wait_s=first.get("startup_wait_s"),

@@ -304,6 +304,9 @@ class StartedBackend:
     choice: BackendChoice
     gpu_id: int | None = None
     steps: dict = field(default_factory=dict)
+    #: who started it: "own" (this job), "standby" (the warm process's GPU standby,
+    #: whose process runs this job), "remote" (the standby, serving this job's searches)
+    origin: str = "own"
 
     @property
     def name(self) -> str:
@@ -422,7 +425,7 @@ def _take_prestarted(backend: str, device, scheme, batched: bool = False) -> Sta
     steps.update({f"prestarted {k}": v for k, v in started.steps.items()})
     if started.name != "gpu":
         choose_backend(backend)  # "gpu" asked for: the same error as a fresh start
-        return StartedBackend(started.choice, None, steps)
+        return StartedBackend(started.choice, None, steps, origin="standby")
     bind_gpu(started.gpu_id)  # current on this thread too
     if scheme is not None and scheme != pre_scheme:  # (a scheme never equals None)
         from .kernels.gpu.backend import preload_kernels
@@ -432,7 +435,7 @@ def _take_prestarted(backend: str, device, scheme, batched: bool = False) -> Sta
         steps["scoring kernels"] = time.perf_counter() - t
     if not (pre_batched and scheme == pre_scheme):  # (else the start made ahead loaded them)
         _preload_batched(scheme, batched, steps)
-    return StartedBackend(started.choice, started.gpu_id, steps)
+    return StartedBackend(started.choice, started.gpu_id, steps, origin="standby")
 
 
 def _preload_batched(scheme, batched: bool, steps: dict) -> None:

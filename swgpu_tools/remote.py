@@ -260,6 +260,7 @@ class RemoteStart:
                 BackendChoice(reply["name"], reply["reason"]),
                 reply.get("gpu_id"),
                 steps,
+                origin="remote",
                 uuid=reply.get("uuid"),
                 sock=self.sock,
             )

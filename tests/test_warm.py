@@ -567,11 +567,13 @@ def _standby_case(tmp_path):
         assert f"pid {pid}: the GPU standby takes the job" in w.text()
         assert "prestarted wait" in took["stats"]["startup_s"]
         assert "prestarted wait" not in cpu["stats"]["startup_s"]
+        assert took["stats"]["started_by"] == "standby" and cpu["stats"]["started_by"] == "own"
         _wait_for(lambda: not _alive(pid), timeout=20, what="the standby's end")
         later = _score_shard_job(w.env(), tmp_path, shard, "later")
         jobs = w.children("score-shard")  # the cpu job's child, the standby, a new child
         assert len(jobs) == 3 and jobs[1] == pid and pid not in (jobs[0], jobs[2])
         assert "prestarted wait" not in later["stats"]["startup_s"]
+        assert later["stats"]["started_by"] == "own"
     finally:
         w.stop()
 
@@ -915,6 +917,7 @@ def _split_case(tmp_path, rescan=False, gpu=False):
         w.stop()
     assert split["stats"]["mode"] == "incremental" and split["stats"]["delta_sequences"] > 5
     assert "standby wait" in split["stats"]["startup_s"]  # its searches ran there
+    assert split["stats"]["started_by"] == "remote" and own["stats"]["started_by"] == "own"
     assert split["stats"]["rescan_estimate"]["backend"] != "cpu"
     assert "standby wait" not in own["stats"]["startup_s"]
 

@@ -294,6 +294,7 @@ def scan_shards(
                 gcups=cells / max(kernel_s, 1e-9) / 1e9,
                 passes=search.calls + joint.passes[i],
                 startup_s=run.steps,
+                started_by=run.origin,  # this job, or the warm process's GPU standby
                 startup_wait_s=round(waited, 4) if i == 0 else 0.0,
                 full_scan_cells=float(queries.total_residues) * float(sh.database.total_residues),
                 scan_phases_s={
