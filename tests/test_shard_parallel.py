@@ -258,6 +258,26 @@ def test_stats_name_the_workers_and_phases(tmp_path):
     assert {"read", "write", "commit"} <= set(st_["phases_s"])
 
 
+def test_the_workers_variable_caps_the_default_workers(tmp_path, monkeypatch):
+    """$SWGPU_SHARD_WORKERS (for measuring a re-scan's shard step beside the warm
+    process's loads) caps the default worker count; threads given still decide."""
+    import json
+
+    from swgpu_tools.steps import shard_db as module
+
+    monkeypatch.setattr(module, "SMALL_BYTES", 1)  # a small file read by workers
+    (tmp_path / "db.fa").write_text("".join(f">s{i}\nMKV\n" for i in range(100)))
+    monkeypatch.setattr(module, "usable_cpus", lambda: 4)
+    seen = {}
+    for env, threads in [("1", None), ("3", None), ("", None), ("x", None), ("1", 2)]:
+        monkeypatch.setenv("SWGPU_SHARD_WORKERS", env)
+        out = tmp_path / f"o{len(seen)}"
+        shard_database(tmp_path / "db.fa", out, 2, stats_path=out / "st.json",
+                       threads=threads, range_bytes=100)  # fmt: skip
+        seen[(env, threads)] = json.loads((out / "st.json").read_text())["workers"]
+    assert seen == {("1", None): 1, ("3", None): 3, ("", None): 4, ("x", None): 4, ("1", 2): 2}
+
+
 def _near_fasta():
     from test_reliability import near_fasta
 

@@ -54,6 +54,15 @@ MIN_RANGE_BYTES = 1 << 20
 SMALL_BYTES = 4 << 20
 
 
+def _env_workers() -> int:
+    """``$SWGPU_SHARD_WORKERS`` as a positive int (unset or not one: no limit)."""
+    try:
+        value = int(os.environ.get("SWGPU_SHARD_WORKERS", ""))
+    except ValueError:
+        return 1 << 30
+    return value if value > 0 else 1 << 30
+
+
 def shard_database(
     database,
     out_dir,
@@ -100,9 +109,12 @@ def shard_database(
     _open(database).close()  # the reader's errors for a missing path or a folder
     size = os.path.getsize(name)
     # each worker holds a few pieces and a Python of its own (about 64 MiB): no
-    # more than MEMORY_BYTES allows, unless threads asks for more
+    # more than MEMORY_BYTES allows, unless threads asks for more.  $SWGPU_SHARD_WORKERS
+    # (for measuring): at most that many (a re-scan's shard step runs beside the warm
+    # process's Numba import and the GPU standby's start)
+    cap = _env_workers()
     workers = threads or (
-        min(usable_cpus(), max(1, MEMORY_BYTES >> 26)) if size >= SMALL_BYTES else 1
+        min(usable_cpus(), max(1, MEMORY_BYTES >> 26), cap) if size >= SMALL_BYTES else 1
     )
     if "fork" not in multiprocessing.get_all_start_methods():
         workers = 1
