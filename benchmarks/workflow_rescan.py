@@ -411,14 +411,19 @@ STARTED_BY = {
 def scoring_details(folder: Path) -> dict:
     """The re-scan's scoring job as its statistics tell it: who ran it (a warm child
     with the GPU standby serving its searches, the standby alone, or its own GPU
-    start), its phases, its wait for the GPU and its searches' seconds."""
+    start), how long the warm process kept it waiting for the generation it needs
+    (``taken_after_asked_s``), its phases, its wait for the GPU and its searches'
+    seconds."""
     out: dict = {}
     for f in sorted((folder / "results" / "stats" / "score_shard").glob("*.json")):
         d = json.loads(f.read_text())
         first = (d.get("shards") or [d])[0]
         by = first.get("started_by")
+        epochs = d.get("job_epochs") or {}
+        if "asked" in epochs and "taken" in epochs:  # the warm process's "retry" answers
+            out["taken_after_asked_s"] = round(epochs["taken"] - epochs["asked"], 3)
         out.update(
-            how=STARTED_BY.get(by, str(by)),
+            how=STARTED_BY.get(by, "not recorded" if by is None else str(by)),
             phases={k: round(v, 3) for k, v in d.get("phases_s", {}).items()},
             kernel_s=round(d.get("kernel_s", 0.0), 3),
             startup_wait_s=first.get("startup_wait_s"),

@@ -439,6 +439,32 @@ def test_each_command_waits_only_for_a_generation_that_exists():
     assert "matrices" in split  # every job checks its scheme's matrix name
 
 
+def test_scoring_on_the_cpu_leaves_the_cuda_generation_empty(tmp_path, monkeypatch):
+    """Where the scoring jobs run on the CPU (--backend cpu: the warm launch's cuda
+    False, `warm-serve --no-cuda`), the generation a scoring job waits for loads
+    nothing (numba-cuda is not imported: 0.6 s of the 2-core VM's re-scan the job
+    waited for); the others are as they were."""
+    from swgpu_tools.warm.server import COMMAND_GENERATION, generations
+
+    g = COMMAND_GENERATION["score-shard"]
+    names = [[n for n, _ in gen] for gen in generations(False, cuda=False)]
+    assert names[g] == [] and names == [
+        [n for n, _ in gen] if k != g else [] for k, gen in enumerate(generations(False))
+    ]
+    assert [n for n, _ in generations(True, cuda=False)[g]] == ["cuda"]  # a GPU: kept
+    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.setenv("PATH", f"{Path(SWGPU).parent}{os.pathsep}{os.environ['PATH']}")
+    handle = launch.start(str(tmp_path / "warm.log"), gpu=False, cuda=False)
+    try:
+        log = tmp_path / "warm.log"
+        _wait_for(lambda: "loaded" in log.read_text(), what="the imports")
+        text = log.read_text()
+        assert "stage cuda" not in text and "stage numba" in text and "stage pandas" in text
+        assert f"{len(names) - 1}: loaded" in text  # every generation, the empty one too
+    finally:
+        launch.stop(handle)
+
+
 def test_the_matrices_stage_leaves_the_matrix_names_cached():
     """A job forked after the stage finds the names cached (no import of Bio.Align)."""
     import subprocess

@@ -233,6 +233,12 @@ def add_steps(sub) -> None:
         "SWGPU_GPU_STANDBY=0 turns it off",
     )
     p.add_argument(
+        "--no-cuda",
+        action="store_true",
+        help="the scoring jobs run on the CPU (--backend cpu): numba-cuda is not loaded "
+        "(its generation is empty: a scoring job is served once Numba's CPU side is)",
+    )
+    p.add_argument(
         "--rescan",
         action="store_true",
         help="with --gpu-standby: a re-scan is expected (every shard has its re-scan state): "
@@ -402,6 +408,7 @@ def run_warm_serve(args) -> int:
         gpu=args.gpu,
         standby=standby,
         rescan=rescan,
+        cuda=not args.no_cuda,
     )
 
 

@@ -94,6 +94,7 @@ def start(
     parent: int | None = None,
     standby: str | None = None,
     rescan: bool = False,
+    cuda: bool = True,
 ) -> WarmProcess | None:
     """Start ``swgpu warm-serve`` (the ``swgpu`` on PATH, the jobs' one) and set
     ``$SWGPU_WARM`` in this process, so that the jobs it starts from now on use
@@ -101,7 +102,8 @@ def start(
     to ``log_path``.  ``parent``: the process whose end ends it (default: this
     one).  ``standby`` (``MATRIX:OPEN:EXTEND``, with ``gpu``): a GPU standby
     started for the scoring job (:mod:`.standby`); ``rescan``: it should expect a
-    re-scan's job (every shard has its re-scan state)."""
+    re-scan's job (every shard has its re-scan state); ``cuda`` False: the scoring
+    jobs run on the CPU (``--backend cpu``): numba-cuda is not loaded."""
     exe = shutil.which("swgpu")
     if exe is None:
         return None
@@ -114,6 +116,7 @@ def start(
         process = subprocess.Popen(
             args
             + (["--gpu"] if gpu else [])
+            + ([] if cuda else ["--no-cuda"])
             + (["--gpu-standby", standby] if gpu and standby else [])
             + (["--rescan"] if gpu and standby and rescan else []),
             stdin=subprocess.DEVNULL,

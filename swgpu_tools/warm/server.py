@@ -136,12 +136,13 @@ def _modules(*names: str):
     return load
 
 
-def generations(gpu: bool) -> list[list[tuple[str, object]]]:
+def generations(gpu: bool, cuda: bool = True) -> list[list[tuple[str, object]]]:
     """Stages, (name, loader), in generations: what the shard step needs (a
     fraction of a second); the scoring job (Numba; numba-cuda and its typing
     with ``gpu``, a generation of its own: a re-scan's job whose searches the GPU
-    standby serves needs only the CPU's); rule finish (pandas, the traceback and its
-    kernels, the pictures)."""
+    standby serves needs only the CPU's; none without ``gpu`` or ``cuda``, where the
+    scoring jobs run on the CPU: the generation is empty); rule finish (pandas, the
+    traceback and its kernels, the pictures)."""
     first = [
         ("numpy", _modules("numpy")),
         ("steps", _modules("swgpu_tools.steps.shard_db", "swgpu_tools.steps.score_shard")),
@@ -151,7 +152,8 @@ def generations(gpu: bool) -> list[list[tuple[str, object]]]:
         ("numba", _stage_numba),
         ("scoring", _stage_scoring),
     ]
-    cuda = [("cuda", _stage_cuda(gpu))]
+    # (a scoring job that may use a GPU imports numba-cuda for its check, even without one)
+    cuda_stages = [("cuda", _stage_cuda(gpu))] if gpu or cuda else []
     finish = [
         ("pandas", _modules("pandas", "Bio.Align")),
         (
@@ -166,7 +168,7 @@ def generations(gpu: bool) -> list[list[tuple[str, object]]]:
         ("alignment", _stage_alignment),
         ("plots", _stage_plots),
     ]
-    return [first, scoring, cuda, finish]
+    return [first, scoring, cuda_stages, finish]
 
 
 #: The generation whose imports each command needs (others: the first).  A
@@ -226,11 +228,13 @@ class _Server:
         idle_s: float,
         standby: str | None = None,
         rescan: bool = False,
+        cuda: bool = True,
     ):
         self.path = path
         self.run_command = run_command
         self.parent = parent
         self.gpu = gpu
+        self.cuda = cuda  # whether scoring jobs may import numba-cuda (not --backend cpu)
         self.idle_s = idle_s
         self.standby_scheme = standby  # a GPU standby's MATRIX:OPEN:EXTEND, or None
         self.standby_rescan = rescan  # a re-scan is expected (see rescan_preload)
@@ -282,7 +286,7 @@ class _Server:
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
         self._log(f"listening on {self.path} (pid {os.getpid()}, parent {self.parent})")
-        gens = generations(self.gpu)
+        gens = generations(self.gpu, self.cuda)
         while True:
             self._load(gens[self.generation])
             if self.generation == 0 and self.gpu and self.standby_scheme is not None:
@@ -677,6 +681,7 @@ def serve(
     idle_s: float = IDLE_S,
     standby: str | None = None,
     rescan: bool = False,
+    cuda: bool = True,
 ) -> int:
     """Run the warm process on the Unix socket ``path`` until ``parent`` (a
     process id: its Snakemake) ends, SIGTERM, or ``idle_s`` seconds without a
@@ -685,7 +690,9 @@ def serve(
     also load numba-cuda's typing (scoring jobs on a GPU); ``standby`` (with
     ``gpu``): fork a GPU standby (:mod:`.standby`) that preloads the scoring
     kernels of this scoring (``MATRIX:OPEN:EXTEND``; ``""``: none); ``rescan``: a
-    re-scan is expected (the standby loads what serving its searches needs)."""
+    re-scan is expected (the standby loads what serving its searches needs);
+    ``cuda`` False: the scoring jobs run on the CPU (``--backend cpu``), so numba-cuda
+    is not loaded (unless ``gpu``)."""
     for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(name, "1")  # no thread pools in a process that forks
-    return _Server(path, run_command, parent, gpu, idle_s, standby, rescan).run()
+    return _Server(path, run_command, parent, gpu, idle_s, standby, rescan, cuda).run()

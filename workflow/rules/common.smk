@@ -199,6 +199,7 @@ def start_warm_process(early=False):
             gpu=bool(SCORE_GPUS),
             standby=standby if config["backend"] != "cpu" else None,
             rescan=all(os.path.exists(state_file(s)) for s in SHARD_IDS),
+            cuda=config["backend"] != "cpu",
         )
     )
     mark_start("warm_started")
