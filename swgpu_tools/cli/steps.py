@@ -389,9 +389,9 @@ def run_traceback(args) -> int:
 
 
 def run_receipt(args) -> int:
-    from ..steps.receipt import content_digest, write_source_receipt
+    from ..steps.receipt import write_source_receipt
 
-    write_source_receipt(args.database, args.out, args.content or content_digest(args.database))
+    write_source_receipt(args.database, args.out, args.content)
     return 0
 
 

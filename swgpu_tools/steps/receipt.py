@@ -122,15 +122,15 @@ def database_content(database, note_path) -> str:
     return content
 
 
-def write_source_receipt(database, out_path, content: str) -> dict:
+def write_source_receipt(database, out_path, content: str | None = None) -> dict:
     """Write ``out_path``, the receipt of a database file: its path, size and content
-    digest (:func:`database_content`).  The same content gives the same receipt, so
-    the shard step, whose input it is, runs only when the content changed.
+    digest (``content``, as the workflow computed it; None: :func:`content_digest`
+    here).  The same content gives the same receipt.
 
-    The shard step takes this receipt as its input instead of the database
-    (workflow/rules/shard_db.smk): Snakemake checksums a job's inputs again for
-    each of the job's outputs, and the shard step has several.
+    The shard step writes it beside the shards, last (``swgpu shard --receipt``;
+    workflow/rules/shard_db.smk): the record of the release the shards hold.
     """
+    content = content or content_digest(database)
     receipt = {
         "database": os.path.abspath(os.fspath(database)),
         "bytes": os.path.getsize(database),

@@ -189,9 +189,9 @@ def shard_database(
     write_json(os.path.join(out_dir, "database.json"), summary)
     _record_verified(out_dir, [p["file"] for p in per_shard])
     if receipt_path is not None:
-        from .receipt import content_digest, write_source_receipt
+        from .receipt import write_source_receipt
 
-        write_source_receipt(database, receipt_path, file_digest or content_digest(database))
+        write_source_receipt(database, receipt_path, file_digest)
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     timer.fields.update(
         sequences=read["sequences"],
