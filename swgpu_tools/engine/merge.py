@@ -500,14 +500,11 @@ def _cut(
 
     def accessions(subjects: np.ndarray) -> list[str]:  # of subjects by index, ascending
         bounds = np.searchsorted(subjects, sub_off).tolist()
-        out: list[str] = []
-        for k, p in enumerate(parts):
-            mine = subjects[bounds[k] : bounds[k + 1]] - sub_off[k]
-            if isinstance(p.subjects, Lines):  # a table read lazily: decode only these
-                out += p.subjects.take(mine).tolist()
-            else:
-                out += [p.subjects[i] for i in mine.tolist()]
-        return out
+        return [
+            a
+            for k, p in enumerate(parts)
+            for a in p.accessions(subjects[bounds[k] : bounds[k + 1]] - sub_off[k])
+        ]
 
     def accession_of(rows: np.ndarray) -> list[str]:
         used, at = used_and_index(s[rows], int(sub_off[-1]))

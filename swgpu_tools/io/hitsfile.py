@@ -44,6 +44,13 @@ class ShardHits:
     def __len__(self) -> int:
         return len(self.score)
 
+    def accessions(self, indices) -> list[str]:
+        """The accessions of the subjects at ``indices``; of a table read lazily
+        (:class:`~swgpu_tools.io.lines.Lines`), only those are decoded."""
+        if isinstance(self.subjects, Lines):
+            return self.subjects.take(indices).tolist()
+        return [self.subjects[i] for i in np.asarray(indices, dtype=np.int64).tolist()]
+
     def sseqids_titles(self, indices=None) -> tuple[list[str], list[str]]:
         """BLAST's sequence id (``sseqid``; the accession where the header has no
         first word) and title (``stitle``) of the subjects at ``indices`` (all)."""
@@ -51,7 +58,7 @@ class ShardHits:
 
         idx = range(len(self.subjects)) if indices is None else np.asarray(indices).tolist()
         heads = self.headers.take(list(idx)).tolist()
-        accs = [self.subjects[i] for i in idx]
+        accs = self.accessions(list(idx))
         return [seqid_of(h) or a for h, a in zip(heads, accs)], [title_of(h) for h in heads]
 
     @classmethod
