@@ -185,11 +185,7 @@ def candidates(parts: list[ShardHits], top_k: int) -> list[ShardHits]:
     n_queries = len(parts[0].queries)
     if not sum(len(p) for p in parts):
         return parts
-    # each part one sorted run, as a job's shards are (no copy of the rows joined)
-    runs = _Runs.of_parts(parts, n_queries)
-    if runs is None:  # else found in the rows joined
-        q = np.concatenate([p.q for p in parts]).astype(np.int64)
-        runs = _Runs.of(q, np.concatenate([p.score for p in parts]).astype(np.int64))
+    runs = _Runs.of_parts([p.q for p in parts], [p.score for p in parts], n_queries)
     if runs is None:
         return parts
     over = runs.counts(n_queries) > top_k
@@ -356,37 +352,36 @@ class _Runs:
     @classmethod
     def of(cls, q, score) -> _Runs | None:
         """The runs of these rows, or None where there are more than :data:`MAX_RUNS`."""
-        smin, smax = int(score.min()), int(score.max())
-        span = smax - smin + 1
-        if (int(q.max()) + 1) * span >= 2**62:
-            return None
-        key = q * span + (smax - score)
-        breaks = np.flatnonzero(key[1:] < key[:-1]) + 1
-        if len(breaks) + 1 > MAX_RUNS:
-            return None
-        bounds = [0, *breaks.tolist(), len(key)]
-        return cls([key[a:b] for a, b in zip(bounds[:-1], bounds[1:])], bounds, span, smin, smax)
+        return cls.of_parts([q], [score])
 
     @classmethod
-    def of_parts(cls, parts: list[ShardHits], n_queries: int) -> _Runs | None:
-        """The runs of the parts' rows one after the other where each part is one run
-        (keys int32 where they fit: half the memory), else None."""
-        scores = [p.score for p in parts if len(p)]
-        smin = min(int(x.min()) for x in scores)
-        smax = max(int(x.max()) for x in scores)
+    def of_parts(cls, qs: list, scores: list, n_queries: int | None = None) -> _Runs | None:
+        """The runs of several arrays of rows one after the other (queries ``qs``,
+        scores ``scores``), each array cut where its key drops: none where each is one
+        run, as a job's shards are (their rows are not joined); None where there are
+        more than :data:`MAX_RUNS`.  With ``n_queries`` (the queries the searches may
+        name) the keys are int32 where every key and searched value fits (half the
+        memory), else int64."""
+        filled = [(q, x) for q, x in zip(qs, scores) if len(x)]
+        smin = min(int(x.min()) for _, x in filled)
+        smax = max(int(x.max()) for _, x in filled)
         span = smax - smin + 1
-        if (n_queries + 1) * span >= 2**62:
+        top = n_queries if n_queries is not None else max(int(q.max()) for q, _ in filled)
+        if (top + 1) * span >= 2**62:
             return None
-        kind = np.int32 if (n_queries + 1) * span < 2**31 else np.int64
-        keys, bounds = [], [0]
-        for p in parts:
-            key = p.q.astype(kind, copy=False) * kind(span)
-            key += kind(smax) - p.score.astype(kind, copy=False)
-            if len(key) > 1 and bool((key[1:] < key[:-1]).any()):
+        small = n_queries is not None and (n_queries + 1) * span < 2**31
+        kind = np.int32 if small else np.int64
+        runs, bounds = [], [0]
+        for q, x in filled:
+            key = q.astype(kind, copy=False) * kind(span)
+            key += kind(smax) - x.astype(kind, copy=False)
+            cuts = [0, *(np.flatnonzero(key[1:] < key[:-1]) + 1).tolist(), len(key)]
+            runs += [key[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
+            base = bounds[-1]
+            bounds += [base + b for b in cuts[1:]]
+            if len(runs) > MAX_RUNS:
                 return None
-            keys.append(key)
-            bounds.append(bounds[-1] + len(key))
-        return cls(keys, bounds, span, smin, smax)
+        return cls(runs, bounds, span, smin, smax)
 
     @staticmethod
     def _find(run: np.ndarray, values: np.ndarray, side: str) -> np.ndarray:
