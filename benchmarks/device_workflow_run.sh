@@ -102,7 +102,10 @@ python3 -m compileall -q -j 0 $SITE swgpu_tools > /dev/null 2>&1
 NUMPY_DIR=$(python3 -c "import importlib.util, os; print(os.path.dirname(importlib.util.find_spec('numpy').origin))" 2>/dev/null)
 [ -n "$NUMPY_DIR" ] && python3 -m compileall -q -j 0 "$NUMPY_DIR" > /dev/null 2>&1
 mkdir -p /tmp/bin
-printf '#!/bin/sh\nexec python3 -m swgpu_tools.cli "$@"\n' > /tmp/bin/swgpu
+# the console script as pip writes it (swgpu_tools.console:entry): 'python3 -m
+# swgpu_tools.cli' would import the command-line package first, which a job's
+# client, handing its command to the warm process, does not need
+printf '#!/bin/sh\nexec python3 -c "import sys; sys.argv[0] = \\"swgpu\\"; from swgpu_tools.console import entry; sys.exit(entry())" "$@"\n' > /tmp/bin/swgpu
 printf '#!/bin/sh\nexec python3 -m snakemake "$@"\n' > /tmp/bin/snakemake
 chmod +x /tmp/bin/*
 export PATH=/tmp/bin:$PATH:$SITE/bin SNAKEMAKE=/tmp/bin/snakemake

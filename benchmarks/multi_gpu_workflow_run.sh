@@ -42,7 +42,10 @@ if [ -d .whl-smk ]; then
 fi
 if ! command -v swgpu > /dev/null; then  # the rules call `swgpu`
   mkdir -p "$SITE/bin"
-  printf '#!/bin/sh\nexec python3 -m swgpu_tools.cli "$@"\n' > "$SITE/bin/swgpu"
+  # the console script as pip writes it (swgpu_tools.console:entry): 'python3 -m
+# swgpu_tools.cli' would import the command-line package first, which a job's
+# client, handing its command to the warm process, does not need
+printf '#!/bin/sh\nexec python3 -c "import sys; sys.argv[0] = \\"swgpu\\"; from swgpu_tools.console import entry; sys.exit(entry())" "$@"\n' > "$SITE/bin/swgpu"
   chmod +x "$SITE/bin/swgpu"
   export PATH=$SITE/bin:$PATH PYTHONPATH=${PYTHONPATH:-$PWD}
 fi

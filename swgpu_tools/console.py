@@ -29,3 +29,30 @@ def entry() -> None:
     from .cli import entry as run_here
 
     run_here()
+
+
+#: What the job command runs where the warm process does not take the command: the
+#: command-line entry in a Python with its site module (the job's process replaced).
+_RUN_HERE = (
+    "import sys; sys.flags.safe_path or sys.path.pop(0); sys.argv[0] = 'swgpu'; "
+    "from swgpu_tools.cli import entry; entry()"
+)
+
+
+def job_entry() -> None:
+    """``swgpu`` as a local run's jobs start it: the warm process's job command
+    (:func:`swgpu_tools.warm.protocol.write_job_command`), a Python without its site
+    module.  The command goes to the warm process; where that cannot take it, this
+    process becomes a full ``swgpu`` (same arguments, environment and process)."""
+    argv = sys.argv[1:]
+    if os.environ.get(WARM_ENV) and argv[:1] != ["warm-serve"]:
+        from .warm.client import forward
+
+        status = forward(argv)
+        if status is not None:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(status)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, "-c", _RUN_HERE, *argv])

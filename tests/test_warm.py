@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -54,11 +55,13 @@ class Warm:
         gpu: bool = False,
         standby: str | None = None,
         rescan: bool = False,
+        job_command: str | None = None,
     ):
         self.log = tmp_path / "warm.log"
         self.socket = str(tmp_path / "s")
         env = {k: v for k, v in os.environ.items() if k != ENV}
         args = [SWGPU, "warm-serve", "--socket", self.socket] + (["--gpu"] if gpu else [])
+        args += ["--job-command", job_command] if job_command else []
         args += ["--gpu-standby", standby] if standby else []
         args += ["--rescan"] if rescan else []
         if parent_cmd is None:
@@ -140,6 +143,51 @@ def test_a_forwarded_command_imports_no_command_line_module(warm, tmp_path):
     assert "swgpu_tools.cli" in imported(receipt(tmp_path / "r2.json", alone))
     assert len(warm.children("receipt")) == 1  # not forwarded
     assert (tmp_path / "r.json").read_bytes() == (tmp_path / "r2.json").read_bytes()
+
+
+def test_the_job_command_hands_commands_over_without_site_else_runs_them_itself(tmp_path):
+    """The warm process's job command (a local run's jobs' ``swgpu``) runs Python
+    without its site module and hands the command over; where the warm process
+    refuses it (another environment) or is missing, and for a command that fails,
+    the job's process runs it as the console script would (same output, status and
+    messages)."""
+    cmd = tmp_path / "bin" / "swgpu"
+    w = Warm(tmp_path, job_command=str(cmd))
+    try:
+        _wait_for(cmd.exists, what="the job command")
+        line = cmd.read_text().splitlines()[1]
+        words = shlex.split(line)
+        assert words[:3] == ["exec", sys.executable, "-S"] or (
+            words[0] == "exec" and os.path.samefile(words[1], sys.executable) and words[2] == "-S"
+        ), line
+        fasta = str(DATA / "example_queries.fasta")
+
+        def job(out, env, *extra):
+            return subprocess.run(
+                [str(cmd), "receipt", fasta, "--out", str(out), *extra],
+                env=env, capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+
+        served = job(tmp_path / "a.json", w.env())
+        assert served.returncode == 0, served.stderr
+        assert len(w.children("receipt")) == 1  # served: its fingerprint without the path
+        refused = job(tmp_path / "b.json", w.env(NUMBA_OPT="1"))
+        assert refused.returncode == 0, refused.stderr
+        missing = job(tmp_path / "c.json", {**os.environ, ENV: str(tmp_path / "nothing")})
+        assert missing.returncode == 0, missing.stderr
+        assert len(w.children("receipt")) == 1  # both ran in the job's own process
+        alone = _receipt(
+            fasta, tmp_path / "d.json", {k: v for k, v in os.environ.items() if k != ENV}
+        )
+        assert alone.returncode == 0, alone.stderr
+        made = [(tmp_path / f"{x}.json").read_bytes() for x in "abcd"]
+        assert made[0] == made[1] == made[2] == made[3]
+        for env in (w.env(), {**os.environ, ENV: str(tmp_path / "nothing")}):  # a bad option
+            bad = job(tmp_path / "e.json", env, "--no-such-option")
+            assert bad.returncode == 2
+            assert "usage: swgpu receipt" in bad.stderr, bad.stderr
+    finally:
+        w.stop()
 
 
 def test_a_command_runs_in_a_child_with_the_jobs_folder_streams_and_status(warm, tmp_path):
@@ -293,10 +341,14 @@ def test_launch_sets_and_clears_the_jobs_variable(tmp_path, monkeypatch):
     try:
         assert handle is not None and os.environ[ENV] == handle.socket
         assert oct(os.stat(handle.folder).st_mode & 0o777) == "0o700"
+        # the jobs' swgpu (the warm process's job command) first on their PATH
+        job_bin = os.path.join(handle.folder, launch.JOB_BIN)
+        assert os.environ["PATH"].split(os.pathsep)[0] == job_bin
         log = tmp_path / "logs" / "warm.log"
         _wait_for(lambda: "loaded" in log.read_text(), what="the imports")
+        assert shutil.which("swgpu") == os.path.join(job_bin, "swgpu")
         proc = subprocess.run(  # a job started now (this process's environment)
-            [SWGPU, "receipt", str(DATA / "example_queries.fasta"), "--out", str(tmp_path / "r")],
+            ["swgpu", "receipt", str(DATA / "example_queries.fasta"), "--out", str(tmp_path / "r")],
             capture_output=True,
             text=True,
             timeout=120,
@@ -306,6 +358,7 @@ def test_launch_sets_and_clears_the_jobs_variable(tmp_path, monkeypatch):
     finally:
         launch.stop(handle)
     assert ENV not in os.environ
+    assert os.environ["PATH"].split(os.pathsep)[0] == str(Path(SWGPU).parent)  # as before
     assert handle.process.returncode == 0
     assert not os.path.exists(handle.folder)
 

@@ -221,6 +221,13 @@ def add_steps(sub) -> None:
     p.add_argument("--socket", required=True, help="the Unix socket to listen on")
     p.add_argument("--parent", type=int, default=None, help="end when this process ends")
     p.add_argument(
+        "--job-command",
+        metavar="PATH",
+        default=None,
+        help="write an executable 'swgpu' there for the jobs (Python without its site "
+        "module: it only hands the command to this process, or runs a full swgpu)",
+    )
+    p.add_argument(
         "--gpu", action="store_true", help="also load numba-cuda's typing (scoring on a GPU)"
     )
     p.add_argument(
@@ -409,6 +416,7 @@ def run_warm_serve(args) -> int:
         standby=standby,
         rescan=rescan,
         cuda=not args.no_cuda,
+        job_command=args.job_command,
     )
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from ..backend import BackendStart, StartedBackend
 from ..errors import InputError
 from ..io.hitsfile import ShardHits
-from ..io.stepstats import process_age
+from ..jobtimes import process_age
 from ..kernels import segment_places
 from ..logs import ProgressBar, get_logger
 from ..scoring import ScoringScheme

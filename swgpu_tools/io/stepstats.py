@@ -21,6 +21,7 @@ import sys
 import time
 
 from ..errors import InputError, OutputError
+from ..jobtimes import JOB_EPOCHS, process_age
 from .atomic import atomic_write
 
 FORMAT = 1
@@ -107,12 +108,6 @@ class StepTimer:
         return rec
 
 
-#: The job's process start and its first request to the warm process, as epoch
-#: seconds "START,ASKED" (:func:`swgpu_tools.warm.client.forward` sets it), then
-#: ",TAKEN" when a warm child or the GPU standby took it
-#: (:func:`swgpu_tools.warm.standby.run_job`): recorded as ``job_epochs``.
-JOB_EPOCHS = "SWGPU_JOB_EPOCHS"
-
 #: When the previous step of this process ended (``swgpu run-steps``), else empty.
 _PREVIOUS_STEP_END: list[float] = []
 
@@ -121,18 +116,6 @@ def previous_step_ended() -> None:
     """Note that a step of this process ended: the next step's ``before_step_s``
     counts from now, not from the process's start."""
     _PREVIOUS_STEP_END[:] = [time.time()]
-
-
-def process_age() -> float | None:
-    """Seconds since this process started (Linux /proc; None elsewhere)."""
-    try:
-        with open("/proc/self/stat") as fh:
-            start_ticks = float(fh.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/uptime") as fh:
-            uptime = float(fh.read().split()[0])
-        return max(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 0.0)
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 #: Marks of the Snakemake process's own start (its epoch seconds), in order.

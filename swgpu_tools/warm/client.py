@@ -46,7 +46,7 @@ def forward(argv: list[str], path: str | None = None) -> int | None:
         return None
     # when this job's process started and first asked (its step's statistics record
     # them: Snakemake's part of a gap between steps, and the wait to be taken)
-    from ..io.stepstats import process_age  # (standard library only too)
+    from ..jobtimes import process_age  # (standard library only too)
 
     started = time.time() - (process_age() or 0.0)
     os.environ[JOB_EPOCHS] = f"{started:.3f},{time.time():.3f}"
@@ -73,7 +73,9 @@ def _forward_once(argv: list[str], path: str) -> int | str | None:
             "env": dict(os.environ),
             "umask": umask,
             "fds": fds,
-            "fingerprint": fingerprint(),
+            # (the warm process's job command runs Python without the site module)
+            "site": not sys.flags.no_site,
+            "fingerprint": fingerprint(path=not sys.flags.no_site),
             "pid": os.getpid(),
         }
         try:

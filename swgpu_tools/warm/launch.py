@@ -18,8 +18,14 @@ from .protocol import ENV
 @dataclass
 class WarmProcess:
     process: subprocess.Popen
-    folder: str  # private (mode 0700): holds the socket
+    folder: str  # private (mode 0700): holds the socket and the jobs' swgpu
     socket: str
+    path_before: str | None = None  # $PATH before the jobs' swgpu was put first
+
+
+#: The folder (in the warm process's own) of the ``swgpu`` that the jobs run
+#: (:func:`swgpu_tools.warm.protocol.write_job_command`), first on their PATH.
+JOB_BIN = "bin"
 
 
 #: Snakemake's command-line options (their ``argparse`` names) that make it do
@@ -98,7 +104,9 @@ def start(
 ) -> WarmProcess | None:
     """Start ``swgpu warm-serve`` (the ``swgpu`` on PATH, the jobs' one) and set
     ``$SWGPU_WARM`` in this process, so that the jobs it starts from now on use
-    it; None (and nothing set) if there is no ``swgpu`` on PATH.  Its log goes
+    it, and put the folder of the ``swgpu`` it writes for them first on ``$PATH``
+    (:func:`.protocol.write_job_command`); None (and nothing set) if there is no
+    ``swgpu`` on PATH.  Its log goes
     to ``log_path``.  ``parent``: the process whose end ends it (default: this
     one).  ``standby`` (``MATRIX:OPEN:EXTEND``, with ``gpu``): a GPU standby
     started for the scoring job (:mod:`.standby`); ``rescan``: it should expect a
@@ -113,6 +121,7 @@ def start(
     os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
     with open(log_path, "ab") as log:
         args = [exe, "warm-serve", "--socket", path, "--parent", str(parent or os.getpid())]
+        args += ["--job-command", os.path.join(folder, JOB_BIN, "swgpu")]
         process = subprocess.Popen(
             args
             + (["--gpu"] if gpu else [])
@@ -125,8 +134,12 @@ def start(
             env=env,
             start_new_session=True,  # a Ctrl-C reaches the jobs, which pass it on
         )
-    warm = WarmProcess(process, folder, path)
+    warm = WarmProcess(process, folder, path, os.environ.get("PATH"))
     os.environ[ENV] = path
+    # the jobs' swgpu: the warm process writes it as it starts; until then, and
+    # wherever it is missing, the one on PATH after it runs
+    bin_dir = os.path.join(folder, JOB_BIN)
+    os.environ["PATH"] = bin_dir + (os.pathsep + warm.path_before if warm.path_before else "")
     atexit.register(stop, warm)
     return warm
 
@@ -142,6 +155,10 @@ def stop(warm: WarmProcess | None, timeout: float = 15.0) -> None:
         return
     if os.environ.get(ENV) == warm.socket:
         del os.environ[ENV]
+        if warm.path_before is None:
+            os.environ.pop("PATH", None)
+        else:
+            os.environ["PATH"] = warm.path_before
     group = warm.process.pid  # its own session and process group (start_new_session)
     try:
         os.killpg(group, signal.SIGTERM)

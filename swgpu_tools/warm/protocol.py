@@ -18,7 +18,7 @@ import socket
 import struct
 import sys
 
-from ..io.stepstats import JOB_EPOCHS  # (read when a command runs)
+from ..jobtimes import JOB_EPOCHS  # (read when a command runs)
 
 #: The server's socket path, set for the jobs by the Snakefile's onstart hook.
 ENV = "SWGPU_WARM"
@@ -37,11 +37,16 @@ _ENV_NAMES = ("XDG_CACHE_HOME", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "LD
 _ENV_EXCEPT = (ENV, "SWGPU_PROFILE", JOB_EPOCHS)
 
 
-def fingerprint(env=None) -> str:
+def fingerprint(env=None, path: bool = True) -> str:
     """What a process's imports depend on: the interpreter, the swgpu_tools it
     runs, its module path (but the script's own folder, ``sys.path[0]``), the
     user, and the environment variables above.  Equal fingerprints mean a child
-    of the warm process behaves as a fresh ``swgpu`` of the job would."""
+    of the warm process behaves as a fresh ``swgpu`` of the job would.
+
+    ``path`` False: without the module path, for a job started by the warm
+    process's own job command (:func:`write_job_command`: this interpreter and
+    this swgpu_tools, run without the ``site`` module): a fresh process's module
+    path follows from the interpreter and the environment compared here."""
     env = os.environ if env is None else env
     package = sys.modules.get("swgpu_tools")
     keys = sorted(
@@ -51,7 +56,7 @@ def fingerprint(env=None) -> str:
         {
             "exe": os.path.realpath(sys.executable),
             "package": os.path.realpath(getattr(package, "__file__", None) or ""),
-            "path": sys.path[1:],
+            "path": sys.path[1:] if path else None,
             "uid": os.getuid(),
             "env": [(k, env[k]) for k in keys],
         },
@@ -105,3 +110,35 @@ def _recv(sock: socket.socket, n: int) -> bytes:
     if not chunk:
         raise EOFError("connection closed")
     return chunk
+
+
+#: The job command's Python code (:func:`write_job_command`), run by ``python -S -c``:
+#: without the current folder on the module path (as a console script), and with the
+#: folder that holds swgpu_tools after the standard library's.
+_JOB_CODE = (
+    "import sys; sys.flags.safe_path or sys.path.pop(0); sys.path.append({root!r}); "
+    "from swgpu_tools.console import job_entry; job_entry()"
+)
+
+
+def write_job_command(path: str) -> None:
+    """Write ``path``: an executable ``swgpu`` for a local run's jobs (the warm
+    launch puts its folder first on the jobs' PATH) that runs this interpreter
+    without the ``site`` module, with this swgpu_tools
+    (:func:`swgpu_tools.console.job_entry`).  A job's ``swgpu`` only hands its
+    command to the warm process, which needs nothing from the site folders; their
+    ``.pth`` files and ``sitecustomize`` cost 0.05-0.1 s of every Python start on a
+    GPU host (RESULTS-workflow.md, run 86), several times a run.  Where the warm
+    process cannot take the command, the job's process becomes a full ``swgpu``."""
+    import shlex
+
+    package = sys.modules["swgpu_tools"].__file__
+    root = os.path.dirname(os.path.dirname(os.path.realpath(package)))
+    code = _JOB_CODE.format(root=root)
+    text = f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -S -c {shlex.quote(code)} "$@"\n'
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as fh:
+        fh.write(text)
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, path)

@@ -33,7 +33,7 @@ import sys
 import time
 import traceback
 
-from .protocol import fingerprint, receive, send
+from .protocol import fingerprint, receive, send, write_job_command
 from .standby import Standby, eligible, fork_standby, offer_searches, run_job, state_paths
 
 #: Seconds without any command after which the process ends on its own.
@@ -229,6 +229,7 @@ class _Server:
         standby: str | None = None,
         rescan: bool = False,
         cuda: bool = True,
+        job_command: str | None = None,
     ):
         self.path = path
         self.run_command = run_command
@@ -242,6 +243,8 @@ class _Server:
         self.standby_ours = False  # whether it is this process's child (waitpid reports it)
         self.adopted: set[int] = set()  # jobs' pids that are not this process's children
         self.fingerprint = fingerprint()
+        self.fingerprint_no_site = fingerprint(path=False)  # the job command's jobs
+        self.job_command = job_command  # where to write the jobs' swgpu, or None
         self.children: dict[int, socket.socket] = {}  # child pid -> its job's connection
         self.reports: dict[int, int] = {}  # child pid -> the pipe its status comes by
         self.stopping = False
@@ -286,6 +289,11 @@ class _Server:
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
         self._log(f"listening on {self.path} (pid {os.getpid()}, parent {self.parent})")
+        if self.job_command:
+            try:
+                write_job_command(self.job_command)
+            except OSError as exc:  # the jobs' swgpu is then the one on PATH after it
+                self._log(f"no job command: {exc}")
         gens = generations(self.gpu, self.cuda)
         while True:
             self._load(gens[self.generation])
@@ -431,7 +439,8 @@ class _Server:
         request, fds = receive(conn, max_fds=3)
         try:
             why = self.refuse or ("stopping" if self.stopping else "")
-            if not why and request.get("fingerprint") != self.fingerprint:
+            expected = self.fingerprint if request.get("site", True) else self.fingerprint_no_site
+            if not why and request.get("fingerprint") != expected:
                 why = "the job's environment differs from the warm process's"
             if why:
                 send(conn, {"refused": why})
@@ -492,8 +501,9 @@ class _Server:
             self._job_gone(conn, pid)
             return
         self.sel.register(conn, selectors.EVENT_READ, pid)
+        how = "" if request.get("site", True) else ", the job command"  # (write_job_command)
         self._log(
-            f"pid {pid}: swgpu {' '.join(request['argv'][:1])} (job pid {request.get('pid')})"
+            f"pid {pid}: swgpu {' '.join(request['argv'][:1])} (job pid {request.get('pid')}{how})"
         )
 
     def _to_standby(self, request: dict, fds: list[int]) -> tuple[int | None, int | None]:
@@ -682,6 +692,7 @@ def serve(
     standby: str | None = None,
     rescan: bool = False,
     cuda: bool = True,
+    job_command: str | None = None,
 ) -> int:
     """Run the warm process on the Unix socket ``path`` until ``parent`` (a
     process id: its Snakemake) ends, SIGTERM, or ``idle_s`` seconds without a
@@ -692,7 +703,8 @@ def serve(
     kernels of this scoring (``MATRIX:OPEN:EXTEND``; ``""``: none); ``rescan``: a
     re-scan is expected (the standby loads what serving its searches needs);
     ``cuda`` False: the scoring jobs run on the CPU (``--backend cpu``), so numba-cuda
-    is not loaded (unless ``gpu``)."""
+    is not loaded (unless ``gpu``); ``job_command``: write the jobs' ``swgpu`` there
+    (:func:`.protocol.write_job_command`)."""
     for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(name, "1")  # no thread pools in a process that forks
-    return _Server(path, run_command, parent, gpu, idle_s, standby, rescan, cuda).run()
+    return _Server(path, run_command, parent, gpu, idle_s, standby, rescan, cuda, job_command).run()
