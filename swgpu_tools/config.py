@@ -6,7 +6,9 @@ the closest known key), types and ranges, the matrix and gap costs, the input
 files (present, FASTA, letters that suit the matrix), the output columns and
 formats, the shard count -- before any step runs.  Each problem is one short
 line (no schema dump).  Warnings (no BLAST statistics for the scheme, more
-shards than the database can use) come back apart.
+shards than the database can use) come back apart.  The scoring scheme's part
+(:func:`check_scheme`: it imports numpy and Biopython) can be done apart: the
+Snakefile does it once the warm process has started.
 """
 
 from __future__ import annotations
@@ -84,8 +86,11 @@ def _peek_fasta(path: str, what: str, limit: int = 200_000):
     return None, residues.upper()
 
 
-def check_config(config: dict, schema_path, workdir: str = ".") -> ConfigCheck:
-    """Fill in defaults (in place) and check ``config``; see the module doc."""
+def check_config(config: dict, schema_path, workdir: str = ".", scheme: bool = True) -> ConfigCheck:
+    """Fill in defaults (in place) and check ``config``; see the module doc.
+    ``scheme`` False: all but :func:`check_scheme` (the matrix, gap costs and the
+    inputs' letters: numpy and Biopython imported), which the caller does apart (the
+    Snakefile, once the warm process has started)."""
     check = ConfigCheck()
     schema = _schema(schema_path)
     props = schema.get("properties", {})
@@ -138,21 +143,10 @@ def check_config(config: dict, schema_path, workdir: str = ".") -> ConfigCheck:
             check.problems.append(f"'{key}' must not be empty")
     if len(check.problems) > unknown:  # wrong types: the checks below would only repeat them
         return check
-    # the scoring scheme
-    scheme = None
-    try:
-        from .scoring import ScoringScheme
-
-        scheme = ScoringScheme(config["matrix"], config["gap_open"], config["gap_extend"])
-    except InputError as exc:
-        check.problems.append(str(exc))
-    if scheme is not None:
-        from . import stats
-
-        if stats.lookup(scheme.matrix_name, scheme.gap_open, scheme.gap_extend) is None:
-            check.warnings.append(
-                stats.no_statistics_message(scheme.matrix_name, scheme.gap_open, scheme.gap_extend)
-            )
+    if scheme:
+        more = check_scheme(config, workdir)
+        check.problems += more.problems
+        check.warnings += more.warnings
     # output columns
     try:
         from .io.fieldnames import parse_columns
@@ -171,18 +165,9 @@ def check_config(config: dict, schema_path, workdir: str = ".") -> ConfigCheck:
         if os.path.isdir(path):
             check.problems.append(f"'{key}': {config[key]} is a directory, not a FASTA file")
             continue
-        problem, residues = _peek_fasta(path, what)
+        problem, _ = _peek_fasta(path, what)
         if problem:
             check.problems.append(problem)
-            continue
-        if scheme is not None and len(residues) >= 50:
-            from .sequences import SequenceSet
-
-            seqs = SequenceSet.from_sequences(["sample"], [bytes(residues)])
-            try:
-                scheme.check_letters(seqs, f"{what} {config[key]}")
-            except InputError as exc:
-                check.problems.append(str(exc))
     per_job = config.get("shards_per_job")
     if isinstance(per_job, str) and per_job != "auto":
         check.problems.append(f"'shards_per_job' must be auto or an integer >= 1, got {per_job!r}")
@@ -199,6 +184,42 @@ def check_config(config: dict, schema_path, workdir: str = ".") -> ConfigCheck:
                 f"and every scoring job costs seconds of start-up; using {capped} shards"
             )
             config["shards"] = capped
+    return check
+
+
+def check_scheme(config: dict, workdir: str = ".") -> ConfigCheck:
+    """The scoring scheme of a ``config`` that :func:`check_config` filled in: the
+    matrix and gap costs (a warning where BLAST publishes no statistics for them),
+    and the letters of the head of each input file (those it could read) against
+    the matrix."""
+    from .scoring import ScoringScheme
+
+    check = ConfigCheck()
+    try:
+        scheme = ScoringScheme(config["matrix"], config["gap_open"], config["gap_extend"])
+    except InputError as exc:
+        check.problems.append(str(exc))
+        return check
+    from . import stats
+
+    if stats.lookup(scheme.matrix_name, scheme.gap_open, scheme.gap_extend) is None:
+        check.warnings.append(
+            stats.no_statistics_message(scheme.matrix_name, scheme.gap_open, scheme.gap_extend)
+        )
+    for key, what in (("queries", "queries"), ("database", "database")):
+        path = os.path.join(workdir, config[key])
+        if not os.path.isfile(path):
+            continue  # (check_config says so)
+        problem, residues = _peek_fasta(path, what)
+        if problem or len(residues) < 50:
+            continue
+        from .sequences import SequenceSet
+
+        seqs = SequenceSet.from_sequences(["sample"], [bytes(residues)])
+        try:
+            scheme.check_letters(seqs, f"{what} {config[key]}")
+        except InputError as exc:
+            check.problems.append(str(exc))
     return check
 
 

@@ -259,3 +259,30 @@ def test_a_corrupt_gzip_database_is_a_config_problem_not_a_traceback(tmp_path):
     )
     assert any("db.fa.gz: corrupt gzip data" in p for p in check.problems), check.problems
     assert count_records(tmp_path / "db.fa.gz") == (1, False)
+
+
+def test_the_scoring_scheme_is_checked_apart_or_with_the_rest(tmp_path):
+    """check_config(scheme=False) leaves the matrix, gap costs and letters to
+    check_scheme (the Snakefile checks them once the warm process has started); by
+    default check_config reports them as before, and both ways find the same ones."""
+    from pathlib import Path
+
+    from swgpu_tools.config import check_config, check_scheme
+
+    schema = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "config.schema.yaml"
+    (tmp_path / "db.fa").write_text("".join(f">s{i}\n{'ACGT' * 20}\n" for i in range(30)))
+    (tmp_path / "q.fa").write_text(">q1\nMKTAYIAKQRQISFVKSHFSQLEERLGLIEVQAPILSRVGDGTQDNLSGAEK\n")
+    for matrix, wanted in (("BLOSUM63", "unknown substitution matrix"), ("NUC.4.4", "queries")):
+        config = {"database": "db.fa", "queries": "q.fa", "matrix": matrix}
+        apart = check_config(dict(config), schema, str(tmp_path), scheme=False)
+        assert not apart.problems, apart.problems
+        filled = dict(config)
+        check_config(filled, schema, str(tmp_path), scheme=False)
+        scheme = check_scheme(filled, str(tmp_path))
+        whole = check_config(dict(config), schema, str(tmp_path))
+        assert any(wanted in p for p in scheme.problems), scheme.problems
+        assert sorted(whole.problems) == sorted(scheme.problems)
+    fine = {"database": "db.fa", "queries": "q.fa", "matrix": "NUC.4.4", "gap_open": 10}
+    check_config(fine, schema, str(tmp_path), scheme=False)
+    (tmp_path / "q.fa").write_text(">q1\n" + "ACGT" * 20 + "\n")
+    assert not check_scheme(fine, str(tmp_path)).problems

@@ -16,14 +16,29 @@ def _swgpu_tools():
 
 
 _swgpu_tools()
-from swgpu_tools.config import check_config
+from swgpu_tools.config import check_config, check_scheme
 
-_check = check_config(config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
-if workflow.is_main_process:
-    for _w in _check.warnings:
-        print(f"swgpu: warning: {_w}", file=sys.stderr)
-if _check.problems:
-    raise ValueError(
-        "swgpu: the configuration cannot be used:\n"
-        + "\n".join(f"  - {p}" for p in _check.problems)
+
+def _report(check):
+    if workflow.is_main_process:
+        for w in check.warnings:
+            print(f"swgpu: warning: {w}", file=sys.stderr)
+    if check.problems:
+        raise ValueError(
+            "swgpu: the configuration cannot be used:\n"
+            + "\n".join(f"  - {p}" for p in check.problems)
+        )
+
+
+# all but the scoring scheme (numpy and Biopython: ~0.1 s of the parse), which the
+# Snakefile checks once the warm process has started (check_scoring_scheme)
+_report(
+    check_config(
+        config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml", scheme=False
     )
+)
+
+
+def check_scoring_scheme():
+    """The matrix, the gap costs and the inputs' letters (swgpu_tools.config.check_scheme)."""
+    _report(check_scheme(config))
