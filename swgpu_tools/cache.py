@@ -20,6 +20,7 @@ files change (an upgrade, or a checkout being worked on).
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 
 _configured: list[str] = []
 
@@ -69,6 +70,28 @@ _digest: list[str] = []
 def numba_cache_dir() -> str:
     """Numba's cache folder for swgpu's kernels (per source digest, see the module doc)."""
     return os.environ.get("NUMBA_CACHE_DIR") or os.path.join(cache_dir(), "numba", source_digest())
+
+
+@contextmanager
+def scipy_linalg_hidden():
+    """Within it, an import of ``scipy.linalg`` raises ImportError, unless it was
+    imported before (then nothing changes); afterwards it imports as usual.
+
+    Numba's ``np.arraymath`` (and numba-cuda's), loaded by a target's registries,
+    probes for a BLAS by importing ``scipy.linalg``: 0.29 s of the warm process's
+    Numba stage on an H200 host with SciPy installed (run 249's py-spy profile),
+    0.5 s on an H100 host.  swgpu's kernels use no BLAS (``np.dot`` and friends then
+    fall back to Numba's own loops, ``np.linalg`` is unavailable in them)."""
+    import sys
+
+    hide = "scipy.linalg" not in sys.modules
+    if hide:
+        sys.modules["scipy.linalg"] = None  # an import of it raises ImportError
+    try:
+        yield
+    finally:
+        if hide and "scipy.linalg" in sys.modules and sys.modules["scipy.linalg"] is None:
+            del sys.modules["scipy.linalg"]
 
 
 def configure_numba() -> str:

@@ -518,6 +518,36 @@ def test_scoring_on_the_cpu_leaves_the_cuda_generation_empty(tmp_path, monkeypat
         launch.stop(handle)
 
 
+def test_the_numba_stage_loads_the_cpu_typing_without_importing_scipy_linalg(tmp_path):
+    """Numba's BLAS probe (``import scipy.linalg``, 0.29 s of the stage on a GPU host)
+    is skipped in the warm process's Numba stage; ``scipy.linalg`` imports as usual
+    afterwards, and a CPU kernel still runs.  A stand-in SciPy (on PYTHONPATH) notes
+    each import of its ``linalg``."""
+    linalg = tmp_path / "scipy" / "linalg"
+    linalg.mkdir(parents=True)
+    (tmp_path / "scipy" / "__init__.py").write_text('__version__ = "1.14.1"\n')
+    marker = tmp_path / "imported"
+    (linalg / "__init__.py").write_text(f"open({str(marker)!r}, 'a').write('linalg\\n')\n")
+    (linalg / "cython_blas.py").write_text("")
+    code = (
+        "import numpy as np\n"
+        "from swgpu_tools.warm.server import _stage_numba\n"
+        "_stage_numba()\n"
+        "from numba.np import arraymath\n"
+        "from swgpu_tools.kernels.seqhash import hash_ranges\n"
+        "h = hash_ranges(np.frombuffer(b'MKTAYIAKQR', np.uint8), np.array([0, 4, 10]), 1)\n"
+        "import scipy.linalg\n"
+        "print(arraymath._HAVE_BLAS, len(h), scipy.linalg is not None)"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "2", "True"]
+    assert marker.read_text() == "linalg\n"  # once: the import after the stage, not the probe
+
+
 def test_the_matrices_stage_leaves_the_matrix_names_cached():
     """A job forked after the stage finds the names cached (no import of Bio.Align)."""
     import subprocess

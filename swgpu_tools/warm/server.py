@@ -44,8 +44,12 @@ def _stage_numba() -> None:
     importlib.import_module("numba")
     from numba.core.registry import cpu_target
 
-    cpu_target.typing_context.refresh()  # the CPU kernels' typing (each job's first load)
-    cpu_target.target_context.refresh()
+    from ..cache import scipy_linalg_hidden
+
+    # the CPU kernels' typing (each job's first load), without Numba's BLAS probe
+    with scipy_linalg_hidden():
+        cpu_target.typing_context.refresh()
+        cpu_target.target_context.refresh()
 
 
 def _stage_scoring() -> None:

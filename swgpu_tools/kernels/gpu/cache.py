@@ -59,22 +59,17 @@ def init_target() -> None:
 
     numba-cuda's ``np.arraymath``, loaded here, probes for a BLAS by importing
     ``scipy.linalg`` (0.5 s on an H100 host with SciPy installed; the kernels use
-    no BLAS).  ``scipy.linalg`` is hidden from that probe only, and only if no
-    one imported it before: afterwards it imports as usual.
+    no BLAS): hidden from that probe (:func:`swgpu_tools.cache.scipy_linalg_hidden`).
     """
     with _target_lock:
         if _target_ready:
             return
         from numba.cuda.descriptor import cuda_target
 
-        hide = "scipy.linalg" not in sys.modules
-        if hide:
-            sys.modules["scipy.linalg"] = None  # an import of it raises ImportError
-        try:
+        from ...cache import scipy_linalg_hidden
+
+        with scipy_linalg_hidden():
             cuda_target.typing_context.refresh()
-        finally:
-            if hide and sys.modules.get("scipy.linalg", 0) is None:
-                del sys.modules["scipy.linalg"]
         _target_ready.append(True)
 
 
