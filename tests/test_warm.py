@@ -595,6 +595,53 @@ def test_a_childs_status_reaches_its_job_before_the_child_ends(bare_server):
         job.close()
 
 
+def test_work_left_for_later_runs_after_the_status_is_given(tmp_path, capfd):
+    """What a command leaves for later (swgpu_tools.later: a shard step's scratch
+    folder, say) runs in the warm child after its status went to the job; outside a
+    command it runs at once; an error in it is printed and the rest still runs."""
+    import struct
+
+    from swgpu_tools.later import deferring, later, run_pending
+    from swgpu_tools.warm.standby import run_job
+
+    marker = tmp_path / "later"
+
+    def command(argv):
+        def slow():
+            time.sleep(0.5)
+            marker.write_text("done")
+
+        later(slow)
+        return 3
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the warm child
+        os.close(r)
+        request = {"fds": [], "cwd": str(tmp_path), "umask": 0o022, "env": {}, "argv": ["x"]}
+        with deferring():  # as cli.run_command runs a command
+            run_job(request, [], w, command)
+    os.close(w)
+    t0 = time.monotonic()
+    status = struct.unpack("!i", os.read(r, 4))[0]
+    took = time.monotonic() - t0
+    assert status == 3 and not marker.exists() and took < 0.4, took
+    os.waitpid(pid, 0)
+    os.close(r)
+    assert marker.read_text() == "done"
+
+    done = []
+    later(done.append, "now")  # outside a command: at once
+    assert done == ["now"]
+    with deferring():
+        later(lambda: 1 / 0)
+        later(done.append, "after")
+    assert done == ["now"]
+    run_pending()
+    assert done == ["now", "after"]
+    assert "ZeroDivisionError" in capfd.readouterr().err
+
+
 def test_which_scoring_jobs_the_gpu_standby_may_take():
     from swgpu_tools.warm.standby import eligible
 

@@ -348,8 +348,11 @@ def run_command(argv: list[str]) -> int:
     (:mod:`swgpu_tools.warm`).  The warm process itself is not profiled: its
     children, forked while it runs, would inherit the profiler, and Python 3.12
     refuses a second one in a process."""
+    from ..later import deferring
+
     profile = os.environ.get("SWGPU_PROFILE") and argv[:1] != ["warm-serve"]
-    return _profiled(argv) if profile else main(argv)
+    with deferring():  # what a step leaves for after the status (swgpu_tools.later)
+        return _profiled(argv) if profile else main(argv)
 
 
 def entry() -> None:
@@ -367,8 +370,11 @@ def entry() -> None:
     """
     import logging
 
+    from ..later import run_pending
+
     argv = sys.argv[1:]
     status = run_command(argv)
+    run_pending()
     if argv and argv[0] in _WORKFLOW_COMMANDS:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -363,7 +363,11 @@ def run_job(
             sys.stdout.flush()
             sys.stderr.flush()
             logging.shutdown()
-            # the status now (the outputs are complete), the exit after it
+            # the status now (the outputs are complete), then what the command left for
+            # after it (swgpu_tools.later), then the exit
             os.write(report, struct.pack("!i", status if isinstance(status, int) else 1))
+            from ..later import run_pending
+
+            run_pending()
         finally:
             os._exit(status if isinstance(status, int) else 1)
