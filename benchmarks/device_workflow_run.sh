@@ -104,8 +104,9 @@ NUMPY_DIR=$(python3 -c "import importlib.util, os; print(os.path.dirname(importl
 mkdir -p /tmp/bin
 # the console script as pip writes it (swgpu_tools.console:entry): 'python3 -m
 # swgpu_tools.cli' would import the command-line package first, which a job's
-# client, handing its command to the warm process, does not need
-printf '#!/bin/sh\nexec python3 -c "import sys; sys.argv[0] = \\"swgpu\\"; from swgpu_tools.console import entry; sys.exit(entry())" "$@"\n' > /tmp/bin/swgpu
+# client, handing its command to the warm process, does not need; and only such a
+# script lets the warm process put its job command first (warm.launch.plain_console_script)
+printf '#!%s\nimport sys\nfrom swgpu_tools.console import entry\nif __name__ == "__main__":\n    sys.exit(entry())\n' "$(command -v python3)" > /tmp/bin/swgpu
 printf '#!/bin/sh\nexec python3 -m snakemake "$@"\n' > /tmp/bin/snakemake
 chmod +x /tmp/bin/*
 export PATH=/tmp/bin:$PATH:$SITE/bin SNAKEMAKE=/tmp/bin/snakemake

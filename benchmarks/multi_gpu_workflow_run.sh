@@ -43,9 +43,10 @@ fi
 if ! command -v swgpu > /dev/null; then  # the rules call `swgpu`
   mkdir -p "$SITE/bin"
   # the console script as pip writes it (swgpu_tools.console:entry): 'python3 -m
-# swgpu_tools.cli' would import the command-line package first, which a job's
-# client, handing its command to the warm process, does not need
-printf '#!/bin/sh\nexec python3 -c "import sys; sys.argv[0] = \\"swgpu\\"; from swgpu_tools.console import entry; sys.exit(entry())" "$@"\n' > "$SITE/bin/swgpu"
+  # swgpu_tools.cli' would import the command-line package first, which a job's
+  # client, handing its command to the warm process, does not need; and only such a
+  # script lets the warm process put its job command first (warm.launch.plain_console_script)
+  printf '#!%s\nimport sys\nfrom swgpu_tools.console import entry\nif __name__ == "__main__":\n    sys.exit(entry())\n' "$(command -v python3)" > "$SITE/bin/swgpu"
   chmod +x "$SITE/bin/swgpu"
   export PATH=$SITE/bin:$PATH PYTHONPATH=${PYTHONPATH:-$PWD}
 fi

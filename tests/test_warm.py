@@ -334,6 +334,30 @@ def test_the_warm_process_ends_with_its_parent(tmp_path):
     assert not os.path.exists(w.socket)
 
 
+def test_the_job_command_is_put_first_only_in_place_of_the_plain_console_script(tmp_path):
+    """pip's console script gives way to the warm process's job command; a wrapper of
+    another kind (one that runs something else first) stays the jobs' swgpu."""
+    from swgpu_tools.warm.launch import plain_console_script
+
+    pip = tmp_path / "pip-swgpu"
+    pip.write_text(
+        f"#!{sys.executable}\n# -*- coding: utf-8 -*-\nimport re\nimport sys\n"
+        "from swgpu_tools.console import entry\nif __name__ == '__main__':\n"
+        "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
+        "    sys.exit(entry())\n"
+    )
+    wrapper = tmp_path / "wrapper"
+    wrapper.write_text(
+        "#!/bin/sh\nexec python3 -c 'from swgpu_tools.console import entry; entry()' \"$@\"\n"
+    )
+    fake = tmp_path / "fake"
+    fake.write_text(f"#!{sys.executable}\nimport os, sys\nos.execv('/bin/true', ['true'])\n")
+    assert plain_console_script(str(pip))
+    assert not plain_console_script(str(wrapper))
+    assert not plain_console_script(str(fake))
+    assert not plain_console_script(str(tmp_path / "missing"))
+
+
 def test_launch_sets_and_clears_the_jobs_variable(tmp_path, monkeypatch):
     monkeypatch.delenv(ENV, raising=False)
     monkeypatch.setenv("PATH", f"{Path(SWGPU).parent}{os.pathsep}{os.environ['PATH']}")

@@ -94,6 +94,24 @@ def snakemake_runs_jobs_here() -> bool:
     return False
 
 
+def plain_console_script(exe: str) -> bool:
+    """Whether ``exe`` is the ``swgpu`` console script as pip writes it (a Python
+    script of a few lines that runs ``swgpu_tools.console:entry``), not a wrapper
+    of some other kind, which the jobs must keep running (the warm process's job
+    command, which it would shadow, runs none)."""
+    try:
+        with open(exe, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return (
+        head.startswith(b"#!")
+        and len(head) < 4096
+        and b"from swgpu_tools.console import entry" in head
+        and b"exec" not in head
+    )
+
+
 def start(
     log_path: str,
     gpu: bool,
@@ -104,9 +122,10 @@ def start(
 ) -> WarmProcess | None:
     """Start ``swgpu warm-serve`` (the ``swgpu`` on PATH, the jobs' one) and set
     ``$SWGPU_WARM`` in this process, so that the jobs it starts from now on use
-    it, and put the folder of the ``swgpu`` it writes for them first on ``$PATH``
-    (:func:`.protocol.write_job_command`); None (and nothing set) if there is no
-    ``swgpu`` on PATH.  Its log goes
+    it, and, where that ``swgpu`` is the plain console script
+    (:func:`plain_console_script`), put the folder of the ``swgpu`` it writes for
+    them first on ``$PATH`` (:func:`.protocol.write_job_command`); None (and nothing
+    set) if there is no ``swgpu`` on PATH.  Its log goes
     to ``log_path``.  ``parent``: the process whose end ends it (default: this
     one).  ``standby`` (``MATRIX:OPEN:EXTEND``, with ``gpu``): a GPU standby
     started for the scoring job (:mod:`.standby`); ``rescan``: it should expect a
@@ -121,7 +140,9 @@ def start(
     os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
     with open(log_path, "ab") as log:
         args = [exe, "warm-serve", "--socket", path, "--parent", str(parent or os.getpid())]
-        args += ["--job-command", os.path.join(folder, JOB_BIN, "swgpu")]
+        job_command = plain_console_script(exe)
+        if job_command:
+            args += ["--job-command", os.path.join(folder, JOB_BIN, "swgpu")]
         process = subprocess.Popen(
             args
             + (["--gpu"] if gpu else [])
@@ -136,10 +157,11 @@ def start(
         )
     warm = WarmProcess(process, folder, path, os.environ.get("PATH"))
     os.environ[ENV] = path
-    # the jobs' swgpu: the warm process writes it as it starts; until then, and
-    # wherever it is missing, the one on PATH after it runs
-    bin_dir = os.path.join(folder, JOB_BIN)
-    os.environ["PATH"] = bin_dir + (os.pathsep + warm.path_before if warm.path_before else "")
+    if job_command:
+        # the jobs' swgpu: the warm process writes it as it starts; until then, and
+        # wherever it is missing, the one on PATH after it runs
+        bin_dir = os.path.join(folder, JOB_BIN)
+        os.environ["PATH"] = bin_dir + (os.pathsep + warm.path_before if warm.path_before else "")
     atexit.register(stop, warm)
     return warm
 
