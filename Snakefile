@@ -68,13 +68,15 @@ include: "workflow/rules/common.smk"
 # A run of jobs here: the warm process (and its GPU standby) starts now, beside
 # the rest of the parse and the making of the DAG; otherwise from onstart.
 start_warm_process(early=True)
-# then the scoring scheme (its imports are ~0.1 s: the warm process starts first)
-check_scoring_scheme()
 
 # The database's digest (a new release file is checked, and refused if truncated
 # or not FASTA) and the check of earlier results, beside the warm process's start.
+# A refused release stops the parse at once: the warm process, just started, ends
+# before it writes anything (results/ stays as it was, its log included).
 DATABASE_CONTENT = database_content_digest()
 check_earlier_results()
+# then the scoring scheme (its imports are ~0.1 s: the warm process starts first)
+check_scoring_scheme()
 
 
 include: "workflow/rules/shard_db.smk"
