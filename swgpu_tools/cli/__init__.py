@@ -348,10 +348,14 @@ def run_command(argv: list[str]) -> int:
     (:mod:`swgpu_tools.warm`).  The warm process itself is not profiled: its
     children, forked while it runs, would inherit the profiler, and Python 3.12
     refuses a second one in a process."""
+    from contextlib import nullcontext
+
     from ..later import deferring
 
-    profile = os.environ.get("SWGPU_PROFILE") and argv[:1] != ["warm-serve"]
-    with deferring():  # what a step leaves for after the status (swgpu_tools.later)
+    serve = argv[:1] == ["warm-serve"]  # (its children run their commands as this)
+    profile = os.environ.get("SWGPU_PROFILE") and not serve
+    # what a step leaves for after the status (swgpu_tools.later)
+    with nullcontext() if serve else deferring():
         return _profiled(argv) if profile else main(argv)
 
 
