@@ -217,6 +217,45 @@ def test_a_small_rescan_never_starts_the_gpu(tmp_path):
     assert second["cells"] == 2 * 20 * 15.0
 
 
+def test_a_commands_states_are_written_after_its_status(tmp_path):
+    """Within a command (swgpu_tools.later's deferring, as cli.run_command runs one) the
+    scoring step writes its table and statistics, and leaves its re-scan state for after
+    the status: the same state, written whole, as outside a command."""
+    import json
+
+    from swgpu_tools.io.shardfile import write_shard
+    from swgpu_tools.io.statefile import read_state
+    from swgpu_tools.later import deferring, run_pending
+    from swgpu_tools.scoring import ScoringScheme
+    from swgpu_tools.steps.score_shard import score_shard
+
+    rng = np.random.default_rng(6)
+    ids = [f"s{i:04d}" for i in range(200)]
+    write_shard(
+        tmp_path / "shard.swdb", ids, ["".join(rng.choice(list(LETTERS), 30)).encode() for _ in ids]
+    )
+    (tmp_path / "q.fa").write_text(">q0\nACDEFGHIKLMNPQRSTVWY\n>q1\nMKVLAAGIVGLLLAHHKKWW\n")
+
+    def run(name):
+        kw = dict(scheme=ScoringScheme(), top_k=5, threads=1, backend="cpu")
+        score_shard(
+            tmp_path / "shard.swdb", tmp_path / "q.fa", tmp_path / f"{name}.npz",
+            stats_path=tmp_path / f"{name}.json", state_path=tmp_path / f"{name}-state.npz", **kw,
+        )  # fmt: skip
+
+    run("alone")
+    with deferring():
+        run("command")
+    assert (tmp_path / "command.npz").is_file() and (tmp_path / "command.json").is_file()
+    assert not (tmp_path / "command-state.npz").exists()
+    run_pending()
+    a, b = (read_state(tmp_path / f"{n}-state.npz") for n in ("alone", "command"))
+    assert a.subjects == b.subjects and a.queries == b.queries
+    for field in ("subject_hashes", "hit_offsets", "hit_subjects", "hit_scores", "complete"):
+        assert np.array_equal(getattr(a, field), getattr(b, field)), field
+    assert json.loads((tmp_path / "command.json").read_text())["mode"] == "full"
+
+
 def test_accession_ranks_of_unsorted_and_sorted_shards():
     """Hits sort and compare by accession through integer ranks (engine/increment._Ranks)."""
     from swgpu_tools.engine.increment import _Ranks

@@ -24,6 +24,7 @@ from ..io.hitsfile import ShardHits, concat_shard_hits, write_shard_hits
 from ..io.shardfile import note_verified, read_database_info, read_shard_unverified
 from ..io.statefile import read_state, sequence_hashes, write_state
 from ..io.stepstats import StepTimer
+from ..later import later
 from ..logs import get_logger
 from ..remote import remote_start
 from ..scoring import ScoringScheme
@@ -315,7 +316,9 @@ def score_shard(
         raise
     with timer.phase("write"):
         reader.verify()  # every shard's digest, before anything is written
-        # the table and the states at once (their checksums and writes leave the GIL).
+        # the table now; the states, which only the next release's re-scan reads (no
+        # declared output), after the job's status where a command runs this
+        # (swgpu_tools.later: a re-scan's four states were most of its write phase).
         # Each is written whole or not at all, and a state always holds the exact
         # lists of its shard as it is now, so a kill between them costs at most a
         # re-scan of the shard's delta (an old state) or nothing (a new one).  The
@@ -339,17 +342,24 @@ def score_shard(
             timer.fields["joint_cut_s"] = round(time.perf_counter() - t, 4)
             write_shard_hits(path, table[0])
 
-        todo = [(write_table, out_path, parts)] + [
-            (write_state, path, state) for path, state in zip(states, new_states) if path
-        ]
-        with ThreadPoolExecutor(max_workers=min(8, len(todo))) as pool:
-            list(pool.map(lambda job: job[0](job[1], job[2]), todo))
+        write_table(out_path, parts)
         hits = table[0]
+        later(_write_states, [(p, s) for p, s in zip(states, new_states) if p])
     timer.fields.update(_job_record(records, shards))
     timer.fields["hits"] = len(hits)
     timer.write(stats_path)
     log.info(f"wrote {len(hits):,} hits of {len(shards)} shard(s) to {os.fspath(out_path)}")
     return hits
+
+
+def _write_states(todo: list) -> None:
+    """Write each (path, state), several at once (their checksums and writes leave the GIL)."""
+    if not todo:
+        return
+    t = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=min(8, len(todo))) as pool:
+        list(pool.map(lambda job: write_state(*job), todo))
+    log.info(f"wrote {len(todo)} re-scan state(s) in {time.perf_counter() - t:.2f} s")
 
 
 def _job_record(records: list[dict], shards: list) -> dict:

@@ -368,6 +368,9 @@ def run_job(
             os.write(report, struct.pack("!i", status if isinstance(status, int) else 1))
             from ..later import run_pending
 
+            # finished even where Snakemake, done with this job, stops the warm processes
+            # meanwhile (a SIGTERM at its end): a re-scan state, say, is written whole
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
             run_pending()
         finally:
             os._exit(status if isinstance(status, int) else 1)

@@ -22,6 +22,9 @@
 # ran out, or whose sequence changed, is scored against the whole shard.  A job
 # reads the state before it starts the GPU: a small delta is scored on the CPU
 # (swgpu_tools/engine/increment.py: rescan_on_cpu), so the GPU is never started.
+# In a local run the job's process writes the state just after Snakemake has its
+# status (swgpu_tools/later.py): a state is written whole or not at all, and an
+# older one only makes the next re-scan score more, as exactly.
 #
 # The job's inputs are its shards' receipts (results/shards/shard-NNNN.json, see
 # shard_db.smk); the shard files are read by path.  Its statistics file is in
