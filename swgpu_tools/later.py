@@ -3,12 +3,12 @@
 A workflow job is done for Snakemake once its outputs are complete; what a step
 still has to do after that (a pool's workers ending, a large memory map unmapped,
 a scratch folder removed: 0.09 s of a re-scan's shard step on a GPU host, run 249)
-need not keep the next job waiting.  While a ``swgpu`` command runs
-(:func:`swgpu_tools.cli.run_command`), :func:`later` keeps such work, and the
-command's process runs it once the status is given (:func:`run_pending`: in a
-child of the warm process after the status went to the job, else just before
-the process exits).  Outside a command (the Python API) :func:`later` runs it at
-once.  Only for work that changes no output.
+need not keep the next job waiting.  While a child of the warm process runs a
+job's command (:func:`swgpu_tools.warm.standby.run_job`), :func:`later` keeps
+such work, and the child runs it once the status went to the job
+(:func:`run_pending`).  Elsewhere (a job's own process, whose status is its end;
+the Python API) :func:`later` runs it at once, and :func:`deferred` says so.
+Only for work that changes no declared output.
 """
 
 from __future__ import annotations
@@ -22,11 +22,18 @@ _deferring: list[bool] = [False]
 
 
 def later(fn, *args) -> None:
-    """Run ``fn(*args)`` after the command's status is given (at once outside a command)."""
+    """Run ``fn(*args)`` after the command's status is given (at once where no status
+    comes before the process's end)."""
     if _deferring[0]:
         _pending.append((fn, args))
     else:
         fn(*args)
+
+
+def deferred() -> bool:
+    """Whether :func:`later` now keeps its work for after the command's status (a
+    step may then order its writes differently)."""
+    return _deferring[0]
 
 
 @contextmanager

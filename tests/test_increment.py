@@ -218,9 +218,9 @@ def test_a_small_rescan_never_starts_the_gpu(tmp_path):
 
 
 def test_a_commands_states_are_written_after_its_status(tmp_path):
-    """Within a command (swgpu_tools.later's deferring, as cli.run_command runs one) the
-    scoring step writes its table and statistics, and leaves its re-scan state for after
-    the status: the same state, written whole, as outside a command."""
+    """Within a warm child's command (swgpu_tools.later's deferring, as run_job runs one)
+    the scoring step writes its table and statistics, and leaves its re-scan state for
+    after the status: the same state, written whole, as elsewhere (all at once)."""
     import json
 
     from swgpu_tools.io.shardfile import write_shard

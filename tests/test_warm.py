@@ -621,8 +621,8 @@ def test_a_childs_status_reaches_its_job_before_the_child_ends(bare_server):
 
 def test_work_left_for_later_runs_after_the_status_is_given(tmp_path, capfd):
     """What a command leaves for later (swgpu_tools.later: a shard step's scratch
-    folder, say) runs in the warm child after its status went to the job; outside a
-    command it runs at once; an error in it is printed and the rest still runs."""
+    folder, say) runs in the warm child after its status went to the job; elsewhere
+    it runs at once; an error in it is printed and the rest still runs."""
     import struct
 
     from swgpu_tools.later import deferring, later, run_pending
@@ -643,8 +643,7 @@ def test_work_left_for_later_runs_after_the_status_is_given(tmp_path, capfd):
     if pid == 0:  # the warm child
         os.close(r)
         request = {"fds": [], "cwd": str(tmp_path), "umask": 0o022, "env": {}, "argv": ["x"]}
-        with deferring():  # as cli.run_command runs a command
-            run_job(request, [], w, command)
+        run_job(request, [], w, command)
     os.close(w)
     t0 = time.monotonic()
     status = struct.unpack("!i", os.read(r, 4))[0]
@@ -655,7 +654,7 @@ def test_work_left_for_later_runs_after_the_status_is_given(tmp_path, capfd):
     assert marker.read_text() == "done"
 
     done = []
-    later(done.append, "now")  # outside a command: at once
+    later(done.append, "now")  # outside a warm child's command: at once
     assert done == ["now"]
     with deferring():
         later(lambda: 1 / 0)

@@ -348,15 +348,8 @@ def run_command(argv: list[str]) -> int:
     (:mod:`swgpu_tools.warm`).  The warm process itself is not profiled: its
     children, forked while it runs, would inherit the profiler, and Python 3.12
     refuses a second one in a process."""
-    from contextlib import nullcontext
-
-    from ..later import deferring
-
-    serve = argv[:1] == ["warm-serve"]  # (its children run their commands as this)
-    profile = os.environ.get("SWGPU_PROFILE") and not serve
-    # what a step leaves for after the status (swgpu_tools.later)
-    with nullcontext() if serve else deferring():
-        return _profiled(argv) if profile else main(argv)
+    profile = os.environ.get("SWGPU_PROFILE") and argv[:1] != ["warm-serve"]
+    return _profiled(argv) if profile else main(argv)
 
 
 def entry() -> None:
@@ -374,11 +367,8 @@ def entry() -> None:
     """
     import logging
 
-    from ..later import run_pending
-
     argv = sys.argv[1:]
     status = run_command(argv)
-    run_pending()
     if argv and argv[0] in _WORKFLOW_COMMANDS:
         sys.stdout.flush()
         sys.stderr.flush()

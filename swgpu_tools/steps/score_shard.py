@@ -24,7 +24,7 @@ from ..io.hitsfile import ShardHits, concat_shard_hits, write_shard_hits
 from ..io.shardfile import note_verified, read_database_info, read_shard_unverified
 from ..io.statefile import read_state, sequence_hashes, write_state
 from ..io.stepstats import StepTimer
-from ..later import later
+from ..later import deferred, later
 from ..logs import get_logger
 from ..remote import remote_start
 from ..scoring import ScoringScheme
@@ -317,8 +317,9 @@ def score_shard(
     with timer.phase("write"):
         reader.verify()  # every shard's digest, before anything is written
         # the table now; the states, which only the next release's re-scan reads (no
-        # declared output), after the job's status where a command runs this
-        # (swgpu_tools.later: a re-scan's four states were most of its write phase).
+        # declared output), after the job's status where a command runs this and the
+        # status comes before the process's end (a warm child: swgpu_tools.later; a
+        # re-scan's four states were most of its write phase); else all at once.
         # Each is written whole or not at all, and a state always holds the exact
         # lists of its shard as it is now, so a kill between them costs at most a
         # re-scan of the shard's delta (an old state) or nothing (a new one).  The
@@ -342,9 +343,15 @@ def score_shard(
             timer.fields["joint_cut_s"] = round(time.perf_counter() - t, 4)
             write_shard_hits(path, table[0])
 
-        write_table(out_path, parts)
+        todo = [(p, s) for p, s in zip(states, new_states) if p]
+        if deferred():  # the table now, the states after the status
+            write_table(out_path, parts)
+            later(_write_states, todo)
+        else:  # (the process ends when all are written: all at once)
+            jobs = [(write_table, out_path, parts)] + [(write_state, p, s) for p, s in todo]
+            with ThreadPoolExecutor(max_workers=min(8, len(jobs))) as pool:
+                list(pool.map(lambda job: job[0](job[1], job[2]), jobs))
         hits = table[0]
-        later(_write_states, [(p, s) for p, s in zip(states, new_states) if p])
     timer.fields.update(_job_record(records, shards))
     timer.fields["hits"] = len(hits)
     timer.write(stats_path)

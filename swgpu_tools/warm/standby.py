@@ -350,7 +350,10 @@ def run_job(
         os.environ.update(env)
         argv = [str(a) for a in request["argv"]]
         sys.argv = ["swgpu", *argv]
-        status = run_command(argv)
+        from ..later import deferring
+
+        with deferring():  # work that changes no output: after the status (below)
+            status = run_command(argv)
     except SystemExit as exc:
         status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:
