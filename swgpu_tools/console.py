@@ -16,8 +16,9 @@ import sys
 from .warm.protocol import ENV as WARM_ENV
 
 
-def entry() -> None:
-    argv = sys.argv[1:]
+def _hand_over(argv: list[str]) -> None:
+    """Run ``argv`` in a child of the warm process, where there is one that takes it,
+    and end this process with its status; else return (the caller runs it)."""
     if os.environ.get(WARM_ENV) and argv[:1] != ["warm-serve"]:
         from .warm.client import forward
 
@@ -26,6 +27,10 @@ def entry() -> None:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(status)  # (nothing loaded here needs the interpreter's teardown)
+
+
+def entry() -> None:
+    _hand_over(sys.argv[1:])
     from .cli import entry as run_here
 
     run_here()
@@ -45,14 +50,7 @@ def job_entry() -> None:
     module.  The command goes to the warm process; where that cannot take it, this
     process becomes a full ``swgpu`` (same arguments, environment and process)."""
     argv = sys.argv[1:]
-    if os.environ.get(WARM_ENV) and argv[:1] != ["warm-serve"]:
-        from .warm.client import forward
-
-        status = forward(argv)
-        if status is not None:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(status)
+    _hand_over(argv)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, [sys.executable, "-c", _RUN_HERE, *argv])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 from ..backend import BackendStart, driver_installed
 from ..cpus import usable_cpus
@@ -343,14 +344,12 @@ def score_shard(
             timer.fields["joint_cut_s"] = round(time.perf_counter() - t, 4)
             write_shard_hits(path, table[0])
 
-        todo = [(p, s) for p, s in zip(states, new_states) if p]
+        state_writes = [partial(write_state, p, s) for p, s in zip(states, new_states) if p]
         if deferred():  # the table now, the states after the status
             write_table(out_path, parts)
-            later(_write_states, todo)
+            later(_at_once, state_writes)
         else:  # (the process ends when all are written: all at once)
-            jobs = [(write_table, out_path, parts)] + [(write_state, p, s) for p, s in todo]
-            with ThreadPoolExecutor(max_workers=min(8, len(jobs))) as pool:
-                list(pool.map(lambda job: job[0](job[1], job[2]), jobs))
+            _at_once([partial(write_table, out_path, parts), *state_writes])
         hits = table[0]
     timer.fields.update(_job_record(records, shards))
     timer.fields["hits"] = len(hits)
@@ -359,14 +358,12 @@ def score_shard(
     return hits
 
 
-def _write_states(todo: list) -> None:
-    """Write each (path, state), several at once (their checksums and writes leave the GIL)."""
-    if not todo:
-        return
-    t = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=min(8, len(todo))) as pool:
-        list(pool.map(lambda job: write_state(*job), todo))
-    log.info(f"wrote {len(todo)} re-scan state(s) in {time.perf_counter() - t:.2f} s")
+def _at_once(writes: list) -> None:
+    """Run the writes on threads, several at once (their checksums and writes leave the
+    GIL); the first error raised again."""
+    if writes:
+        with ThreadPoolExecutor(max_workers=min(8, len(writes))) as pool:
+            list(pool.map(lambda write: write(), writes))
 
 
 def _job_record(records: list[dict], shards: list) -> dict:

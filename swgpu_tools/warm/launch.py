@@ -140,8 +140,8 @@ def start(
     os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
     with open(log_path, "ab") as log:
         args = [exe, "warm-serve", "--socket", path, "--parent", str(parent or os.getpid())]
-        job_command = plain_console_script(exe)
-        if job_command:
+        own_command = plain_console_script(exe)  # else the jobs keep that swgpu
+        if own_command:
             args += ["--job-command", os.path.join(folder, JOB_BIN, "swgpu")]
         process = subprocess.Popen(
             args
@@ -157,7 +157,7 @@ def start(
         )
     warm = WarmProcess(process, folder, path, os.environ.get("PATH"))
     os.environ[ENV] = path
-    if job_command:
+    if own_command:
         # the jobs' swgpu: the warm process writes it as it starts; until then, and
         # wherever it is missing, the one on PATH after it runs
         bin_dir = os.path.join(folder, JOB_BIN)
