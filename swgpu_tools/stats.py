@@ -512,9 +512,52 @@ def spouge_floor_may_pass(query_lengths, q, raw, subject_length, db_residues: in
     q = np.asarray(q, dtype=np.int64)
     y = np.asarray(raw, dtype=np.int64)
     n = np.asarray(subject_length, dtype=np.int64)
-    a = float(params.alpha)
-    if not len(y) or not (a >= 0 and params.lambda_ > 0):
+    if not len(y):
+        return np.ones(0, dtype=bool)
+    table = _least_passing(query_lengths, int(y.min()), int(y.max()), db_residues, params, cutoff)
+    if table is None:
         return np.ones(len(y), dtype=bool)
+    low, which = table
+    # each hit's subject-length class: the largest j with e_j <= n, from the float32
+    # exponent and first mantissa bit of n (exact below 2**24; longer: as 2**24 - 1)
+    f32 = np.minimum(np.maximum(n, 1), (1 << 24) - 1).astype(np.float32)
+    cls = (f32.view(np.int32) >> 22) - 254
+    least = low.reshape(-1)[which[q] * low.shape[1] + cls]
+    return (y >= least) | (n < 1)
+
+
+def spouge_least_may_pass(
+    query_lengths, shortest, lo: int, hi: int, db_residues: int, params, cutoff
+) -> np.ndarray:
+    """Per query ``q`` (length ``query_lengths[q]``): the least score in ``[lo, hi]``
+    that :func:`spouge_floor_may_pass` may keep for a hit of it whose subject is at
+    least ``shortest[q]`` long (``hi + 1`` where none; ``lo`` where it keeps every
+    such hit: ``shortest[q] < 1``, or the bound does not apply).  A hit of that query
+    scoring less, with such a subject, is not kept."""
+    shortest = np.asarray(shortest, dtype=np.int64)
+    out = np.full(len(shortest), int(lo), dtype=np.int64)
+    table = _least_passing(query_lengths, lo, hi, db_residues, params, cutoff)
+    if table is None:
+        return out
+    low, which = table
+    # the least over every class at or above the shortest subject's (each class's
+    # least score is for subjects at least that long)
+    suffix = np.minimum.accumulate(low[:, ::-1], axis=1)[:, ::-1]
+    f32 = np.minimum(np.maximum(shortest, 1), (1 << 24) - 1).astype(np.float32)
+    cls = (f32.view(np.int32) >> 22) - 254
+    has = shortest >= 1
+    out[has] = suffix[which[has], cls[has]]
+    return out
+
+
+def _least_passing(query_lengths, lo: int, hi: int, db_residues: int, params, cutoff):
+    """:func:`spouge_floor_may_pass`'s table: per distinct query length (``which``:
+    each query's row) and half-octave class of subject lengths (48 columns), the least
+    score in ``[lo, hi]`` whose bound is at most ``cutoff`` (``hi + 1`` where none is);
+    None where the bound does not apply (``a < 0`` or ``lambda <= 0``)."""
+    a = float(params.alpha)
+    if not (a >= 0 and params.lambda_ > 0):
+        return None
     b = 2.0 * (params.gap_open + params.gap_extend) * (params.alpha_un - params.alpha)
     lengths, which = np.unique(np.asarray(query_lengths, dtype=np.int64), return_inverse=True)
     m = lengths.astype(np.float64)[:, None]
@@ -530,9 +573,9 @@ def spouge_floor_may_pass(query_lengths, q, raw, subject_length, db_residues: in
             f = np.maximum(e - lead, 0.0)
         return np.maximum(m - lead, 0.0) * f * params.K * np.exp(-params.lambda_ * score)
 
-    lo, hi = int(y.min()), int(y.max()) + 1  # the least score in [lo, hi] with h <= cutoff
-    low = np.full((len(lengths), len(j)), lo, dtype=np.int64)
-    high = np.full_like(low, hi)
+    # the least score in [lo, hi + 1] with h <= cutoff (hi + 1: none)
+    low = np.full((len(lengths), len(j)), int(lo), dtype=np.int64)
+    high = np.full_like(low, int(hi) + 1)
     while True:
         open_ = low < high
         if not open_.any():
@@ -541,12 +584,7 @@ def spouge_floor_may_pass(query_lengths, q, raw, subject_length, db_residues: in
         fits = h(mid.astype(np.float64)) <= strict
         high = np.where(open_ & fits, mid, high)
         low = np.where(open_ & ~fits, mid + 1, low)
-    # each hit's subject-length class: the largest j with e_j <= n, from the float32
-    # exponent and first mantissa bit of n (exact below 2**24; longer: as 2**24 - 1)
-    f32 = np.minimum(np.maximum(n, 1), (1 << 24) - 1).astype(np.float32)
-    cls = (f32.view(np.int32) >> 22) - 254
-    least = low.reshape(-1)[which[q] * len(j) + cls]
-    return (y >= least) | (n < 1)
+    return low, which.reshape(-1)
 
 
 _erfc_each = np.vectorize(math.erfc, otypes=[np.float64])

@@ -175,6 +175,69 @@ def test_evalue_cut_equals_filtering_every_evalue():
     assert 0 < len(want) < 0.5 * len(every)
 
 
+def test_evalue_cut_of_sorted_runs_looks_only_at_rows_that_may_pass(monkeypatch):
+    """A table as a scoring job writes it (its shards' rows one after the other, each
+    by query and descending score, many ties): the merge chooses the top k among
+    only the rows at or above each query's least score that may pass the E-value
+    cut (far fewer than all), and the table equals the top k of every row sorted,
+    then filtered by E-value."""
+    rng = np.random.default_rng(5)
+    nq, ns, per = 40, 3000, 300
+    qlens = rng.integers(150, 900, nq)
+    queries = SequenceSet.from_sequences(
+        [f"Q{i}" for i in range(nq)], ["A" * int(x) for x in qlens]
+    )
+    subjects = [f"S{j:05d}" for j in range(ns)]
+    slen = rng.integers(60, 1500, ns).astype(np.int64)
+    parts, rows = [], []
+    for shard in range(3):  # subjects of one shard each: a third of them
+        mine = np.arange(shard, ns, 3)
+        q, s, sc = [], [], []
+        for qi in range(nq):
+            hit = rng.choice(mine, per, replace=False)
+            score = np.where(rng.random(per) < 0.05, rng.integers(50, 300, per), 30 + hit % 9)
+            o = np.argsort(-score, kind="stable")
+            q += [qi] * per
+            s += hit[o].tolist()
+            sc += score[o].tolist()
+        local = {j: k for k, j in enumerate(mine.tolist())}
+        parts.append(
+            ShardHits(
+                [f"Q{i}" for i in range(nq)],
+                np.array(q, np.int32),
+                np.array([local[j] for j in s], np.int32),
+                np.array(sc, np.int32),
+                [subjects[j] for j in mine],
+                [f"{subjects[j]} t" for j in mine],
+                slen[mine],
+            )
+        )
+        rows += list(zip(q, sc, s))
+    looked = []
+    choose = merge_module._choose
+    monkeypatch.setattr(
+        merge_module, "_choose", lambda q, *a: looked.append(len(q)) or choose(q, *a)
+    )
+    db, top_k = 200_000_000, 600  # of 900 rows a query
+    from swgpu_tools.io.hitsfile import concat_shard_hits
+
+    job = concat_shard_hits(parts)  # as the only job writes it: one table, three runs
+    got = merge([job], queries, db, SCHEME, top_k=top_k, max_evalue=10.0)
+    assert looked and max(looked) < 0.5 * top_k * nq  # not every row of the top k
+    from swgpu_tools import stats
+
+    params = stats.lookup("BLOSUM62", 11, 1)
+    want = []
+    for qi in range(nq):
+        mine = sorted((r for r in rows if r[0] == qi), key=lambda r: (-r[1], subjects[r[2]]))
+        for _, sc, j in mine[:top_k]:
+            e = float(np.asarray(stats.spouge_evalue(float(sc), qlens[qi], slen[j], db, params)))
+            if e <= 10.0:
+                want.append((f"Q{qi}", sc, subjects[j]))
+    assert 0 < len(want) < 0.2 * len(rows)
+    assert list(zip(got["qacc"], got["score"], got["sacc"])) == want
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.data(), st.integers(1, 4), st.integers(1, 5), st.integers(1, 6), st.integers(1, 4))
 def test_a_jobs_joint_top_k_merges_to_the_same_table(data, n_queries, n_parts, top_k, jobs):
@@ -231,6 +294,12 @@ def test_top_members_of_sorted_runs_equal_brute_force(data, n_queries, n_runs, t
     def accession_of(rows):
         return [acc[i] for i in rows.tolist()]
 
+    # with a filter, each query's least passing score (below it no row passes) as
+    # the merge's E-value screen gives it: the rows below it need not be looked at
+    least = None
+    if passing is not None:
+        least = np.array([data.draw(st.integers(-4, 4)) for _ in range(n_queries)])
+        passing &= score >= least[q]
     passes = None if passing is None else (lambda rows: passing[rows])
     want = np.zeros(len(q), bool)
     for qi in range(n_queries):
@@ -244,6 +313,9 @@ def test_top_members_of_sorted_runs_equal_brute_force(data, n_queries, n_runs, t
     sorted_all = _top_members(q, score, n_queries, top_k, accession_of, passes, None)
     assert got.tolist() == want.tolist()
     assert sorted_all.tolist() == want.tolist()
+    if least is not None:
+        floored = _top_members(q, score, n_queries, top_k, accession_of, passes, runs, least)
+        assert floored.tolist() == want.tolist()
 
 
 @settings(max_examples=150, deadline=None)

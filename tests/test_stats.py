@@ -395,3 +395,35 @@ def test_the_floor_screen_keeps_every_hit_whose_floor_may_pass_and_few_others():
                 checked += 1
     assert checked == 36
     assert 0 < passing and kept_extra < 0.1 * n * checked
+
+
+def test_least_passing_score_bounds_every_hit_the_screen_keeps():
+    """stats.spouge_least_may_pass, each query's least score that the floor screen may
+    keep for subjects at least as long as its shortest: no hit the screen keeps scores
+    below it (brute force over the tabulated schemes, database sizes and cut-offs;
+    queries with an empty subject keep every hit), and on a real database size it is
+    well above the lowest score (else the merge looks at every row)."""
+    import numpy as np
+
+    rng = np.random.default_rng(12)
+    n = 30000
+    qlens = rng.integers(1, 5000, 300)
+    q = rng.integers(0, len(qlens), n)
+    raw = rng.integers(1, 400, n)
+    sl = np.where(rng.random(n) < 0.001, 0, rng.integers(20, 6000, n))
+    shortest = np.full(len(qlens), 10**9)
+    np.minimum.at(shortest, q, sl)
+    raised = 0
+    for matrix, go, ge in [("BLOSUM62", 11, 1), ("BLOSUM45", 14, 2), ("PAM30", 9, 1)]:
+        params = stats.lookup(matrix, go, ge)
+        for db in (0, 10**6, 2 * 10**8):
+            for cutoff in (1e-30, 1e-5, 10.0, 1e6):
+                ok = stats.spouge_floor_may_pass(qlens, q, raw, sl, db, params, cutoff)
+                least = stats.spouge_least_may_pass(
+                    qlens, shortest, int(raw.min()), int(raw.max()), db, params, cutoff
+                )
+                assert (raw[ok] >= least[q[ok]]).all(), (matrix, db, cutoff)
+                assert (least[shortest < 1] == raw.min()).all()
+                if db == 2 * 10**8 and cutoff == 10.0:
+                    raised += int((least > raw.min() + 20).sum())
+    assert raised > 0.5 * 3 * len(qlens)

@@ -70,17 +70,7 @@ def merge(
     params = stats.lookup(scheme.matrix_name, scheme.gap_open, scheme.gap_extend)
     passes = None
     if params is not None and max_evalue is not None:
-        qlens = queries.lengths.astype(np.int64)
-
-        def passes(q, score, slen):  # the E-value floor: a hit above it can never pass
-            cut = max_evalue * (1 + 1e-6)
-            ok = stats.spouge_floor_may_pass(qlens, q, score, slen, db_residues, params, cut)
-            rows = np.flatnonzero(ok)  # the floor itself only where a cheap bound allows
-            low = stats.spouge_evalue_floor(
-                score[rows].astype(np.float64), qlens[q[rows]], slen[rows], db_residues, params
-            ).reshape(-1)
-            ok[rows] = ~(low > cut)
-            return ok
+        passes = _EvalueFloor(queries.lengths, db_residues, params, max_evalue)
 
     top = None
     batch: list[ShardHits] = []
@@ -144,6 +134,37 @@ def merge(
         },
         columns=HITS_COLUMNS,
     )
+
+
+class _EvalueFloor:
+    """The merge's E-value screen: ``self(q, score, slen)`` is a mask of the hits whose
+    E-value floor (:func:`~swgpu_tools.stats.spouge_evalue_floor`) may pass
+    ``max_evalue`` (a hit above it can never pass); :meth:`least` is each query's least
+    score that may pass at all, so that rows below it need not be looked at."""
+
+    def __init__(self, query_lengths, db_residues: int, params, max_evalue: float):
+        self.qlens = np.asarray(query_lengths, dtype=np.int64)
+        self.db_residues, self.params = db_residues, params
+        self.cut = max_evalue * (1 + 1e-6)
+
+    def __call__(self, q, score, slen) -> np.ndarray:
+        ok = stats.spouge_floor_may_pass(
+            self.qlens, q, score, slen, self.db_residues, self.params, self.cut
+        )
+        rows = np.flatnonzero(ok)  # the floor itself only where a cheap bound allows
+        low = stats.spouge_evalue_floor(
+            score[rows].astype(np.float64), self.qlens[q[rows]], slen[rows],
+            self.db_residues, self.params,
+        ).reshape(-1)  # fmt: skip
+        ok[rows] = ~(low > self.cut)
+        return ok
+
+    def least(self, shortest: np.ndarray, lo: int, hi: int) -> np.ndarray:
+        """Per query: the least score in ``[lo, hi]`` that :meth:`__call__` may pass for
+        a subject at least ``shortest[q]`` long (``hi + 1``: none)."""
+        return stats.spouge_least_may_pass(
+            self.qlens, shortest, lo, hi, self.db_residues, self.params, self.cut
+        )
 
 
 def top_k_of(parts: list[ShardHits], queries: SequenceSet, top_k: int, threads: int = 1):
@@ -253,7 +274,14 @@ def _accession_ranks(acc) -> np.ndarray:
 
 
 def _top_members(
-    q, score, n_queries: int, top_k: int, accession_of, passes=None, runs: _Runs | None = None
+    q,
+    score,
+    n_queries: int,
+    top_k: int,
+    accession_of,
+    passes=None,
+    runs: _Runs | None = None,
+    least: np.ndarray | None = None,
 ) -> np.ndarray:
     """The rows among each query's ``top_k`` best by (score desc, accession asc), as a
     mask; with ``passes`` (``passes(rows)``: a mask of which of those rows may pass a
@@ -271,11 +299,18 @@ def _top_members(
     ``runs`` (:class:`_Runs` of these rows), S is found by a binary search over score
     values, and only each run's rows at or above S (a prefix of each query's rows in
     it) are looked at again.  Otherwise (``runs`` None) one integer sort by (query,
-    score) gives S."""
+    score) gives S.
+
+    ``least`` (with ``passes`` and ``runs``): per query, a score below which no row
+    passes; only the rows at or above both it and S are looked at (a row above S
+    is in whatever the others; a row tied at S below ``least`` cannot pass, so
+    which of the tied rows take the places does not matter)."""
     n = len(q)
-    counts = np.bincount(q, minlength=n_queries)
+    if runs is None or passes is None:
+        least = None
+    counts = runs.counts(n_queries) if least is not None else np.bincount(q, minlength=n_queries)
     over = counts > top_k
-    if not over.any():
+    if not over.any() and least is None:
         return np.ones(n, dtype=bool) if passes is None else passes(np.arange(n))
     kth = np.full(n_queries, np.iinfo(np.int64).min, dtype=np.int64)
     if runs is None:
@@ -284,8 +319,9 @@ def _top_members(
         starts = np.cumsum(counts) - counts
         kth[over] = score[order[starts[over] + top_k - 1]]
         return _choose(q, score, kth, over, top_k, accession_of, passes)
-    kth[over] = runs.kth(np.flatnonzero(over), top_k)
-    rows = runs.at_or_above(kth)
+    if over.any():
+        kth[over] = runs.kth(np.flatnonzero(over), top_k)
+    rows = runs.at_or_above(kth if least is None else np.maximum(kth, least))
     mine = _choose(
         q[rows],
         score[rows],
@@ -396,9 +432,22 @@ class _Runs:
 
     def _ends(self, queries: np.ndarray, score: np.ndarray) -> list[np.ndarray]:
         """Per run: the end (exclusive, within the run) of each query's rows scoring at
-        least ``score`` (one per query)."""
-        bound = queries * self.span + (self.smax - np.minimum(score, self.smax))
+        least ``score`` (one per query; above the highest score: none)."""
+        bound = queries * self.span + (self.smax - np.minimum(score, self.smax + 1))
         return [self._find(r, bound, "right") for r in self.runs]
+
+    def each_query_min(self, values: np.ndarray, n_queries: int) -> np.ndarray:
+        """The least of ``values`` (one per row) over each query's rows (int64's
+        largest where it has none)."""
+        out = np.full(n_queries, np.iinfo(np.int64).max, dtype=np.int64)
+        edges = np.arange(n_queries + 1, dtype=np.int64) * self.span
+        for r, a in zip(self.runs, self.bounds[:-1]):
+            at = self._find(r, edges, "left")
+            has = np.flatnonzero(np.diff(at) > 0)
+            if len(has):
+                low = np.minimum.reduceat(values[a : a + len(r)], at[has])
+                out[has] = np.minimum(out[has], low)
+        return out
 
     def kth(self, wanted: np.ndarray, top_k: int) -> np.ndarray:
         """The ``top_k``-th best score of each query in ``wanted`` (each has more than
@@ -437,19 +486,21 @@ class _Runs:
 
 
 def _top_members_by_ranges(
-    q, score, n_queries: int, top_k: int, accession_of, passes=None, threads: int = 1
+    q, score, n_queries: int, top_k: int, accession_of, passes=None, least=None, threads: int = 1
 ) -> np.ndarray:
     """:func:`_top_members` on up to ``threads`` threads, each over a range of
     queries holding about as many rows as the others (numpy's sorts, sums and
     comparisons leave the interpreter's lock), where the rows are not a few sorted
     runs (those take one thread: their choice looks only at the rows near the top).
     Each query's rows are chosen among themselves only, and the rows of a range keep
-    their order, so the mask is the one of a single call."""
+    their order, so the mask is the one of a single call.  ``least(runs)``: each
+    query's least score that ``passes`` may keep, where the rows are runs."""
     n = len(q)
     parts = min(int(threads), n // ROWS_PER_THREAD)
     runs = _Runs.of(q, score) if len(q) else None
     if parts < 2 or runs is not None:
-        return _top_members(q, score, n_queries, top_k, accession_of, passes, runs)
+        least = least(runs) if runs is not None and passes is not None and least else None
+        return _top_members(q, score, n_queries, top_k, accession_of, passes, runs, least)
     ends = np.cumsum(np.bincount(q, minlength=n_queries))
     cuts = np.searchsorted(ends, np.arange(1, parts) * (n / parts), side="left") + 1
     bounds = [0, *sorted(set(np.minimum(cuts, n_queries).tolist()) - {0, n_queries}), n_queries]
@@ -509,10 +560,13 @@ def _cut(
     def ok(rows: np.ndarray) -> np.ndarray:
         return passes(q[rows], score[rows], slen[s[rows]])
 
+    def least(runs: _Runs) -> np.ndarray:  # each query's least score that may pass
+        shortest = runs.each_query_min(slen[s], len(queries))  # its shortest subject
+        return passes.least(shortest, runs.smin, runs.smax)
+
+    screen = (ok, least) if passes else (None, None)
     member = (
-        _top_members_by_ranges(
-            q, score, len(queries), top_k, accession_of, ok if passes else None, threads
-        )
+        _top_members_by_ranges(q, score, len(queries), top_k, accession_of, *screen, threads)
         if len(q)
         else q > 0
     )
