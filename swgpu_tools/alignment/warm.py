@@ -19,10 +19,12 @@ KINDS = ("hits", "pairs")
 def entry_points(kind: str):
     """The Numba functions a run of ``kind`` calls from Python first."""
     from ..io import fields
+    from ..kernels import seqhash
     from . import batch, hits, query_lanes
 
-    if kind == "hits":  # the traceback step: its alignments, then its table's columns
+    if kind == "hits":  # the traceback step: its reuse keys, alignments, table's columns
         return (
+            seqhash._hash_chunk,
             query_lanes.fits_int16,
             hits.hits_chunk,
             batch.traceback_chunk,

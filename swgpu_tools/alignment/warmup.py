@@ -86,6 +86,7 @@ def first_hits() -> None:
     """Run the kernels the traceback step calls first on one made-up query's hits
     (compiling them where the disk cache lacks them)."""
     from ..io.fields import load_kernel
+    from ..kernels.seqhash import hash_ranges
     from ..scoring import ScoringScheme
     from ..sequences import EncodedSequences
     from .api import align_many
@@ -100,6 +101,7 @@ def first_hits() -> None:
     queries = EncodedSequences.from_codes([query])
     db = EncodedSequences.from_codes(subjects)
     qi, si = np.zeros(len(subjects), np.int64), np.arange(len(subjects), dtype=np.int64)
+    hash_ranges(db.codes, db.offsets, 1)  # the reuse keys (engine.traceback.sequence_hashes)
     align_many(queries, db, qi, si, scheme, threads=1, backend="cpu")
     load_kernel()
 

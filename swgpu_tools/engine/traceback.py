@@ -61,24 +61,32 @@ REUSE_COLUMNS = [
 
 
 def sequence_hashes(seqs: SequenceSet, indices) -> list[str]:
-    """blake2b (16 hex digits) of the residues of each sequence at ``indices``
-    (each distinct sequence hashed once: many hits share a query or a subject)."""
+    """The content hash of each sequence at ``indices`` as 16 hex digits: the 64-bit
+    hash of :mod:`swgpu_tools.kernels.seqhash` (as the re-scan states; compiled,
+    without the GIL, each sequence of ``seqs`` once)."""
+    from ..cpus import usable_cpus
+    from ..kernels.seqhash import hash_ranges
+
     idx = np.asarray(indices, dtype=np.int64)
     if not len(idx):
         return []
     distinct, where = np.unique(idx, return_inverse=True)
-    res, off = seqs.residues, seqs.offsets
-    digests = [
-        hashlib.blake2b(res[off[i] : off[i + 1]].tobytes(), digest_size=8).hexdigest()
-        for i in distinct.tolist()
-    ]
+    every = hash_ranges(seqs.residues, seqs.offsets, usable_cpus())
+    digests = [f"{h:016x}" for h in every[distinct].tolist()]
     return [digests[j] for j in where.reshape(-1).tolist()]
 
 
+#: How :func:`sequence_hashes` hashes (part of :func:`code_digest`: a stored table
+#: keyed by another hash is not reused; "blake2b-8" before).
+HASH_KIND = "seqhash-64"
+
+
 def code_digest(scheme: ScoringScheme) -> str:
-    """What an alignment depends on besides the sequences: the scheme and the alignment code."""
+    """What an alignment depends on besides the sequences: the scheme and the alignment
+    code (and the kind of sequence hash its keys hold, :data:`HASH_KIND`)."""
     h = hashlib.blake2b(digest_size=16)
     h.update(scheme.digest.encode())
+    h.update(HASH_KIND.encode())
     for path in _align_sources():
         with open(path, "rb") as fh:
             h.update(os.path.basename(path).encode())
