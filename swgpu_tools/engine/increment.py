@@ -65,6 +65,38 @@ class Lists:
         sub = np.concatenate([np.asarray(p[0], np.int64) for p in pairs])
         return cls(off, sub, np.concatenate([np.asarray(p[1], np.int64) for p in pairs]))
 
+    @classmethod
+    def gather(cls, starts, lengths, subjects: np.ndarray, scores: np.ndarray) -> Lists:
+        """List i is ``subjects[starts[i]:starts[i] + lengths[i]]`` (and its scores)."""
+        lengths = np.asarray(lengths, dtype=np.int64)
+        off = np.zeros(len(lengths) + 1, np.int64)
+        np.cumsum(lengths, out=off[1:])
+        if not len(lengths):
+            return cls(off, subjects[:0], scores[:0])
+        # one copy of each list's run (a few thousand runs of ~1,000 hits: memcpy, not
+        # a gather by index)
+        runs = list(zip(np.asarray(starts, dtype=np.int64).tolist(), lengths.tolist()))
+        return cls(
+            off,
+            np.concatenate([subjects[a : a + n] for a, n in runs]),
+            np.concatenate([scores[a : a + n] for a, n in runs]),
+        )
+
+    def heads(self, k: int) -> Lists:
+        """Each list's first ``k`` hits."""
+        return Lists.gather(
+            self.offsets[:-1], np.minimum(np.diff(self.offsets), k), self.subjects, self.scores
+        )
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __iter__(self):
+        """Per query: (subjects, scores)."""
+        off = self.offsets.tolist()
+        for a, b in zip(off[:-1], off[1:]):
+            yield self.subjects[a:b], self.scores[a:b]
+
 
 @dataclass
 class ShardPlan:
@@ -94,7 +126,7 @@ class ShardPlan:
 class ShardResult:
     """Per query: the shard's best hits (subject indices, scores), and the new state."""
 
-    top: list  # [(subject indices, scores)] per query, at most top_k each
+    top: Lists  # per query (subject indices, scores), at most top_k each
     state: ShardState
     stats: dict = field(default_factory=dict)
 
@@ -314,8 +346,13 @@ def finish_shard(
         "incremental_queries": 0,
         "margin_ran_out": 0,
     }
-    lists: list = [None] * len(queries)  # (subject indices, scores, complete)
-    full = list(range(len(queries)))
+    # each query's list in a pool of lists: the merged ones, then the full searches'
+    nq = len(queries)
+    start = np.zeros(nq, np.int64)
+    length = np.zeros(nq, np.int64)
+    complete = np.zeros(nq, dtype=bool)
+    pool_sub, pool_score = [], []
+    full = np.arange(nq, dtype=np.int64)
     if previous is not None:
         ranks = plan.ranks if plan.ranks is not None else _Ranks(shard.ids)
         stats["mode"] = "incremental"
@@ -333,24 +370,27 @@ def finish_shard(
         starts, lens, out_sub, out_score, kind = merge_lists(
             pq, previous, plan.prev_to_new, ranks.rank, d_off, d_sub, d_score, cuts, keep, top_k
         )
-        full = np.flatnonzero(plan.kept < 0).tolist()
-        for i, q in enumerate(inc.tolist()):
-            if kind[i]:
-                a, b = starts[i], starts[i] + lens[i]
-                lists[q] = (out_sub[a:b], out_score[a:b], bool(kind[i] == 2))
-            else:
-                full.append(q)
-                stats["margin_ran_out"] += 1
-        stats["incremental_queries"] = len(queries) - len(full)
-        stats["full_queries"] = len(full)
-    if full:
-        full = sorted(full)
-        got = search(np.asarray(full, dtype=np.int64), None, keep)
-        for i, q in enumerate(full):
-            a, b = got.offsets[i], got.offsets[i + 1]
-            lists[q] = (got.subjects[a:b], got.scores[a:b], n_sub <= keep)
-    offsets = np.zeros(len(queries) + 1, dtype=np.int64)
-    np.cumsum([len(x[0]) for x in lists], out=offsets[1:])
+        good = kind != 0
+        mine = inc[good]
+        start[mine], length[mine], complete[mine] = starts[good], lens[good], kind[good] == 2
+        pool_sub.append(out_sub)
+        pool_score.append(out_score)
+        ran_out = inc[~good]  # the margin ran out: scored against the whole shard
+        stats["margin_ran_out"] = int(len(ran_out))
+        full = np.sort(np.concatenate([np.flatnonzero(plan.kept < 0), ran_out]))
+        stats["incremental_queries"] = nq - len(full)
+        stats["full_queries"] = int(len(full))
+    if len(full):
+        got = search(full.astype(np.int64), None, keep)
+        start[full] = sum(len(x) for x in pool_sub) + got.offsets[:-1]
+        length[full] = np.diff(got.offsets)
+        complete[full] = n_sub <= keep
+        pool_sub.append(np.asarray(got.subjects, np.int64))
+        pool_score.append(np.asarray(got.scores, np.int64))
+    if pool_sub:
+        lists = Lists.gather(start, length, np.concatenate(pool_sub), np.concatenate(pool_score))
+    else:
+        lists = Lists.empty(nq)
     state = ShardState(
         scheme=scheme_digest,
         top_k=top_k,
@@ -359,14 +399,10 @@ def finish_shard(
         subject_hashes=plan.hashes,
         queries=list(queries.ids),
         query_hashes=qhashes,
-        hit_offsets=offsets,
-        hit_subjects=np.concatenate([x[0] for x in lists]).astype(np.int32)
-        if lists
-        else np.zeros(0, np.int32),
-        hit_scores=np.concatenate([x[1] for x in lists]).astype(np.int32)
-        if lists
-        else np.zeros(0, np.int32),
-        complete=np.array([x[2] for x in lists], dtype=bool),
+        hit_offsets=lists.offsets,
+        hit_subjects=lists.subjects.astype(np.int32),
+        hit_scores=lists.scores.astype(np.int32),
+        complete=complete,
     )
-    top = [(x[0][:top_k], x[1][:top_k]) for x in lists]
+    top = lists.heads(top_k)
     return ShardResult(top, state, stats)

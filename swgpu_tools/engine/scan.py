@@ -274,7 +274,10 @@ def scan_shards(
                 queries, plan, scheme.digest, top_k, margin, search, qhashes, joint.hits[i]
             )
             t_table = time.perf_counter()
-            table = ShardHits.from_top(queries, sh.database, result.top)
+            top = result.top
+            table = ShardHits.from_lists(
+                queries, sh.database, top.offsets, top.subjects, top.scores
+            )
             elapsed = time.perf_counter() - start
             share = joint.seconds[i] / joint.kernel_s if joint.kernel_s else 0.0
             cells = search.cells + joint.cells[i]

@@ -64,12 +64,20 @@ class ShardHits:
     @classmethod
     def from_top(cls, queries, database, top: list) -> ShardHits:
         """From per-query (subject indices into ``database``, scores), best first."""
-        counts = [len(t[0]) for t in top]
-        q = np.repeat(np.arange(len(top), dtype=np.int32), counts)
-        sub = np.concatenate([t[0] for t in top]).astype(np.int64) if top else np.zeros(0, np.int64)
-        score = (
-            np.concatenate([t[1] for t in top]).astype(np.int32) if top else np.zeros(0, np.int32)
-        )
+        offsets = np.zeros(len(top) + 1, dtype=np.int64)
+        np.cumsum([len(t[0]) for t in top], out=offsets[1:])
+        sub = np.concatenate([t[0] for t in top]) if top else np.zeros(0, np.int64)
+        score = np.concatenate([t[1] for t in top]) if top else np.zeros(0, np.int32)
+        return cls.from_lists(queries, database, offsets, sub, score)
+
+    @classmethod
+    def from_lists(cls, queries, database, offsets, subjects, scores) -> ShardHits:
+        """From per-query lists in CSR form: query i's hits are ``subjects[offsets[i]:
+        offsets[i + 1]]`` (indices into ``database``) with their ``scores``, best first."""
+        offsets = np.asarray(offsets, dtype=np.int64)
+        q = np.repeat(np.arange(len(offsets) - 1, dtype=np.int32), np.diff(offsets))
+        sub = np.asarray(subjects).astype(np.int64, copy=False)
+        score = np.asarray(scores).astype(np.int32)
         used, s = used_and_index(sub, len(database))
         ul = used.tolist()
         ids = database.ids
