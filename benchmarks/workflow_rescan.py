@@ -263,8 +263,8 @@ def main():
         "--again-tree",
         default=None,
         help="with --again: each repeat is a pair, first with this other checkout "
-        "(its Snakefile and package), then with this one, on the same folder copy "
-        "(an A/B on one machine)",
+        "(its Snakefile and package), then with this one, each on a copy of its own "
+        "scan of v1 (an A/B on one machine)",
     )
     ap.add_argument(
         "--again-env",
@@ -308,6 +308,12 @@ def main():
     r3 = run(scratch, root / "v2.fasta", args)
     repeats = []
     other = Path(args.again_tree).resolve() if args.again_tree else None
+    if other and args.again:
+        # the other checkout's own scan of v1 (its states and stored alignments, whose
+        # formats may differ from this checkout's) for its repeats
+        (root / "inc-v1-other").mkdir()
+        r1o = run(root / "inc-v1-other", root / "v1.fasta", args, other)
+        print(f"v1 scratch by {other.name}: {r1o['wall_s']:.1f} s wall", flush=True)
     variant = dict([args.again_env.split("=", 1)]) if args.again_env else None
     ways = [("tree", other), (None, None)] if other else [("env", variant), (None, None)]
     plan = [(n, w) for n in range(args.again) for w in (ways if other or variant else ways[1:])]
@@ -315,7 +321,8 @@ def main():
         tree = value if kind == "tree" else None
         again = root / "inc-again"
         shutil.rmtree(again, ignore_errors=True)
-        shutil.copytree(root / "inc-v1", again, symlinks=True)
+        first = root / ("inc-v1-other" if kind == "tree" else "inc-v1")
+        shutil.copytree(first, again, symlinks=True)
         args.pyspy = pyspy if n == args.again - 1 and kind is None else None
         r = run(again, root / "v2.fasta", args, tree, value if kind == "env" else None)
         same_again = all(
