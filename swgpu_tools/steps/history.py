@@ -27,6 +27,7 @@ import shutil
 import signal
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import InputError, OutputError
 from ..forked import run_child
@@ -89,14 +90,11 @@ def record_release(
     tmp = os.path.join(history_dir, f".{name}.{uuid.uuid4().hex[:8]}.tmp")
     os.makedirs(tmp)
     try:
-        digests = {
-            FILES[key]: _copy(src, os.path.join(tmp, FILES[key]))
-            for key, src in (
-                ("hits", hits_path),
-                ("alignments", alignments_path),
-                ("internal", internal_path),
-            )
-        }
+        copies = [(hits_path, "hits"), (alignments_path, "alignments"), (internal_path, "internal")]
+        # on threads: the reads, writes and hashes leave the GIL
+        with ThreadPoolExecutor(max_workers=len(copies)) as pool:
+            done = pool.map(lambda c: _copy(c[0], os.path.join(tmp, FILES[c[1]])), copies)
+            digests = {FILES[key]: d for (_, key), d in zip(copies, done)}
         stamps = {f: os.stat(os.path.join(tmp, f)) for f in FILES.values()}
         manifest = {
             "files": digests,
