@@ -358,6 +358,8 @@ query_file($RESCAN_QUERIES, '$D/uniprot_queries500.fasta.gz', '$BD/bench_db.fast
     t0=$(ts); ( cd /tmp && PYTHONPATH=$OLDPWD/$RESCAN_AGAIN_TREE:$PYTHONPATH swgpu backend --precompile > /dev/null 2>&1 )
     echo "precompile of $RESCAN_AGAIN_TREE: $(el $t0 $(ts)) s" | tee -a "$OUT/log.txt"
   fi
+  # RESCAN_AGAIN_FIRST=this: each pair with this checkout first (default: the other first)
+  [ -n "${RESCAN_AGAIN_FIRST:-}" ] && AGAIN="$AGAIN --again-first $RESCAN_AGAIN_FIRST"
   [ "${RESCAN_PYSPY:-0}" = 1 ] && AGAIN="$AGAIN --pyspy /tmp/rescan_pyspy.txt"
   timeout ${RESCAN_TIMEOUT:-560} python3 benchmarks/workflow_rescan.py --database $BD/bench_db.fasta \
     --queries /tmp/q$RESCAN_QUERIES.fasta --shards 4 --cores 16 --threads 16 --backend gpu $SYNC $AGAIN \

@@ -267,6 +267,13 @@ def main():
         "scan of v1 (an A/B on one machine)",
     )
     ap.add_argument(
+        "--again-first",
+        choices=("other", "this"),
+        default="other",
+        help="with --again-tree or --again-env: which of each pair runs first (the other "
+        "checkout or the variable set, or this checkout as it is)",
+    )
+    ap.add_argument(
         "--again-env",
         default=None,
         metavar="NAME=VALUE",
@@ -316,6 +323,8 @@ def main():
         print(f"v1 scratch by {other.name}: {r1o['wall_s']:.1f} s wall", flush=True)
     variant = dict([args.again_env.split("=", 1)]) if args.again_env else None
     ways = [("tree", other), (None, None)] if other else [("env", variant), (None, None)]
+    if args.again_first == "this" and (other or variant):  # each pair: this checkout first
+        ways.reverse()
     plan = [(n, w) for n in range(args.again) for w in (ways if other or variant else ways[1:])]
     for n, (kind, value) in plan:
         tree = value if kind == "tree" else None
