@@ -665,6 +665,77 @@ def test_work_left_for_later_runs_after_the_status_is_given(tmp_path, capfd):
     assert "ZeroDivisionError" in capfd.readouterr().err
 
 
+def test_the_warm_launch_stops_after_the_work_left_for_later(tmp_path, monkeypatch):
+    """A warm child holds the later lock (warm.protocol.LATER_LOCK) while it runs a
+    job's command and what the command left for after its status, and only it (not
+    a process it forked); the warm launch's stop returns after that work, not while
+    it goes on (a re-scan's states written after the scoring job's status)."""
+    import signal
+    import struct
+
+    from swgpu_tools.later import later
+    from swgpu_tools.warm.protocol import hold_later_lock, wait_later_lock
+    from swgpu_tools.warm.standby import run_job
+
+    socket_path = str(tmp_path / "socket")  # (the lock lies beside it)
+    marker = tmp_path / "later"
+    helper = tmp_path / "helper"
+
+    def command(argv):
+        h = os.fork()
+        if h == 0:  # a helper the step forked, outliving it: holds no lock
+            time.sleep(8)
+            os._exit(0)
+        helper.write_text(str(h))
+
+        def slow():
+            time.sleep(1.0)
+            marker.write_text("done")
+
+        later(slow)
+        return 0
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        request = {"fds": [], "cwd": str(tmp_path), "umask": 0o022, "argv": ["x"]}
+        run_job({**request, "env": {ENV: socket_path}}, [], w, command)
+    os.close(w)
+    try:
+        assert struct.unpack("!i", os.read(r, 4))[0] == 0
+        assert not wait_later_lock(socket_path, 0.2) and not marker.exists()  # held
+        t0 = time.monotonic()
+        assert wait_later_lock(socket_path, 10)  # free once the child ended
+        assert time.monotonic() - t0 < 5, "waited for the helper, which holds no lock"
+        assert marker.read_text() == "done"
+    finally:
+        os.waitpid(pid, 0)
+        os.close(r)
+        os.kill(int(helper.read_text()), signal.SIGKILL)
+
+    # launch.stop: a process still at its later work, holding the lock
+    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.setenv("PATH", f"{Path(SWGPU).parent}{os.pathsep}{os.environ['PATH']}")
+    handle = launch.start(str(tmp_path / "warm.log"), gpu=False)
+    marker2 = tmp_path / "later2"
+    ready_r, ready_w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(ready_r)
+        os.write(ready_w, b"x" if hold_later_lock(handle.socket) is not None else b"-")
+        time.sleep(1.0)
+        marker2.write_text("done")
+        os._exit(0)
+    os.close(ready_w)
+    assert os.read(ready_r, 1) == b"x"
+    os.close(ready_r)
+    launch.stop(handle)
+    assert marker2.read_text() == "done"  # stop returned after it
+    assert not os.path.exists(handle.folder)
+    os.waitpid(child, 0)
+
+
 def test_which_scoring_jobs_the_gpu_standby_may_take():
     from swgpu_tools.warm.standby import eligible
 

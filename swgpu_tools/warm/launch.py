@@ -10,9 +10,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 
-from .protocol import ENV
+from .protocol import ENV, wait_later_lock
 
 
 @dataclass
@@ -170,9 +171,11 @@ def stop(warm: WarmProcess | None, timeout: float = 15.0) -> None:
     """End the warm processes, every generation (SIGTERM to their process group;
     each stops any child still running, then ends), and remove their folder;
     jobs started afterwards run their commands themselves.  Waits for the
-    first process only: the later ones are not this process's children, and
-    their exit statuses go to whoever adopts them (a slow init may keep them
-    as zombies for a while)."""
+    first process (the later ones are not this process's children, and their
+    exit statuses go to whoever adopts them: a slow init may keep them as zombies
+    for a while), then for the children still doing what their job's command left
+    for after its status (:func:`~swgpu_tools.warm.protocol.wait_later_lock`), all
+    within ``timeout``."""
     if warm is None:
         return
     if os.environ.get(ENV) == warm.socket:
@@ -186,6 +189,7 @@ def stop(warm: WarmProcess | None, timeout: float = 15.0) -> None:
         os.killpg(group, signal.SIGTERM)
     except OSError:
         pass  # none left
+    deadline = time.monotonic() + timeout
     try:
         warm.process.wait(timeout)
     except subprocess.TimeoutExpired:
@@ -194,6 +198,13 @@ def stop(warm: WarmProcess | None, timeout: float = 15.0) -> None:
         except OSError:
             pass
         warm.process.wait()
+    # a job's child still doing what its command left for later (a re-scan's states,
+    # written after the job's status): the run ends after it
+    if not wait_later_lock(warm.socket, max(0.0, deadline - time.monotonic())):
+        print(
+            "swgpu: a warm process's work after a job's status did not end in time",
+            file=sys.stderr,
+        )
     shutil.rmtree(warm.folder, ignore_errors=True)
 
 

@@ -142,3 +142,58 @@ def write_job_command(path: str) -> None:
         fh.write(text)
     os.chmod(tmp, 0o755)
     os.replace(tmp, path)
+
+
+#: In the warm processes' folder (beside the socket): a lock each child running a job's
+#: command holds shared until what the command left for later is done
+#: (:mod:`swgpu_tools.later`); the warm launch's stop takes it exclusively, so that a
+#: run ends after that work (a re-scan's states), not while it goes on.  A POSIX
+#: record lock (``lockf``): a process's own, not inherited by what it forks (the
+#: step's helpers would hold a ``flock`` of the same open file as long as they live).
+LATER_LOCK = "later.lock"
+
+
+def later_lock_path(socket_path: str) -> str:
+    """The :data:`LATER_LOCK` of the warm processes serving at ``socket_path``."""
+    return os.path.join(os.path.dirname(socket_path), LATER_LOCK)
+
+
+def hold_later_lock(socket_path: str) -> int | None:
+    """Open and take :data:`LATER_LOCK` shared (released when this process ends):
+    its descriptor, or None where it cannot be taken (nothing waits then)."""
+    import fcntl
+
+    try:
+        fd = os.open(later_lock_path(socket_path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return None
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:  # taken exclusively: the warm processes are stopping
+        os.close(fd)
+        return None
+    return fd
+
+
+def wait_later_lock(socket_path: str, timeout: float) -> bool:
+    """Wait (at most ``timeout`` seconds) until no process holds :data:`LATER_LOCK`
+    shared; whether it came free."""
+    import fcntl
+    import time
+
+    try:
+        fd = os.open(later_lock_path(socket_path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return True  # no folder: no process holds it
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except OSError:
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.01)
+    finally:
+        os.close(fd)

@@ -35,7 +35,7 @@ import threading
 import time
 import traceback
 
-from .protocol import ENV, JOB_EPOCHS, receive, send
+from .protocol import ENV, JOB_EPOCHS, hold_later_lock, receive, send
 
 #: The variable that gives a job its socket to the standby (swgpu_tools.remote.ENV_FD;
 #: not imported from there: the warm process's first generation loads no backend).
@@ -329,6 +329,9 @@ def run_job(
     and exit with it.  Never returns.  ``gpu_fd``: a socket to the GPU standby that
     serves the job's searches (:func:`offer_searches`), named in its environment."""
     status = 1
+    # held until the work the command leaves for later is done (warm.launch.stop waits)
+    socket_path = (request.get("env") or {}).get(ENV)
+    hold_later_lock(str(socket_path)) if socket_path else None
     try:
         for target, fd in zip(request["fds"], fds):
             if fd != target:
