@@ -354,6 +354,9 @@ query_file($RESCAN_QUERIES, '$D/uniprot_queries500.fasta.gz', '$BD/bench_db.fast
   # RESCAN_AGAIN_TREE=DIR (carried): each repeat a pair, that checkout then this one
   if [ -n "${RESCAN_AGAIN_TREE:-}" ]; then
     AGAIN="$AGAIN --again-tree $RESCAN_AGAIN_TREE"
+    # its bytecode too, as this checkout's above (the image sets PYTHONDONTWRITEBYTECODE:
+    # else its every process compiles the modules it imports)
+    python3 -m compileall -q -j 0 "$RESCAN_AGAIN_TREE/swgpu_tools" > /dev/null 2>&1
     # (from /tmp: `python3 -m` puts the working folder, this checkout, first on sys.path)
     t0=$(ts); ( cd /tmp && PYTHONPATH=$OLDPWD/$RESCAN_AGAIN_TREE:$PYTHONPATH swgpu backend --precompile > /dev/null 2>&1 )
     echo "precompile of $RESCAN_AGAIN_TREE: $(el $t0 $(ts)) s" | tee -a "$OUT/log.txt"
