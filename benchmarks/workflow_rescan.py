@@ -341,10 +341,16 @@ def main():
         label = str(tree or REPO) + (f" {args.again_env}" if kind == "env" else "")
         marks = timeline(again)
         scoring = scoring_details(again)
+        # Snakemake's own start, before it reads the Snakefile (no swgpu code runs there;
+        # 0.9-2.2 s on the H200 hosts, the noisiest part): the run after it, apart
+        before = (r.get("start_marks_s") or {}).get("parse_start")
+        after = round(r["wall_s"] - before, 3) if before is not None else None
         repeats.append(
             {
                 "run": label,
                 "wall_s": r["wall_s"],
+                "snakemake_before_snakefile_s": before,
+                "wall_after_snakefile_start_s": after,
                 "steps": r["steps"],
                 "timeline": marks,
                 "scoring": scoring,
@@ -357,7 +363,8 @@ def main():
         print(
             f"incremental again {n + 1}{f' ({value})' if kind else ''}"
             f"{' (py-spy)' if args.pyspy else ''}: {r['wall_s']:.2f} s "
-            f"(ratio {r['wall_s'] / r3['wall_s']:.3f}), tables identical: {same_again}; jobs: "
+            f"(ratio {r['wall_s'] / r3['wall_s']:.3f}; from the Snakefile's parse on: {after} s), "
+            f"tables identical: {same_again}; jobs: "
             f"{steps}; inside finish: {inner}; around: {r['snakemake_around_steps']}",
             flush=True,
         )
