@@ -518,11 +518,7 @@ def spouge_floor_may_pass(query_lengths, q, raw, subject_length, db_residues: in
     if table is None:
         return np.ones(len(y), dtype=bool)
     low, which = table
-    # each hit's subject-length class: the largest j with e_j <= n, from the float32
-    # exponent and first mantissa bit of n (exact below 2**24; longer: as 2**24 - 1)
-    f32 = np.minimum(np.maximum(n, 1), (1 << 24) - 1).astype(np.float32)
-    cls = (f32.view(np.int32) >> 22) - 254
-    least = low.reshape(-1)[which[q] * low.shape[1] + cls]
+    least = low.reshape(-1)[which[q] * low.shape[1] + _length_class(n)]
     return (y >= least) | (n < 1)
 
 
@@ -543,11 +539,17 @@ def spouge_least_may_pass(
     # the least over every class at or above the shortest subject's (each class's
     # least score is for subjects at least that long)
     suffix = np.minimum.accumulate(low[:, ::-1], axis=1)[:, ::-1]
-    f32 = np.minimum(np.maximum(shortest, 1), (1 << 24) - 1).astype(np.float32)
-    cls = (f32.view(np.int32) >> 22) - 254
     has = shortest >= 1
-    out[has] = suffix[which[has], cls[has]]
+    out[has] = suffix[which[has], _length_class(shortest[has])]
     return out
+
+
+def _length_class(n: np.ndarray) -> np.ndarray:
+    """Each subject length's class in :func:`_least_passing`'s table: the largest j
+    with e_j <= n (half octaves), from the float32 exponent and first mantissa bit
+    of n (exact below 2**24; longer: as 2**24 - 1; below 1: as 1)."""
+    f32 = np.minimum(np.maximum(n, 1), (1 << 24) - 1).astype(np.float32)
+    return (f32.view(np.int32) >> 22) - 254
 
 
 def _least_passing(query_lengths, lo: int, hi: int, db_residues: int, params, cutoff):

@@ -486,20 +486,20 @@ class _Runs:
 
 
 def _top_members_by_ranges(
-    q, score, n_queries: int, top_k: int, accession_of, passes=None, least=None, threads: int = 1
+    q, score, n_queries: int, top_k: int, accession_of, passes=None, least_of=None, threads=1
 ) -> np.ndarray:
     """:func:`_top_members` on up to ``threads`` threads, each over a range of
     queries holding about as many rows as the others (numpy's sorts, sums and
     comparisons leave the interpreter's lock), where the rows are not a few sorted
     runs (those take one thread: their choice looks only at the rows near the top).
     Each query's rows are chosen among themselves only, and the rows of a range keep
-    their order, so the mask is the one of a single call.  ``least(runs)``: each
+    their order, so the mask is the one of a single call.  ``least_of(runs)``: each
     query's least score that ``passes`` may keep, where the rows are runs."""
     n = len(q)
     parts = min(int(threads), n // ROWS_PER_THREAD)
     runs = _Runs.of(q, score) if len(q) else None
     if parts < 2 or runs is not None:
-        least = least(runs) if runs is not None and passes is not None and least else None
+        least = least_of(runs) if runs is not None and passes is not None and least_of else None
         return _top_members(q, score, n_queries, top_k, accession_of, passes, runs, least)
     ends = np.cumsum(np.bincount(q, minlength=n_queries))
     cuts = np.searchsorted(ends, np.arange(1, parts) * (n / parts), side="left") + 1
