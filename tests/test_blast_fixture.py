@@ -16,10 +16,10 @@ import csv
 import gzip
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
+from swgpu_tools.engine.increment import Lists
 from swgpu_tools.engine.merge import merge
 from swgpu_tools.engine.traceback import traceback
 from swgpu_tools.io.fasta import read_fasta
@@ -71,10 +71,9 @@ def _our_rows(queries, database, scheme, pairs: pd.DataFrame, db_residues: int) 
     for a, b in zip(pairs["qacc"], pairs["sacc"]):
         top[q_index[a]][0].append(d_index[b])
         top[q_index[a]][1].append(int(scores[q_index[a], d_index[b]]))
-    top = [(np.array(t[0], dtype=np.int64), np.array(t[1], dtype=np.int64)) for t in top]
-    merged = merge(
-        [ShardHits.from_top(q, database, top)], q, db_residues, scheme, top_k=10**9, max_evalue=None
-    )
+    lists = Lists.from_pairs(top)
+    part = ShardHits.from_lists(q, database, lists.offsets, lists.subjects, lists.scores)
+    merged = merge([part], q, db_residues, scheme, top_k=10**9, max_evalue=None)
     merged["bitscore_text"] = format_column("bitscore", merged["bitscore"].tolist())
     merged["evalue_text"] = format_column("evalue", merged["evalue"].tolist())
     return merged

@@ -62,15 +62,6 @@ class ShardHits:
         return [seqid_of(h) or a for h, a in zip(heads, accs)], [title_of(h) for h in heads]
 
     @classmethod
-    def from_top(cls, queries, database, top: list) -> ShardHits:
-        """From per-query (subject indices into ``database``, scores), best first."""
-        offsets = np.zeros(len(top) + 1, dtype=np.int64)
-        np.cumsum([len(t[0]) for t in top], out=offsets[1:])
-        sub = np.concatenate([t[0] for t in top]) if top else np.zeros(0, np.int64)
-        score = np.concatenate([t[1] for t in top]) if top else np.zeros(0, np.int32)
-        return cls.from_lists(queries, database, offsets, sub, score)
-
-    @classmethod
     def from_lists(cls, queries, database, offsets, subjects, scores) -> ShardHits:
         """From per-query lists in CSR form: query i's hits are ``subjects[offsets[i]:
         offsets[i + 1]]`` (indices into ``database``) with their ``scores``, best first."""
