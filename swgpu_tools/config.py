@@ -30,6 +30,9 @@ SAMPLE_BYTES = 8 << 20
 class ConfigCheck:
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: The residues read at the head of each input file (``queries``, ``database``;
+    #: None where it could not be read), for :func:`check_scheme`'s letters.
+    heads: dict = field(default_factory=dict)
 
     def __bool__(self) -> bool:  # true when the config is usable
         return not self.problems
@@ -143,10 +146,7 @@ def check_config(config: dict, schema_path, workdir: str = ".", scheme: bool = T
             check.problems.append(f"'{key}' must not be empty")
     if len(check.problems) > unknown:  # wrong types: the checks below would only repeat them
         return check
-    if scheme:
-        more = check_scheme(config, workdir)
-        check.problems += more.problems
-        check.warnings += more.warnings
+    at = (len(check.problems), len(check.warnings))  # the scheme's part goes here (below)
     # output columns
     try:
         from .io.fieldnames import parse_columns
@@ -165,9 +165,14 @@ def check_config(config: dict, schema_path, workdir: str = ".", scheme: bool = T
         if os.path.isdir(path):
             check.problems.append(f"'{key}': {config[key]} is a directory, not a FASTA file")
             continue
-        problem, _ = _peek_fasta(path, what)
+        problem, residues = _peek_fasta(path, what)
+        check.heads[key] = None if problem else residues
         if problem:
             check.problems.append(problem)
+    if scheme:  # with the heads just read
+        more = check_scheme(config, workdir, check.heads)
+        check.problems[at[0] : at[0]] = more.problems
+        check.warnings[at[1] : at[1]] = more.warnings
     per_job = config.get("shards_per_job")
     if isinstance(per_job, str) and per_job != "auto":
         check.problems.append(f"'shards_per_job' must be auto or an integer >= 1, got {per_job!r}")
@@ -187,11 +192,12 @@ def check_config(config: dict, schema_path, workdir: str = ".", scheme: bool = T
     return check
 
 
-def check_scheme(config: dict, workdir: str = ".") -> ConfigCheck:
+def check_scheme(config: dict, workdir: str = ".", heads: dict | None = None) -> ConfigCheck:
     """The scoring scheme of a ``config`` that :func:`check_config` filled in: the
     matrix and gap costs (a warning where BLAST publishes no statistics for them),
     and the letters of the head of each input file (those it could read) against
-    the matrix."""
+    the matrix.  ``heads``: those heads as :func:`check_config` read them
+    (:attr:`ConfigCheck.heads`), else they are read here."""
     from .scoring import ScoringScheme
 
     check = ConfigCheck()
@@ -207,11 +213,15 @@ def check_scheme(config: dict, workdir: str = ".") -> ConfigCheck:
             stats.no_statistics_message(scheme.matrix_name, scheme.gap_open, scheme.gap_extend)
         )
     for key, what in (("queries", "queries"), ("database", "database")):
-        path = os.path.join(workdir, config[key])
-        if not os.path.isfile(path):
-            continue  # (check_config says so)
-        problem, residues = _peek_fasta(path, what)
-        if problem or len(residues) < 50:
+        if heads is not None and key in heads:
+            residues = heads[key]
+        else:
+            path = os.path.join(workdir, config[key])
+            if not os.path.isfile(path):
+                continue  # (check_config says so)
+            problem, residues = _peek_fasta(path, what)
+            residues = None if problem else residues
+        if residues is None or len(residues) < 50:
             continue
         from .sequences import SequenceSet
 

@@ -32,13 +32,13 @@ def _report(check):
 
 # all but the scoring scheme (numpy and Biopython: ~0.1 s of the parse), which the
 # Snakefile checks once the warm process has started (check_scoring_scheme)
-_report(
-    check_config(
-        config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml", scheme=False
-    )
+_CHECKED = check_config(
+    config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml", scheme=False
 )
+_report(_CHECKED)
 
 
 def check_scoring_scheme():
-    """The matrix, the gap costs and the inputs' letters (swgpu_tools.config.check_scheme)."""
-    _report(check_scheme(config))
+    """The matrix, the gap costs and the inputs' letters (swgpu_tools.config.check_scheme;
+    the inputs' heads as check_config read them)."""
+    _report(check_scheme(config, heads=_CHECKED.heads))
