@@ -619,6 +619,21 @@ def test_a_childs_status_reaches_its_job_before_the_child_ends(bare_server):
         job.close()
 
 
+def _job_in_a_warm_child(tmp_path, command, env=None) -> tuple[int, int]:
+    """Fork a child that runs ``command`` as a warm child runs a job's (run_job, no
+    streams handed over): its pid, and the pipe its status comes by."""
+    from swgpu_tools.warm.standby import run_job
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the warm child
+        os.close(r)
+        request = {"fds": [], "cwd": str(tmp_path), "umask": 0o022, "argv": ["x"]}
+        run_job({**request, "env": env or {}}, [], w, command)
+    os.close(w)
+    return pid, r
+
+
 def test_work_left_for_later_runs_after_the_status_is_given(tmp_path, capfd):
     """What a command leaves for later (swgpu_tools.later: a shard step's scratch
     folder, say) runs in the warm child after its status went to the job; elsewhere
@@ -626,7 +641,6 @@ def test_work_left_for_later_runs_after_the_status_is_given(tmp_path, capfd):
     import struct
 
     from swgpu_tools.later import deferring, later, run_pending
-    from swgpu_tools.warm.standby import run_job
 
     marker = tmp_path / "later"
 
@@ -638,13 +652,7 @@ def test_work_left_for_later_runs_after_the_status_is_given(tmp_path, capfd):
         later(slow)
         return 3
 
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the warm child
-        os.close(r)
-        request = {"fds": [], "cwd": str(tmp_path), "umask": 0o022, "env": {}, "argv": ["x"]}
-        run_job(request, [], w, command)
-    os.close(w)
+    pid, r = _job_in_a_warm_child(tmp_path, command)
     t0 = time.monotonic()
     status = struct.unpack("!i", os.read(r, 4))[0]
     took = time.monotonic() - t0
@@ -675,7 +683,6 @@ def test_the_warm_launch_stops_after_the_work_left_for_later(tmp_path, monkeypat
 
     from swgpu_tools.later import later
     from swgpu_tools.warm.protocol import hold_later_lock, wait_later_lock
-    from swgpu_tools.warm.standby import run_job
 
     socket_path = str(tmp_path / "socket")  # (the lock lies beside it)
     marker = tmp_path / "later"
@@ -695,13 +702,7 @@ def test_the_warm_launch_stops_after_the_work_left_for_later(tmp_path, monkeypat
         later(slow)
         return 0
 
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        request = {"fds": [], "cwd": str(tmp_path), "umask": 0o022, "argv": ["x"]}
-        run_job({**request, "env": {ENV: socket_path}}, [], w, command)
-    os.close(w)
+    pid, r = _job_in_a_warm_child(tmp_path, command, {ENV: socket_path})
     try:
         assert struct.unpack("!i", os.read(r, 4))[0] == 0
         assert not wait_later_lock(socket_path, 0.2) and not marker.exists()  # held

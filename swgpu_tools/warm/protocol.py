@@ -158,13 +158,17 @@ def later_lock_path(socket_path: str) -> str:
     return os.path.join(os.path.dirname(socket_path), LATER_LOCK)
 
 
+def _open_later_lock(socket_path: str) -> int:
+    return os.open(later_lock_path(socket_path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+
 def hold_later_lock(socket_path: str) -> int | None:
     """Open and take :data:`LATER_LOCK` shared (released when this process ends):
     its descriptor, or None where it cannot be taken (nothing waits then)."""
     import fcntl
 
     try:
-        fd = os.open(later_lock_path(socket_path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = _open_later_lock(socket_path)
     except OSError:
         return None
     try:
@@ -182,7 +186,7 @@ def wait_later_lock(socket_path: str, timeout: float) -> bool:
     import time
 
     try:
-        fd = os.open(later_lock_path(socket_path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = _open_later_lock(socket_path)
     except OSError:
         return True  # no folder: no process holds it
     deadline = time.monotonic() + timeout

@@ -331,7 +331,8 @@ def run_job(
     status = 1
     # held until the work the command leaves for later is done (warm.launch.stop waits)
     socket_path = (request.get("env") or {}).get(ENV)
-    hold_later_lock(str(socket_path)) if socket_path else None
+    if socket_path:
+        hold_later_lock(str(socket_path))
     try:
         for target, fd in zip(request["fds"], fds):
             if fd != target:
