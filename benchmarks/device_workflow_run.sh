@@ -386,6 +386,19 @@ query_file($RESCAN_QUERIES, '$D/uniprot_queries500.fasta.gz', '$BD/bench_db.fast
   fi
   tar czf "$OUT/rescan_$RESCAN_QUERIES.tgz" -C /tmp/rescan$RESCAN_QUERIES --exclude='*.swdb' --exclude='*.fasta' \
     --exclude='state' --exclude='*.tsv' --exclude='*.npz' --exclude='history' . 2>/dev/null
+  # RESCAN_KEEP=1 (needs RESCAN_AGAIN): what the finish job of the incremental run reads,
+  # bar the shards (remade where bench200M is: synth_db.py and workflow_rescan.py's v2 are
+  # seeded), to replay it elsewhere: v1's folder (history, reuse table, states' none) and
+  # v2's scoring table, in pieces of 15 MiB (keep.tgz.part-aa, ...; cat them back)
+  if [ "${RESCAN_KEEP:-0}" = 1 ] && [ -d /tmp/rescan$RESCAN_QUERIES/inc-v1 ]; then
+    R=/tmp/rescan$RESCAN_QUERIES
+    tar czf /tmp/keep.tgz -C $R --exclude='*.swdb' --exclude='state' --exclude='plots' \
+      --exclude='hits' inc-v1/results inc-v1/config.yaml inc-v1/.snakemake/swgpu \
+      inc/results/hits inc/results/shards inc/results/stats inc/results/logs 2>/dev/null
+    ls -la /tmp/keep.tgz | tee -a "$OUT/log.txt"
+    split -b 15M /tmp/keep.tgz "$OUT/keep.tgz.part-"
+    cp /tmp/q$RESCAN_QUERIES.fasta "$OUT/"
+  fi
   if [ -n "${SWGPU_PROFILE:-}" ]; then  # PROFILE=1: the incremental run's scoring job, profiled
     python3 -c "
 import glob, pstats
