@@ -393,7 +393,7 @@ query_file($RESCAN_QUERIES, '$D/uniprot_queries500.fasta.gz', '$BD/bench_db.fast
   if [ "${RESCAN_KEEP:-0}" = 1 ] && [ -d /tmp/rescan$RESCAN_QUERIES/inc-v1 ]; then
     R=/tmp/rescan$RESCAN_QUERIES
     tar czf /tmp/keep.tgz -C $R --exclude='*.swdb' --exclude='state' --exclude='plots' \
-      --exclude='hits' inc-v1/results inc-v1/config.yaml inc-v1/.snakemake/swgpu \
+      --exclude='inc-v1/results/hits' --exclude='inc-v1/results/alignments.*' inc-v1/results inc-v1/config.yaml inc-v1/.snakemake/swgpu \
       inc/results/hits inc/results/shards inc/results/stats inc/results/logs 2>/dev/null
     ls -la /tmp/keep.tgz | tee -a "$OUT/log.txt"
     split -b 15M /tmp/keep.tgz "$OUT/keep.tgz.part-"
