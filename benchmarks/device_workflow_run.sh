@@ -393,10 +393,12 @@ query_file($RESCAN_QUERIES, '$D/uniprot_queries500.fasta.gz', '$BD/bench_db.fast
   if [ "${RESCAN_KEEP:-0}" = 1 ] && [ -d /tmp/rescan$RESCAN_QUERIES/inc-v1 ]; then
     R=/tmp/rescan$RESCAN_QUERIES
     tar czf /tmp/keep.tgz -C $R --exclude='*.swdb' --exclude='state' --exclude='plots' \
-      --exclude='inc-v1/results/hits' --exclude='inc-v1/results/alignments.*' inc-v1/results inc-v1/config.yaml inc-v1/.snakemake/swgpu \
+      --exclude='inc-v1/results/hits' --exclude='inc-v1/results/alignments.*' \
+      --exclude='inc-v1/results/history/*/alignments.tsv' inc-v1/results inc-v1/config.yaml inc-v1/.snakemake/swgpu \
       inc/results/hits inc/results/shards inc/results/stats inc/results/logs 2>/dev/null
     ls -la /tmp/keep.tgz | tee -a "$OUT/log.txt"
-    split -b 15M /tmp/keep.tgz "$OUT/keep.tgz.part-"
+    # (what comes back: 64 MiB in all, 8 files)
+    [ $(stat -c %s /tmp/keep.tgz) -lt 58000000 ] && split -b 15M /tmp/keep.tgz "$OUT/keep.tgz.part-"
     cp /tmp/q$RESCAN_QUERIES.fasta "$OUT/"
   fi
   if [ -n "${SWGPU_PROFILE:-}" ]; then  # PROFILE=1: the incremental run's scoring job, profiled
