@@ -493,7 +493,9 @@ def spouge_evalue_floor(raw, query_length, subject_length, db_residues: int, par
     return area * params.K * np.exp(-params.lambda_ * y) * scale
 
 
-def spouge_floor_may_pass(query_lengths, q, raw, subject_length, db_residues: int, params, cutoff):
+def spouge_floor_may_pass(
+    query_lengths, q, raw, subject_length, db_residues: int, params, cutoff, table=None
+):
     """A mask of the hits whose :func:`spouge_evalue_floor` may be at most ``cutoff``
     (every such hit is in it; few others): hit ``i`` of query ``q[i]`` (length
     ``query_lengths[q[i]]``), score ``raw[i]``, subject length ``subject_length[i]``.
@@ -508,40 +510,23 @@ def spouge_floor_may_pass(query_lengths, q, raw, subject_length, db_residues: in
     score (``a >= 0``, ``lambda > 0``), so per query length and class of subject
     lengths (half octaves: e = 1, 2, 3, 4, 6, 8, 12, ...) a binary search gives the
     least score whose ``h`` is at most ``cutoff``; a hit below it has a floor above
-    ``cutoff``.  (Where ``a < 0`` or ``lambda <= 0`` every hit is kept.)"""
+    ``cutoff``.  (Where ``a < 0`` or ``lambda <= 0`` every hit is kept.)
+
+    ``table``: a :class:`LeastPassing` of these query lengths, database size,
+    parameters and cut-off whose scores span these hits' (made here where None)."""
     q = np.asarray(q, dtype=np.int64)
     y = np.asarray(raw, dtype=np.int64)
     n = np.asarray(subject_length, dtype=np.int64)
     if not len(y):
         return np.ones(0, dtype=bool)
-    table = _least_passing(query_lengths, int(y.min()), int(y.max()), db_residues, params, cutoff)
-    if table is None:
+    lo, hi = int(y.min()), int(y.max())
+    if table is None or not table.spans(lo, hi):
+        table = LeastPassing(query_lengths, lo, hi, db_residues, params, cutoff)
+    if table.low is None:
         return np.ones(len(y), dtype=bool)
-    low, which = table
+    low, which = table.low, table.which
     least = low.reshape(-1)[which[q] * low.shape[1] + _length_class(n)]
     return (y >= least) | (n < 1)
-
-
-def spouge_least_may_pass(
-    query_lengths, shortest, lo: int, hi: int, db_residues: int, params, cutoff
-) -> np.ndarray:
-    """Per query ``q`` (length ``query_lengths[q]``): the least score in ``[lo, hi]``
-    that :func:`spouge_floor_may_pass` may keep for a hit of it whose subject is at
-    least ``shortest[q]`` long (``hi + 1`` where none; ``lo`` where it keeps every
-    such hit: ``shortest[q] < 1``, or the bound does not apply).  A hit of that query
-    scoring less, with such a subject, is not kept."""
-    shortest = np.asarray(shortest, dtype=np.int64)
-    out = np.full(len(shortest), int(lo), dtype=np.int64)
-    table = _least_passing(query_lengths, lo, hi, db_residues, params, cutoff)
-    if table is None:
-        return out
-    low, which = table
-    # the least over every class at or above the shortest subject's (each class's
-    # least score is for subjects at least that long)
-    suffix = np.minimum.accumulate(low[:, ::-1], axis=1)[:, ::-1]
-    has = shortest >= 1
-    out[has] = suffix[which[has], _length_class(shortest[has])]
-    return out
 
 
 def _length_class(n: np.ndarray) -> np.ndarray:
@@ -550,6 +535,22 @@ def _length_class(n: np.ndarray) -> np.ndarray:
     of n (exact below 2**24; longer: as 2**24 - 1; below 1: as 1)."""
     f32 = np.minimum(np.maximum(n, 1), (1 << 24) - 1).astype(np.float32)
     return (f32.view(np.int32) >> 22) - 254
+
+
+class LeastPassing:
+    """:func:`spouge_floor_may_pass`'s table for scores in ``[lo, hi]``
+    (:func:`_least_passing`; ``low`` None where the bound does not apply), kept to screen
+    several sets of hits whose scores lie in that range."""
+
+    def __init__(self, query_lengths, lo: int, hi: int, db_residues: int, params, cutoff):
+        self.lo, self.hi = int(lo), int(hi)
+        table = _least_passing(query_lengths, self.lo, self.hi, db_residues, params, cutoff)
+        self.low, self.which = table if table is not None else (None, None)
+
+    def spans(self, lo: int, hi: int) -> bool:
+        """Whether its scores span ``[lo, hi]`` (a least score of ``self.hi + 1``, none
+        in its range, stays none for any score up to ``self.hi``)."""
+        return self.lo <= lo and hi <= self.hi
 
 
 def _least_passing(query_lengths, lo: int, hi: int, db_residues: int, params, cutoff):

@@ -177,10 +177,9 @@ def test_evalue_cut_equals_filtering_every_evalue():
 
 def test_evalue_cut_of_sorted_runs_looks_only_at_rows_that_may_pass(monkeypatch):
     """A table as a scoring job writes it (its shards' rows one after the other, each
-    by query and descending score, many ties): the merge chooses the top k among
-    only the rows at or above each query's least score that may pass the E-value
-    cut (far fewer than all), and the table equals the top k of every row sorted,
-    then filtered by E-value."""
+    by query and descending score, many ties): the merge asks the E-value screen's
+    exact part only about the rows its cheap part lets through (far fewer than all),
+    and the table equals the top k of every row sorted, then filtered by E-value."""
     rng = np.random.default_rng(5)
     nq, ns, per = 40, 3000, 300
     qlens = rng.integers(150, 900, nq)
@@ -213,10 +212,12 @@ def test_evalue_cut_of_sorted_runs_looks_only_at_rows_that_may_pass(monkeypatch)
             )
         )
         rows += list(zip(q, sc, s))
-    looked = []
-    choose = merge_module._choose
+    looked = []  # the rows the E-value screen's exact part is asked about
+    floor = merge_module._EvalueFloor.__call__
     monkeypatch.setattr(
-        merge_module, "_choose", lambda q, *a: looked.append(len(q)) or choose(q, *a)
+        merge_module._EvalueFloor,
+        "__call__",
+        lambda self, q, *a: looked.append(len(q)) or floor(self, q, *a),
     )
     db, top_k = 200_000_000, 600  # of 900 rows a query
     from swgpu_tools.io.hitsfile import concat_shard_hits
@@ -294,13 +295,13 @@ def test_top_members_of_sorted_runs_equal_brute_force(data, n_queries, n_runs, t
     def accession_of(rows):
         return [acc[i] for i in rows.tolist()]
 
-    # with a filter, each query's least passing score (below it no row passes) as
-    # the merge's E-value screen gives it: the rows below it need not be looked at
-    least = None
+    # with a filter, the rows that may pass as the merge's cheap screen gives them (a
+    # superset of those that pass): only those, and the ties at the cut, are looked at
+    may = None
     if passing is not None:
-        least = np.array([data.draw(st.integers(-4, 4)) for _ in range(n_queries)])
-        passing &= score >= least[q]
-    passes = None if passing is None else (lambda rows: passing[rows])
+        may = passing | np.array([data.draw(st.booleans()) for _ in range(len(q))])
+    asked = []
+    passes = None if passing is None else (lambda rows: asked.append(rows) or passing[rows])
     want = np.zeros(len(q), bool)
     for qi in range(n_queries):
         mine = sorted(np.flatnonzero(q == qi).tolist(), key=lambda i: (-score[i], acc[i]))
@@ -313,9 +314,18 @@ def test_top_members_of_sorted_runs_equal_brute_force(data, n_queries, n_runs, t
     sorted_all = _top_members(q, score, n_queries, top_k, accession_of, passes, None)
     assert got.tolist() == want.tolist()
     assert sorted_all.tolist() == want.tolist()
-    if least is not None:
-        floored = _top_members(q, score, n_queries, top_k, accession_of, passes, runs, least)
-        assert floored.tolist() == want.tolist()
+    if may is not None:
+        asked.clear()
+        screened = _top_members(q, score, n_queries, top_k, accession_of, passes, runs, may)
+        assert screened.tolist() == want.tolist()
+        # asked about rows that may pass, and about ties at the cut only
+        kth = {}
+        for qi in range(n_queries):
+            mine = sorted(score[q == qi].tolist(), reverse=True)
+            kth[qi] = mine[top_k - 1] if len(mine) > top_k else None
+        for rows in asked:
+            for r in rows.tolist():
+                assert may[r] or score[r] == kth[int(q[r])], (r, kth)
 
 
 @settings(max_examples=150, deadline=None)

@@ -397,12 +397,12 @@ def test_the_floor_screen_keeps_every_hit_whose_floor_may_pass_and_few_others():
     assert 0 < passing and kept_extra < 0.1 * n * checked
 
 
-def test_least_passing_score_bounds_every_hit_the_screen_keeps():
-    """stats.spouge_least_may_pass, each query's least score that the floor screen may
-    keep for subjects at least as long as its shortest: no hit the screen keeps scores
-    below it (brute force over the tabulated schemes, database sizes and cut-offs;
-    queries with an empty subject keep every hit), and on a real database size it is
-    well above the lowest score (else the merge looks at every row)."""
+def test_floor_screen_with_a_table_kept_for_wider_scores_keeps_the_same_hits():
+    """stats.LeastPassing, the floor screen's table made once for the merge's whole score
+    range and kept: the screen of any subset of the hits (a narrower range of scores)
+    with it keeps exactly the hits a table made for that subset keeps (brute force
+    over the tabulated schemes, database sizes and cut-offs), and a table whose range
+    does not span the hits is not used (made again)."""
     import numpy as np
 
     rng = np.random.default_rng(12)
@@ -411,19 +411,23 @@ def test_least_passing_score_bounds_every_hit_the_screen_keeps():
     q = rng.integers(0, len(qlens), n)
     raw = rng.integers(1, 400, n)
     sl = np.where(rng.random(n) < 0.001, 0, rng.integers(20, 6000, n))
-    shortest = np.full(len(qlens), 10**9)
-    np.minimum.at(shortest, q, sl)
-    raised = 0
+    kept = 0
     for matrix, go, ge in [("BLOSUM62", 11, 1), ("BLOSUM45", 14, 2), ("PAM30", 9, 1)]:
         params = stats.lookup(matrix, go, ge)
         for db in (0, 10**6, 2 * 10**8):
             for cutoff in (1e-30, 1e-5, 10.0, 1e6):
-                ok = stats.spouge_floor_may_pass(qlens, q, raw, sl, db, params, cutoff)
-                least = stats.spouge_least_may_pass(
-                    qlens, shortest, int(raw.min()), int(raw.max()), db, params, cutoff
+                wide = stats.LeastPassing(qlens, int(raw.min()), int(raw.max()), db, params, cutoff)
+                for lo, hi in [(1, 399), (30, 60), (45, 46), (200, 399)]:
+                    sub = np.flatnonzero((raw >= lo) & (raw <= hi))
+                    args = (qlens, q[sub], raw[sub], sl[sub], db, params, cutoff)
+                    fresh = stats.spouge_floor_may_pass(*args)
+                    assert (stats.spouge_floor_may_pass(*args, wide) == fresh).all()
+                    kept += int(fresh.sum())
+                narrow = stats.LeastPassing(qlens, 100, 120, db, params, cutoff)
+                assert not narrow.spans(int(raw.min()), int(raw.max()))
+                every = stats.spouge_floor_may_pass(qlens, q, raw, sl, db, params, cutoff)
+                with_narrow = stats.spouge_floor_may_pass(
+                    qlens, q, raw, sl, db, params, cutoff, narrow
                 )
-                assert (raw[ok] >= least[q[ok]]).all(), (matrix, db, cutoff)
-                assert (least[shortest < 1] == raw.min()).all()
-                if db == 2 * 10**8 and cutoff == 10.0:
-                    raised += int((least > raw.min() + 20).sum())
-    assert raised > 0.5 * 3 * len(qlens)
+                assert (with_narrow == every).all()
+    assert 0 < kept < 36 * 4 * n

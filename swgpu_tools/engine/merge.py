@@ -139,32 +139,37 @@ def merge(
 class _EvalueFloor:
     """The merge's E-value screen: ``self(q, score, slen)`` is a mask of the hits whose
     E-value floor (:func:`~swgpu_tools.stats.spouge_evalue_floor`) may pass
-    ``max_evalue`` (a hit above it can never pass); :meth:`least` is each query's least
-    score that may pass at all, so that rows below it need not be looked at."""
+    ``max_evalue`` (a hit above it can never pass); :meth:`may` is its cheap screen
+    alone, so that the rows it leaves out need not be looked at again."""
 
     def __init__(self, query_lengths, db_residues: int, params, max_evalue: float):
         self.qlens = np.asarray(query_lengths, dtype=np.int64)
         self.db_residues, self.params = db_residues, params
         self.cut = max_evalue * (1 + 1e-6)
+        self.table = None  # the screen's table, made at the first call (stats.LeastPassing)
+
+    def may(self, q, score, slen) -> np.ndarray:
+        """The cheap screen alone: a mask of the hits that may pass (a few integer
+        operations a hit; every hit :meth:`__call__` keeps is in it).  Its table is
+        made once for the first call's scores and kept for calls within them."""
+        if len(score) and (self.table is None or not self.table.spans(score.min(), score.max())):
+            self.table = stats.LeastPassing(
+                self.qlens, int(score.min()), int(score.max()), self.db_residues, self.params,
+                self.cut,
+            )  # fmt: skip
+        return stats.spouge_floor_may_pass(
+            self.qlens, q, score, slen, self.db_residues, self.params, self.cut, self.table
+        )
 
     def __call__(self, q, score, slen) -> np.ndarray:
-        ok = stats.spouge_floor_may_pass(
-            self.qlens, q, score, slen, self.db_residues, self.params, self.cut
-        )
-        rows = np.flatnonzero(ok)  # the floor itself only where a cheap bound allows
+        ok = self.may(q, score, slen)
+        rows = np.flatnonzero(ok)  # the floor itself only where the cheap screen allows
         low = stats.spouge_evalue_floor(
             score[rows].astype(np.float64), self.qlens[q[rows]], slen[rows],
             self.db_residues, self.params,
         ).reshape(-1)  # fmt: skip
         ok[rows] = ~(low > self.cut)
         return ok
-
-    def least(self, shortest: np.ndarray, lo: int, hi: int) -> np.ndarray:
-        """Per query: the least score in ``[lo, hi]`` that :meth:`__call__` may pass for
-        a subject at least ``shortest[q]`` long (``hi + 1``: none)."""
-        return stats.spouge_least_may_pass(
-            self.qlens, shortest, lo, hi, self.db_residues, self.params, self.cut
-        )
 
 
 def top_k_of(parts: list[ShardHits], queries: SequenceSet, top_k: int, threads: int = 1):
@@ -281,7 +286,7 @@ def _top_members(
     accession_of,
     passes=None,
     runs: _Runs | None = None,
-    least: np.ndarray | None = None,
+    may: np.ndarray | None = None,
 ) -> np.ndarray:
     """The rows among each query's ``top_k`` best by (score desc, accession asc), as a
     mask; with ``passes`` (``passes(rows)``: a mask of which of those rows may pass a
@@ -301,16 +306,16 @@ def _top_members(
     it) are looked at again.  Otherwise (``runs`` None) one integer sort by (query,
     score) gives S.
 
-    ``least`` (with ``passes`` and ``runs``): per query, a score below which no row
-    passes; only the rows at or above both it and S are looked at (a row above S
-    is in whatever the others; a row tied at S below ``least`` cannot pass, so
-    which of the tied rows take the places does not matter)."""
+    ``may`` (with ``passes`` and ``runs``): a mask of the rows that may pass, every
+    row ``passes`` keeps among them (a cheap screen): only those are looked at again,
+    with the ties at the cut of the queries where one of them is in it
+    (:func:`_screened_members`)."""
     n = len(q)
-    if runs is None or passes is None:
-        least = None
-    counts = runs.counts(n_queries) if least is not None else np.bincount(q, minlength=n_queries)
+    if runs is not None and passes is not None and may is not None:
+        return _screened_members(q, score, n_queries, top_k, accession_of, passes, runs, may)
+    counts = np.bincount(q, minlength=n_queries)
     over = counts > top_k
-    if not over.any() and least is None:
+    if not over.any():
         return np.ones(n, dtype=bool) if passes is None else passes(np.arange(n))
     kth = np.full(n_queries, np.iinfo(np.int64).min, dtype=np.int64)
     if runs is None:
@@ -319,9 +324,8 @@ def _top_members(
         starts = np.cumsum(counts) - counts
         kth[over] = score[order[starts[over] + top_k - 1]]
         return _choose(q, score, kth, over, top_k, accession_of, passes)
-    if over.any():
-        kth[over] = runs.kth(np.flatnonzero(over), top_k)
-    rows = runs.at_or_above(kth if least is None else np.maximum(kth, least))
+    kth[over] = runs.kth(np.flatnonzero(over), top_k)
+    rows = runs.at_or_above(kth)
     mine = _choose(
         q[rows],
         score[rows],
@@ -333,6 +337,58 @@ def _top_members(
     )
     member = np.zeros(n, dtype=bool)
     member[rows[mine]] = True
+    return member
+
+
+def _screened_members(q, score, n_queries: int, top_k: int, accession_of, passes, runs, may):
+    """:func:`_top_members` of rows in ``runs``, where ``may`` is a mask of the rows
+    that may pass (a superset of those ``passes`` keeps): the merge's last cut, where
+    the k-th best score of a query is usually far below the E-value cut, so that
+    nearly every row is at or above it but only a few may pass.
+
+    Only the rows that may pass at or above their query's k-th score S are asked
+    about (``passes``).  A row above S is in; so is every row of a query with no
+    more than ``top_k`` rows.  A row at S is in where all the query's rows at S fit
+    the places left above S; else they compete by accession: only in queries where
+    one of them may pass, all the query's rows at S taken from the runs (their
+    counts above and at S too), none of the other rows looked at."""
+    n = len(q)
+    member = np.zeros(n, dtype=bool)
+    over = runs.counts(n_queries) > top_k
+    kth = np.full(n_queries, np.iinfo(np.int64).min, dtype=np.int64)
+    if over.any():
+        kth[over] = runs.kth(np.flatnonzero(over), top_k)
+    look = np.flatnonzero(may & (score >= kth[q]))
+    if not len(look):
+        return member
+    ok = passes(look)
+    lq = q[look]
+    tie = (score[look] == kth[lq]) & over[lq]
+    member[look[ok & ~tie]] = True
+    tied_q = np.unique(lq[tie & ok])  # queries where a row at the cut passes
+    if not len(tied_q):
+        return member
+    cut = kth[tied_q]
+    above = runs.count_at_least(tied_q, cut + 1)
+    places = top_k - above
+    straddles = runs.count_at_least(tied_q, cut) - above > places
+    fits = np.zeros(n_queries, dtype=bool)
+    fits[tied_q[~straddles]] = True  # every row at the cut is in (where it passes)
+    at_cut = look[ok & tie]
+    member[at_cut[fits[q[at_cut]]]] = True
+    contested = tied_q[straddles]
+    if len(contested):
+        contest = runs.rows_scoring(contested, kth[contested])
+        cq = q[contest]
+        rank = _accession_ranks(accession_of(contest))
+        o = np.lexsort((contest, rank, cq))  # by query, accession, then position
+        contest, cq = contest[o], cq[o]
+        left = np.zeros(n_queries, dtype=np.int64)
+        left[contested] = places[straddles]
+        c = np.bincount(cq, minlength=n_queries)
+        first = np.cumsum(c) - c
+        chosen = contest[np.arange(len(contest)) - first[cq] < left[cq]]
+        member[chosen[passes(chosen)]] = True
     return member
 
 
@@ -432,22 +488,31 @@ class _Runs:
 
     def _ends(self, queries: np.ndarray, score: np.ndarray) -> list[np.ndarray]:
         """Per run: the end (exclusive, within the run) of each query's rows scoring at
-        least ``score`` (one per query; above the highest score: none)."""
-        bound = queries * self.span + (self.smax - np.minimum(score, self.smax + 1))
+        least ``score`` (one per query; above the highest score: none; below the lowest:
+        all)."""
+        score = np.clip(score, self.smin, self.smax + 1)
+        bound = queries * self.span + (self.smax - score)
         return [self._find(r, bound, "right") for r in self.runs]
 
-    def each_query_min(self, values: np.ndarray, n_queries: int) -> np.ndarray:
-        """The least of ``values`` (one per row) over each query's rows (int64's
-        largest where it has none)."""
-        out = np.full(n_queries, np.iinfo(np.int64).max, dtype=np.int64)
-        edges = np.arange(n_queries + 1, dtype=np.int64) * self.span
-        for r, a in zip(self.runs, self.bounds[:-1]):
-            at = self._find(r, edges, "left")
-            has = np.flatnonzero(np.diff(at) > 0)
-            if len(has):
-                low = np.minimum.reduceat(values[a : a + len(r)], at[has])
-                out[has] = np.minimum(out[has], low)
-        return out
+    def count_at_least(self, queries: np.ndarray, score: np.ndarray) -> np.ndarray:
+        """Each of ``queries``' rows scoring at least its ``score``, over the runs."""
+        start = queries * self.span
+        return sum(
+            e - self._find(r, start, "left") for r, e in zip(self.runs, self._ends(queries, score))
+        )
+
+    def rows_scoring(self, queries: np.ndarray, score: np.ndarray) -> np.ndarray:
+        """The rows (by run, then query) of each of ``queries`` that score exactly its
+        ``score``."""
+        pieces = []
+        ends = zip(self._ends(queries, score + 1), self._ends(queries, score))
+        for a, (lo, hi) in zip(self.bounds[:-1], ends):
+            lengths = hi - lo
+            total = int(lengths.sum())
+            if total:
+                shift = np.repeat(lo + a - (np.cumsum(lengths) - lengths), lengths)
+                pieces.append(shift + np.arange(total))
+        return np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
 
     def kth(self, wanted: np.ndarray, top_k: int) -> np.ndarray:
         """The ``top_k``-th best score of each query in ``wanted`` (each has more than
@@ -486,21 +551,21 @@ class _Runs:
 
 
 def _top_members_by_ranges(
-    q, score, n_queries: int, top_k: int, accession_of, passes=None, least_of=None, threads=1
+    q, score, n_queries: int, top_k: int, accession_of, passes=None, may_of=None, threads=1
 ) -> np.ndarray:
     """:func:`_top_members` on up to ``threads`` threads, each over a range of
     queries holding about as many rows as the others (numpy's sorts, sums and
     comparisons leave the interpreter's lock), where the rows are not a few sorted
     runs (those take one thread: their choice looks only at the rows near the top).
     Each query's rows are chosen among themselves only, and the rows of a range keep
-    their order, so the mask is the one of a single call.  ``least_of(runs)``: each
-    query's least score that ``passes`` may keep, where the rows are runs."""
+    their order, so the mask is the one of a single call.  ``may_of()``: a mask of the
+    rows that may pass (:func:`_screened_members`), asked where the rows are runs."""
     n = len(q)
     parts = min(int(threads), n // ROWS_PER_THREAD)
     runs = _Runs.of(q, score) if len(q) else None
     if parts < 2 or runs is not None:
-        least = least_of(runs) if runs is not None and passes is not None and least_of else None
-        return _top_members(q, score, n_queries, top_k, accession_of, passes, runs, least)
+        may = may_of() if runs is not None and passes is not None and may_of else None
+        return _top_members(q, score, n_queries, top_k, accession_of, passes, runs, may)
     ends = np.cumsum(np.bincount(q, minlength=n_queries))
     cuts = np.searchsorted(ends, np.arange(1, parts) * (n / parts), side="left") + 1
     bounds = [0, *sorted(set(np.minimum(cuts, n_queries).tolist()) - {0, n_queries}), n_queries]
@@ -560,11 +625,10 @@ def _cut(
     def ok(rows: np.ndarray) -> np.ndarray:
         return passes(q[rows], score[rows], slen[s[rows]])
 
-    def least(runs: _Runs) -> np.ndarray:  # each query's least score that may pass
-        shortest = runs.each_query_min(slen[s], len(queries))  # its shortest subject
-        return passes.least(shortest, runs.smin, runs.smax)
+    def may() -> np.ndarray:  # the rows that may pass (the screen's cheap part)
+        return passes.may(q, score, slen[s])
 
-    screen = (ok, least) if passes else (None, None)
+    screen = (ok, may) if passes else (None, None)
     member = (
         _top_members_by_ranges(q, score, len(queries), top_k, accession_of, *screen, threads)
         if len(q)
