@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 from ..backend import BackendStart, driver_installed
@@ -102,14 +102,10 @@ class _Prefetch:
     waits for every digest so far, and must pass before anything is written.
     """
 
-    def __init__(self, paths, states, scheme: ScoringScheme, ahead: int = 1, queries=None):
+    def __init__(self, paths, states, scheme: ScoringScheme, ahead: int = 1):
         self.paths = list(paths)
         self.states = list(states)
         self.scheme = scheme
-        # a re-scan's shards are matched with their states on the reading threads too
-        # (increment.plan_shard), each beside the others' reads: (queries, their
-        # hashes), a Future the caller fills once it has read them
-        self.queries = queries
         self._checks: list = []  # (path, os.stat before the read, digest check)
         self.ahead = max(1, int(ahead))
         self._pool = ThreadPoolExecutor(
@@ -146,23 +142,13 @@ class _Prefetch:
                 self.scheme.encode(shard, "database")  # raises, naming the record
             encoded = EncodedSequences(codes, shard.offsets.copy())
         t3 = time.perf_counter()
-        plan = None
-        inputs = self.queries.result() if state is not None and self.queries is not None else None
-        if inputs is not None:
-            plan = plan_shard(inputs[0], shard, self.scheme.digest, state, hashes, inputs[1])
-        seconds = {
-            "shard": t1 - t0,
-            "state": t2 - t1,
-            "hashes_encode": t3 - t2,
-            "match": time.perf_counter() - t3,
-        }
-        return shard, encoded, hashes, state, plan, {k: round(v, 4) for k, v in seconds.items()}
+        seconds = {"shard": t1 - t0, "state": t2 - t1, "hashes_encode": t3 - t2}
+        return shard, encoded, hashes, state, {k: round(v, 4) for k, v in seconds.items()}
 
     def get(self, i: int):
-        """(shard ``i``, its encoded residues or None, its hashes, its state, its plan
-        where it has a state (matched with the queries), the reading thread's
-        seconds: shard, state, hashes_encode, match), waiting for them; starts on
-        shard ``i + 1``."""
+        """(shard ``i``, its encoded residues or None, its hashes, its state, the
+        reading thread's seconds: shard, state, hashes_encode), waiting for
+        them; starts on shard ``i + 1``."""
         current = self._futures.pop(i, None) or self._pool.submit(self._load, i)
         self._submit_from(i + 1)
         if i + 1 >= len(self.paths):
@@ -258,21 +244,14 @@ def score_shard(
     with timer.phase("read"):
         # a re-scan holds a group of shards at once (their deltas are scored together):
         # read several at a time; a scan from scratch reads one ahead of the scoring
-        read_queries: Future = Future()
         reader = _Prefetch(
             shards,
             [s if has else None for s, has in zip(states, has_state)],
             scheme,
             ahead=4 if all(has_state) else 1,
-            queries=read_queries,
         )
-        try:
-            queries = read_fasta(queries_path)
-            qhashes = sequence_hashes(queries)  # once for all shards
-        except BaseException:
-            read_queries.set_result(None)  # (no plans: the readers go on without)
-            raise
-        read_queries.set_result((queries, qhashes))
+        queries = read_fasta(queries_path)
+        qhashes = sequence_hashes(queries)  # once for all shards
     # a failure on a shard's content names a corrupt shard as such first
     try:
         cpu_start = None
@@ -281,7 +260,7 @@ def score_shard(
             loaded, infos = [], []
             for i in group:
                 with timer.phase("read"):
-                    database, encoded, hashes, previous, plan, read_s = reader.get(i)
+                    database, encoded, hashes, previous, read_s = reader.get(i)
                 log.info(
                     f"{os.fspath(shards[i])}: {len(database):,} sequences, "
                     f"{database.total_residues:,} residues; {len(queries)} queries"
@@ -289,16 +268,15 @@ def score_shard(
                 infos.append({"shard": os.path.basename(os.fspath(shards[i])), "read_s": read_s})
                 if has_state[i] and previous is None:
                     log.warning(f"{states[i]}: unreadable; scoring the whole shard")
-                loaded.append(ShardInput(database, previous, hashes, encoded, plan))
+                loaded.append(ShardInput(database, previous, hashes, encoded))
             started = early
             if any(has_state[i] for i in group) and backend != "cpu":
                 # a re-scan: the GPU is used only where the delta is worth it
-                with timer.phase("match"):  # (made on the reading threads where it has a state)
+                with timer.phase("match"):
                     for sh in loaded:
-                        if sh.plan is None:
-                            sh.plan = plan_shard(
-                                queries, sh.database, scheme.digest, sh.previous, sh.hashes, qhashes
-                            )
+                        sh.plan = plan_shard(
+                            queries, sh.database, scheme.digest, sh.previous, sh.hashes, qhashes
+                        )
                     cells, passes = group_cells(queries, [sh.plan for sh in loaded])
                 use = backend
                 gpu_left = GPU_START_S if early is None else early.seconds_left(GPU_START_S)
