@@ -1226,3 +1226,26 @@ def test_a_rescan_standby_preloads_numbas_cpu_side_only_for_the_hosts_choice(mon
     monkeypatch.setenv("SWGPU_GPU_TOPK", "0")
     warm_server.rescan_preload()
     assert loaded == ["numba", "top_rows"]
+
+
+def test_the_workflows_process_leaves_its_heap_to_no_collection_at_exit():
+    """warm.launch.heap_frozen_for_exit (the Snakefile's onsuccess): every object the
+    collector tracked is in the permanent generation, which no collection, the
+    teardown's included, passes over; objects made afterwards are collected as
+    before.  (In a child process: the test run's own heap stays as it is.)"""
+    code = (
+        "import gc\n"
+        "from swgpu_tools.warm.launch import heap_frozen_for_exit\n"
+        "held = [[i] for i in range(50000)]\n"
+        "tracked = len(gc.get_objects())\n"
+        "frozen = heap_frozen_for_exit()\n"
+        "assert frozen >= tracked > 50000, (frozen, tracked)\n"
+        "assert len(gc.get_objects()) < 100, len(gc.get_objects())\n"
+        "a = []; a.append(a); del a\n"
+        "assert gc.collect() >= 1\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
