@@ -482,6 +482,15 @@ open('/tmp/q500.fasta', 'w').write(gzip.open('$D/uniprot_queries500.fasta.gz', '
     --queries /tmp/q500.fasta --subjects 0 --queries-n 500 --top-k 500 --json "$OUT/batch_u20k.json" \
     2>&1 | tee -a "$OUT/log.txt"
 fi
+# PHASE=BS: the batched search on a re-scan-sized delta (BS_SUBJECTS, 6,589 x 2,000 queries,
+# top k BS_TOPK) cut into BS_BLOCKS query blocks (kernels/gpu/batched.BLOCKS), one process
+if has_phase BS; then
+  echo "== batched search by query blocks (gpu_batch_bench.py --blocks)" | tee -a "$OUT/log.txt"
+  timeout ${BS_TIMEOUT:-300} python3 benchmarks/gpu_batch_bench.py --db $BD/bench_db.fasta \
+    --queries $D/uniprot_queries500.fasta.gz --subjects "${BS_SUBJECTS:-6589}" --queries-n 2000 \
+    --top-k "${BS_TOPK:-1000}" --paths batched --repeat 3 --blocks "${BS_BLOCKS:-4,2,1,8,4}" \
+    --json "$OUT/batch_blocks.json" 2>&1 | tee -a "$OUT/log.txt"
+fi
 if has_phase MB; then
   for table in "" --candidates; do
     echo "== merge_bench.py $table (threads ${MB_THREADS:=1,4,16})" | tee -a "$OUT/log.txt"

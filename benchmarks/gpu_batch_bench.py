@@ -57,6 +57,12 @@ def main() -> int:
     ap.add_argument("--paths", default="batched,s16", help="of batched, qp2, s16")
     ap.add_argument("--json", default=None)
     ap.add_argument("--preload", action="store_true", help="load the batched kernels first")
+    ap.add_argument(
+        "--blocks",
+        default="",
+        help="batched path: also time these query blocks a search is cut into "
+        "(kernels/gpu/batched.BLOCKS, a comma list; hits checked equal)",
+    )
     args = ap.parse_args()
 
     from swgpu_tools.io.fasta import read_fasta
@@ -122,6 +128,34 @@ def main() -> int:
             f"{cells / best / 1e9:.1f} GCUPS",
             flush=True,
         )
+    if args.blocks and "batched" in hits:
+        from swgpu_tools.kernels.gpu import batched
+
+        default = batched.BLOCKS
+        s.batch, s.qp2 = settings["batched"]
+        out["blocks"] = {}
+        for b in [int(x) for x in args.blocks.split(",")]:
+            batched.BLOCKS = b
+            got = s.search(eqs, args.top_k)  # (plans of other block sizes made here)
+            times = []
+            for _ in range(max(args.repeat, 3)):
+                t = time.perf_counter()
+                s.search(eqs, args.top_k)
+                times.append(time.perf_counter() - t)
+            ref = hits["batched"]
+            same = (got.score == ref.score).all() and (got.subject_index == ref.subject_index).all()
+            out["blocks"][b] = {
+                "seconds": times,
+                "split": dict(s.batch_seconds),
+                "same": bool(same),
+            }
+            print(
+                f"batched, BLOCKS={b} ({s.batch_seconds.get('blocks')} blocks): "
+                f"{min(times):.3f} s ({', '.join(f'{t:.3f}' for t in times)}), "
+                f"{cells / min(times) / 1e9:.1f} GCUPS, hits same: {bool(same)}",
+                flush=True,
+            )
+        batched.BLOCKS = default
     keys = list(hits)
     a = hits[keys[0]]
     same = all(
