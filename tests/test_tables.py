@@ -605,3 +605,44 @@ def test_output_columns_compile_one_signature_for_any_array_origin():
     assert len(fields._columns_kernel.signatures) == 1
     assert len(fields._consumed.signatures) == 1
     assert outs[0]["cigar"] == outs[1]["cigar"] and outs[0]["cigar"][0]
+
+
+def test_columns_made_by_runs_on_threads_equal_one_call(monkeypatch):
+    """fields_of_arrays makes the columns of many alignments by runs of them on threads
+    (io.fields._columns_in_chunks: a re-scan's traceback makes every kept alignment's
+    columns); the columns equal those of one call, whatever the runs' bounds."""
+    import numpy as np
+
+    from swgpu_tools.alignment import align_many
+    from swgpu_tools.io import fields
+    from swgpu_tools.scoring import ScoringScheme
+    from swgpu_tools.sequences import SequenceSet
+
+    scheme = ScoringScheme("BLOSUM62", 11, 1)
+    rng = np.random.default_rng(8)
+    letters = np.frombuffer(b"ACDEFGHIKLMNPQRSTVWY", dtype=np.uint8)
+    base = rng.choice(letters, 300)
+    seqs = []
+    for _ in range(24):  # relatives of one sequence: gaps, mismatches, ends cut
+        s = base[rng.integers(0, 40) : 300 - rng.integers(0, 40)].copy()
+        s[rng.random(len(s)) < 0.15] = rng.choice(letters, 1)[0]
+        cut = rng.integers(10, len(s) - 10)
+        s = np.concatenate([s[:cut], rng.choice(letters, rng.integers(0, 6)), s[cut + 3 :]])
+        seqs.append(s.tobytes().decode())
+    db = SequenceSet.from_sequences([f"s{i}" for i in range(len(seqs))], seqs)
+    enc = scheme.encode(db)
+    qi = rng.integers(0, len(seqs), 60)
+    si = rng.integers(0, len(seqs), 60)
+    got = align_many(enc, enc, qi, si, scheme)
+    monkeypatch.setattr(fields, "COLUMNS_CHUNK", 10**9)
+    one = fields.alignment_fields(db, db, qi, si, got, scheme)
+    monkeypatch.setattr(fields, "usable_cpus", lambda: 4)
+    for chunk in (7, 15, 29):
+        monkeypatch.setattr(fields, "COLUMNS_CHUNK", chunk)
+        runs = fields.alignment_fields(db, db, qi, si, got, scheme)
+        assert runs.keys() == one.keys()
+        for key in one:
+            a, b = one[key], runs[key]
+            same = np.array_equal(a, b) if isinstance(a, np.ndarray) else list(a) == list(b)
+            assert same, key
+    assert any("-" in q for q in one["qseq"]) and len(set(one["cigar"])) > 10

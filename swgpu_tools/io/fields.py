@@ -37,9 +37,12 @@ Definitions (BLAST's unless marked *ours*):
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 from numba import njit
 
+from ..cpus import usable_cpus
 from .fieldnames import DEFAULT_COLUMNS, FIELDS, STD, Field, parse_columns  # noqa: F401
 
 # ---------------------------------------------------------------------------
@@ -371,6 +374,54 @@ def alignment_arrays(alignments) -> tuple[np.ndarray, ...]:
     )
 
 
+#: Alignments a thread's part of :func:`_columns_kernel`'s work has at least (below, one
+#: call): a re-scan's traceback makes the columns of every alignment it keeps, the
+#: reused ones too (23,704 in issue 12's bench200M re-scan).
+COLUMNS_CHUNK = 4096
+
+
+def _columns_in_chunks(qres, qoff, sres, soff, qidx, sidx, qstart, sstart, ops, ops_start,
+                       ops_off, positive):  # fmt: skip
+    """:func:`_columns_kernel`'s outputs, made by runs of alignments on threads (the
+    kernel leaves the interpreter's lock; each run's outputs are its own), joined:
+    the same counts, rows and texts, with the CIGAR and BTOP buffers only as long as
+    their offsets say."""
+    n = len(ops_off) - 1
+    parts = min(usable_cpus(), n // COLUMNS_CHUNK)
+    if parts < 2:
+        return _columns_kernel(
+            qres, qoff, sres, soff, qidx, sidx, qstart, sstart, ops, ops_start, ops_off, positive
+        )
+    cuts = np.linspace(0, n, parts + 1).astype(np.int64)
+
+    def run(a: int, b: int):
+        off = ops_off[a : b + 1] - ops_off[a]
+        return _columns_kernel(
+            qres, qoff, sres, soff, *(_read_only(x[a:b]) for x in (qidx, sidx, qstart, sstart)),
+            ops, _read_only(ops_start[a:b]), _read_only(off), positive,
+        )  # fmt: skip
+
+    with ThreadPoolExecutor(max_workers=parts, thread_name_prefix="swgpu-columns") as pool:
+        outs = list(pool.map(run, cuts[:-1].tolist(), cuts[1:].tolist()))
+
+    def joined(blobs, offsets):
+        starts = np.cumsum([0] + [int(o[-1]) for o in offsets])
+        off = np.concatenate([[0]] + [o[1:] + b for o, b in zip(offsets, starts[:-1])])
+        return np.concatenate([x[: int(o[-1])] for x, o in zip(blobs, offsets)]), off
+
+    cig, cig_off = joined([o[1] for o in outs], [o[2] for o in outs])
+    bt, bt_off = joined([o[3] for o in outs], [o[4] for o in outs])
+    return (
+        np.concatenate([o[0] for o in outs]),
+        cig,
+        cig_off.astype(np.int64),
+        bt,
+        bt_off.astype(np.int64),
+        np.concatenate([o[5] for o in outs]),
+        np.concatenate([o[6] for o in outs]),
+    )
+
+
 def fields_of_arrays(
     queries,
     subjects,
@@ -425,7 +476,7 @@ def fields_of_arrays(
     # read-only views: one compiled signature whatever the arrays' origin (a
     # shard's mapped bytes are read-only, a FASTA file's are not), the one that
     # `swgpu backend --precompile` compiles
-    counts, cig, cig_off, bt, bt_off, qrow, srow = _columns_kernel(
+    counts, cig, cig_off, bt, bt_off, qrow, srow = _columns_in_chunks(
         *map(
             _read_only,
             (
