@@ -480,3 +480,57 @@ def test_pictures_whose_inputs_are_ready_are_drawn_ahead(tmp_path):
     )
     assert "pictures drawn at the end: 0 of 7" in proc.stderr, proc.stderr
     _same_pictures(tmp_path / "alone", tmp_path / "early")
+
+
+def test_the_steps_picture_draws_only_bars_that_show_and_looks_as_with_all(tmp_path):
+    """plots.steps_figure draws a phase's bar only in the rows where it has seconds (one
+    at least, for the legend): a third of the patches here, and the same picture, pixel
+    for pixel, as with every row's bar of every phase drawn (as before)."""
+    import numpy as np
+    from PIL import Image
+
+    from swgpu_tools.report import plots
+
+    records = [
+        {
+            "step": "shard_db",
+            "wall_s": 0.5,
+            "phases_s": {"read": 0.3, "write": 0.17, "digest": 0.0},
+        },
+        {
+            "step": "score_shard",
+            "wall_s": 2.1,
+            "phases_s": {"read": 0.2, "match": 0.2, "score": 1.3},
+        },
+        {"step": "score_shard", "wall_s": 1.9, "phases_s": {"read": 0.1, "score": 1.6}},
+        {"step": "merge_hits", "wall_s": 0.6, "phases_s": {"read": 0.02, "merge": 0.5}},
+        {"step": "traceback", "wall_s": 0.7, "phases_s": {"align": 0.45, "write": 0.16}},
+        {"step": "plots", "wall_s": 0.3, "phases_s": {"plots": 0.2, "read": 0.06}},
+        {"step": "zz_last", "wall_s": 0.0, "phases_s": {"read": 0.0}},  # a row of no bars
+    ]
+    fig = plots.steps_figure(records)
+    shown = [p for p in fig.axes[0].patches if p.get_width() > 0]
+    # (a phase with no seconds in any row, "digest", keeps one bar of no width: its legend)
+    assert len(fig.axes[0].patches) - len(shown) == 1 and len(shown) == 20
+    assert len(plots.step_rows(records)) == 7
+    plots.save_png(fig, tmp_path / "steps.png")
+
+    from unittest import mock
+
+    from matplotlib.axes import Axes
+
+    original = Axes.barh
+    n_rows = len(plots.step_rows(records))
+
+    def every_bar(self, y, vals, left, **kwargs):  # as before: each row's bar of each phase
+        v, lf = np.zeros(n_rows), np.zeros(n_rows)
+        v[np.asarray(y)], lf[np.asarray(y)] = vals, left
+        return original(self, np.arange(n_rows), v, left=lf, **kwargs)
+
+    with mock.patch.object(Axes, "barh", every_bar):
+        fig2 = plots.steps_figure(records)
+    assert len(fig2.axes[0].patches) == 7 * 9  # 7 rows x (8 phases and the rest)
+    plots.save_png(fig2, tmp_path / "steps_all.png")
+    a = np.asarray(Image.open(tmp_path / "steps.png").convert("RGB"))
+    b = np.asarray(Image.open(tmp_path / "steps_all.png").convert("RGB"))
+    assert a.shape == b.shape and (a == b).all()

@@ -457,14 +457,24 @@ def steps_figure(records: list[dict]):
     y = np.arange(len(rows))
     left = np.zeros(len(rows))
     extra = iter(PHASE_CYCLE * (1 + len(phase_names) // len(PHASE_CYCLE)))
+
+    def bars(vals, color, label):
+        # only the bars that show (a bar of no width draws nothing, but each costs the
+        # figure a patch: most of its making, and it is drawn last, on the path of rule
+        # finish's end); one at least, for the legend
+        shown = vals > 0
+        shown[: 1 if not shown.any() else 0] = True
+        ax.barh(y[shown], vals[shown], left=left[shown], color=color, label=label)
+
     for name in phase_names:
         vals = np.array([ph.get(name, 0.0) for _, ph, _, _ in rows])
-        color = PHASE_COLORS[name] if name in PHASE_COLORS else next(extra)
-        ax.barh(y, vals, left=left, color=color, label=name)
+        bars(vals, PHASE_COLORS[name] if name in PHASE_COLORS else next(extra), name)
         left += vals
     walls = np.array([w for _, _, w, _ in rows])
-    rest = np.maximum(walls - left, 0)
-    ax.barh(y, rest, left=left, color="#d9d9d9", label="other")
+    bars(np.maximum(walls - left, 0), "#d9d9d9", "other")
+    # every row in view, as when each row had its bars (bars 0.8 high, 5 % margins)
+    margin = 0.05 * (len(rows) - 0.2)
+    ax.set_ylim(-0.4 - margin, len(rows) - 0.6 + margin)
     _barh_labels(ax, [r[0] for r in rows])
     xmax = max(float(walls.max()), 1e-3)
     ax.set_xlim(0, xmax * 1.3)
