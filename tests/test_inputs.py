@@ -286,3 +286,23 @@ def test_the_scoring_scheme_is_checked_apart_or_with_the_rest(tmp_path):
     check_config(fine, schema, str(tmp_path), scheme=False)
     (tmp_path / "q.fa").write_text(">q1\n" + "ACGT" * 20 + "\n")
     assert not check_scheme(fine, str(tmp_path)).problems
+
+
+def test_the_config_schema_reads_as_pyyamls_safe_loader_reads_it():
+    """config._schema reads the workflow's schema with libyaml's safe loader where
+    PyYAML has it: the same mapping as PyYAML's own safe loader (every key of
+    config/config.yaml described, with a type)."""
+    from pathlib import Path
+
+    import yaml
+
+    from swgpu_tools.config import _schema
+
+    path = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
+    with open(path) as fh:
+        want = yaml.safe_load(fh)
+    got = _schema(path)
+    assert got == want
+    with open(path.parents[2] / "config" / "config.yaml") as fh:
+        keys = set(yaml.safe_load(fh))
+    assert keys <= set(got["properties"]) and all("type" in got["properties"][k] for k in keys)
