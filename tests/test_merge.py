@@ -144,6 +144,13 @@ def test_sort_order_equals_a_three_key_lexsort(n, qmax, smax, seed):
     assert _sort_order(q, score, rank).tolist() == np.lexsort((rank, -score, q)).tolist()
 
 
+def _queries_of_lengths(lengths) -> SequenceSet:
+    """Queries Q0, Q1, ... of these lengths (their letters do not matter here)."""
+    return SequenceSet.from_sequences(
+        [f"Q{i}" for i in range(len(lengths))], ["A" * int(x) for x in lengths]
+    )
+
+
 def test_evalue_cut_equals_filtering_every_evalue():
     """The merge drops hits whose E-value floor is above max_evalue before it computes
     E-values (stats.spouge_evalue_floor): the table equals the uncut table filtered
@@ -151,9 +158,7 @@ def test_evalue_cut_equals_filtering_every_evalue():
     rng = np.random.default_rng(3)
     nq, ns, n = 30, 400, 6000
     qlens = rng.integers(200, 700, nq)
-    queries = SequenceSet.from_sequences(
-        [f"Q{i}" for i in range(nq)], ["A" * int(x) for x in qlens]
-    )
+    queries = _queries_of_lengths(qlens)
     subjects = [f"S{j:04d}" for j in range(ns)]
     q = rng.integers(0, nq, n).astype(np.int32)
     s = rng.integers(0, ns, n).astype(np.int32)
@@ -183,9 +188,7 @@ def test_evalue_cut_of_sorted_runs_looks_only_at_rows_that_may_pass(monkeypatch)
     rng = np.random.default_rng(5)
     nq, ns, per = 40, 3000, 300
     qlens = rng.integers(150, 900, nq)
-    queries = SequenceSet.from_sequences(
-        [f"Q{i}" for i in range(nq)], ["A" * int(x) for x in qlens]
-    )
+    queries = _queries_of_lengths(qlens)
     subjects = [f"S{j:05d}" for j in range(ns)]
     slen = rng.integers(60, 1500, ns).astype(np.int64)
     parts, rows = [], []

@@ -494,25 +494,30 @@ class _Runs:
         bound = queries * self.span + (self.smax - score)
         return [self._find(r, bound, "right") for r in self.runs]
 
-    def count_at_least(self, queries: np.ndarray, score: np.ndarray) -> np.ndarray:
-        """Each of ``queries``' rows scoring at least its ``score``, over the runs."""
-        start = queries * self.span
-        return sum(
-            e - self._find(r, start, "left") for r, e in zip(self.runs, self._ends(queries, score))
-        )
+    def _starts(self, queries: np.ndarray) -> list[np.ndarray]:
+        """Per run: the start (within the run) of each query's rows."""
+        return [self._find(r, queries * self.span, "left") for r in self.runs]
 
-    def rows_scoring(self, queries: np.ndarray, score: np.ndarray) -> np.ndarray:
-        """The rows (by run, then query) of each of ``queries`` that score exactly its
-        ``score``."""
+    def _rows(self, lows: list[np.ndarray], highs: list[np.ndarray]) -> np.ndarray:
+        """The rows of the ranges ``[lows[r][i], highs[r][i])`` within each run ``r``,
+        run by run, each run's ranges in turn."""
         pieces = []
-        ends = zip(self._ends(queries, score + 1), self._ends(queries, score))
-        for a, (lo, hi) in zip(self.bounds[:-1], ends):
+        for a, lo, hi in zip(self.bounds[:-1], lows, highs):
             lengths = hi - lo
             total = int(lengths.sum())
             if total:
                 shift = np.repeat(lo + a - (np.cumsum(lengths) - lengths), lengths)
                 pieces.append(shift + np.arange(total))
         return np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
+
+    def count_at_least(self, queries: np.ndarray, score: np.ndarray) -> np.ndarray:
+        """Each of ``queries``' rows scoring at least its ``score``, over the runs."""
+        return sum(e - s for s, e in zip(self._starts(queries), self._ends(queries, score)))
+
+    def rows_scoring(self, queries: np.ndarray, score: np.ndarray) -> np.ndarray:
+        """The rows (by run, then query) of each of ``queries`` that score exactly its
+        ``score``."""
+        return self._rows(self._ends(queries, score + 1), self._ends(queries, score))
 
     def kth(self, wanted: np.ndarray, top_k: int) -> np.ndarray:
         """The ``top_k``-th best score of each query in ``wanted`` (each has more than
@@ -538,16 +543,7 @@ class _Runs:
         """The rows (ascending) that score at least their query's ``kth`` (every row of
         a query whose ``kth`` is below the lowest score)."""
         queries = np.arange(len(kth))
-        floor = np.maximum(kth, self.smin)
-        pieces = []
-        for r, (a, end) in enumerate(zip(self.bounds[:-1], self._ends(queries, floor))):
-            start = self._find(self.runs[r], queries * self.span, "left")
-            lengths = end - start
-            total = int(lengths.sum())
-            if total:
-                shift = np.repeat(start + a - (np.cumsum(lengths) - lengths), lengths)
-                pieces.append(shift + np.arange(total))
-        return np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
+        return self._rows(self._starts(queries), self._ends(queries, kth))
 
 
 def _top_members_by_ranges(
