@@ -370,6 +370,9 @@ def main():
         )
         print(f"  timeline (s after the first job's process): {marks}", flush=True)
         print(f"  scoring job: {scoring}", flush=True)
+        pictures = pictures_timeline(again)
+        repeats[-1]["pictures"] = pictures
+        print(f"  pictures (s after the early process's fork): {pictures}", flush=True)
     same = {
         f: filecmp.cmp(inc / "results" / f, scratch / "results" / f, shallow=False)
         for f in ("hits.tsv", "alignments.tsv")
@@ -429,6 +432,23 @@ STARTED_BY = {
     "standby": "standby runs it",
     "own": "its own process (no GPU standby)",
 }
+
+
+def pictures_timeline(folder: Path) -> dict:
+    """Rule finish's early pictures process (results/stats/plots.json): when its gate
+    opened, the step statistics came, the plots step's message came and it ended, and
+    each picture's drawing as (start, seconds)."""
+    try:
+        t = json.loads((folder / "results/stats/plots.json").read_text())["early_timeline_s"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    keys = ("gate_aligned", "changes", "stats_message", "end_message", "end", "children")
+    out = {k: t[k] for k in keys if k in t}
+    out["drawn"] = {
+        name.removesuffix(".png"): (a, round(b - a, 3))
+        for name, (a, b) in sorted((t.get("pictures") or {}).items(), key=lambda kv: kv[1][0])
+    }
+    return out
 
 
 def scoring_details(folder: Path) -> dict:

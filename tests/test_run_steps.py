@@ -125,7 +125,15 @@ def test_one_process_gives_the_tables_of_one_process_per_step(scored):
     plots_stats = json.loads((chained / "stats/plots.json").read_text())
     assert plots_stats["early"] is True
     # ... once the traceback said its alignments were made (its message came first)
-    assert "gate_aligned" in plots_stats["early_timeline_s"], plots_stats["early_timeline_s"]
+    timeline = plots_stats["early_timeline_s"]
+    assert "gate_aligned" in timeline, timeline
+    # each picture's drawing (by the early process's children), after the gate opened;
+    # no file of those times is left beside the pictures
+    drawn = timeline["pictures"]
+    assert sorted(drawn) == sorted(p.name for p in (chained / "plots").glob("*.png")), drawn
+    assert all(timeline["gate_aligned"] <= a <= b <= timeline["end"] for a, b in drawn.values())
+    assert timeline["children"] >= 1
+    assert not [p for p in (chained / "plots").iterdir() if p.name.startswith(".")]
     assert json.loads((alone / "stats/plots.json").read_text())["early"] is False
     for name in ["scores.png", "evalues.png", "hits_per_query.png", "top_queries.png"]:
         assert (chained / "plots" / name).read_bytes() == (alone / "plots" / name).read_bytes()

@@ -62,21 +62,47 @@ def _text_rows(table: pd.DataFrame) -> list[list[str]]:
     return [list(r) for r in zip(*columns)] if columns else []
 
 
-def render(jobs: list[tuple[str, str, tuple]]) -> list[str]:
-    """Make and save figures: ``(function of plots, output path, arguments)`` each."""
+def render(jobs: list[tuple[str, str, tuple]], times: tuple[str, float] | None = None) -> list[str]:
+    """Make and save figures: ``(function of plots, output path, arguments)`` each.
+    ``times``: (file, epoch): each picture's drawing, seconds from ``epoch``, is
+    appended to that file as a JSON line (:func:`_drawn`)."""
     for func, path, args in jobs:
+        began = time.time()
         plots.save_png(getattr(plots, func)(*args), path)
+        if times is not None:
+            line = {"picture": os.path.basename(path), "pid": os.getpid()}
+            line.update(start=round(began - times[1], 3), end=round(time.time() - times[1], 3))
+            with open(times[0], "a", encoding="utf-8") as fh:  # (one write: O_APPEND)
+                fh.write(json.dumps(line) + "\n")
     return [path for _, path, _ in jobs]
+
+
+def _drawn(path: str) -> dict:
+    """The pictures' drawing times :func:`render` appended to ``path`` (then removed):
+    {"pictures": {picture: [start, end]}} (the last drawing of each) and how many
+    processes drew them."""
+    drawn, pids = {}, set()
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = [json.loads(line) for line in fh if line.strip()]
+        os.unlink(path)
+    except (OSError, ValueError):
+        return {}
+    for line in lines:
+        drawn[line["picture"]] = [line["start"], line["end"]]
+        pids.add(line["pid"])
+    return {"pictures": drawn, "children": len(pids)}
 
 
 #: Most processes drawing pictures at once (the report has 7).
 MAX_WORKERS = 8
 
 
-def _fork(groups: list[list]) -> list[tuple[int, list]]:
+def _fork(groups: list[list], times: tuple[str, float] | None = None) -> list[tuple[int, list]]:
     """One forked child per group of jobs, each drawing its group and exiting:
     [(pid, group)].  The children inherit the arrays (nothing is pickled) and
-    matplotlib, imported here first.  A group that cannot be forked is drawn here."""
+    matplotlib, imported here first.  A group that cannot be forked is drawn here.
+    ``times``: as :func:`render`'s."""
     plots.preload()
     children = []
     me = os.getpid()
@@ -84,10 +110,10 @@ def _fork(groups: list[list]) -> list[tuple[int, list]]:
         try:
             pid = os.fork()
         except OSError:
-            render(group)
+            render(group, times)
             continue
         if pid == 0:
-            run_child(me, render, group)
+            run_child(me, render, group, times)
         children.append((pid, group))
     return children
 
@@ -232,7 +258,8 @@ def start_early(
     receive, send = os.pipe()
     started = time.time()
     timeline_path = os.path.join(out_dir, f".early-timeline.{os.getpid()}.json")
-    marks: dict[str, float] = {}
+    times = (f"{timeline_path}.drawn", started)  # each picture's drawing (render)
+    marks: dict = {}
 
     def mark(name: str) -> None:
         marks[name] = round(time.time() - started, 3)
@@ -277,7 +304,7 @@ def start_early(
             m = max(1, min(groups, len(todo)))
             while running and len(running) + m > slots:  # no more at once than CPUs
                 reap(running[0])
-            running.extend(_fork([todo[k::m] for k in range(m)]))
+            running.extend(_fork([todo[k::m] for k in range(m)], times))
             drawn.update({j[1]: d for j, d in new})
             return len(todo)
 
@@ -314,6 +341,7 @@ def start_early(
                 steps = data.read_step_records(stats_paths)
                 ahead = _picture_jobs(hits, changes, table, steps, out)
                 start([j for j in ahead if os.path.basename(j[1]) == "steps.png"])
+                mark("stats_forked")
                 continue
             # the end (make_report's jobs: those not drawn with the same arguments)
             mark("end_message")
@@ -323,6 +351,7 @@ def start_early(
                 reap(running[0])
             mark("end")
             marks["drawn_at_end"] = last
+            marks.update(_drawn(times[0]))
             try:  # for make_report's statistics; best effort
                 with open(timeline_path, "w", encoding="utf-8") as fh:
                     json.dump(marks, fh)
@@ -437,7 +466,11 @@ def cancel_early() -> None:
             os.waitpid(early.pid, 0)
         except OSError:
             pass
-        for path in [*early.paths, early.timeline]:  # what they wrote, and temporary files
+        for path in [
+            *early.paths,
+            early.timeline,
+            f"{early.timeline}.drawn",
+        ]:  # and temporary files
             folder, name = os.path.split(path)
             stray = [f for f in os.listdir(folder) if f.startswith(f".{name}.")]
             for p in [path, *(os.path.join(folder, f) for f in stray if f.endswith(".tmp"))]:
