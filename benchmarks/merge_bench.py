@@ -97,20 +97,42 @@ def make_inputs(
 
 
 def time_cut(parts, queries_fasta: str, top_k: int, threads: int, repeat: int) -> None:
-    """The joint cut of ``parts`` (:func:`top_k_of`)."""
-    from swgpu_tools.engine.merge import top_k_of
+    """The joint cut of ``parts`` (:func:`top_k_of`), the candidates alone
+    (:func:`candidates`) and the cut of the candidates (what a job cutting its shards
+    does since the forty-first session), whose table must be the same."""
+    from swgpu_tools.engine.merge import candidates, top_k_of
     from swgpu_tools.io.fasta import read_fasta
 
     queries = read_fasta(queries_fasta)
-    times = []
-    for _ in range(repeat + 1):
-        t = time.perf_counter()
-        top = top_k_of(parts, queries, top_k, threads=threads)
-        times.append(time.perf_counter() - t)
-    print(
-        f"cut of {sum(len(p) for p in parts):,} rows -> {len(top):,}, threads {threads}: "
-        f"median {sorted(times[1:])[len(times[1:]) // 2]:.3f} s, min {min(times[1:]):.3f} s"
+    ways = {
+        "cut": lambda: top_k_of(parts, queries, top_k, threads=threads),
+        "candidates": lambda: candidates(parts, top_k),
+        "candidates, then cut": lambda: top_k_of(
+            candidates(parts, top_k), queries, top_k, threads=threads
+        ),
+    }
+    got = {}
+    for name, way in ways.items():
+        times = []
+        for _ in range(repeat + 1):
+            t = time.perf_counter()
+            got[name] = way()
+            times.append(time.perf_counter() - t)
+        out = got[name]
+        rows = sum(len(p) for p in out) if isinstance(out, list) else len(out)
+        print(
+            f"{name} of {sum(len(p) for p in parts):,} rows -> {rows:,}, threads {threads}: "
+            f"median {sorted(times[1:])[len(times[1:]) // 2]:.3f} s, min {min(times[1:]):.3f} s"
+        )
+    a, b = got["cut"], got["candidates, then cut"]
+    same = (
+        a.queries == b.queries
+        and all(np.array_equal(x, y) for x, y in ((a.q, b.q), (a.score, b.score)))
+        and [a.subjects[i] for i in a.s] == [b.subjects[i] for i in b.s]
     )
+    print(f"the cut of the candidates is the cut of every row: {same}")
+    if not same:
+        raise SystemExit("the two cuts differ")
 
 
 def main() -> None:

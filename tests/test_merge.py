@@ -362,3 +362,13 @@ def test_a_jobs_candidate_rows_merge_to_the_same_table(data, n_queries, n_parts,
     want = merge(iter(mine + others), queries, 60, SCHEME, top_k, max_e)
     got = merge(iter(kept + others), queries, 60, SCHEME, top_k, max_e)
     pd.testing.assert_frame_equal(got, want)
+    # a job that cuts its shards to their joint top-k cuts these candidates
+    # (steps/score_shard): the same table as the cut of every row, ties included
+    from swgpu_tools.engine.merge import top_k_of
+
+    with threads_from_one_row():
+        a = top_k_of(mine, queries, top_k, threads=data.draw(st.integers(1, 3)))
+        b = top_k_of(kept, queries, top_k, threads=data.draw(st.integers(1, 3)))
+    assert (a.q.tolist(), a.score.tolist()) == (b.q.tolist(), b.score.tolist())
+    rows = [(a.subjects[i], a.headers[i], int(a.slen[i])) for i in a.s.tolist()]
+    assert rows == [(b.subjects[i], b.headers[i], int(b.slen[i])) for i in b.s.tolist()]
