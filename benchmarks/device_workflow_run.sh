@@ -53,7 +53,8 @@
 #          and the 20-query run again under cProfile (Snakemake and every swgpu process).
 # PHASE=MENU: gpu_bench.py with the shape menus MENU_CONFIGS (SWGPU_CONFIGS values, "-" = default).
 # PHASE=MB: the merge step on a synthetic re-scan-sized table (merge_bench.py; CPU only):
-#          MB_THREADS (1,4,16), k-th scores by sorted runs and by sorting all rows.
+#          MB_THREADS (1,4,16), k-th scores by sorted runs and by sorting all rows;
+#          MB_CUT=N: only a job's joint cut and its candidates, N queries x 4 shards (--cut).
 # PHASE=FL: a re-scan's first batched search after its kernels' preload (gpu_batch_bench.py
 #          --preload, FL_SUBJECTS 6589 x 2,000 queries), with CUDA_MODULE_LOADING as the
 #          image has it, then EAGER.
@@ -491,7 +492,12 @@ if has_phase BS; then
     --top-k "${BS_TOPK:-1000}" --paths batched --repeat 3 --blocks "${BS_BLOCKS:-4,2,1,8,4}" \
     --json "$OUT/batch_blocks.json" 2>&1 | tee -a "$OUT/log.txt"
 fi
-if has_phase MB; then
+if has_phase MB && [ -n "${MB_CUT:-}" ]; then
+  # MB_CUT=N: only a scoring job's joint cut against its candidates, N queries x 4 shards
+  echo "== merge_bench.py --cut, $MB_CUT queries (threads ${MB_THREADS:=16})" | tee -a "$OUT/log.txt"
+  timeout 200 python3 benchmarks/merge_bench.py --queries "$MB_CUT" --repeat 2 --threads "$MB_THREADS" \
+    --kth runs --cut 2>&1 | grep -v "^run " | tail -8 | tee -a "$OUT/log.txt"
+elif has_phase MB; then
   for table in "" --candidates; do
     echo "== merge_bench.py $table (threads ${MB_THREADS:=1,4,16})" | tee -a "$OUT/log.txt"
     timeout 200 python3 benchmarks/merge_bench.py --repeat 3 --threads "$MB_THREADS" --kth runs,sort $table \
