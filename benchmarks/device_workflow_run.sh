@@ -494,7 +494,8 @@ if has_phase BS; then
 fi
 if has_phase MB && [ -n "${MB_CUT:-}" ]; then
   # MB_CUT=N: only a scoring job's joint cut against its candidates, N queries x 4 shards
-  echo "== merge_bench.py --cut, $MB_CUT queries (threads ${MB_THREADS:=16})" | tee -a "$OUT/log.txt"
+  MB_THREADS=${MB_THREADS:-16}  # (not in the echo: a pipeline's part runs in a subshell)
+  echo "== merge_bench.py --cut, $MB_CUT queries (threads $MB_THREADS)" | tee -a "$OUT/log.txt"
   timeout 200 python3 benchmarks/merge_bench.py --queries "$MB_CUT" --repeat 2 --threads "$MB_THREADS" \
     --kth runs --cut 2>&1 | grep -v "^run " | tail -8 | tee -a "$OUT/log.txt"
 elif has_phase MB; then
