@@ -295,8 +295,8 @@ def test_top_members_of_sorted_runs_equal_brute_force(data, n_queries, n_runs, t
     q, score = np.array(q, np.int64), np.array(score, np.int64)
     passing = np.array([data.draw(st.booleans()) for _ in range(len(q))]) if filtered else None
 
-    def accession_of(rows):
-        return [acc[i] for i in rows.tolist()]
+    def ranks_of(rows):  # (their places among those rows' accessions, string order)
+        return merge_module._accession_ranks([acc[i] for i in rows.tolist()])
 
     # with a filter, the rows that may pass as the merge's cheap screen gives them (a
     # superset of those that pass): only those, and the ties at the cut, are looked at
@@ -313,13 +313,13 @@ def test_top_members_of_sorted_runs_equal_brute_force(data, n_queries, n_runs, t
         want &= passing
     runs = merge_module._Runs.of(q, score)
     assert runs is not None  # at most n_runs sorted runs
-    got = _top_members(q, score, n_queries, top_k, accession_of, passes, runs)
-    sorted_all = _top_members(q, score, n_queries, top_k, accession_of, passes, None)
+    got = _top_members(q, score, n_queries, top_k, ranks_of, passes, runs)
+    sorted_all = _top_members(q, score, n_queries, top_k, ranks_of, passes, None)
     assert got.tolist() == want.tolist()
     assert sorted_all.tolist() == want.tolist()
     if may is not None:
         asked.clear()
-        screened = _top_members(q, score, n_queries, top_k, accession_of, passes, runs, may)
+        screened = _top_members(q, score, n_queries, top_k, ranks_of, passes, runs, may)
         assert screened.tolist() == want.tolist()
         # asked about rows that may pass, and about ties at the cut only
         kth = {}

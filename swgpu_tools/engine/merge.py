@@ -283,7 +283,7 @@ def _top_members(
     score,
     n_queries: int,
     top_k: int,
-    accession_of,
+    ranks_of,
     passes=None,
     runs: _Runs | None = None,
     may: np.ndarray | None = None,
@@ -294,8 +294,9 @@ def _top_members(
     them that pass.
 
     Each query's k-th best score S decides: rows above S are in, rows below out.
-    Rows equal to S compete for the places left by accession (``accession_of(rows)``:
-    their accessions), looked up only where such a tie straddles the cut and one of
+    Rows equal to S compete for the places left by accession (``ranks_of(rows)``:
+    each row's place among those rows' accessions in string order, equal accessions
+    equal places), looked up only where such a tie straddles the cut and one of
     its rows passes: a tie at the cut is usually far below the E-value cut, so few
     accessions are ever compared.
 
@@ -312,7 +313,7 @@ def _top_members(
     (:func:`_screened_members`)."""
     n = len(q)
     if runs is not None and passes is not None and may is not None:
-        return _screened_members(q, score, n_queries, top_k, accession_of, passes, runs, may)
+        return _screened_members(q, score, n_queries, top_k, ranks_of, passes, runs, may)
     counts = np.bincount(q, minlength=n_queries)
     over = counts > top_k
     if not over.any():
@@ -323,7 +324,7 @@ def _top_members(
         order = np.argsort(q * (smax - smin + 1) + (smax - score), kind="stable")
         starts = np.cumsum(counts) - counts
         kth[over] = score[order[starts[over] + top_k - 1]]
-        return _choose(q, score, kth, over, top_k, accession_of, passes)
+        return _choose(q, score, kth, over, top_k, ranks_of, passes)
     kth[over] = runs.kth(np.flatnonzero(over), top_k)
     rows = runs.at_or_above(kth)
     mine = _choose(
@@ -332,7 +333,7 @@ def _top_members(
         kth,
         over,
         top_k,
-        lambda r: accession_of(rows[r]),
+        lambda r: ranks_of(rows[r]),
         None if passes is None else (lambda r: passes(rows[r])),
     )
     member = np.zeros(n, dtype=bool)
@@ -340,7 +341,7 @@ def _top_members(
     return member
 
 
-def _screened_members(q, score, n_queries: int, top_k: int, accession_of, passes, runs, may):
+def _screened_members(q, score, n_queries: int, top_k: int, ranks_of, passes, runs, may):
     """:func:`_top_members` of rows in ``runs``, where ``may`` is a mask of the rows
     that may pass (a superset of those ``passes`` keeps): the merge's last cut, where
     the k-th best score of a query is usually far below the E-value cut, so that
@@ -380,7 +381,7 @@ def _screened_members(q, score, n_queries: int, top_k: int, accession_of, passes
     if len(contested):
         contest = runs.rows_scoring(contested, kth[contested])
         cq = q[contest]
-        rank = _accession_ranks(accession_of(contest))
+        rank = ranks_of(contest)
         o = np.lexsort((contest, rank, cq))  # by query, accession, then position
         contest, cq = contest[o], cq[o]
         left = np.zeros(n_queries, dtype=np.int64)
@@ -392,7 +393,7 @@ def _screened_members(q, score, n_queries: int, top_k: int, accession_of, passes
     return member
 
 
-def _choose(q, score, kth, over, top_k: int, accession_of, passes) -> np.ndarray:
+def _choose(q, score, kth, over, top_k: int, ranks_of, passes) -> np.ndarray:
     """:func:`_top_members`' choice, given each query's k-th score ``kth`` (the
     smallest int64 where the query has no more than ``top_k`` rows: ``over`` False)
     among rows that hold every row of each query at or above it."""
@@ -416,7 +417,7 @@ def _choose(q, score, kth, over, top_k: int, accession_of, passes) -> np.ndarray
         wanted[q[contest[ok[contest]]]] = True
         contest = contest[wanted[q[contest]]]
     if len(contest):
-        rank = _accession_ranks(accession_of(contest))
+        rank = ranks_of(contest)
         cq = q[contest]
         o = np.lexsort((contest, rank, cq))  # by query, accession, then position
         contest, cq = contest[o], cq[o]
@@ -547,7 +548,7 @@ class _Runs:
 
 
 def _top_members_by_ranges(
-    q, score, n_queries: int, top_k: int, accession_of, passes=None, may_of=None, threads=1
+    q, score, n_queries: int, top_k: int, ranks_of, passes=None, may_of=None, threads=1
 ) -> np.ndarray:
     """:func:`_top_members` on up to ``threads`` threads, each over a range of
     queries holding about as many rows as the others (numpy's sorts, sums and
@@ -561,7 +562,7 @@ def _top_members_by_ranges(
     runs = _Runs.of(q, score) if len(q) else None
     if parts < 2 or runs is not None:
         may = may_of() if runs is not None and passes is not None and may_of else None
-        return _top_members(q, score, n_queries, top_k, accession_of, passes, runs, may)
+        return _top_members(q, score, n_queries, top_k, ranks_of, passes, runs, may)
     ends = np.cumsum(np.bincount(q, minlength=n_queries))
     cuts = np.searchsorted(ends, np.arange(1, parts) * (n / parts), side="left") + 1
     bounds = [0, *sorted(set(np.minimum(cuts, n_queries).tolist()) - {0, n_queries}), n_queries]
@@ -575,7 +576,7 @@ def _top_members_by_ranges(
             score[rows],
             n_queries,
             top_k,
-            lambda r: accession_of(rows[r]),
+            lambda r: ranks_of(rows[r]),
             None if passes is None else (lambda r: passes(rows[r])),
         )
         return rows[mine]
@@ -613,10 +614,9 @@ def _cut(
             for a in p.accessions(subjects[bounds[k] : bounds[k + 1]] - sub_off[k])
         ]
 
-    def accession_of(rows: np.ndarray) -> list[str]:
+    def ranks_of(rows: np.ndarray) -> np.ndarray:  # each distinct subject ranked once
         used, at = used_and_index(s[rows], int(sub_off[-1]))
-        names = accessions(used)
-        return [names[i] for i in at.tolist()]
+        return _accession_ranks(accessions(used))[at]
 
     def ok(rows: np.ndarray) -> np.ndarray:
         return passes(q[rows], score[rows], slen[s[rows]])
@@ -626,7 +626,7 @@ def _cut(
 
     screen = (ok, may) if passes else (None, None)
     member = (
-        _top_members_by_ranges(q, score, len(queries), top_k, accession_of, *screen, threads)
+        _top_members_by_ranges(q, score, len(queries), top_k, ranks_of, *screen, threads)
         if len(q)
         else q > 0
     )
