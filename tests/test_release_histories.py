@@ -112,7 +112,7 @@ def _run(folder: Path, database: Path, queries: Path, run: dict, incremental: bo
     shards = sorted((r / "shards").glob("shard-*.swdb"))
     tables, stats = [], []
     # the incremental folder scores its shards in one job (whose table is their joint
-    # top-k, SWGPU_JOB_TOPK=1: the cut of one of several jobs; it keeps a state per
+    # top-k, SWGPU_JOB_TOPK=1: the cut of a job whose candidates pass CUT_ROWS; it keeps a state per
     # shard); the scratch one a job per shard
     for job in [shards] if incremental else [[x] for x in shards]:
         name = job[0].stem if len(job) == 1 else f"{job[0].stem}-{job[-1].stem[6:]}"

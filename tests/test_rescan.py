@@ -679,22 +679,18 @@ def test_prune_keeps_the_newest_releases(rescan, tmp_path):
     assert (history / current / "hits.tsv").is_file()
 
 
-def test_only_the_several_jobs_of_a_database_cut_their_shards_joint_top_k(tmp_path, monkeypatch):
-    """A scoring job of several shards writes their joint top-k only where it is one of
-    several jobs (the cut costs it what it saves the merge) or its rows pass
-    CUT_ROWS; SWGPU_JOB_TOPK=1/0 overrides; without database.json it cuts."""
+def test_a_job_cuts_its_shards_joint_top_k_only_past_cut_rows(monkeypatch):
+    """A scoring job of several shards writes their joint top-k only where its
+    candidate rows pass CUT_ROWS, the only job of a database or one of several (the
+    candidates are about queries x top_k rows a job already); SWGPU_JOB_TOPK=1/0
+    overrides."""
     from swgpu_tools.steps import score_shard as step
 
-    names = [f"shard-{k:04d}.swdb" for k in range(4)]
-    paths = [str(tmp_path / n) for n in names]
     monkeypatch.delenv("SWGPU_JOB_TOPK", raising=False)
-    assert step._joint_cut(paths, 10)  # no database.json beside the shards
-    info = {"sequences": 4, "residues": 400, "shards": [{"file": n} for n in names]}
-    (tmp_path / "database.json").write_text(json.dumps(info))
-    assert not step._joint_cut(paths, 10)  # the only job
-    assert step._joint_cut(paths, step.CUT_ROWS + 1)
-    assert step._joint_cut(paths[:2], 10) and step._joint_cut(paths[2:], 10)
+    assert not step._joint_cut(10)
+    assert not step._joint_cut(step.CUT_ROWS)
+    assert step._joint_cut(step.CUT_ROWS + 1)
     monkeypatch.setenv("SWGPU_JOB_TOPK", "1")
-    assert step._joint_cut(paths, 10)
+    assert step._joint_cut(10)
     monkeypatch.setenv("SWGPU_JOB_TOPK", "0")
-    assert not step._joint_cut(paths[:2], step.CUT_ROWS + 1)
+    assert not step._joint_cut(step.CUT_ROWS + 1)

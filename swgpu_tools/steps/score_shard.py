@@ -19,10 +19,10 @@ from ..cpus import usable_cpus
 from ..engine.increment import GPU_START_S, group_cells, plan_shard, rescan_on_cpu
 from ..engine.merge import candidates, top_k_of
 from ..engine.scan import ShardInput, scan_shards
-from ..errors import InputError, OutputError
+from ..errors import OutputError
 from ..io.fasta import read_fasta
 from ..io.hitsfile import ShardHits, concat_shard_hits, write_shard_hits
-from ..io.shardfile import note_verified, read_database_info, read_shard_unverified
+from ..io.shardfile import note_verified, read_shard_unverified
 from ..io.statefile import read_state, sequence_hashes, write_state
 from ..io.stepstats import StepTimer
 from ..later import deferred, later
@@ -34,34 +34,27 @@ from ..sequences import EncodedSequences
 log = get_logger(__name__)
 
 
-#: Rows of a job's several shards (those :func:`swgpu_tools.engine.merge.candidates`
-#: keeps, ties at each query's cut included) above which the job cuts them to their
-#: joint top-k even as the only job (the merge then holds at most queries x top_k rows).
+#: Candidate rows of a job's several shards (those :func:`swgpu_tools.engine.merge.candidates`
+#: keeps: each query's rows at or above its k-th best over them, ties included) above
+#: which the job cuts them to their joint top-k (the merge then holds at most queries x
+#: top_k rows of the job).
 CUT_ROWS = 8_000_000
 
 
-def _joint_cut(shards: list, rows: int) -> bool:
-    """Whether a job of several shards writes their joint top-k per query (else their
-    ``rows`` hits as they are, which the merge cuts).  The cut costs the job about
-    what it saves the merge (both choose the top k of the same rows: 0.7 s against
-    0.3 s for 4 shards x 2,000 queries x 500 on an H200 host, run 167), so it pays
-    where several jobs cut at once, not in the only job of a database (its shards
-    are all those of ``database.json`` beside them) unless its rows pass
-    :data:`CUT_ROWS`.  ``SWGPU_JOB_TOPK`` = ``1`` (always) or ``0`` (never) overrides
-    this, for measuring; the tables are the same either way."""
+def _joint_cut(rows: int) -> bool:
+    """Whether a job of several shards writes their joint top-k per query, given its
+    ``rows`` candidate rows (else those rows, which the merge cuts).  The candidates
+    are already about queries x top_k rows a job (the ties at each query's cut are
+    the difference), at a fraction of the cut's cost (5,000 queries x 4 shards x 500 on
+    the VM: 0.07 s against 0.79 s for the cut of the candidates; 2.0 s for the cut of
+    every row on an H200 host, run 264), so a job cuts only where ties make them pass
+    :data:`CUT_ROWS`, whether it is the only job of the database or one of several.
+    ``SWGPU_JOB_TOPK`` = ``1`` (always) or ``0`` (never) overrides this, for measuring;
+    the tables are the same either way."""
     mode = os.environ.get("SWGPU_JOB_TOPK", "auto")
     if mode in ("0", "1"):
         return mode == "1"
-    if rows > CUT_ROWS:
-        return True
-    try:
-        info = read_database_info(
-            os.path.join(os.path.dirname(os.fspath(shards[0])), "database.json")
-        )
-        files = {s["file"] for s in info["shards"]}
-    except (OSError, InputError, KeyError, TypeError):
-        return True
-    return files != {os.path.basename(os.fspath(s)) for s in shards}
+    return rows > CUT_ROWS
 
 
 #: Per-shard statistics summed into a job's record when it scores several shards.
@@ -325,9 +318,9 @@ def score_shard(
         # Each is written whole or not at all, and a state always holds the exact
         # lists of its shard as it is now, so a kill between them costs at most a
         # re-scan of the shard's delta (an old state) or nothing (a new one).  The
-        # table of several shards holds their joint top-k per query where one of
-        # several jobs (each job's cut beside the others'; the merge's input stays
-        # queries x top_k rows a job), cut while the states are written (_joint_cut)
+        # table of several shards holds only their candidate rows (about queries x
+        # top_k a job), cut to their joint top-k only where ties make too many
+        # (_joint_cut), while the states are written
         table: list[ShardHits] = []
 
         def write_table(path, parts) -> None:
@@ -339,7 +332,7 @@ def score_shard(
             # same tables); then their joint top-k where _joint_cut says so
             if len(parts) > 1 and os.environ.get("SWGPU_JOB_CANDIDATES") != "0":
                 parts = candidates(parts, top_k)
-            cut = len(parts) > 1 and _joint_cut(shards, sum(len(p) for p in parts))
+            cut = len(parts) > 1 and _joint_cut(sum(len(p) for p in parts))
             # (concat_shard_hits of one part is that part)
             table.append(
                 top_k_of(parts, queries, top_k, threads=cpus) if cut else concat_shard_hits(parts)
