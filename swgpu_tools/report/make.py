@@ -85,8 +85,13 @@ def _drawn(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as fh:
             lines = [json.loads(line) for line in fh if line.strip()]
-        os.unlink(path)
     except (OSError, ValueError):
+        lines = []
+    try:  # (never left beside the pictures, read or not)
+        os.unlink(path)
+    except OSError:
+        pass
+    if not lines:
         return {}
     for line in lines:
         drawn[line["picture"]] = [line["start"], line["end"]]
