@@ -18,8 +18,10 @@ before the run search), ``runs`` by the binary search over sorted runs.
 each shard's rows at or above the query's k-th best score over the job's shards).
 
 ``--cut``: first times a scoring job's joint cut of its shards
-(:func:`swgpu_tools.engine.merge.top_k_of`, ``--threads``), the work that a job of
-several shards does only as one of several jobs (``steps/score_shard._joint_cut``).
+(:func:`swgpu_tools.engine.merge.top_k_of`, ``--threads``), its candidate rows
+(:func:`swgpu_tools.engine.merge.candidates`) and the cut of those, which a job of several
+shards does only past ``CUT_ROWS`` candidate rows (``steps/score_shard._joint_cut``), and
+checks that both cuts give the same table.
 """
 
 from __future__ import annotations
