@@ -534,3 +534,39 @@ def test_the_steps_picture_draws_only_bars_that_show_and_looks_as_with_all(tmp_p
     a = np.asarray(Image.open(tmp_path / "steps.png").convert("RGB"))
     b = np.asarray(Image.open(tmp_path / "steps_all.png").convert("RGB"))
     assert a.shape == b.shape and (a == b).all()
+
+
+def test_the_preloads_log_axes_leave_the_pictures_as_they_were(tmp_path):
+    """plots.preload draws a small figure with log axes once (matplotlib's mathtext
+    parser then comes with the drawing processes it forks): the pictures with log axes,
+    drawn in a process that preloaded so, are byte for byte those of a process that
+    only imported matplotlib (as before)."""
+    import subprocess
+
+    script = """
+import sys
+import numpy as np
+from swgpu_tools.report import plots
+if sys.argv[2] == "imports only":
+    plots._WARM.append(True)
+plots.preload()
+assert bool(plots._WARM)
+rng = np.random.default_rng(5)
+scores = rng.integers(20, 5000, 3000)
+evalues = 10.0 ** rng.uniform(-150, 1, 3000)
+counts = rng.integers(0, 300, 200)
+for name, fig in [
+    ("scores", plots.scores_figure(scores, scores[:200], 200)),
+    ("evalues", plots.evalues_figure(evalues, evalues[:200], 200)),
+    ("hits_per_query", plots.hits_per_query_figure(counts)),
+]:
+    plots.save_png(fig, f"{sys.argv[1]}/{name}.png")
+"""
+    made = {}
+    for mode in ("imports only", "log axes drawn"):
+        out = tmp_path / mode.replace(" ", "_")
+        out.mkdir()
+        subprocess.run([sys.executable, "-c", script, str(out), mode], check=True)
+        made[mode] = {p.name: p.read_bytes() for p in sorted(out.glob("*.png"))}
+    assert len(made["imports only"]) == 3
+    assert made["imports only"] == made["log axes drawn"]

@@ -35,11 +35,33 @@ PHASE_COLORS = {"read": GREY, "score": BLUE, "write": ORANGE, "merge": "#8064a2"
 PHASE_CYCLE = ["#4bacc6", "#f79646", "#9bbb59", "#c0504d", "#1f497d"]
 
 
+_WARM: list = []  # a figure drawn once by preload (what it built stays in this process)
+
+
 def preload() -> None:
-    """Import the parts of matplotlib the figures use (before forking)."""
+    """Import the parts of matplotlib the figures use, and draw a small figure with log
+    axes once (before forking): the log axes' tick labels (10^k) go through matplotlib's
+    mathtext, whose parser each drawing process built again at its first such label
+    (0.025-0.035 s of each of the three pictures with log axes in a forked child on the
+    2-core VM); the pictures are the same."""
     import matplotlib.backends.backend_agg  # noqa: F401
     import matplotlib.figure  # noqa: F401
     import matplotlib.ticker  # noqa: F401
+
+    if _WARM:
+        return
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(1, 1), dpi=DPI)
+    ax = fig.subplots()
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(1, 1000)
+    ax.set_ylim(1, 1000)
+    ax.set_title("0")
+    FigureCanvasAgg(fig).draw()
+    _WARM.append(True)
 
 
 def _figure(
