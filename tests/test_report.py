@@ -570,3 +570,22 @@ for name, fig in [
         made[mode] = {p.name: p.read_bytes() for p in sorted(out.glob("*.png"))}
     assert len(made["imports only"]) == 3
     assert made["imports only"] == made["log axes drawn"]
+
+
+def test_drawing_children_are_forked_with_the_heap_frozen(tmp_path, monkeypatch):
+    """report.make._fork forks the drawing processes with the parent's objects frozen
+    (their collections never walk the inherited heap) and unfreezes the parent after."""
+    import gc
+
+    from swgpu_tools.report import make
+
+    def frozen_count(group, times=None):  # (what a child runs instead of drawing)
+        (tmp_path / group[0]).write_text(str(gc.get_freeze_count()))
+
+    monkeypatch.setattr(make, "render", frozen_count)
+    before = gc.get_freeze_count()
+    children = make._fork([["a"], ["b"]])
+    assert gc.get_freeze_count() == before
+    make._wait(children)
+    counts = [int((tmp_path / name).read_text()) for name in "ab"]
+    assert all(c > max(before, 1000) for c in counts), (before, counts)
