@@ -483,11 +483,8 @@ def cancel_early() -> None:
             os.waitpid(early.pid, 0)
         except OSError:
             pass
-        for path in [
-            *early.paths,
-            early.timeline,
-            f"{early.timeline}.drawn",
-        ]:  # and temporary files
+        drawn = f"{early.timeline}.drawn"  # (the pictures' drawing times)
+        for path in [*early.paths, early.timeline, drawn]:  # what they wrote, temporary files
             folder, name = os.path.split(path)
             stray = [f for f in os.listdir(folder) if f.startswith(f".{name}.")]
             for p in [path, *(os.path.join(folder, f) for f in stray if f.endswith(".tmp"))]:

@@ -35,7 +35,7 @@ PHASE_COLORS = {"read": GREY, "score": BLUE, "write": ORANGE, "merge": "#8064a2"
 PHASE_CYCLE = ["#4bacc6", "#f79646", "#9bbb59", "#c0504d", "#1f497d"]
 
 
-_WARM: list = []  # a figure drawn once by preload (what it built stays in this process)
+_WARM: list = []  # not empty once preload drew its figure (its parser and caches stay)
 
 
 def preload() -> None:
