@@ -372,6 +372,9 @@ def main():
         print(f"  scoring job: {scoring}", flush=True)
         pictures = pictures_timeline(again)
         repeats[-1]["pictures"] = pictures
+        usage = phase_usage(again)
+        repeats[-1]["phase_usage"] = usage
+        print(f"  phases (wall s / main thread's CPU s / minor faults): {usage}", flush=True)
         print(f"  pictures (s after the early process's fork): {pictures}", flush=True)
     same = {
         f: filecmp.cmp(inc / "results" / f, scratch / "results" / f, shallow=False)
@@ -470,7 +473,24 @@ def scoring_details(folder: Path) -> dict:
             phases={k: round(v, 3) for k, v in d.get("phases_s", {}).items()},
             kernel_s=round(d.get("kernel_s", 0.0), 3),
             startup_wait_s=first.get("startup_wait_s"),
+            match_s=d.get("match_s"),
         )
+    return out
+
+
+def phase_usage(folder: Path) -> dict:
+    """Each step's phases as (wall seconds, the step's main thread's CPU seconds, its
+    minor page faults), from the steps' statistics: a phase whose CPU time is well
+    below its wall time waited."""
+    out: dict = {}
+    stats = folder / "results" / "stats"
+    for f in sorted(stats.glob("*.json")) + sorted(stats.glob("score_shard/*.json")):
+        d = json.loads(f.read_text())
+        cpu, faults = d.get("phases_thread_cpu_s") or {}, d.get("phases_minor_faults") or {}
+        if d.get("phases_s"):
+            out[d.get("step", f.stem)] = {
+                k: (round(v, 3), cpu.get(k), faults.get(k)) for k, v in d["phases_s"].items()
+            }
     return out
 
 

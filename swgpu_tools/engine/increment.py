@@ -26,6 +26,7 @@ sooner (the scoring step then never starts CUDA).
 from __future__ import annotations
 
 import bisect
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -187,19 +188,28 @@ def plan_shard(
     previous: ShardState | None,
     hashes: np.ndarray | None = None,
     qhashes: np.ndarray | None = None,
+    seconds: dict | None = None,
 ) -> ShardPlan:
     """Match ``shard`` and ``queries`` against ``previous`` (see the module);
     ``hashes``, ``qhashes``: :func:`~swgpu_tools.io.statefile.sequence_hashes` of
-    the shard and the queries, where the caller has them already."""
+    the shard and the queries, where the caller has them already; ``seconds``: gets
+    the seconds of each part added (ranks, subjects, queries)."""
     hashes = sequence_hashes(shard) if hashes is None else hashes
     none = np.zeros(0, np.int64)
     if previous is None or previous.scheme != scheme_digest:
         return ShardPlan(shard, hashes, None, None, none, np.full(len(queries), -1, np.int64))
     qhashes = sequence_hashes(queries) if qhashes is None else qhashes
+    t = [time.perf_counter()]
     ranks = _Ranks(shard.ids)
+    t.append(time.perf_counter())
     prev_to_new = _matched_subjects(shard, hashes, previous)
     delta = np.flatnonzero(~_unchanged(prev_to_new, len(shard))).astype(np.int64)
+    t.append(time.perf_counter())
     kept = _kept_queries(queries, qhashes, previous)
+    t.append(time.perf_counter())
+    if seconds is not None:
+        for k, a, b in zip(("ranks", "subjects", "queries"), t, t[1:]):
+            seconds[k] = round(seconds.get(k, 0.0) + b - a, 4)
     return ShardPlan(shard, hashes, previous, prev_to_new, delta, kept, ranks)
 
 

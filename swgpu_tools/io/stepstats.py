@@ -31,6 +31,14 @@ def _iso(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
+def _thread_usage() -> tuple[float, int]:
+    """(CPU seconds, minor page faults) of the calling thread so far (Linux; the
+    process's elsewhere)."""
+    who = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
+    u = resource.getrusage(who)
+    return u.ru_utime + u.ru_stime, int(u.ru_minflt)
+
+
 def peak_rss_bytes() -> int:
     """Peak resident memory of this process so far (bytes)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -56,6 +64,11 @@ class StepTimer:
             self.start - _PREVIOUS_STEP_END[0] if _PREVIOUS_STEP_END else process_age()
         )
         self.phases: dict[str, float] = {}
+        # per phase, the calling thread's CPU seconds and minor page faults: a phase
+        # whose CPU time is well below its wall time waited (the interpreter's lock,
+        # another thread, I/O); one with many faults touched new or shared pages
+        self.phase_cpu: dict[str, float] = {}
+        self.phase_faults: dict[str, int] = {}
         self.fields: dict = {}
 
     def phase(self, name: str):
@@ -63,12 +76,18 @@ class StepTimer:
 
         class _Phase:
             def __enter__(self_inner):
+                self_inner.u = _thread_usage()
                 self_inner.t = time.perf_counter()
                 return self_inner
 
             def __exit__(self_inner, *exc):
                 timer.phases[name] = (
                     timer.phases.get(name, 0.0) + time.perf_counter() - self_inner.t
+                )
+                cpu, faults = _thread_usage()
+                timer.phase_cpu[name] = timer.phase_cpu.get(name, 0.0) + cpu - self_inner.u[0]
+                timer.phase_faults[name] = (
+                    timer.phase_faults.get(name, 0) + faults - self_inner.u[1]
                 )
                 return False
 
@@ -86,6 +105,8 @@ class StepTimer:
             "finished": _iso(now),
             "wall_s": round(time.perf_counter() - self._t0, 6),
             "phases_s": {k: round(v, 6) for k, v in self.phases.items()},
+            "phases_thread_cpu_s": {k: round(v, 4) for k, v in self.phase_cpu.items()},
+            "phases_minor_faults": dict(self.phase_faults),
             "before_step_s": None if self.process_age is None else round(self.process_age, 3),
             "start_epoch": round(self.start, 3),
             "host": socket.gethostname(),

@@ -267,9 +267,16 @@ def score_shard(
             if any(has_state[i] for i in group) and backend != "cpu":
                 # a re-scan: the GPU is used only where the delta is worth it
                 with timer.phase("match"):
+                    match_s = timer.fields.setdefault("match_s", {})
                     for sh in loaded:
                         sh.plan = plan_shard(
-                            queries, sh.database, scheme.digest, sh.previous, sh.hashes, qhashes
+                            queries,
+                            sh.database,
+                            scheme.digest,
+                            sh.previous,
+                            sh.hashes,
+                            qhashes,
+                            seconds=match_s,
                         )
                     cells, passes = group_cells(queries, [sh.plan for sh in loaded])
                 use = backend
