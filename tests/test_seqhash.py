@@ -88,3 +88,28 @@ def test_hashes_and_codes_in_one_pass_equal_the_two_passes(blobs, threads, matri
     assert bad == want.find(b"\xff")
     own = scheme.codes_of_letters
     assert table.tolist() == [int(c) if c >= 0 else 255 for c in own]
+
+
+accessions = st.text(
+    alphabet=st.sampled_from(list("ABCOPQXYZ0123456789_.-é")), min_size=0, max_size=8
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(accessions, max_size=40), st.lists(accessions, max_size=40), st.booleans())
+def test_matching_sorted_accessions_equals_a_dict_lookup(new, old, sort):
+    """match_sorted against a brute-force lookup: on lists that ascend strictly (in
+    byte order, as a shard's do) the same indices; otherwise None, never a wrong one."""
+    if sort:
+        new = sorted(set(new), key=lambda a: a.encode())
+        old = sorted(set(old), key=lambda a: a.encode())
+    got = seqhash.match_sorted("\n".join(new).encode(), len(new), "\n".join(old).encode(), len(old))
+    want = [max((j for j, a in enumerate(old) if a == x), default=-1) for x in new]
+
+    def ascending(xs):
+        return all(a.encode() < b.encode() for a, b in zip(xs, xs[1:]))
+
+    if new and old and not (ascending(new) and ascending(old)):
+        assert got is None
+    elif sort or (ascending(new) and ascending(old)) or not new or not old:
+        assert got is not None and got.tolist() == want

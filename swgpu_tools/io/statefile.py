@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -67,6 +67,9 @@ class ShardState:
     hit_subjects: np.ndarray  # int32: index into ``subjects``
     hit_scores: np.ndarray  # int32
     complete: np.ndarray  # bool, per query: the list holds every subject
+    #: ``subjects`` as stored (UTF-8, joined by newlines), where read from a file: the
+    #: re-scan matches the shard's accessions against these bytes (no dict of strings)
+    subjects_blob: bytes | None = field(default=None, repr=False, compare=False)
 
     def hits_of(self, q: int) -> tuple[np.ndarray, np.ndarray]:
         a, b = self.hit_offsets[q], self.hit_offsets[q + 1]
@@ -107,11 +110,12 @@ def read_state(path) -> ShardState | None:
             meta = json.loads(z["meta"].tobytes())
             if meta.get("format") != FORMAT:
                 return None
+            blob = z["subjects"].tobytes()
             state = ShardState(
                 scheme=meta["scheme"],
                 top_k=int(meta["top_k"]),
                 margin=int(meta["margin"]),
-                subjects=_unpack(z["subjects"], meta["n_subjects"]),
+                subjects=blob.decode("utf-8").split("\n") if meta["n_subjects"] else [],
                 subject_hashes=z["subject_hashes"].astype(np.uint64, copy=False),
                 queries=_unpack(z["queries"], meta["n_queries"]),
                 query_hashes=z["query_hashes"].astype(np.uint64, copy=False),
@@ -119,6 +123,7 @@ def read_state(path) -> ShardState | None:
                 hit_subjects=z["hit_subjects"].astype(np.int32, copy=False),
                 hit_scores=z["hit_scores"].astype(np.int32, copy=False),
                 complete=z["complete"].astype(bool, copy=False),
+                subjects_blob=blob,
             )
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return None

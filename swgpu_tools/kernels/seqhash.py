@@ -126,6 +126,69 @@ def hash_and_translate(
     return out, codes, int(found.min()) if len(found) else -1
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _cmp(a, a0, a1, b, b0, b1):  # pragma: no cover - compiled
+    """Byte order of the lines a[a0:a1] and b[b0:b1]: -1, 0 or 1."""
+    n = min(a1 - a0, b1 - b0)
+    for k in range(n):
+        x, y = a[a0 + k], b[b0 + k]
+        if x != y:
+            return -1 if x < y else 1
+    la, lb = a1 - a0, b1 - b0
+    return 0 if la == lb else (-1 if la < lb else 1)
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _ascending(a, starts, ends):  # pragma: no cover - compiled
+    for i in range(1, len(starts)):
+        if _cmp(a, starts[i - 1], ends[i - 1], a, starts[i], ends[i]) >= 0:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _match_lines(a, a_starts, a_ends, b, b_starts, b_ends, out):  # pragma: no cover - compiled
+    """Where both line lists ascend strictly: ``out[i]`` = the index of line i of a
+    among the lines of b, -1 where it is not there; True.  Else False."""
+    if not (_ascending(a, a_starts, a_ends) and _ascending(b, b_starts, b_ends)):
+        return False
+    j, nb = 0, len(b_starts)
+    for i in range(len(a_starts)):
+        while j < nb and _cmp(b, b_starts[j], b_ends[j], a, a_starts[i], a_ends[i]) < 0:
+            j += 1
+        if j < nb and _cmp(b, b_starts[j], b_ends[j], a, a_starts[i], a_ends[i]) == 0:
+            out[i] = j
+        else:
+            out[i] = -1
+    return True
+
+
+def _line_bounds(blob: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(bytes, starts, ends) of the lines of ``blob`` (joined by newlines, none at the end)."""
+    buf = np.frombuffer(blob, dtype=np.uint8)
+    nl = np.flatnonzero(buf == 10)
+    starts = np.concatenate([[0], nl + 1]).astype(np.int64)
+    ends = np.concatenate([nl, [len(buf)]]).astype(np.int64)
+    return buf, starts, ends
+
+
+def match_sorted(lines: bytes, n_lines: int, among: bytes, n_among: int) -> np.ndarray | None:
+    """For each of the ``n_lines`` lines of ``lines`` (UTF-8, joined by newlines), its
+    index among the ``n_among`` lines of ``among``, -1 where it is not there; None where
+    either list does not ascend strictly in byte order (a shard's accessions and a
+    re-scan state's do: then the caller matches them otherwise).  One pass over both,
+    compiled: no Python object per line (a dict of 110,000 accessions took 0.05 s a
+    shard on an H200 host)."""
+    out = np.full(n_lines, -1, dtype=np.int64)
+    if n_lines == 0 or n_among == 0:
+        return out
+    a, a0, a1 = _line_bounds(lines)
+    b, b0, b1 = _line_bounds(among)
+    if len(a0) != n_lines or len(b0) != n_among:  # a line held a newline
+        return None
+    return out if _match_lines(a, a0, a1, b, b0, b1, out) else None
+
+
 def preload() -> None:
     """Load this module's compiled functions (from Numba's disk cache) for the arrays a
     scoring job passes, by calling them on one residue: a process that forks jobs, or
@@ -134,11 +197,12 @@ def preload() -> None:
     offsets = np.array([0, 1], dtype=np.int64)
     hash_ranges(residues, offsets, 1)
     hash_and_translate(residues, offsets, np.zeros(256, dtype=np.uint8), 1)
+    match_sorted(b"a", 1, b"a", 1)
 
 
 def entry_points():
     """The Numba functions of this module (for the precompile and the cold-cache notice)."""
-    return (_hash_chunk, _hash_encode_chunk)
+    return (_hash_chunk, _hash_encode_chunk, _match_lines)
 
 
 def reference_hash(letters: bytes) -> int:
