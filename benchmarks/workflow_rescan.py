@@ -375,6 +375,9 @@ def main():
         usage = phase_usage(again)
         repeats[-1]["phase_usage"] = usage
         print(f"  phases (wall s / main thread's CPU s / minor faults): {usage}", flush=True)
+        ahead = read_ahead_timeline(again)
+        repeats[-1]["read_ahead"] = ahead
+        print(f"  traceback's read-ahead (s after its fork): {ahead}", flush=True)
         print(f"  pictures (s after the early process's fork): {pictures}", flush=True)
     same = {
         f: filecmp.cmp(inc / "results" / f, scratch / "results" / f, shallow=False)
@@ -476,6 +479,17 @@ def scoring_details(folder: Path) -> dict:
             match_s=d.get("match_s"),
         )
     return out
+
+
+def read_ahead_timeline(folder: Path) -> dict | None:
+    """The traceback's read-ahead child as its statistics tell it (seconds after the
+    fork: the child's start, its reads done, the pickle made, received and unpickled
+    here, and when the traceback asked for it and had it), with its own read times."""
+    f = folder / "results" / "stats" / "traceback.json"
+    if not f.exists():
+        return None
+    d = json.loads(f.read_text())
+    return {"timeline": d.get("read_ahead_timeline_s"), "reads": d.get("read_ahead_s")}
 
 
 def phase_usage(folder: Path) -> dict:

@@ -553,6 +553,14 @@ def test_the_traceback_takes_the_merges_hits_table_without_reading_it(scored, tm
         if previous and name != "unread":  # the previous alignments, subjects read ahead
             have, missing = stats["read_ahead_subjects"]
             assert have > 0 and (missing > 0) == (name in ("partly", "thread")), stats
+            if name != "thread":  # the forked child's timeline, in its order
+                t = stats["read_ahead_timeline_s"]
+                order = ("child_began", "child_read", "child_pickled", "received", "unpickled")
+                assert [t[k] for k in order] == sorted(t[k] for k in order), t
+                assert t["unpickled"] <= t["taken"] and t["asked"] <= t["taken"], t
+                assert t["pickle_bytes"] > 0, t
+            else:
+                assert "read_ahead_timeline_s" not in stats
         else:
             assert "read_ahead_subjects" not in stats
 

@@ -129,11 +129,13 @@ def _read_ahead_forked(shard_paths, previous_internal, box: dict):
     its reading, mostly Python, does not hold this process's interpreter lock beside
     the merge); a thread here takes it in.  Returns that thread."""
     import pickle
+    import struct
 
     from ..forked import run_child
 
     read_end, write_end = os.pipe()
     parent = os.getpid()
+    forked_at = time.time()  # the timeline (box["timeline"]): seconds since the fork
     try:
         pid = os.fork()
     except OSError:
@@ -144,12 +146,17 @@ def _read_ahead_forked(shard_paths, previous_internal, box: dict):
         os.close(read_end)
 
         def work() -> None:
-            got: dict = {}
+            got: dict = {"timeline": {"child_began": time.time() - forked_at}}
             _read_ahead(shard_paths, previous_internal, got)
             if "error" in got:
                 got["error"] = RuntimeError(str(got["error"]))  # picklable
+            got["timeline"]["child_read"] = time.time() - forked_at
+            data = pickle.dumps(got, protocol=pickle.HIGHEST_PROTOCOL)
+            # behind the pickle: when it was made (seconds since the fork), its size
+            trailer = struct.pack("<dq", time.time() - forked_at, len(data))
             with os.fdopen(write_end, "wb") as fh:
-                fh.write(pickle.dumps(got, protocol=pickle.HIGHEST_PROTOCOL))
+                fh.write(data)
+                fh.write(trailer)
 
         run_child(parent, work)
     os.close(write_end)
@@ -157,11 +164,20 @@ def _read_ahead_forked(shard_paths, previous_internal, box: dict):
     def take() -> None:
         with os.fdopen(read_end, "rb") as fh:
             data = fh.read()
+        received = time.time() - forked_at
         os.waitpid(pid, 0)
         try:
-            box.update(pickle.loads(data))
+            pickled, size = struct.unpack("<dq", data[-16:])
+            box.update(pickle.loads(memoryview(data)[:-16]))
+            box.setdefault("timeline", {}).update(
+                child_pickled=pickled,
+                pickle_bytes=size,
+                received=received,
+                unpickled=time.time() - forked_at,
+            )
         except Exception as exc:  # noqa: BLE001 - a child that failed: the step reads
             box["error"] = exc
+        box["forked_at"] = forked_at
 
     thread = threading.Thread(target=take, name="swgpu-traceback-prefetch", daemon=True)
     thread.start()
@@ -265,7 +281,14 @@ def traceback_hits(
         t.append(time.perf_counter())
         queries = read_fasta(queries_path)
         t.append(time.perf_counter())
+        asked = time.time()
         ahead = _take_prefetched(shard_paths, previous_internal) if previous_internal else None
+        if ahead is not None and "forked_at" in ahead:  # the read-ahead child's timeline
+            timer.fields["read_ahead_timeline_s"] = {
+                **{k: round(v, 4) for k, v in ahead.get("timeline", {}).items()},
+                "asked": round(asked - ahead["forked_at"], 4),
+                "taken": round(time.time() - ahead["forked_at"], 4),
+            }
         wanted = set(hits["sacc"])
         if ahead is not None:  # read beside the merge: only the new subjects' records now
             have = ahead["subjects"]
