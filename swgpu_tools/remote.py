@@ -80,6 +80,23 @@ def receive_message(sock: socket.socket) -> tuple[dict, list[np.ndarray]]:
     return message, arrays
 
 
+def _per_query(query_index: np.ndarray, n_queries: int) -> int | None:
+    """The hits' count a query where every query has the same (their query column,
+    sorted as a search gives it, is then implied), else None.  A re-scan's delta
+    search returns the same count for every query (~8 M hits for 2,000 queries and
+    four shards): its query column is 32 MB that need not cross the socket."""
+    n = len(query_index)
+    if n_queries <= 0 or n % n_queries:
+        return None
+    per = n // n_queries
+    if per == 0:
+        return 0
+    blocks = np.asarray(query_index).reshape(n_queries, per)
+    if bool((blocks == np.arange(n_queries, dtype=blocks.dtype)[:, None]).all()):
+        return per
+    return None
+
+
 def _scheme_fields(scheme: ScoringScheme) -> dict:
     return {f.name: getattr(scheme, f.name) for f in dataclasses.fields(scheme) if f.init}
 
@@ -136,11 +153,13 @@ def serve(sock: socket.socket, ready=None) -> int:
                     segments=segments[0] if segments else None,
                 )
                 times = getattr(searcher, "last_times", None) or {}
-                send_message(
-                    sock,
-                    {"times": {k: float(v) for k, v in times.items()}},
-                    [hits.query_index, hits.subject_index, hits.score],
-                )
+                reply = {"times": {k: float(v) for k, v in times.items()}}
+                per = _per_query(hits.query_index, len(qo) - 1)
+                if per is not None:  # the same count for every query: no query column
+                    reply["per_query"] = per
+                    send_message(sock, reply, [hits.subject_index, hits.score])
+                else:
+                    send_message(sock, reply, [hits.query_index, hits.subject_index, hits.score])
             else:
                 raise ValueError(f"unknown request {op!r}")
         except Exception as exc:  # the job gets the error and fails with it
@@ -187,6 +206,9 @@ class RemoteSearcher:
         self.last_times = reply.get("times") or {}
         if progress is not None:
             progress(len(queries), len(queries))
+        if "per_query" in reply:  # (the query column left out: so many hits a query)
+            n = len(queries.offsets) - 1
+            got = [np.repeat(np.arange(n, dtype=np.int32), int(reply["per_query"])), *got]
         return TopHits(*got)
 
 

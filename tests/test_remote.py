@@ -291,3 +291,20 @@ def test_a_standby_told_of_a_rescan_is_ready_before_its_preload(batched):
     if not batched:
         want["ready_after"] = True
     assert out == want
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 4), max_size=30), st.integers(1, 5))
+def test_the_query_column_is_left_out_only_where_it_is_implied(column, n_queries):
+    """``_per_query`` against its definition: a count c such that the column is each
+    query 0..n-1 repeated c times in order; None where there is none."""
+    q = np.asarray(column, dtype=np.int32)
+    got = remote._per_query(q, n_queries)
+    implied = [
+        c
+        for c in range(len(q) + 1)
+        if c * n_queries == len(q) and q.tolist() == [i for i in range(n_queries) for _ in range(c)]
+    ]
+    assert got == (implied[0] if implied else None)
+    if got is not None:
+        assert np.repeat(np.arange(n_queries, dtype=np.int32), got).tolist() == q.tolist()
