@@ -116,7 +116,9 @@ class _Prefetch:
     def _load(self, i: int):
         t0 = time.perf_counter()
         before = os.stat(self.paths[i])
-        shard, check = read_shard_unverified(self.paths[i])
+        # a re-scan maps the file (it encodes only the delta); a shard scored whole is
+        # read into memory (all of it is encoded)
+        shard, check = read_shard_unverified(self.paths[i], mapped=bool(self.states[i]))
         self._checks.append((self.paths[i], before, check))
         t1 = time.perf_counter()
         state = read_state(self.states[i]) if self.states[i] else None
