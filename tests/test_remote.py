@@ -102,14 +102,21 @@ def test_the_jobs_start_is_answered_once_the_standbys_preload_is_done():
     standby's CPU preload), and the job's start counts that wait as the standby's."""
     scheme = ScoringScheme()
     job, standby = socket.socketpair()
-    gate = threading.Event()
+    gate, entered = threading.Event(), threading.Event()
+
+    def ready() -> None:
+        entered.set()
+        gate.wait()
+
     server = threading.Thread(
-        target=remote.serve, args=(standby,), kwargs={"ready": gate.wait}, daemon=True
+        target=remote.serve, args=(standby,), kwargs={"ready": ready}, daemon=True
     )
     server.start()
     start = remote.RemoteStart(job, scheme)
-    time.sleep(0.3)
     start._read_ack(True)  # the first answer (when its start began) comes at once ...
+    # (the backend's start may take a while on a busy machine: the gate opens only
+    # once the standby waits at it, or the wait measured would be none)
+    assert entered.wait(60)
     assert not select.select([job], [], [], 0.3)[0]  # ... the backend's only after ready
     gate.set()
     run = start.result()
