@@ -646,3 +646,25 @@ def test_columns_made_by_runs_on_threads_equal_one_call(monkeypatch):
             same = np.array_equal(a, b) if isinstance(a, np.ndarray) else list(a) == list(b)
             assert same, key
     assert any("-" in q for q in one["qseq"]) and len(set(one["cigar"])) > 10
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from([0.0, -0.0, float("nan"), 1e-180, 3.5e-7, 12.25, 33.1, -2.5, 1e300]),
+        min_size=0,
+        max_size=300,
+    ),
+    st.sampled_from(["evalue", "bitscore", "pident"]),
+)
+def test_numbers_formatted_once_per_value_equal_formatting_each_row(values, column):
+    """Cells of a numeric column are formatted once per distinct value (by its bits):
+    the same text as formatting every row on its own, -0.0 and NaN included."""
+    from swgpu_tools.io import tables
+
+    arr = np.asarray(values, dtype=np.float64)
+    fmt = {"evalue": tables.format_evalue, "bitscore": tables.format_bitscore}.get(
+        column, lambda v: "N/A" if v is None else "%.3f" % v
+    )
+    want = [fmt(None if v != v else v) for v in arr.tolist()]
+    assert tables._formatted_once(fmt, arr) == want
