@@ -123,6 +123,24 @@ def main() -> int:
         if key == "batched":  # the last search's split: GPU wait, host top-k, launching
             out[key]["split"] = dict(s.batch_seconds)
             print(f"  {s.batch_seconds}", flush=True)
+        if key == "qp2" and s.tile_seconds:  # the last search's tiles, timed on the GPU
+            # (events around each launch): the kernel's own rate on this subject set,
+            # apart from the host's per-tile work between launches (GPU-NOTES.md, "qp2
+            # for a re-scan's delta")
+            ts = np.asarray(s.tile_seconds)
+            out[key]["tiles"] = {
+                "count": len(ts),
+                "gpu_s": float(ts.sum()),
+                "median_s": float(np.median(ts)),
+                "max_s": float(ts.max()),
+                "gcups_gpu": cells / float(ts.sum()) / 1e9,
+            }
+            print(
+                f"  qp2 tiles: {len(ts)}, GPU {ts.sum():.3f} s (median {np.median(ts) * 1e3:.2f} ms, "
+                f"max {ts.max() * 1e3:.2f} ms a tile): {cells / ts.sum() / 1e9:.1f} GCUPS on the "
+                f"GPU alone; the rest of the search {times[-1] - ts.sum():.3f} s",
+                flush=True,
+            )
         print(
             f"{key}: {best:.3f} s ({', '.join(f'{t:.3f}' for t in times)}), "
             f"{cells / best / 1e9:.1f} GCUPS",
