@@ -136,3 +136,54 @@ def test_after_align_hooks_run_before_small_alignments_and_after_large(monkeypat
     monkeypatch.setattr(tb, "SMALL_ALIGN_CELLS", 0)
     tb.traceback_columns(hits, queries, subjects, scheme, threads=1)
     assert events == ["align", "hook"]
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(1, 6))
+def test_aligning_a_few_hits_encodes_only_their_sequences_and_gives_the_same_table(seed, n_hits):
+    """Where the hits to align use fewer than half of the subjects (a re-scan's new hits
+    among many reused ones), only their sequences are encoded (``_only_used``): every
+    column equals the table made with all of them encoded."""
+    from swgpu_tools.engine import traceback as tb
+    from swgpu_tools.kernels import cpu
+    from swgpu_tools.scoring import ScoringScheme
+    from swgpu_tools.sequences import SequenceSet
+
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("ACDEFGHIKLMNPQRSTVWY"))
+    scheme = ScoringScheme()
+
+    def seqs(prefix, n):
+        return SequenceSet.from_pairs(
+            [
+                (f"{prefix}{i}", "".join(rng.choice(letters, int(rng.integers(5, 60)))))
+                for i in range(n)
+            ]
+        )
+
+    queries, subjects = seqs("q", 4), seqs("s", 30)
+    sc = cpu.score_all(
+        scheme.encode(queries), scheme.encode(subjects), scheme.matrix, scheme.gap_open,
+        scheme.gap_extend,
+    )  # fmt: skip
+    qi = rng.integers(0, 4, n_hits)
+    si = rng.choice(30, n_hits, replace=False)
+    hits = pd.DataFrame(
+        {
+            "qacc": [f"q{i}" for i in qi], "sacc": [f"s{j}" for j in si],
+            "score": [int(sc[i, j]) for i, j in zip(qi, si)],
+            "qseqid": [f"q{i}" for i in qi], "sseqid": [f"s{j}" for j in si],
+            "stitle": ["t"] * n_hits, "evalue": [1e-3] * n_hits, "bitscore": [30.0] * n_hits,
+        }
+    )  # fmt: skip
+    got = tb.traceback_columns(hits, queries, subjects, scheme, threads=1)
+    original = tb._only_used
+    try:
+        tb._only_used = lambda s, index: (s, index)  # every sequence encoded
+        want = tb.traceback_columns(hits, queries, subjects, scheme, threads=1)
+    finally:
+        tb._only_used = original
+    assert set(got) == set(want)
+    for name in want:
+        assert list(np.asarray(got[name])) == list(np.asarray(want[name])), name
+    assert len(np.unique(si)) * 2 < len(subjects)  # (the branch under test)
