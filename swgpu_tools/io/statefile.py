@@ -46,10 +46,10 @@ def _pack(strings: list[str]) -> np.ndarray:
     return np.frombuffer("\n".join(strings).encode("utf-8"), dtype=np.uint8).copy()
 
 
-def _unpack(blob: np.ndarray, n: int) -> list[str]:
+def _unpack(blob: np.ndarray | bytes, n: int) -> list[str]:
     if n == 0:
         return []
-    return blob.tobytes().decode("utf-8").split("\n")
+    return (blob if isinstance(blob, bytes) else blob.tobytes()).decode("utf-8").split("\n")
 
 
 @dataclass
@@ -115,7 +115,7 @@ def read_state(path) -> ShardState | None:
                 scheme=meta["scheme"],
                 top_k=int(meta["top_k"]),
                 margin=int(meta["margin"]),
-                subjects=blob.decode("utf-8").split("\n") if meta["n_subjects"] else [],
+                subjects=_unpack(blob, meta["n_subjects"]),
                 subject_hashes=z["subject_hashes"].astype(np.uint64, copy=False),
                 queries=_unpack(z["queries"], meta["n_queries"]),
                 query_hashes=z["query_hashes"].astype(np.uint64, copy=False),

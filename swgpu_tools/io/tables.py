@@ -92,13 +92,17 @@ def _formatted_once(fmt, values: np.ndarray) -> list[str]:
     are grouped by their bits (so -0.0 and 0.0, or two NaNs, are not taken for one
     another), and a column of few values (bit scores: one per raw score) costs a
     few hundred calls instead of one a row."""
+
+    def each(vs: np.ndarray) -> list[str]:
+        return [fmt(None if v != v else v) for v in vs.tolist()]
+
     if len(values) < 64:
-        return [fmt(None if v != v else v) for v in values.tolist()]
+        return each(values)
     bits = np.ascontiguousarray(values, dtype=np.float64).view(np.uint64)
     distinct, first, inverse = np.unique(bits, return_index=True, return_inverse=True)
     if len(distinct) * 2 > len(values):  # mostly distinct (E-values): one call a row
-        return [fmt(None if v != v else v) for v in values.tolist()]
-    cells = [fmt(None if v != v else v) for v in values[first].tolist()]
+        return each(values)
+    cells = each(values[first])
     return [cells[i] for i in inverse.reshape(-1).tolist()]
 
 
