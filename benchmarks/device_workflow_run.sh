@@ -59,7 +59,9 @@
 #          --preload, FL_SUBJECTS 6589 x 2,000 queries), with CUDA_MODULE_LOADING as the
 #          image has it, then EAGER.
 # PHASE=QB: qp2 / batched / s16 by subject-set size (QB_SUBJECTS, 0 = all; QB_QN, QB_SMALL_QN,
-#          QB_PATHS, QB_QUERIES, QB_PRECOMPILE=0; QB_TEST=1 qp2's GPU test first, QB_BENCH=1 the 20-query kernel benchmark).
+#          QB_PATHS (of batched, qp2b, qp2, s16), QB_QUERIES, QB_PRECOMPILE=0, QB_SEGMENTS=4:
+#          each of 4 segments' top k, as a re-scan; QB_TEST=1 qp2's GPU test first, QB_BENCH=1
+#          the 20-query kernel benchmark).
 # PHASE=KV: scoring-kernel variants (KV_MODES, e.g. "s16,s16@nolob+u1+b0") in one gpu_bench.py;
 #          KV_DBS: other databases (peak_db.py's 256, 1,024 and 2,048-aa ones are made).
 # GPU_TEST_FILES="tests/test_warm.py": those files' GPU tests first (GPU_TEST_LIMIT s, 200),
@@ -542,7 +544,8 @@ open('/tmp/q500.fasta', 'w').write(gzip.open('$D/uniprot_queries500.fasta.gz', '
       echo "== qp2 / batched / s16: $n subjects x $qn queries" | tee -a "$OUT/log.txt"
       timeout ${QB_TIMEOUT:-200} python3 benchmarks/gpu_batch_bench.py --db $BD/bench_db.fasta \
         --queries ${QB_QUERIES:-/tmp/q500.fasta} --subjects $n --queries-n $qn --top-k ${QB_TOPK:-500} \
-        --repeat ${QB_REPEAT:-1} --paths ${QB_PATHS:-batched,qp2,s16} --json "$OUT/qb_${n}_$qn.json" 2>&1 \
+        --repeat ${QB_REPEAT:-1} --paths ${QB_PATHS:-batched,qp2,s16} ${QB_SEGMENTS:+--segments $QB_SEGMENTS} \
+        --json "$OUT/qb_${n}_$qn.json" 2>&1 \
         | grep -v "^  {" | tee -a "$OUT/log.txt"
     done
   done

@@ -54,7 +54,14 @@ def main() -> int:
     ap.add_argument("--queries-n", type=int, default=2000)
     ap.add_argument("--top-k", type=int, default=510)
     ap.add_argument("--repeat", type=int, default=2)
-    ap.add_argument("--paths", default="batched,s16", help="of batched, qp2, s16")
+    ap.add_argument("--paths", default="batched,s16", help="of batched, qp2b, qp2, s16")
+    ap.add_argument(
+        "--segments",
+        type=int,
+        default=0,
+        help="score by this many equal segments of subjects (a re-scan's shards: each "
+        "segment's top k; batched paths only)",
+    )
     ap.add_argument("--json", default=None)
     ap.add_argument("--preload", action="store_true", help="load the batched kernels first")
     ap.add_argument(
@@ -100,13 +107,32 @@ def main() -> int:
     out["mode"] = s.mode
     # the searcher's own choice ('auto'; its one-unit-at-a-time path is s16's)
     path = s.path(np.diff(eqs.offsets))
+    if path == "batched":  # the batched kernels, or qp2 a tile a block (qp2_blocks.py)
+        from swgpu_tools.kernels.gpu import qp2_blocks
+
+        path = "qp2b" if qp2_blocks.wanted(s, np.diff(eqs.offsets)) else path
     out["auto"] = {"units": "s16"}.get(path, path)
-    settings = {"batched": (True, "auto"), "qp2": (False, True), "s16": (False, False)}
+    settings = {
+        "batched": (True, False),
+        "qp2b": (True, True),
+        "qp2": (False, True),
+        "s16": (False, False),
+    }
+    segments = None
+    if args.segments:
+        segments = np.linspace(0, len(db), args.segments + 1).astype(np.int64)
+        out["segments"] = args.segments
     hits = {}
     for key in args.paths.split(","):
         s.batch, s.qp2 = settings[key]
+
+        def run():
+            if segments is None:
+                return s.search(eqs, args.top_k)
+            return s.search(eqs, args.top_k, segments=segments)
+
         t = time.perf_counter()
-        hits[key] = s.search(eqs, args.top_k)  # warm-up: kernels loaded, plans made
+        hits[key] = run()  # warm-up: kernels loaded, plans made
         first = time.perf_counter() - t
         print(
             f"{key}: first search {first:.3f} s"
@@ -116,10 +142,14 @@ def main() -> int:
         times = []
         for _ in range(args.repeat):
             t = time.perf_counter()
-            s.search(eqs, args.top_k)
+            run()
             times.append(time.perf_counter() - t)
         best = min(times)
         out[key] = {"seconds": times, "gcups": cells / best / 1e9, "first_s": first}
+        if key == "qp2b":  # the plan, and the kernel's own time (events around its launch)
+            out[key]["plan"] = dict(getattr(s, "qp2_blocks_plan", {}))
+            out[key]["split"] = dict(s.batch_seconds)
+            print(f"  {out[key]['plan']} {s.batch_seconds}", flush=True)
         if key == "batched":  # the last search's split: GPU wait, host top-k, launching
             out[key]["split"] = dict(s.batch_seconds)
             print(f"  {s.batch_seconds}", flush=True)

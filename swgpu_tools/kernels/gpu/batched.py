@@ -29,7 +29,7 @@ import numpy as np
 from .. import gpu_chooses_hits
 from ..gpu_intrinsics import SIM
 from ..topk import segment_places, top_rows
-from . import cache, chains
+from . import cache, chains, qp2_blocks
 from .codegen import PAIRED_MODES, TOPK_CAP
 
 #: Largest subject count scored in batches under 'auto' (the score block of a
@@ -101,6 +101,15 @@ def _chunks(searcher, qlens) -> list:
     return out
 
 
+def _whole(searcher, qlens) -> list:
+    """(None, query indices) per launch of the qp2 blocks path: the queries with residues
+    in as few launches as the score block allows (a launch's tiles balance among its
+    blocks: one launch for everything is best)."""
+    cap = max(1, SCORE_WORDS // max(searcher.n, 1))
+    live = np.flatnonzero(qlens > 0)
+    return [(None, live[i : i + cap]) for i in range(0, len(live), cap)]
+
+
 def _rescored(searcher, rows, cols, members, qcodes, qoffs, tables, slot) -> np.ndarray:
     """The 32-bit scores of the pairs (row ``rows[i]`` of the block, its query
     ``members[rows[i]]``; subject ``cols[i]``)."""
@@ -131,16 +140,18 @@ def _rescored(searcher, rows, cols, members, qcodes, qoffs, tables, slot) -> np.
     return out
 
 
-def _rescore_packed(searcher, block, members, qcodes, qoffs, tables, slot) -> int:
+def _rescore_packed(searcher, block, members, qcodes, qoffs, tables, slot, limit=None) -> int:
     """Re-score with 32-bit kernels the pairs of ``block`` (rows: ``members``) whose
-    packed (s16 or h16) score may have overflowed; returns how many."""
-    rows, cols = np.nonzero(block >= searcher.overflow_limit)
+    packed (s16 or h16) score may have overflowed (at or above ``limit``, by default the
+    searcher's); returns how many."""
+    limit = searcher.overflow_limit if limit is None else limit
+    rows, cols = np.nonzero(block >= limit)
     if len(rows):
         block[rows, cols] = _rescored(searcher, rows, cols, members, qcodes, qoffs, tables, slot)
     return len(rows)
 
 
-def _rescore_chosen(searcher, cols, vals, k, segs, offs, d_block, members, *rest) -> int:
+def _rescore_chosen(searcher, cols, vals, k, segs, offs, d_block, members, *rest, limit=None):
     """The GPU's choice (``cols``, ``vals``: a row per member, each segment's best at
     ``offs``) with the pairs whose packed score may have overflowed re-scored in 32
     bits; returns how many.  Such a pair's exact score is at least the limit, and
@@ -148,7 +159,8 @@ def _rescore_chosen(searcher, cols, vals, k, segs, offs, d_block, members, *rest
     stays right; only their order is made again.  Unless a segment's every chosen
     pair overflowed and some were left out: that row is chosen again on the host
     from its whole row of scores (``d_block``, still on the GPU), re-scored."""
-    limit, n = searcher.overflow_limit, searcher.n
+    limit = searcher.overflow_limit if limit is None else limit
+    n = searcher.n
     over = vals >= limit
     if not over.any():
         return 0
@@ -158,7 +170,7 @@ def _rescore_chosen(searcher, cols, vals, k, segs, offs, d_block, members, *rest
     count = 0
     for r in np.flatnonzero(ran_out).tolist():
         row = d_block[r * n : (r + 1) * n].copy_to_host().reshape(1, n)
-        count += _rescore_packed(searcher, row, members[r : r + 1], *rest)
+        count += _rescore_packed(searcher, row, members[r : r + 1], *rest, limit=limit)
         _, c, v = top_rows(row, k, segs)
         cols[r], vals[r] = c, v
     rows, idx = np.nonzero(over & ~ran_out[:, None])
@@ -186,12 +198,19 @@ def search(searcher, qcodes, qoffs, top_k, progress=None, segments=None):
     nq = len(qoffs) - 1
     qlens = np.diff(qoffs)
     tables = s._query_tables(qcodes)
-    s._compile_ahead(qlens, batched=True)
+    # two queries a register, a tile a block (qp2_blocks.py), or the batched kernels
+    packed = qp2_blocks.wanted(s, qlens)
+    s.batch_path = "qp2 blocks" if packed else "batched"
+    limit = qp2_blocks.limit(s) if packed else s.overflow_limit
     table = tables[mode]
-    d_qoffs, qstarts = s._qoffs_all(qcodes, qoffs, table)
+    if packed:
+        chunks = _whole(s, qlens)
+    else:
+        s._compile_ahead(qlens, batched=True)
+        d_qoffs, qstarts = s._qoffs_all(qcodes, qoffs, table)
+        chunks = _chunks(s, qlens)
     k = min(int(top_k), n)
     segs = np.asarray([0, n] if segments is None else segments, dtype=np.int64)
-    chunks = _chunks(s, qlens)
     cap = max((len(m) for _, m in chunks), default=1)
     d_out = [cuda.device_array(cap * n, dtype=np.int32) for _ in range(2)]
     on_gpu = topk_on_gpu(segs, k)
@@ -230,6 +249,7 @@ def search(searcher, qcodes, qoffs, top_k, progress=None, segments=None):
     s.rescored = 0
     s.batch_seconds = {"wait": 0.0, "host": 0.0, "launch": 0.0, "blocks": len(chunks)}
     s.topk_on_gpu = on_gpu
+    kernel_marks: list = []  # (start, end) events of the qp2 blocks kernels
 
     def finish(slot, j, members):
         nonlocal done, t_last
@@ -242,12 +262,26 @@ def search(searcher, qcodes, qoffs, top_k, progress=None, segments=None):
             vals = h_back[j][1][: m * per_row].reshape(m, per_row).copy()
             if mode in PAIRED_MODES:
                 s.rescored += _rescore_chosen(
-                    s, cols, vals, k, segs, offs, d_out[j], members, qcodes, qoffs, tables, slot
+                    s,
+                    cols,
+                    vals,
+                    k,
+                    segs,
+                    offs,
+                    d_out[j],
+                    members,
+                    qcodes,
+                    qoffs,
+                    tables,
+                    slot,
+                    limit=limit,
                 )
         else:
             block = h_back[j][0][: m * n].reshape(m, n).copy()
             if mode in PAIRED_MODES:
-                s.rescored += _rescore_packed(s, block, members, qcodes, qoffs, tables, slot)
+                s.rescored += _rescore_packed(
+                    s, block, members, qcodes, qoffs, tables, slot, limit=limit
+                )
             _, cols, vals = top_rows(block, k, segs)
         hit_cols[members] = cols.reshape(m, per_row)
         hit_vals[members] = vals.reshape(m, per_row)
@@ -265,26 +299,37 @@ def search(searcher, qcodes, qoffs, top_k, progress=None, segments=None):
     for ci, (r, members) in enumerate(chunks):
         j = ci % 2
         slot = s._slot(j)
-        t0 = time.perf_counter()
-        parts = s.plan(mode, r, batched=True)
-        s.plan_seconds += time.perf_counter() - t0
         st = slot.stream
-        t_launch = time.perf_counter()
-        d_qbase = cuda.to_device(qstarts[members].astype(np.int32), stream=st)
-        d_qlens = cuda.to_device(qlens[members].astype(np.int32), stream=st)
-        if not SIM:
-            st.synchronize()  # the scan streams read them
         m = len(members)
-        used = s._launch(
-            mode,
-            parts,
-            d_qoffs,
-            int(qlens[members].max()),
-            table,
-            slot,
-            batch=(d_qbase, d_qlens, m, d_out[j]),
-        )
-        slot.after(used)
+        if packed:
+            t_launch = time.perf_counter()
+            sub = [qcodes[qoffs[q] : qoffs[q + 1]] for q in members.tolist()]
+            marks = [] if SIM else [cuda.event(), cuda.event()]  # the kernel's GPU time
+            if marks:
+                marks[0].record(st)
+            s.qp2_blocks_plan = qp2_blocks.launch(s, sub, d_out[j], st)
+            if marks:
+                marks[1].record(st)
+                kernel_marks.append(marks)
+        else:
+            t0 = time.perf_counter()
+            parts = s.plan(mode, r, batched=True)
+            s.plan_seconds += time.perf_counter() - t0
+            t_launch = time.perf_counter()
+            d_qbase = cuda.to_device(qstarts[members].astype(np.int32), stream=st)
+            d_qlens = cuda.to_device(qlens[members].astype(np.int32), stream=st)
+            if not SIM:
+                st.synchronize()  # the scan streams read them
+            used = s._launch(
+                mode,
+                parts,
+                d_qoffs,
+                int(qlens[members].max()),
+                table,
+                slot,
+                batch=(d_qbase, d_qlens, m, d_out[j]),
+            )
+            slot.after(used)
         if on_gpu:
             dc, dv = d_back[j]
             topk_kernel[m * (len(segs) - 1), TOPK_THREADS, st](
@@ -298,6 +343,8 @@ def search(searcher, qcodes, qoffs, top_k, progress=None, segments=None):
         pending = (slot, j, members)
     if pending is not None:
         finish(*pending)
+    if kernel_marks:
+        s.batch_seconds["kernel"] = sum(a.elapsed_time(b) for a, b in kernel_marks) / 1e3
     s.scan_seconds = time.perf_counter() - t_scan
     s.timings = [(qi, int(qlens[qi]), float(tq[qi])) for qi in range(nq)]
     return TopHits(

@@ -334,7 +334,8 @@ def precompile(modes=None, jobs=None, shapes=None) -> dict:
     extra = 3  # the aux module's
     if shapes is None and "s16" in (modes or device_modes()):
         get_qp2_kernel(QP2_R, QP2_U)  # two queries per register (qp2.py)
-        extra += 1
+        get_qp2_kernel(QP2_R, QP2_U, blocks=True)  # a tile a block (qp2_blocks.py)
+        extra += 2
     aux()
     return {
         "kernels": len(tasks) + extra,
@@ -380,15 +381,18 @@ def get_pair_kernel(R: int, kind="local"):
     return _jitted(_pair_kernels, (R, kind), name, lambda: pair_kernel_source(R, kind, SIM))
 
 
-def get_qp2_kernel(R: int, U: int = 2):
-    """The compiled two-queries-per-register kernel (:mod:`.qp2`) of R rows a lane."""
-    name = f"qp2_{R}x{U}{'_sim' if SIM else ''}"
-    return _jitted(_qp2_kernels, (R, U), name, lambda: qp2_kernel_source(R, U, SIM))
+def get_qp2_kernel(R: int, U: int = 2, blocks: bool = False):
+    """The compiled two-queries-per-register kernel (:mod:`.qp2`) of R rows a lane;
+    ``blocks``: its variant of a tile a block (:mod:`.qp2_blocks`)."""
+    name = f"qp2{'b' if blocks else ''}_{R}x{U}{'_sim' if SIM else ''}"
+    return _jitted(_qp2_kernels, (R, U, blocks), name, lambda: qp2_kernel_source(R, U, SIM, blocks))
 
 
-def qp2_kernel_ptx(R: int, U: int = 2, cc=(9, 0)) -> str:
-    """PTX of the qp2 kernel for compute capability ``cc`` (NVVM, no GPU)."""
-    return _ptx(f"qp2_{R}x{U}", qp2_kernel_source(R, U, False), cc)
+def qp2_kernel_ptx(R: int, U: int = 2, cc=(9, 0), blocks: bool = False) -> str:
+    """PTX of the qp2 kernel (or its block variant) for compute capability ``cc`` (NVVM,
+    no GPU)."""
+    name = f"qp2{'b' if blocks else ''}_{R}x{U}"
+    return _ptx(name, qp2_kernel_source(R, U, False, blocks), cc)
 
 
 def pair_kernel_ptx(R: int, kind="local", cc=(9, 0)) -> str:

@@ -428,11 +428,35 @@ QP2_FBIAS = 1040
 QP2_R, QP2_U = 32, 2
 
 
-def qp2_kernel_source(R: int, U: int = 2, sim: bool = SIM) -> str:
+#: The block variant's arguments (a tile a block, ``qp2_blocks.py``): stream codes, range
+#: starts, lengths and first subjects, range count, the tiles' query rows (letter codes),
+#: the matrix's 16-bit words ((K + 1) x (K + 1)) and K + 1, the profile's row stride
+#: (bytes), packed -(open + extend) and -extend, score rows, boundary words and the
+#: columns a block's take, lane information (96 words a tile), each chain's first tile and
+#: tile count, the chain count, the chain counter, subjects per score row.
+QP2_BLOCKS_SIG = (
+    "void(uint8[::1], int64[::1], int32[::1], int64[::1], int64, uint8[::1], int32[::1], "
+    "int32, int32, int32, int32, int32[::1], int64[::1], int64, int32[::1], int32[::1], "
+    "int32[::1], int32, int32[::1], int64)"
+)
+
+
+def qp2_kernel_source(R: int, U: int = 2, sim: bool = SIM, blocks: bool = False) -> str:
     """Python source of the two-queries-per-register kernel (R rows a lane, a multiple of
-    4; U steps unrolled); template ``templates/qp2_kernel.py.in``."""
+    4; U steps unrolled); ``blocks``: the variant of a tile a block (``qp2_blocks.py``);
+    template ``templates/qp2_kernel.py.in``."""
     assert R % 4 == 0 and R >= 4 and U >= 1
-    return render("qp2_kernel", R=R, U=U, sim=sim, SIG=QP2_SIG, FLAG=QP2_FLAG, FBIAS=QP2_FBIAS)
+    return render(
+        "qp2_kernel",
+        R=R,
+        U=U,
+        sim=sim,
+        blocks=blocks,
+        SIG=QP2_BLOCKS_SIG if blocks else QP2_SIG,
+        FLAG=QP2_FLAG,
+        FBIAS=QP2_FBIAS,
+        BOFF=" + boff" if blocks else "",
+    )
 
 
 def aux_kernel_source() -> str:

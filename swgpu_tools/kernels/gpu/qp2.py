@@ -194,10 +194,18 @@ class Stream:
     residues, and one boundary word a stream column.  The range table (``d_rstart``,
     ``d_rlen``, ``d_rsub0``) is in :func:`warp_order` for ``warps`` warps a launch: the
     columns stay in database order, each range is whole with its own pads, so the order
-    in which the warps walk them changes nothing but the balance."""
+    in which the warps walk them changes nothing but the balance.  ``multiple``: the table
+    is padded with empty ranges (a flagged sentinel alone, in pad columns of its own) to a
+    multiple of it, so that every warp of a block walks as many (:mod:`.qp2_blocks`)."""
 
     def __init__(
-        self, codes: np.ndarray, offsets: np.ndarray, K: int, n_ranges: int, warps: int = 1
+        self,
+        codes: np.ndarray,
+        offsets: np.ndarray,
+        K: int,
+        n_ranges: int,
+        warps: int = 1,
+        multiple: int = 1,
     ):
         from numba import cuda
 
@@ -206,6 +214,9 @@ class Stream:
         cuts = np.searchsorted(cum, np.linspace(0, cum[-1], n_ranges + 1)[1:-1])
         bounds = np.unique(np.concatenate([[0], cuts, [len(lengths)]])).astype(np.int64)
         nr = len(bounds) - 1
+        extra = -nr % max(1, int(multiple))  # empty ranges: no subject, a sentinel alone
+        bounds = np.concatenate([bounds, np.full(extra, len(lengths), np.int64)])
+        nr += extra
         res = cum[bounds[1:]] - cum[bounds[:-1]]  # residues a range
         seg = res + 2 * PADS + 1  # pads, subjects, the closing sentinel, pads
         pos = np.concatenate([[0], np.cumsum(seg)])
