@@ -147,6 +147,9 @@ def test_block_kernel_source_renders_and_the_plain_one_is_unchanged():
     src = qp2_kernel_source(8, 2, sim=False, blocks=True)
     assert "cuda.atomic.add(counter, 0, 1)" in src and "bnd[uint64(base + boff)]" in src
     assert "profg" not in src and src.count("lds128(prof") == 2 * (2 + 2)
+    # 12 warps a block: ptxas must keep it within 65,536 / 384 registers (it took 184
+    # without the bounds, and the launch failed: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
+    assert "LAUNCH_BOUNDS = (384, 1)" in src and "LAUNCH_BOUNDS" not in plain
     compile(src, "<qp2 blocks>", "exec")
     compile(qp2_kernel_source(4, 1, sim=True, blocks=True), "<qp2 blocks sim>", "exec")
 

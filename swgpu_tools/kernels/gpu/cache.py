@@ -360,7 +360,9 @@ def _jitted(table: dict, key, name: str, source) -> object:
         kern = table.get(key)
         if kern is None:
             mod = load_module(name, source())
-            kern = cuda.jit(mod.SIG, cache=True)(mod.kernel_py)
+            bounds = getattr(mod, "LAUNCH_BOUNDS", None)  # (threads a block, blocks an SM)
+            kw = {"launch_bounds": bounds} if bounds else {}
+            kern = cuda.jit(mod.SIG, cache=True, **kw)(mod.kernel_py)
             table[key] = kern
         return kern
 
@@ -370,7 +372,9 @@ def _ptx(name: str, source: str, cc) -> str:
     from numba import cuda
 
     mod = load_module(name, source)
-    ptx, _ = cuda.compile_ptx(mod.kernel_py, mod.SIG, cc=cc)
+    bounds = getattr(mod, "LAUNCH_BOUNDS", None)
+    kw = {"launch_bounds": bounds} if bounds else {}
+    ptx, _ = cuda.compile_ptx(mod.kernel_py, mod.SIG, cc=cc, **kw)
     return ptx
 
 

@@ -426,6 +426,9 @@ QP2_FBIAS = 1040
 #: qp2's rows a lane and steps unrolled: R = 32, U = 2 measured best (RESULTS-gpu.md runs
 #: 188-193; R = 16 ran ~8 % slower per padded cell, U = 4 ~6 %).
 QP2_R, QP2_U = 32, 2
+#: Threads a block of the qp2 kernels (the profile, 25 x 1,024 words at R = 32, allows one
+#: block an SM; 12 warps).
+QP2_BLOCK = 384
 
 
 #: The block variant's arguments (a tile a block, ``qp2_blocks.py``): stream codes, range
@@ -456,6 +459,7 @@ def qp2_kernel_source(R: int, U: int = 2, sim: bool = SIM, blocks: bool = False)
         FLAG=QP2_FLAG,
         FBIAS=QP2_FBIAS,
         BOFF=" + boff" if blocks else "",
+        BLOCK=QP2_BLOCK,
     )
 
 

@@ -37,7 +37,7 @@ import numpy as np
 from ...logs import get_logger
 from .. import TopHits
 from ..gpu_intrinsics import SIM, pack2
-from .codegen import QP2_FBIAS, QP2_FLAG, QP2_R, QP2_U
+from .codegen import QP2_BLOCK, QP2_FBIAS, QP2_FLAG, QP2_R, QP2_U
 
 log = get_logger(__name__)
 
@@ -47,7 +47,7 @@ R_DEFAULT, U_DEFAULT = QP2_R, QP2_U
 #: tests take 4).
 ROWS = int(os.environ.get("SWGPU_QP2_ROWS", R_DEFAULT))
 #: Threads a block (the profile, 25 x 1,024 words at R = 32, allows one block an SM).
-BLOCK = 384
+BLOCK = QP2_BLOCK
 #: Subject ranges a warp walks (balance).
 RANGES_PER_WARP = 4
 #: Pad columns before and after each range in the stream (no bounds checks in the step).
