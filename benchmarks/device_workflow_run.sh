@@ -319,6 +319,13 @@ with open('$BIG/big_db.fasta', 'wb') as f:
 fi
 if has_phase F4; then
   swgpu backend --precompile > /dev/null 2>&1
+  # F4_GPU_TESTS="tests/…": those GPU tests after this precompile (F4_GPU_TEST_LIMIT s, 60)
+  if [ -n "${F4_GPU_TESTS:-}" ]; then
+    echo "== GPU tests of $F4_GPU_TESTS" | tee -a "$OUT/log.txt"
+    # shellcheck disable=SC2086
+    SWGPU_TEST_DATA=$D timeout "${F4_GPU_TEST_LIMIT:-60}" python3 -m pytest -m gpu -q -p no:cacheprovider \
+      $F4_GPU_TESTS 2>&1 | tee "$OUT/f4_gpu_tests.txt" | tail -4 | tee -a "$OUT/log.txt"
+  fi
   if [ -n "${SHARD_MEMORY:-}" ]; then
     echo "== shard_db memory, 2e9 (anonymous and with the mapped files' page cache)" | tee -a "$OUT/log.txt"
     mkdir -p /tmp/big

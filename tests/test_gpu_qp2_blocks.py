@@ -246,7 +246,7 @@ def test_gpu_qp2_blocks_by_segments_vs_cpu_and_batched():
     def rs(n):
         return "".join(rng.choice(letters, n))
 
-    qlens = [7000, 2500, 1500, 1025, 1024, 900, 300, 144, 33, 1] + list(rng.integers(20, 900, 150))
+    qlens = [7000, 2500, 1500, 1025, 1024, 900, 300, 144, 33, 12] + list(rng.integers(20, 900, 150))
     qs = [(f"q{i}", rs(int(n))) for i, n in enumerate(qlens)]
     db = [(f"s{i}", rs(int(rng.integers(1, 1200)))) for i in range(2000)]
     db += [(f"h{i}", q[1][5 : 5 + 400]) for i, q in enumerate(qs[:40])]

@@ -436,11 +436,12 @@ QP2_BLOCK = 384
 #: the matrix's 16-bit words ((K + 1) x (K + 1)) and K + 1, the profile's row stride
 #: (bytes), packed -(open + extend) and -extend, score rows, boundary words and the
 #: columns a block's take, lane information (96 words a tile), each chain's first tile and
-#: tile count, the chain count, the chain counter, subjects per score row.
+#: tile count, the work items (chains x parts), the parts, the item counter, subjects per
+#: score row.
 QP2_BLOCKS_SIG = (
     "void(uint8[::1], int64[::1], int32[::1], int64[::1], int64, uint8[::1], int32[::1], "
     "int32, int32, int32, int32, int32[::1], int64[::1], int64, int32[::1], int32[::1], "
-    "int32[::1], int32, int32[::1], int64)"
+    "int32[::1], int32, int32, int32[::1], int64)"
 )
 
 
