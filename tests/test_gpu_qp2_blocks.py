@@ -267,3 +267,40 @@ def test_gpu_qp2_blocks_by_segments_vs_cpu_and_batched():
     tb = s.search(eqs, k, segments=segs)
     assert s.batch_path == "batched"
     assert (tb.subject_index == th.subject_index).all() and (tb.score == th.score).all()
+
+
+def test_the_path_is_wanted_for_a_delta_and_many_queries(monkeypatch):
+    """'auto': 2,000 UniProt-length queries against a re-scan's delta take the path
+    (run 276), 20 queries (a few tiles for 132 blocks) keep the batched kernels; True and
+    the switch override the query count, never the conditions (an empty subject, h16,
+    boundary words past the cap)."""
+    from types import SimpleNamespace
+
+    from swgpu_tools.scoring import ScoringScheme
+
+    monkeypatch.delenv("SWGPU_QP2_BLOCKS", raising=False)
+    monkeypatch.setattr(qp2_blocks, "_blocks", lambda: 132)
+    monkeypatch.setattr(qp2_blocks, "SIM", False)
+
+    def facts(**kw):
+        base = dict(mode="s16", _stream=None, n=6_589, _qp2_src=(None, None), qp2="auto",
+                    matrix=np.asarray(ScoringScheme().matrix), gap_open=11, gap_extend=1,
+                    lengths=np.full(6_589, 447), total_residues=2_946_895)  # fmt: skip
+        return SimpleNamespace(**{**base, **kw})
+
+    many, few = np.full(2_000, 492), np.full(20, 492)
+    assert qp2_blocks.wanted(facts(), many) and not qp2_blocks.wanted(facts(), few)
+    assert qp2_blocks.wanted(facts(qp2=True), few)
+    assert not qp2_blocks.wanted(facts(qp2=False), many)
+    for kw in (
+        dict(mode="h16"),
+        dict(_stream=object()),
+        dict(_qp2_src=None),
+        dict(lengths=np.array([5, 0, 7])),
+        dict(total_residues=2 * 10**7),  # 132 blocks x 20 M columns x 8 bytes > 8 GiB
+    ):
+        assert not qp2_blocks.wanted(facts(qp2=True, **kw), many), kw
+    monkeypatch.setenv("SWGPU_QP2_BLOCKS", "0")
+    assert not qp2_blocks.wanted(facts(), many)
+    monkeypatch.setenv("SWGPU_QP2_BLOCKS", "1")
+    assert qp2_blocks.wanted(facts(), few)

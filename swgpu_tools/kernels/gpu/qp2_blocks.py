@@ -52,6 +52,11 @@ RANGES_PER_WARP = 16
 #: tiles on 132 blocks: the busiest block runs 5 tile-times whole, 3.9 in eighths, against
 #: 3.76 on average; run 275: the kernel 0.768 s = 5 x 0.154 s).  Two under the simulator.
 PARTS = 2 if SIM else 8
+#: Under 'auto', the path needs at least this many work items a resident block (tiles x
+#: :data:`PARTS` / blocks, the tiles counted from the queries' lanes): with few queries
+#: its tiles leave most of the GPU idle, where the batched kernels spread any query count
+#: over every SM.  Measured only with 2,000 queries (496 tiles, 30 items a block).
+MIN_ITEMS_PER_BLOCK = 4
 #: Boundary words the blocks may take (one 8-byte word a stream column a block, only where
 #: some chain has several tiles); beyond it the search keeps the batched kernels.
 BND_BYTES = int(os.environ.get("SWGPU_QP2B_BND_BYTES", 8 << 30))
@@ -151,7 +156,8 @@ def wanted(s, qlens) -> bool:
     """Whether the batched search of searcher ``s`` scores with this path: its ``qp2``
     (True, False or 'auto'; ``$SWGPU_QP2_BLOCKS`` 0/1 overrides 'auto') on an s16 search
     of a resident database without empty subjects whose scheme :func:`.qp2.fits`, and
-    the boundary words within :data:`BND_BYTES`; 'auto' not under the simulator."""
+    the boundary words within :data:`BND_BYTES`; 'auto' also needs enough queries
+    (:data:`MIN_ITEMS_PER_BLOCK`) and not the simulator."""
     if s.mode != "s16" or s._stream is not None or s.n == 0 or s._qp2_src is None:
         return False
     choice = s.qp2
@@ -161,8 +167,10 @@ def wanted(s, qlens) -> bool:
         return False
     if (s.lengths == 0).any() or not np.sum(qlens):
         return False
-    if choice == "auto" and SIM:
-        return False
+    if choice == "auto":
+        tiles = sum(-(-int(n) // ROWS) for n in qlens) / (2 * G)  # at least
+        if SIM or tiles * PARTS < MIN_ITEMS_PER_BLOCK * _blocks():
+            return False
     ranges = (BLOCK // 32) * (RANGES_PER_WARP + PARTS)  # at most, with the padding
     return _blocks() * (s.total_residues + ranges * (2 * PADS + 1)) * 8 <= BND_BYTES
 
