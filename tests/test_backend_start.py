@@ -136,6 +136,33 @@ def test_a_set_stop_ends_the_preload_of_scoring_kernels(monkeypatch, tmp_path):
     assert gpu_backend.preload_kernels(ScoringScheme("BLOSUM62", 11, 1)) > 3
 
 
+def test_a_rescans_preload_loads_the_qp2_blocks_kernel_where_it_is_compiled(monkeypatch, tmp_path):
+    """With ``batched`` (a re-scan's delta) the preload also loads qp2's block kernel,
+    which the delta's search takes with many queries, where the disk cache holds it
+    (its marker); not for single-query kernels, not where it is not compiled."""
+    from swgpu_tools.kernels.gpu import backend as gpu_backend
+    from swgpu_tools.kernels.gpu import cache, searcher
+
+    qp2 = []
+
+    class Kernel:
+        overloads = {}
+
+    marker = tmp_path / "qp2b.ok"
+    monkeypatch.setattr(cache, "compiled_marker", lambda *a: str(tmp_path / "none"))
+    monkeypatch.setattr(cache, "get_kernel", lambda *a: Kernel())
+    monkeypatch.setattr(cache, "qp2_marker", lambda R, U, blocks: str(marker))
+    monkeypatch.setattr(
+        cache, "get_qp2_kernel", lambda R, U, blocks=False: qp2.append(blocks) or Kernel()
+    )
+    monkeypatch.setattr(searcher, "kernel_mode", lambda *a: "s16")
+    scheme = ScoringScheme("BLOSUM62", 11, 1)
+    assert gpu_backend.preload_kernels(scheme, batched=True) == 0 and qp2 == []
+    marker.write_text("")
+    assert gpu_backend.preload_kernels(scheme) == 0 and qp2 == []
+    assert gpu_backend.preload_kernels(scheme, batched=True) == 1 and qp2 == [True]
+
+
 def test_a_rescans_start_loads_the_batched_kernels_before_the_single_query_ones(monkeypatch):
     """A re-scan's start (``batched``: also the GPU standby told of a re-scan) loads the
     batched kernels first, then the single-query ones (which a set ``stop`` ends);

@@ -17,6 +17,7 @@ from ...logs import get_logger
 from .. import Progress, TopHits, by_segment
 from ..gpu_intrinsics import SIM
 from . import batched, cache, pairs
+from .codegen import QP2_R, QP2_U
 from .device import bind
 from .searcher import GpuSearcher
 
@@ -93,6 +94,14 @@ def preload_kernels(scheme: ScoringScheme, batched: bool = False, stop=None) -> 
                 continue
             kern = cache.get_kernel(mode, G, R, multipass, batched)
             for k in kern.overloads.values():
+                k.bind()
+            n += 1
+    if batched and mode == "s16" and os.path.exists(cache.qp2_marker(QP2_R, QP2_U, True)):
+        # the kernel of qp2 a tile a block (qp2_blocks.py), which a delta's search takes
+        # with many queries: loaded at its first launch, as the standby's search of run
+        # 276 did (0.81-0.88 s, of which the kernel ~0.6 s)
+        if stop is None or not stop.is_set():
+            for k in cache.get_qp2_kernel(QP2_R, QP2_U, blocks=True).overloads.values():
                 k.bind()
             n += 1
     return n

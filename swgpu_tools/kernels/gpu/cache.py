@@ -389,7 +389,25 @@ def get_qp2_kernel(R: int, U: int = 2, blocks: bool = False):
     """The compiled two-queries-per-register kernel (:mod:`.qp2`) of R rows a lane;
     ``blocks``: its variant of a tile a block (:mod:`.qp2_blocks`)."""
     name = f"qp2{'b' if blocks else ''}_{R}x{U}{'_sim' if SIM else ''}"
-    return _jitted(_qp2_kernels, (R, U, blocks), name, lambda: qp2_kernel_source(R, U, SIM, blocks))
+    kern = _jitted(_qp2_kernels, (R, U, blocks), name, lambda: qp2_kernel_source(R, U, SIM, blocks))
+    if not SIM:
+        marker = qp2_marker(R, U, blocks)
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+    return kern
+
+
+@functools.cache
+def qp2_marker(R: int, U: int = 2, blocks: bool = False) -> str:
+    """Path of the file saying this qp2 kernel is in the disk cache for this GPU kind and
+    numba-cuda version (as :func:`compiled_marker`)."""
+    cc = "".join(str(v) for v in compute_capability())
+    name = f"qp2{'b' if blocks else ''}_{R}x{U}"
+    return os.path.join(
+        kernels_dir(),
+        f"{module_name(name, qp2_kernel_source(R, U, False, blocks))}"
+        f".sm{cc}.numba-cuda-{_numba_cuda_version()}.ok",
+    )
 
 
 def qp2_kernel_ptx(R: int, U: int = 2, cc=(9, 0), blocks: bool = False) -> str:
