@@ -318,7 +318,9 @@ def test_fits_and_overflow_limit():
     assert qp2.overflow_limit(m) == 31744 - 1040 - 11
 
 
-SIM_SCRIPT = textwrap.dedent(
+#: The simulator scripts' start (argv: the tests folder, a seed): random letters ``rs(n)``,
+#: and ``reference(qs, db)``: the encoded queries and database and every plain-Python score.
+SIM_PREAMBLE = textwrap.dedent(
     r"""
     import json, sys
     import numpy as np
@@ -327,8 +329,7 @@ SIM_SCRIPT = textwrap.dedent(
     from reference import sw_score
     from swgpu_tools.scoring import ScoringScheme
     from swgpu_tools.sequences import SequenceSet
-    from swgpu_tools.kernels import gpu, top_k_from_scores
-    from swgpu_tools.kernels.gpu import qp2
+    from swgpu_tools.kernels import gpu
 
     rng = np.random.default_rng(int(sys.argv[2]))
     scheme = ScoringScheme()
@@ -336,6 +337,22 @@ SIM_SCRIPT = textwrap.dedent(
 
     def rs(n):
         return "".join(rng.choice(letters, n))
+
+    def reference(qs, db):
+        edb = scheme.encode(SequenceSet.from_pairs(db))
+        eqs = scheme.encode(SequenceSet.from_pairs(qs))
+        ref = np.array([[sw_score(eqs.codes[eqs.offsets[i]:eqs.offsets[i + 1]],
+                                  edb.codes[edb.offsets[j]:edb.offsets[j + 1]], scheme.matrix,
+                                  scheme.gap_open, scheme.gap_extend)
+                         for j in range(len(edb))] for i in range(len(eqs))], dtype=np.int32)
+        return edb, eqs, ref
+    """
+)
+
+SIM_SCRIPT = SIM_PREAMBLE + textwrap.dedent(
+    r"""
+    from swgpu_tools.kernels import top_k_from_scores
+    from swgpu_tools.kernels.gpu import qp2
 
     # R = 4: tiles of 128 rows; the plan: q6, q3, q5 and q0 (from lane 21) in tile 0's low
     # half, q2 and q4 its high half; q0 crosses into tile 1, whose high half starts q1 on
@@ -350,12 +367,7 @@ SIM_SCRIPT = textwrap.dedent(
     db.append(("dup", db[2][1]))
     db.append(("hom3", qs[3][1] + rs(2)))
     db.append(("one", "W"))
-    edb = scheme.encode(SequenceSet.from_pairs(db))
-    eqs = scheme.encode(SequenceSet.from_pairs(qs))
-    ref = np.array([[sw_score(eqs.codes[eqs.offsets[i]:eqs.offsets[i + 1]],
-                              edb.codes[edb.offsets[j]:edb.offsets[j + 1]], scheme.matrix,
-                              scheme.gap_open, scheme.gap_extend)
-                     for j in range(len(edb))] for i in range(len(eqs))], dtype=np.int32)
+    edb, eqs, ref = reference(qs, db)
     s = gpu.GpuSearcher.from_scheme(edb, scheme, mode="s16", qp2=True, batch=False)
     s.overflow_limit = 60  # the homologs' scores go through the 32-bit re-scoring
     n = len(edb)

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_gpu_qp2 import SIM_PREAMBLE, _FakeCuda
 
 from swgpu_tools.kernels.gpu import qp2, qp2_blocks
 from swgpu_tools.kernels.gpu.codegen import QP2_FLAG, qp2_kernel_source
@@ -88,16 +89,6 @@ def test_profile_from_query_rows_equals_the_hosts(seed, R):
         assert (built.ravel() == qp2.profile(tile, queries, matrix, R)).all(), k
 
 
-class _FakeCuda:
-    @staticmethod
-    def to_device(a, stream=0):
-        return np.asarray(a)
-
-    @staticmethod
-    def device_array(n, dtype):
-        return np.zeros(n, dtype)
-
-
 @settings(max_examples=100, deadline=None)
 @given(
     lens=st.lists(st.integers(1, 60), min_size=1, max_size=40),
@@ -154,25 +145,10 @@ def test_block_kernel_source_renders_and_the_plain_one_is_unchanged():
     compile(qp2_kernel_source(4, 1, sim=True, blocks=True), "<qp2 blocks sim>", "exec")
 
 
-SIM_SCRIPT = textwrap.dedent(
+SIM_SCRIPT = SIM_PREAMBLE + textwrap.dedent(
     r"""
-    import json, sys
-    import numpy as np
-    sys.setswitchinterval(0.0002)
-    sys.path.insert(0, sys.argv[1])
-    from reference import sw_score
-    from swgpu_tools.scoring import ScoringScheme
-    from swgpu_tools.sequences import SequenceSet
-    from swgpu_tools.kernels import gpu
     from swgpu_tools.kernels.gpu import qp2_blocks
     from swgpu_tools.kernels.topk import top_rows
-
-    rng = np.random.default_rng(int(sys.argv[2]))
-    scheme = ScoringScheme()
-    letters = list("ARNDCQEGHILKMFPSTWYV")
-
-    def rs(n):
-        return "".join(rng.choice(letters, n))
 
     # R = 4: a half is 32 lanes x 4 rows; q0 (75 lanes) makes a chain of three tiles, q1
     # (35 lanes) its other half, lengthened by a one-tile bin starting on lane 0
@@ -184,12 +160,7 @@ SIM_SCRIPT = textwrap.dedent(
     db.append(("hom2", qs[2][1][5:35]))
     db.append(("hom9", qs[9][1][60:90]))
     db.append(("one", "W"))
-    edb = scheme.encode(SequenceSet.from_pairs(db))
-    eqs = scheme.encode(SequenceSet.from_pairs(qs))
-    ref = np.array([[sw_score(eqs.codes[eqs.offsets[i]:eqs.offsets[i + 1]],
-                              edb.codes[edb.offsets[j]:edb.offsets[j + 1]], scheme.matrix,
-                              scheme.gap_open, scheme.gap_extend)
-                     for j in range(len(edb))] for i in range(len(eqs))], dtype=np.int32)
+    edb, eqs, ref = reference(qs, db)
     n, k = len(edb), 3
     segs = np.array([0, 4, 8, n])
     s = gpu.GpuSearcher.from_scheme(edb, scheme, mode="s16", qp2=True, batch=True)

@@ -367,23 +367,33 @@ def warps_for(R: int = R_DEFAULT, K: int = 24) -> int:
 
 
 # -- the searcher's path ------------------------------------------------------------
+def eligible(s, qlens, switch: str) -> bool | str:
+    """Searcher ``s``'s ``qp2`` choice for these queries (True or 'auto', the environment
+    variable ``switch`` 0/1 overriding 'auto'), or False where qp2 cannot run the search:
+    not an s16 search of a resident database without empty subjects whose scheme
+    :func:`fits`, or no query residues (the preamble of :func:`wanted` and
+    :func:`.qp2_blocks.wanted`)."""
+    if s.mode != "s16" or s._stream is not None or s.n == 0 or s._qp2_src is None:
+        return False
+    choice = s.qp2
+    if choice == "auto":
+        choice = {"0": False, "1": True}.get(os.environ.get(switch, ""), "auto")
+    if choice is False or not fits(s.matrix, s.gap_open, s.gap_extend):
+        return False
+    if (s.lengths == 0).any() or not np.sum(qlens):
+        return False
+    return True if choice is True else "auto"
+
+
 def wanted(s, qlens) -> bool:
     """Whether searcher ``s`` scores these queries with qp2: its ``qp2`` (True, False or
     'auto'; ``$SWGPU_QP2`` 0/1 overrides 'auto'), an s16 search of a resident database
     with no empty subject whose scheme :func:`fits`; 'auto' also needs the plans of its
     :func:`groups` at least :data:`MIN_FILL` full (and not the simulator, nor
     per-partition profiling)."""
-    if s.mode != "s16" or s._stream is not None or s.n == 0 or s._qp2_src is None:
-        return False
-    choice = s.qp2
-    if choice == "auto":
-        choice = {"0": False, "1": True}.get(os.environ.get("SWGPU_QP2", ""), "auto")
-    if choice is False or not fits(s.matrix, s.gap_open, s.gap_extend):
-        return False
-    if (s.lengths == 0).any() or not np.sum(qlens):
-        return False
-    if choice is True:
-        return True
+    choice = eligible(s, qlens, "SWGPU_QP2")
+    if choice != "auto":
+        return bool(choice)
     if SIM or s.record is not None:
         return False
     qlens = np.asarray(qlens)

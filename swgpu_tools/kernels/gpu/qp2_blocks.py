@@ -38,7 +38,7 @@ from .qp2 import (
     G,
     Stream,
     Tile,
-    fits,
+    eligible,
     geometry,
     lane_info,
     overflow_limit,
@@ -158,14 +158,8 @@ def wanted(s, qlens) -> bool:
     of a resident database without empty subjects whose scheme :func:`.qp2.fits`, and
     the boundary words within :data:`BND_BYTES`; 'auto' also needs enough queries
     (:data:`MIN_ITEMS_PER_BLOCK`) and not the simulator."""
-    if s.mode != "s16" or s._stream is not None or s.n == 0 or s._qp2_src is None:
-        return False
-    choice = s.qp2
-    if choice == "auto":
-        choice = {"0": False, "1": True}.get(os.environ.get("SWGPU_QP2_BLOCKS", ""), "auto")
-    if choice is False or not fits(s.matrix, s.gap_open, s.gap_extend):
-        return False
-    if (s.lengths == 0).any() or not np.sum(qlens):
+    choice = eligible(s, qlens, "SWGPU_QP2_BLOCKS")
+    if choice is False:
         return False
     if choice == "auto":
         tiles = sum(-(-int(n) // ROWS) for n in qlens) / (2 * G)  # at least
