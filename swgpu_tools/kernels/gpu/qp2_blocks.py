@@ -7,13 +7,14 @@ longest 7,592 residues) a tile took 4.0 ms against 1.2 ms of work (RESULTS-gpu.m
 272), slower than many queries a launch (:mod:`.batched`).
 
 Here one launch runs every tile, a block at a time on each (the kernel's ``blocks``
-variant, ``templates/qp2_kernel.py.in``): the blocks stay resident and take *chains* of
-tiles by an atomic counter, longest chain first; a block builds its tile's profile in
-shared memory from the tile's query rows and the matrix, and its warps walk all the
-subjects in a few long ranges each (:class:`.qp2.Stream` for a block's warps, padded so
+variant, ``templates/qp2_kernel.py.in``): the blocks stay resident and take work items
+by an atomic counter, longest first: a *chain* of tiles against one of :data:`PARTS`
+parts of the subjects; a block builds its tile's profile in shared memory from the
+tile's query rows and the matrix, and its warps walk the part's subjects in a few long
+ranges each (:class:`.qp2.Stream` for all parts' warps, balanced together and padded so
 that every warp walks as many), so no single subject weighs.  Tiles run side by side,
-so a query crosses a tile edge only inside a chain, whose tiles one block runs in order,
-handing the last rows on through its own boundary words.
+so a query crosses a tile edge only inside a chain, whose tiles one block runs in order
+against its part, handing the last rows on through its own boundary words.
 
 * :func:`chain_plan`: the queries in chains of tiles: a query of more than 32 lanes in a
   chain of its own half, the others packed whole into the free lanes (best fit), two
