@@ -96,11 +96,12 @@ def preload_kernels(scheme: ScoringScheme, batched: bool = False, stop=None) -> 
             for k in kern.overloads.values():
                 k.bind()
             n += 1
-    if batched and mode == "s16" and os.path.exists(cache.qp2_marker(QP2_R, QP2_U, True)):
-        # the kernel of qp2 a tile a block (qp2_blocks.py), which a delta's search takes
-        # with many queries: loaded at its first launch, as the standby's search of run
-        # 276 did (0.81-0.88 s, of which the kernel ~0.6 s)
-        if stop is None or not stop.is_set():
+    # the kernel of qp2 a tile a block (qp2_blocks.py), which a delta's search takes with
+    # many queries: else loaded at its first launch, as the standby's search of run 276
+    # did (0.81-0.88 s, of which the kernel ~0.6 s)
+    stopped = stop is not None and stop.is_set()
+    if batched and mode == "s16" and not stopped:
+        if os.path.exists(cache.qp2_marker(QP2_R, QP2_U, True)):
             for k in cache.get_qp2_kernel(QP2_R, QP2_U, blocks=True).overloads.values():
                 k.bind()
             n += 1

@@ -157,15 +157,24 @@ def get_kernel(mode: str, G: int, R: int, multipass: bool = True, batched: bool 
         kern = _kernels.get(key)
         if kern is None:
             mod = load_module(*_kernel_name_source(mode, G, R, multipass, batched))
-            bounds = getattr(mod, "LAUNCH_BOUNDS", None)  # None in simulator sources
-            kw = {"launch_bounds": bounds} if bounds else {}
-            kern = cuda.jit(mod.SIG, cache=True, **kw)(mod.kernel_py)
+            kern = cuda.jit(mod.SIG, cache=True, **_bounds(mod))(mod.kernel_py)
             _kernels[key] = kern
             if not SIM:
-                marker = compiled_marker(mode, G, R, multipass, batched)
-                if not os.path.exists(marker):
-                    open(marker, "w").close()
+                _mark(compiled_marker(mode, G, R, multipass, batched))
         return kern
+
+
+def _bounds(mod) -> dict:
+    """The ``launch_bounds`` argument of a generated module's kernel, where its source
+    sets ``LAUNCH_BOUNDS`` (threads a block, blocks an SM; never in simulator sources)."""
+    bounds = getattr(mod, "LAUNCH_BOUNDS", None)
+    return {"launch_bounds": bounds} if bounds else {}
+
+
+def _mark(marker: str) -> None:
+    """Write the (empty) marker file of a kernel now in the disk cache, once."""
+    if not os.path.exists(marker):
+        open(marker, "w").close()
 
 
 def forget_kernels() -> None:
@@ -183,11 +192,16 @@ def compiled_marker(mode, G, R, multipass, batched=False) -> str:
     """Path of the file saying this kernel is in the disk cache for this GPU kind and
     numba-cuda version (a hint for compiling ahead in parallel; Numba's own cache
     decides what is really reused)."""
+    return _marker_path(*_kernel_name_source(mode, G, R, multipass, batched))
+
+
+def _marker_path(name: str, source: str) -> str:
+    """Marker path of the generated module ``name`` of ``source`` (see
+    :func:`compiled_marker`)."""
     cc = "".join(str(v) for v in compute_capability())
     return os.path.join(
         kernels_dir(),
-        f"{module_name(*_kernel_name_source(mode, G, R, multipass, batched))}"
-        f".sm{cc}.numba-cuda-{_numba_cuda_version()}.ok",
+        f"{module_name(name, source)}.sm{cc}.numba-cuda-{_numba_cuda_version()}.ok",
     )
 
 
@@ -290,8 +304,7 @@ def kernel_ptx(
         f"{mode}_{G}x{R}{'m' if multipass else ''}{'b' if batched else ''}",
         kernel_source(mode, G, R, False, multipass, batched),
     )
-    bounds = getattr(mod, "LAUNCH_BOUNDS", None)
-    ptx, _ = cuda.compile_ptx(mod.kernel_py, mod.SIG, cc=cc, launch_bounds=bounds)
+    ptx, _ = cuda.compile_ptx(mod.kernel_py, mod.SIG, cc=cc, **_bounds(mod))
     return ptx
 
 
@@ -360,9 +373,7 @@ def _jitted(table: dict, key, name: str, source) -> object:
         kern = table.get(key)
         if kern is None:
             mod = load_module(name, source())
-            bounds = getattr(mod, "LAUNCH_BOUNDS", None)  # (threads a block, blocks an SM)
-            kw = {"launch_bounds": bounds} if bounds else {}
-            kern = cuda.jit(mod.SIG, cache=True, **kw)(mod.kernel_py)
+            kern = cuda.jit(mod.SIG, cache=True, **_bounds(mod))(mod.kernel_py)
             table[key] = kern
         return kern
 
@@ -372,9 +383,7 @@ def _ptx(name: str, source: str, cc) -> str:
     from numba import cuda
 
     mod = load_module(name, source)
-    bounds = getattr(mod, "LAUNCH_BOUNDS", None)
-    kw = {"launch_bounds": bounds} if bounds else {}
-    ptx, _ = cuda.compile_ptx(mod.kernel_py, mod.SIG, cc=cc, **kw)
+    ptx, _ = cuda.compile_ptx(mod.kernel_py, mod.SIG, cc=cc, **_bounds(mod))
     return ptx
 
 
@@ -388,33 +397,28 @@ def get_pair_kernel(R: int, kind="local"):
 def get_qp2_kernel(R: int, U: int = 2, blocks: bool = False):
     """The compiled two-queries-per-register kernel (:mod:`.qp2`) of R rows a lane;
     ``blocks``: its variant of a tile a block (:mod:`.qp2_blocks`)."""
-    name = f"qp2{'b' if blocks else ''}_{R}x{U}{'_sim' if SIM else ''}"
+    name = _qp2_name(R, U, blocks) + ("_sim" if SIM else "")
     kern = _jitted(_qp2_kernels, (R, U, blocks), name, lambda: qp2_kernel_source(R, U, SIM, blocks))
     if not SIM:
-        marker = qp2_marker(R, U, blocks)
-        if not os.path.exists(marker):
-            open(marker, "w").close()
+        _mark(qp2_marker(R, U, blocks))
     return kern
+
+
+def _qp2_name(R: int, U: int, blocks: bool) -> str:
+    return f"qp2{'b' if blocks else ''}_{R}x{U}"
 
 
 @functools.cache
 def qp2_marker(R: int, U: int = 2, blocks: bool = False) -> str:
     """Path of the file saying this qp2 kernel is in the disk cache for this GPU kind and
     numba-cuda version (as :func:`compiled_marker`)."""
-    cc = "".join(str(v) for v in compute_capability())
-    name = f"qp2{'b' if blocks else ''}_{R}x{U}"
-    return os.path.join(
-        kernels_dir(),
-        f"{module_name(name, qp2_kernel_source(R, U, False, blocks))}"
-        f".sm{cc}.numba-cuda-{_numba_cuda_version()}.ok",
-    )
+    return _marker_path(_qp2_name(R, U, blocks), qp2_kernel_source(R, U, False, blocks))
 
 
 def qp2_kernel_ptx(R: int, U: int = 2, cc=(9, 0), blocks: bool = False) -> str:
     """PTX of the qp2 kernel (or its block variant) for compute capability ``cc`` (NVVM,
     no GPU)."""
-    name = f"qp2{'b' if blocks else ''}_{R}x{U}"
-    return _ptx(name, qp2_kernel_source(R, U, False, blocks), cc)
+    return _ptx(_qp2_name(R, U, blocks), qp2_kernel_source(R, U, False, blocks), cc)
 
 
 def pair_kernel_ptx(R: int, kind="local", cc=(9, 0)) -> str:

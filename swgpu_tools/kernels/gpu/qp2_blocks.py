@@ -162,12 +162,15 @@ def wanted(s, qlens) -> bool:
     choice = eligible(s, qlens, "SWGPU_QP2_BLOCKS")
     if choice is False:
         return False
+    if choice == "auto" and SIM:
+        return False
+    blocks = _blocks()
     if choice == "auto":
         tiles = sum(-(-int(n) // ROWS) for n in qlens) / (2 * G)  # at least
-        if SIM or tiles * PARTS < MIN_ITEMS_PER_BLOCK * _blocks():
+        if tiles * PARTS < MIN_ITEMS_PER_BLOCK * blocks:
             return False
     ranges = (BLOCK // 32) * (RANGES_PER_WARP + PARTS)  # at most, with the padding
-    return _blocks() * (s.total_residues + ranges * (2 * PADS + 1)) * 8 <= BND_BYTES
+    return blocks * (s.total_residues + ranges * (2 * PADS + 1)) * 8 <= BND_BYTES
 
 
 def _blocks() -> int:
